@@ -1,0 +1,59 @@
+// The exception barrier every C entry point goes through: no C++ exception
+// crosses the ABI. Each exception type becomes a tpt_status whose message starts
+// with the name of the entry point.
+#pragma once
+
+#include <cxxabi.h>
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "core/error.hpp"
+#include "status.hpp"
+#include "tptrain.h"
+
+namespace tpt::capi {
+
+// "fn: message", without LibTorch's trailing newlines.
+inline std::string prefixed(const char *fn, const char *message) {
+  std::string text = std::string(fn) + ": " + (message ? message : "");
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+// Runs `body` and converts whatever it throws into a status.
+template <class F>
+tpt_status *guard(const char *fn, F &&body) {  // not noexcept: a forced unwind must pass
+  try {
+    std::forward<F>(body)();
+    return nullptr;
+  } catch (const abi::__forced_unwind &) {
+    throw;  // thread cancellation must keep unwinding; it is not an error
+  } catch (const tpt::Error &e) {
+    return make_status(e.code(), prefixed(fn, e.what()));
+  } catch (const c10::Error &e) {
+    return make_status(TPT_ERR_BACKEND, prefixed(fn, e.what_without_backtrace()));
+  } catch (const std::bad_alloc &) {
+    return out_of_memory_status();
+  } catch (const std::exception &e) {
+    // LibTorch also throws plain std::exceptions (e.g. std::runtime_error from
+    // reshape's size inference); tptrain's own failures are tpt::Error.
+    return make_status(TPT_ERR_BACKEND, prefixed(fn, e.what()));
+  } catch (...) {
+    return make_status(TPT_ERR_UNKNOWN, prefixed(fn, "unknown exception"));
+  }
+}
+
+// Throws TPT_ERR_INVALID_ARGUMENT naming `name` when `p` is NULL.
+template <class T>
+T *require(T *p, const char *name) {
+  if (p == nullptr) tpt::invalid_argument(std::string("argument '") + name + "' is NULL");
+  return p;
+}
+
+}  // namespace tpt::capi

@@ -1,0 +1,81 @@
+// C API section "Runtime": build features and threads.
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <sstream>
+#include <string>
+
+#include "barrier.hpp"
+#include "dist/nccl_info.hpp"
+
+namespace {
+
+bool cuda_available() noexcept {
+  try {
+    return at::detail::getCUDAHooks().hasCUDA() && at::detail::getCUDAHooks().getNumGPUs() > 0;
+  } catch (...) {
+    return false;
+  }
+}
+
+#ifdef TPT_HAVE_GLOO
+constexpr bool kHaveGloo = true;
+#else
+constexpr bool kHaveGloo = false;
+#endif
+
+std::string describe_build() {
+  std::ostringstream s;
+  s << "tptrain " << TPT_VERSION_STRING << " (ABI " << TPT_ABI_VERSION << ")\n";
+  s << "LibTorch " << TORCH_VERSION_MAJOR << "." << TORCH_VERSION_MINOR << "."
+    << TORCH_VERSION_PATCH << "\n";
+  s << "c10d Gloo: " << (kHaveGloo ? "yes" : "no") << "\n";
+  s << "CUDA devices: " << (cuda_available() ? "yes" : "no") << "\n";
+  s << "NCCL: " << tpt::dist::nccl_description() << "\n";
+  s << "intra-op threads: " << at::get_num_threads() << "\n";
+  s << at::show_config();
+  return s.str();
+}
+
+}  // namespace
+
+extern "C" {
+
+int tpt_has_feature(tpt_feature feature) {
+  switch (feature) {
+    case TPT_FEATURE_GLOO: return kHaveGloo ? 1 : 0;
+    case TPT_FEATURE_CUDA: return cuda_available() ? 1 : 0;
+    case TPT_FEATURE_NCCL: return tpt::dist::nccl_compiled() ? 1 : 0;
+    case TPT_FEATURE_FORCE32: break;
+  }
+  return 0;
+}
+
+const char *tpt_build_info(void) {
+  static const std::string info = [] {
+    try {
+      return describe_build();
+    } catch (...) {
+      return std::string("tptrain " TPT_VERSION_STRING " (build description unavailable)");
+    }
+  }();
+  return info.c_str();
+}
+
+tpt_status *tpt_set_num_threads(int num_threads) {
+  return tpt::capi::guard(__func__, [&] {
+    if (num_threads < 1)
+      tpt::invalid_argument("num_threads must be >= 1, got " + std::to_string(num_threads));
+    at::set_num_threads(num_threads);
+  });
+}
+
+tpt_status *tpt_get_num_threads(int *out) {
+  return tpt::capi::guard(__func__, [&] {
+    *tpt::capi::require(out, "out") = at::get_num_threads();
+  });
+}
+
+}  // extern "C"

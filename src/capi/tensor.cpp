@@ -1,0 +1,169 @@
+// C API section "Tensors".
+#include <ATen/ops/empty.h>
+#include <ATen/ops/matmul.h>
+#include <c10/core/Device.h>
+
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "dtype.hpp"
+#include "handles.hpp"
+
+using tpt::capi::guard;
+using tpt::capi::require;
+using tpt::capi::tensor_arg;
+
+namespace {
+
+std::vector<int64_t> shape_arg(const int64_t *shape, size_t ndim, const char *name,
+                               bool allow_minus_one) {
+  if (ndim > 0) require(shape, name);
+  std::vector<int64_t> dims(shape, shape + ndim);
+  for (size_t i = 0; i < ndim; ++i) {
+    if (dims[i] < 0 && !(allow_minus_one && dims[i] == -1))
+      tpt::invalid_argument(std::string(name) + "[" + std::to_string(i) + "] is " +
+                            std::to_string(dims[i]) + "; dimensions must be >= 0");
+  }
+  return dims;
+}
+
+std::string shape_text(const std::vector<int64_t> &dims) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < dims.size(); ++i) s << (i ? ", " : "") << dims[i];
+  s << "]";
+  return s.str();
+}
+
+}  // namespace
+
+extern "C" {
+
+size_t tpt_dtype_size(tpt_dtype dtype) {
+  auto type = tpt::capi::scalar_type_of(dtype);
+  return type ? c10::elementSize(*type) : 0;
+}
+
+tpt_status *tpt_tensor_from_data(tpt_tensor **out, const void *data, size_t nbytes,
+                                 const int64_t *shape, size_t ndim,
+                                 const tpt_tensor_options *options) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    tpt_tensor_options opts = TPT_TENSOR_OPTIONS_INIT;
+    if (options) {
+      if (options->version < 1 || options->version > TPT_TENSOR_OPTIONS_VERSION)
+        tpt::invalid_argument("options->version is " + std::to_string(options->version) +
+                              "; this library supports 1.." +
+                              std::to_string(TPT_TENSOR_OPTIONS_VERSION) +
+                              " (initialise with TPT_TENSOR_OPTIONS_INIT)");
+      opts = *options;
+    }
+    auto type = tpt::capi::scalar_type_of(opts.dtype);
+    if (!type)
+      tpt::invalid_argument("options->dtype " + std::to_string(static_cast<int>(opts.dtype)) +
+                            " is not a tpt_dtype");
+    auto dims = shape_arg(shape, ndim, "shape", false);
+    // Overflow-checked element count.
+    uint64_t numel = 1;
+    for (int64_t d : dims) {
+      if (d != 0 && numel > UINT64_MAX / static_cast<uint64_t>(d))
+        tpt::invalid_argument("shape " + shape_text(dims) + " has too many elements");
+      numel *= static_cast<uint64_t>(d);
+    }
+    size_t elem = c10::elementSize(*type);
+    if (numel > SIZE_MAX / elem || numel * elem != nbytes)
+      tpt::invalid_argument("nbytes is " + std::to_string(nbytes) + " but shape " +
+                            shape_text(dims) + " of " + tpt::capi::dtype_name(opts.dtype) +
+                            " needs " + std::to_string(numel) + " x " + std::to_string(elem) +
+                            " bytes");
+    if (nbytes > 0) require(data, "data");
+    c10::Device device(opts.device ? std::string(opts.device) : std::string("cpu"));
+    if (opts.requires_grad && !c10::isFloatingType(*type))
+      tpt::invalid_argument(std::string("requires_grad needs a floating dtype, got ") +
+                            tpt::capi::dtype_name(opts.dtype));
+    at::Tensor host = at::empty(dims, at::TensorOptions().dtype(*type));
+    if (nbytes > 0) std::memcpy(host.data_ptr(), data, nbytes);
+    at::Tensor value = device.is_cpu() ? host : host.to(device);
+    if (opts.requires_grad) value.set_requires_grad(true);
+    tpt::capi::give(out, std::move(value));
+  });
+}
+
+void tpt_tensor_free(tpt_tensor *tensor) {
+  if (tensor == nullptr || tensor->magic != kTensorMagic) return;
+  tensor->magic = 0;
+  delete tensor;
+}
+
+tpt_status *tpt_tensor_ndim(size_t *out, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = static_cast<size_t>(tensor_arg(tensor, "tensor").dim());
+  });
+}
+
+tpt_status *tpt_tensor_shape(int64_t *dims, size_t capacity, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    const at::Tensor &t = tensor_arg(tensor, "tensor");
+    size_t ndim = static_cast<size_t>(t.dim());
+    if (capacity < ndim)
+      tpt::invalid_argument("capacity is " + std::to_string(capacity) + " but the tensor has " +
+                            std::to_string(ndim) + " dimensions");
+    if (ndim > 0) require(dims, "dims");
+    for (size_t i = 0; i < ndim; ++i) dims[i] = t.size(static_cast<int64_t>(i));
+  });
+}
+
+tpt_status *tpt_tensor_numel(int64_t *out, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = tensor_arg(tensor, "tensor").numel();
+  });
+}
+
+tpt_status *tpt_tensor_dtype(tpt_dtype *out, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = tpt::capi::dtype_of(tensor_arg(tensor, "tensor").scalar_type());
+  });
+}
+
+tpt_status *tpt_tensor_copy_to(void *dst, size_t nbytes, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    const at::Tensor &t = tensor_arg(tensor, "tensor");
+    size_t need = static_cast<size_t>(t.numel()) * t.element_size();
+    if (nbytes != need)
+      tpt::invalid_argument("nbytes is " + std::to_string(nbytes) + " but the tensor holds " +
+                            std::to_string(need) + " bytes");
+    if (need == 0) return;
+    require(dst, "dst");
+    at::Tensor host = t.detach().to(at::kCPU).contiguous();
+    std::memcpy(dst, host.data_ptr(), need);
+  });
+}
+
+tpt_status *tpt_tensor_reshape(tpt_tensor **out, const tpt_tensor *tensor, const int64_t *shape,
+                               size_t ndim) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    const at::Tensor &t = tensor_arg(tensor, "tensor");
+    auto dims = shape_arg(shape, ndim, "shape", true);
+    tpt::capi::give(out, t.reshape(dims));
+  });
+}
+
+tpt_status *tpt_tensor_matmul(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    const at::Tensor &ta = tensor_arg(a, "a");
+    const at::Tensor &tb = tensor_arg(b, "b");
+    tpt::capi::give(out, at::matmul(ta, tb));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,30 @@
+// tpt::Error: the exception tptrain's own code throws. The C ABI barrier
+// (src/capi/barrier.hpp) turns it into a tpt_status with the same code.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "tptrain.h"
+
+namespace tpt {
+
+class Error : public std::runtime_error {
+ public:
+  Error(tpt_code code, const std::string &message)
+      : std::runtime_error(message), code_(code) {}
+  tpt_code code() const noexcept { return code_; }
+
+ private:
+  tpt_code code_;
+};
+
+[[noreturn]] inline void fail(tpt_code code, const std::string &message) {
+  throw Error(code, message);
+}
+
+[[noreturn]] inline void invalid_argument(const std::string &message) {
+  throw Error(TPT_ERR_INVALID_ARGUMENT, message);
+}
+
+}  // namespace tpt

@@ -1,0 +1,67 @@
+// Tensor handles and the dtype mapping, checked against LibTorch directly.
+#include <gtest/gtest.h>
+
+#include <ATen/ops/arange.h>
+#include <ATen/ops/randn.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/allclose.h>
+
+#include "capi/dtype.hpp"
+#include "capi/handles.hpp"
+
+namespace {
+
+TEST(Dtype, RoundTripsEveryTptDtype) {
+  for (int d = TPT_DTYPE_F32; d <= TPT_DTYPE_BOOL; ++d) {
+    auto st = tpt::capi::scalar_type_of(static_cast<tpt_dtype>(d));
+    ASSERT_TRUE(st.has_value()) << d;
+    EXPECT_EQ(tpt::capi::dtype_of(*st), d);
+    EXPECT_EQ(tpt_dtype_size(static_cast<tpt_dtype>(d)), c10::elementSize(*st));
+  }
+  EXPECT_FALSE(tpt::capi::scalar_type_of(static_cast<tpt_dtype>(0)).has_value());
+}
+
+TEST(Dtype, UnnamedLibTorchTypeIsUnsupported) {
+  EXPECT_THROW(
+      {
+        try {
+          tpt::capi::dtype_of(c10::ScalarType::ComplexFloat);
+        } catch (const tpt::Error &e) {
+          EXPECT_EQ(e.code(), TPT_ERR_UNSUPPORTED);
+          throw;
+        }
+      },
+      tpt::Error);
+}
+
+TEST(TensorHandle, MatmulMatchesLibTorch) {
+  at::Tensor a = at::randn({3, 4});
+  at::Tensor b = at::randn({4, 2});
+  tpt_tensor ha(a), hb(b);
+  tpt_tensor *out = nullptr;
+  ASSERT_EQ(tpt_tensor_matmul(&out, &ha, &hb), nullptr);
+  EXPECT_TRUE(at::allclose(out->value, at::matmul(a, b)));
+  tpt_tensor_free(out);
+}
+
+TEST(TensorHandle, ForeignPointerIsRejected) {
+  struct {
+    uint64_t magic = 1;
+  } not_a_tensor;
+  int64_t n = 0;
+  tpt_status *s = tpt_tensor_numel(&n, reinterpret_cast<const tpt_tensor *>(&not_a_tensor));
+  EXPECT_EQ(tpt_status_code(s), TPT_ERR_INVALID_ARGUMENT);
+  EXPECT_STREQ(tpt_status_message(s), "tpt_tensor_numel: argument 'tensor' is not a live tpt_tensor");
+  tpt_status_free(s);
+}
+
+TEST(TensorHandle, NonContiguousCopyOut) {
+  at::Tensor t = at::arange(6, at::kFloat).reshape({2, 3}).t();  // non-contiguous view
+  tpt_tensor h(t);
+  float buf[6];
+  ASSERT_EQ(tpt_tensor_copy_to(buf, sizeof buf, &h), nullptr);
+  const float want[6] = {0, 3, 1, 4, 2, 5};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(buf[i], want[i]);
+}
+
+}  // namespace
