@@ -1,0 +1,3 @@
+module github.com/tptrain/tptrain/bindings/go
+
+go 1.19

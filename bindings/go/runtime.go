@@ -1,0 +1,62 @@
+package tptrain
+
+// #include <tptrain.h>
+import "C"
+
+import "strconv"
+
+// Feature is an optional part of the build (tpt_feature).
+type Feature int32
+
+// The features of tpt_feature.
+const (
+	FeatureGloo Feature = C.TPT_FEATURE_GLOO // c10d's Gloo process group was compiled in
+	FeatureCUDA Feature = C.TPT_FEATURE_CUDA // LibTorch has CUDA and sees at least one device
+	FeatureNCCL Feature = C.TPT_FEATURE_NCCL // NCCL support was compiled in
+)
+
+// String returns the feature's name, e.g. "CUDA".
+func (f Feature) String() string {
+	switch f {
+	case FeatureGloo:
+		return "Gloo"
+	case FeatureCUDA:
+		return "CUDA"
+	case FeatureNCCL:
+		return "NCCL"
+	}
+	return "Feature(" + strconv.Itoa(int(f)) + ")"
+}
+
+// HasFeature reports whether the feature is available; false for an unknown
+// feature (tpt_has_feature).
+func HasFeature(f Feature) bool {
+	return C.tpt_has_feature(C.tpt_feature(f)) != 0
+}
+
+// BuildInfo returns a human-readable, multi-line description of the build:
+// tptrain and LibTorch versions, features, BLAS and parallel backend
+// (tpt_build_info).
+func BuildInfo() string {
+	return C.GoString(C.tpt_build_info())
+}
+
+// SetNumThreads sets the number of threads LibTorch uses inside one operator
+// (tpt_set_num_threads). n must be >= 1. The setting is process-wide: call it
+// before training starts, from one goroutine.
+func SetNumThreads(n int) error {
+	if int(C.int(n)) != n {
+		return &Error{Code: CodeInvalidArgument, Message: "SetNumThreads: num_threads " + strconv.Itoa(n) + " does not fit a C int"}
+	}
+	return statusError(C.tpt_set_num_threads(C.int(n)))
+}
+
+// NumThreads returns the number of intra-op threads LibTorch uses
+// (tpt_get_num_threads).
+func NumThreads() (int, error) {
+	var n C.int
+	if err := statusError(C.tpt_get_num_threads(&n)); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}

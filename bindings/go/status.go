@@ -1,0 +1,112 @@
+package tptrain
+
+/*
+#include <stdlib.h>
+#include <tptrain.h>
+*/
+import "C"
+
+import (
+	"errors"
+	"unsafe"
+)
+
+// Code is the kind of an error reported by the library (tpt_code). The
+// values are those of the C enum and never change.
+type Code int32
+
+// The codes of tpt_code.
+const (
+	CodeOK              Code = C.TPT_OK
+	CodeInvalidArgument Code = C.TPT_ERR_INVALID_ARGUMENT // the caller passed a bad value; nothing changed
+	CodeOutOfMemory     Code = C.TPT_ERR_OUT_OF_MEMORY    // an allocation failed
+	CodeBackend         Code = C.TPT_ERR_BACKEND          // LibTorch or the C++ runtime under it raised an error
+	CodeInternal        Code = C.TPT_ERR_INTERNAL         // a broken invariant inside tptrain: a bug
+	CodeUnknown         Code = C.TPT_ERR_UNKNOWN          // an exception of unknown type was caught
+	CodeCallback        Code = C.TPT_ERR_CALLBACK         // a user callback reported an error
+	CodeIO              Code = C.TPT_ERR_IO               // a file could not be read or written
+	CodeState           Code = C.TPT_ERR_STATE            // the call is not allowed in the object's current state
+	CodeUnsupported     Code = C.TPT_ERR_UNSUPPORTED      // not available in this build
+)
+
+// String returns the C name of the code, e.g. "TPT_ERR_BACKEND", or
+// "TPT_UNKNOWN_CODE" for a value outside the enum (tpt_code_name).
+func (c Code) String() string {
+	return C.GoString(C.tpt_code_name(C.tpt_code(c)))
+}
+
+// Error is an error reported by the library: the code and message of a
+// tpt_status. The message names the C function and, for a bad argument, the
+// argument.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+// Error returns "tptrain: CODE: message".
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return "tptrain: " + e.Code.String()
+	}
+	return "tptrain: " + e.Code.String() + ": " + e.Message
+}
+
+// Is makes errors.Is(err, ErrBackend) and the like true for every *Error of
+// that code. A target with a message matches only the same message.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if !errors.As(target, &t) || t == nil {
+		return false
+	}
+	return e.Code == t.Code && (t.Message == "" || t.Message == e.Message)
+}
+
+// Sentinels for errors.Is: each matches every *Error of its code.
+var (
+	ErrInvalidArgument error = &Error{Code: CodeInvalidArgument}
+	ErrOutOfMemory     error = &Error{Code: CodeOutOfMemory}
+	ErrBackend         error = &Error{Code: CodeBackend}
+	ErrInternal        error = &Error{Code: CodeInternal}
+	ErrUnknown         error = &Error{Code: CodeUnknown}
+	ErrCallback        error = &Error{Code: CodeCallback}
+	ErrIO              error = &Error{Code: CodeIO}
+	ErrState           error = &Error{Code: CodeState}
+	ErrUnsupported     error = &Error{Code: CodeUnsupported}
+)
+
+// statusError takes ownership of st: it returns nil for NULL (success),
+// otherwise an *Error with the status's code and message, and frees st.
+func statusError(st *C.tpt_status) error {
+	if st == nil {
+		return nil
+	}
+	defer C.tpt_status_free(st)
+	return &Error{
+		Code:    Code(C.tpt_status_code(st)),
+		Message: C.GoString(C.tpt_status_message(st)),
+	}
+}
+
+// newStatus turns a Go error into a C status for the library to own (a
+// callback's result): nil becomes NULL, an *Error keeps its code and
+// message, an error wrapping an *Error keeps the code and takes err.Error()
+// as message, and any other error becomes TPT_ERR_CALLBACK with
+// err.Error(). A code that would mean success (CodeOK or a value outside the
+// enum) also becomes TPT_ERR_CALLBACK, so an error is never lost.
+func newStatus(err error) *C.tpt_status {
+	if err == nil {
+		return nil
+	}
+	code, msg := CodeCallback, err.Error()
+	if e, ok := err.(*Error); ok && e != nil {
+		code, msg = e.Code, e.Message
+	} else if errors.As(err, &e) && e != nil {
+		code = e.Code
+	}
+	if code <= CodeOK || code > CodeUnsupported {
+		code = CodeCallback
+	}
+	cmsg := C.CString(msg)
+	defer C.free(unsafe.Pointer(cmsg))
+	return C.tpt_status_new(C.tpt_code(code), cmsg)
+}

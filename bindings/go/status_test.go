@@ -1,0 +1,108 @@
+package tptrain
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+)
+
+func TestCodeValues(t *testing.T) {
+	// The values are part of the ABI and never change.
+	codes := []struct {
+		code  Code
+		value int32
+		name  string
+	}{
+		{CodeOK, 0, "TPT_OK"},
+		{CodeInvalidArgument, 1, "TPT_ERR_INVALID_ARGUMENT"},
+		{CodeOutOfMemory, 2, "TPT_ERR_OUT_OF_MEMORY"},
+		{CodeBackend, 3, "TPT_ERR_BACKEND"},
+		{CodeInternal, 4, "TPT_ERR_INTERNAL"},
+		{CodeUnknown, 5, "TPT_ERR_UNKNOWN"},
+		{CodeCallback, 6, "TPT_ERR_CALLBACK"},
+		{CodeIO, 7, "TPT_ERR_IO"},
+		{CodeState, 8, "TPT_ERR_STATE"},
+		{CodeUnsupported, 9, "TPT_ERR_UNSUPPORTED"},
+	}
+	for _, c := range codes {
+		if int32(c.code) != c.value {
+			t.Errorf("%s = %d, want %d", c.name, int32(c.code), c.value)
+		}
+		if got := c.code.String(); got != c.name {
+			t.Errorf("Code(%d).String() = %q, want %q", c.value, got, c.name)
+		}
+	}
+	if got := Code(1234).String(); got != "TPT_UNKNOWN_CODE" {
+		t.Errorf("Code(1234).String() = %q", got)
+	}
+}
+
+func TestErrorFromLibrary(t *testing.T) {
+	err := SetNumThreads(0)
+	e := wantError(t, err, CodeInvalidArgument, "num_threads must be >= 1")
+	if got, want := e.Error(), "tptrain: TPT_ERR_INVALID_ARGUMENT: "+e.Message; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Error("errors.Is(err, ErrInvalidArgument) is false")
+	}
+	if errors.Is(err, ErrBackend) {
+		t.Error("errors.Is(err, ErrBackend) is true")
+	}
+	wrapped := fmt.Errorf("configuring: %w", err)
+	var e2 *Error
+	if !errors.As(wrapped, &e2) || e2 != e {
+		t.Errorf("errors.As through a wrapper = %v", e2)
+	}
+	if !errors.Is(wrapped, ErrInvalidArgument) {
+		t.Error("errors.Is through a wrapper is false")
+	}
+	if !errors.Is(err, &Error{Code: CodeInvalidArgument, Message: e.Message}) {
+		t.Error("errors.Is with the same code and message is false")
+	}
+	if errors.Is(err, &Error{Code: CodeInvalidArgument, Message: "another"}) {
+		t.Error("errors.Is with another message is true")
+	}
+}
+
+func TestStatusErrorNil(t *testing.T) {
+	if err := statusError(nil); err != nil {
+		t.Errorf("statusError(nil) = %v", err)
+	}
+	if st := newStatus(nil); st != nil {
+		t.Error("newStatus(nil) is not NULL")
+	}
+}
+
+func TestNewStatusRoundTrip(t *testing.T) {
+	inner := &Error{Code: CodeState, Message: "not now"}
+	cases := []struct {
+		name string
+		err  error
+		code Code
+		msg  string
+	}{
+		{"Error keeps code and message", &Error{Code: CodeIO, Message: "disk on fire"}, CodeIO, "disk on fire"},
+		{"every code", &Error{Code: CodeUnsupported, Message: "m"}, CodeUnsupported, "m"},
+		{"plain error", errors.New("boom"), CodeCallback, "boom"},
+		{"io.EOF", io.EOF, CodeCallback, "EOF"},
+		{"wrapped Error", fmt.Errorf("step 3: %w", inner), CodeState, "step 3: " + inner.Error()},
+		{"CodeOK is not success", &Error{Code: CodeOK, Message: "oops"}, CodeCallback, "oops"},
+		{"unknown code", &Error{Code: Code(77), Message: "odd"}, CodeCallback, "odd"},
+		{"empty message", &Error{Code: CodeBackend}, CodeBackend, ""},
+		{"UTF-8", errors.New("zu groß: ∞"), CodeCallback, "zu groß: ∞"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := statusError(newStatus(c.err))
+			var e *Error
+			if !errors.As(got, &e) {
+				t.Fatalf("round trip gave %T %v", got, got)
+			}
+			if e.Code != c.code || e.Message != c.msg {
+				t.Errorf("round trip = {%v %q}, want {%v %q}", e.Code, e.Message, c.code, c.msg)
+			}
+		})
+	}
+}

@@ -1,0 +1,94 @@
+// Package tptrain is the Go binding of tptrain, a C-ABI library that brings
+// tensorpack's Trainer to LibTorch.
+//
+// The package follows the sections of tptrain.h, one file each: versions
+// (this file), status (errors), runtime (features and threads) and tensors.
+//
+// # Errors
+//
+// Every fallible function returns an error. An error reported by the library
+// is an *Error carrying the library's Code and message; use errors.As to read
+// it, or errors.Is against the sentinels (ErrInvalidArgument, ErrBackend, ...)
+// to test the code only:
+//
+//	if errors.Is(err, tptrain.ErrBackend) { ... }
+//
+// The C library keeps no thread-local error state, so no call needs
+// runtime.LockOSThread.
+//
+// # Resources
+//
+// Values that own a C handle (a *Tensor) have a Close method. Close is
+// idempotent; call it (or defer it) as soon as the value is no longer needed.
+// A finalizer releases a handle that was never closed, but only as a safety
+// net: the garbage collector does not see the memory LibTorch holds.
+//
+// # Building
+//
+// The package links the C library through pkg-config (package "tptrain").
+// Against a build tree use the uninstalled .pc file:
+//
+//	PKG_CONFIG_PATH=$BUILD/meson-uninstalled LD_LIBRARY_PATH=$BUILD go test ./...
+package tptrain
+
+/*
+#cgo pkg-config: tptrain
+#include <tptrain.h>
+
+#if TPT_VERSION_MAJOR != 0
+#error "this version of the tptrain Go binding needs tptrain.h 0.x"
+#endif
+*/
+import "C"
+
+import "fmt"
+
+// The version of tptrain.h this package was compiled against. Version,
+// VersionString and ABIVersion report the library the program runs against.
+const (
+	VersionMajor  = C.TPT_VERSION_MAJOR
+	VersionMinor  = C.TPT_VERSION_MINOR
+	VersionPatch  = C.TPT_VERSION_PATCH
+	VersionNumber = VersionMajor*10000 + VersionMinor*100 + VersionPatch
+	ABI           = C.TPT_ABI_VERSION
+)
+
+// Version returns the library's version number, MAJOR*10000 + MINOR*100 +
+// PATCH (tpt_version).
+func Version() uint32 { return uint32(C.tpt_version()) }
+
+// VersionString returns the library's version as "MAJOR.MINOR.PATCH"
+// (tpt_version_string).
+func VersionString() string { return C.GoString(C.tpt_version_string()) }
+
+// ABIVersion returns the library's ABI version, the suffix of its SONAME
+// (tpt_abi_version).
+func ABIVersion() uint32 { return uint32(C.tpt_abi_version()) }
+
+// CheckVersion reports whether the library loaded at run time can serve this
+// package: same ABI version, same major version, and a version number at
+// least that of the header the package was compiled against. The package
+// calls it once at initialisation and panics if it fails.
+func CheckVersion() error {
+	return checkVersion(Version(), ABIVersion())
+}
+
+func checkVersion(version, abi uint32) error {
+	switch {
+	case abi != ABI:
+		return fmt.Errorf("tptrain: libtptrain has ABI version %d, this package was built for ABI %d", abi, ABI)
+	case version/10000 != VersionMajor:
+		return fmt.Errorf("tptrain: libtptrain %d.%d.%d does not match the header's major version %d",
+			version/10000, version/100%100, version%100, VersionMajor)
+	case version < VersionNumber:
+		return fmt.Errorf("tptrain: libtptrain %d.%d.%d is older than the header %d.%d.%d",
+			version/10000, version/100%100, version%100, VersionMajor, VersionMinor, VersionPatch)
+	}
+	return nil
+}
+
+func init() {
+	if err := CheckVersion(); err != nil {
+		panic(err)
+	}
+}

@@ -1,0 +1,60 @@
+//! Versions, build features and threads.
+
+use crate::error::{call, Result};
+use std::ffi::CStr;
+use std::os::raw::c_int;
+use tptrain_sys as sys;
+
+/// The library's version number (MAJOR * 10000 + MINOR * 100 + PATCH).
+pub fn version() -> u32 {
+    unsafe { sys::tpt_version() }
+}
+
+/// The library's version as "MAJOR.MINOR.PATCH".
+pub fn version_string() -> &'static str {
+    // SAFETY: static storage in the library.
+    unsafe { CStr::from_ptr(sys::tpt_version_string()) }.to_str().unwrap_or("?")
+}
+
+/// The library's ABI version (the SONAME suffix).
+pub fn abi_version() -> u32 {
+    unsafe { sys::tpt_abi_version() }
+}
+
+/// Optional parts of a build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feature {
+    /// c10d's Gloo process group.
+    Gloo,
+    /// A CUDA LibTorch that sees at least one device.
+    Cuda,
+    /// NCCL linked in.
+    Nccl,
+}
+
+pub fn has_feature(feature: Feature) -> bool {
+    let raw = match feature {
+        Feature::Gloo => sys::TPT_FEATURE_GLOO,
+        Feature::Cuda => sys::TPT_FEATURE_CUDA,
+        Feature::Nccl => sys::TPT_FEATURE_NCCL,
+    };
+    unsafe { sys::tpt_has_feature(raw) != 0 }
+}
+
+/// A multi-line description of the build.
+pub fn build_info() -> &'static str {
+    // SAFETY: static storage in the library, built once.
+    unsafe { CStr::from_ptr(sys::tpt_build_info()) }.to_str().unwrap_or("")
+}
+
+/// Sets LibTorch's intra-op thread count (process-wide).
+pub fn set_num_threads(n: i32) -> Result<()> {
+    call!(sys::tpt_set_num_threads(n as c_int))
+}
+
+/// LibTorch's intra-op thread count.
+pub fn num_threads() -> Result<i32> {
+    let mut n: c_int = 0;
+    call!(sys::tpt_get_num_threads(&mut n))?;
+    Ok(n)
+}
