@@ -28,7 +28,8 @@ inline std::string prefixed(const char *fn, const char *message) {
 
 // Runs `body` and converts whatever it throws into a status.
 template <class F>
-tpt_status *guard(const char *fn, F &&body) {  // not noexcept: a forced unwind must pass
+__attribute__((always_inline)) inline tpt_status *guard(const char *fn, F &&body) {
+  // not noexcept: a forced unwind must pass through
   try {
     std::forward<F>(body)();
     return nullptr;
@@ -49,10 +50,14 @@ tpt_status *guard(const char *fn, F &&body) {  // not noexcept: a forced unwind 
   }
 }
 
+// (The error paths of argument checks, throw_null_argument and
+// throw_not_live in status.hpp, are out of line so that the checks stay a
+// compare and a branch on the hot path.)
+
 // Throws TPT_ERR_INVALID_ARGUMENT naming `name` when `p` is NULL.
 template <class T>
-T *require(T *p, const char *name) {
-  if (p == nullptr) tpt::invalid_argument(std::string("argument '") + name + "' is NULL");
+inline T *require(T *p, const char *name) {
+  if (__builtin_expect(p == nullptr, 0)) throw_null_argument(name);
   return p;
 }
 

@@ -23,8 +23,7 @@ namespace tpt::capi {
 
 inline const at::Tensor &tensor_arg(const tpt_tensor *t, const char *name) {
   require(t, name);
-  if (t->magic != kTensorMagic)
-    tpt::invalid_argument(std::string("argument '") + name + "' is not a live tpt_tensor");
+  if (__builtin_expect(t->magic != kTensorMagic, 0)) throw_not_live(name, "tpt_tensor");
   return t->value;
 }
 

@@ -3,6 +3,8 @@
 
 #include <new>
 
+#include "core/error.hpp"
+
 namespace {
 tpt_status g_out_of_memory{TPT_ERR_OUT_OF_MEMORY, "tptrain: out of memory"};
 }
@@ -10,6 +12,14 @@ tpt_status g_out_of_memory{TPT_ERR_OUT_OF_MEMORY, "tptrain: out of memory"};
 namespace tpt::capi {
 
 tpt_status *out_of_memory_status() noexcept { return &g_out_of_memory; }
+
+void throw_null_argument(const char *name) {
+  tpt::invalid_argument(std::string("argument '") + name + "' is NULL");
+}
+
+void throw_not_live(const char *name, const char *type) {
+  tpt::invalid_argument(std::string("argument '") + name + "' is not a live " + type);
+}
 
 tpt_status *make_status(tpt_code code, const char *message) noexcept {
   if (code == TPT_OK) return nullptr;

@@ -20,4 +20,8 @@ tpt_status *make_status(tpt_code code, const std::string &message) noexcept;
 // The preallocated status returned when memory runs out (never freed).
 tpt_status *out_of_memory_status() noexcept;
 
+// Throw TPT_ERR_INVALID_ARGUMENT: "argument 'name' is NULL" / "... is not a live <type>".
+[[noreturn, gnu::cold]] void throw_null_argument(const char *name);
+[[noreturn, gnu::cold]] void throw_not_live(const char *name, const char *type);
+
 }  // namespace tpt::capi
