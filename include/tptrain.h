@@ -114,6 +114,10 @@ typedef enum tpt_code {
   TPT_ERR_IO = 7,               /* a file could not be read or written */
   TPT_ERR_STATE = 8,            /* the call is not allowed in the object's current state */
   TPT_ERR_UNSUPPORTED = 9,      /* not available in this build (e.g. CUDA on a CPU LibTorch) */
+  TPT_ERR_NOT_FOUND = 10,       /* a name (scalar, output, file) does not exist */
+  /* Not an error: returned by a callback or a run_step (as tpt_status_new(TPT_STOP,
+   * reason)) to end training gracefully, as tensorpack's StopTraining. */
+  TPT_STOP = 100,
   TPT_CODE_FORCE32 = 0x7fffffff
 } tpt_code;
 
@@ -247,6 +251,334 @@ TPT_API TPT_NODISCARD tpt_status *tpt_tensor_reshape(tpt_tensor **out, const tpt
 /* Matrix product with LibTorch's matmul broadcasting rules. */
 TPT_API TPT_NODISCARD tpt_status *tpt_tensor_matmul(tpt_tensor **out, const tpt_tensor *a,
                                                     const tpt_tensor *b);
+
+/* ------------------------------------------------------------------------ */
+/* Trainer: the epoch/step loop                                              */
+/*                                                                           */
+/* "Training is running something again and again." A trainer runs          */
+/*   for epoch_num in [starting_epoch, max_epoch]:          (inclusive)      */
+/*     for local_step in [0, steps_per_epoch): run_step()                    */
+/* with callbacks around it. run_step may do anything; each time it calls    */
+/* tpt_trainer_hooked_step, the callbacks' BEFORE_RUN / AFTER_RUN events run */
+/* around the step and global_step advances by one.                          */
+/*                                                                           */
+/* Counters (tensorpack's): epoch_num is starting_epoch - 1 before training  */
+/* and the running epoch during it (also in TRIGGER_EPOCH); local_step is    */
+/* the 0-based index inside the epoch (-1 before the first step);            */
+/* global_step counts hooked steps, not run_steps, and is already advanced   */
+/* when the AFTER_RUN of user callbacks and TRIGGER_STEP run.                */
+/*                                                                           */
+/* Threads: a trainer is used from one thread at a time. tpt_trainer_run     */
+/* runs on the caller's thread and every callback fires on that thread;      */
+/* only tpt_trainer_request_stop may be called from any thread.              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tpt_trainer tpt_trainer;
+
+/* What to do when the log directory exists and is not empty. */
+typedef enum tpt_logdir_action {
+  TPT_LOGDIR_REFUSE = 0, /* fail with TPT_ERR_IO naming the other actions (default) */
+  TPT_LOGDIR_KEEP = 1,   /* use it as it is (resume: stats.json is appended to) */
+  TPT_LOGDIR_DELETE = 2, /* delete its contents first */
+  TPT_LOGDIR_BACKUP = 3, /* rename it to <dir><MMDD-HHMMSS>, start empty */
+  TPT_LOGDIR_NEW = 4,    /* leave it, use <dir><MMDD-HHMMSS> instead */
+  TPT_LOGDIR_ASK = 5,    /* ask on the terminal (k/d/b/n/q); REFUSE without one */
+  TPT_LOGDIR_FORCE32 = 0x7fffffff
+} tpt_logdir_action;
+
+/* How progress is shown while an epoch runs. */
+typedef enum tpt_progress {
+  TPT_PROGRESS_AUTO = 0, /* a bar on a terminal (stderr), else one line per epoch */
+  TPT_PROGRESS_BAR = 1,  /* always a bar on stderr */
+  TPT_PROGRESS_LINES = 2, /* one plain line per epoch, in the log */
+  TPT_PROGRESS_OFF = 3,
+  TPT_PROGRESS_FORCE32 = 0x7fffffff
+} tpt_progress;
+
+/* Options of a trainer. Initialise with TPT_TRAINER_OPTIONS_INIT. */
+#define TPT_TRAINER_OPTIONS_VERSION 1
+typedef struct tpt_trainer_options {
+  uint32_t version;            /* TPT_TRAINER_OPTIONS_VERSION */
+  int32_t is_chief;            /* nonzero (default): chief-only callbacks are kept */
+  int64_t starting_epoch;      /* first epoch number, >= 1 (default 1) */
+  int64_t max_epoch;           /* last epoch number, inclusive (default 99999999) */
+  int64_t steps_per_epoch;     /* >= 0; 0 runs the callbacks only; -1: not set (default) */
+  const char *logdir;          /* NULL (default): no log directory, stats.json or log.log */
+  tpt_logdir_action logdir_action; /* default TPT_LOGDIR_REFUSE */
+  tpt_progress progress;       /* default TPT_PROGRESS_AUTO */
+  int32_t console;             /* nonzero (default): log lines go to stdout too */
+  int32_t default_callbacks;   /* nonzero (default): progress bar and estimated time left */
+  int32_t default_monitors;    /* nonzero (default): stats.json writer (with a logdir) and
+                                  the per-epoch scalar printer */
+} tpt_trainer_options;
+#define TPT_TRAINER_OPTIONS_INIT \
+  { TPT_TRAINER_OPTIONS_VERSION, 1, 1, 99999999, -1, NULL, TPT_LOGDIR_REFUSE, \
+    TPT_PROGRESS_AUTO, 1, 1, 1 }
+
+/* Creates a trainer. `options` may be NULL (defaults; steps_per_epoch must then
+ * be given before run through a later section's input). The strings in
+ * options are copied. The caller owns *out. Any thread. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_new(tpt_trainer **out,
+                                                  const tpt_trainer_options *options);
+
+/* Releases a trainer, its callbacks (each destroy runs once) and its run_step.
+ * NULL is a no-op. Not while tpt_trainer_run is running. */
+TPT_API void tpt_trainer_free(tpt_trainer *trainer);
+
+/* The body of the loop: called steps_per_epoch times per epoch. Return NULL to
+ * go on, tpt_status_new(TPT_STOP, reason) to end training gracefully, or any
+ * other status to fail it (tpt_trainer_run returns that code and message). The
+ * library takes ownership of the returned status. */
+typedef tpt_status *(*tpt_run_step_fn)(tpt_trainer *trainer, void *user_data);
+
+/* Sets run_step, replacing an earlier one (whose destroy then runs). The
+ * library owns user_data from this call on and calls destroy(user_data)
+ * exactly once, when the trainer is freed or run_step is replaced, and at
+ * once if this call fails. destroy may be NULL. Before run only. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_run_step(tpt_trainer *trainer,
+                                                           tpt_run_step_fn run_step,
+                                                           void *user_data,
+                                                           void (*destroy)(void *user_data));
+
+/* The work of one hooked step, run between the callbacks' BEFORE_RUN and
+ * AFTER_RUN. It may publish named outputs (tpt_trainer_set_output*). Same
+ * return convention as tpt_run_step_fn. */
+typedef tpt_status *(*tpt_step_fn)(tpt_trainer *trainer, void *user_data);
+
+/* Runs one hooked step from inside run_step: BEFORE_RUN of every callback
+ * that asked for it, then step(trainer, user_data) (step may be NULL: hooks
+ * only), then AFTER_RUN; global_step advances by one. Returns what the step or
+ * a callback returned (TPT_STOP included): run_step should return it as it is.
+ * Only during run_step, on the training thread. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_hooked_step(tpt_trainer *trainer, tpt_step_fn step,
+                                                          void *user_data);
+
+/* Runs the training: callbacks SETUP, BEFORE_TRAIN, the epochs, and always
+ * AFTER_TRAIN for every callback. Returns NULL when training finished or was
+ * stopped (see tpt_trainer_stop_reason), or the error that ended it: a
+ * callback's or run_step's status keeps its code and message. A trainer runs
+ * once. On the caller's thread; callbacks fire on it. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_run(tpt_trainer *trainer);
+
+/* Asks the trainer to stop before its next step (a graceful stop: AFTER_TRAIN
+ * runs, run returns NULL). Safe from any thread and from a signal handler. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_request_stop(tpt_trainer *trainer);
+
+/* Why the last run stopped early: the message of the TPT_STOP status, or
+ * "tpt_trainer_request_stop" for a request. *out is NULL when training ran to
+ * max_epoch or failed. The string lives as long as the trainer. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_stop_reason(const char **out,
+                                                          const tpt_trainer *trainer);
+
+/* The loop counters (see above). Readable at any time from the training thread. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_epoch_num(int64_t *out, const tpt_trainer *trainer);
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_local_step(int64_t *out, const tpt_trainer *trainer);
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_global_step(int64_t *out, const tpt_trainer *trainer);
+
+/* Sets global_step, e.g. after restoring a checkpoint. Before run, or from a
+ * SETUP or BEFORE_TRAIN callback (the loop reads it again after BEFORE_TRAIN). */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_global_step(tpt_trainer *trainer, int64_t step);
+
+/* The log directory in use: the one given, or the new one TPT_LOGDIR_NEW
+ * chose. *out is NULL without a log directory, or before run set it up.
+ * The string lives as long as the trainer. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_logdir(const char **out, const tpt_trainer *trainer);
+
+/* Writes a line to the trainer's log (stdout when console is on, and
+ * log.log in the log directory), prefixed like the trainer's own lines. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_log(tpt_trainer *trainer, const char *message);
+
+/* ---- Step outputs --------------------------------------------------------
+ * A hooked step may publish named outputs; AFTER_RUN callbacks (and anything
+ * until the next hooked step begins) read them. Names are copied. */
+
+/* Publishes a scalar output. Inside a hooked step only. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_output_scalar(tpt_trainer *trainer,
+                                                                const char *name, double value);
+
+/* Publishes a tensor output; the trainer keeps its own reference (the caller
+ * still owns and frees `tensor`). Inside a hooked step only. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_output(tpt_trainer *trainer, const char *name,
+                                                         const tpt_tensor *tensor);
+
+/* Reads a scalar output of the latest hooked step (a tensor output of one
+ * element is converted). TPT_ERR_NOT_FOUND if the step did not publish it. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_output_scalar(double *out,
+                                                            const tpt_trainer *trainer,
+                                                            const char *name);
+
+/* A new handle on a tensor output of the latest hooked step (a scalar output
+ * comes back as a 0-d f64 tensor). The caller owns *out. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_output(tpt_tensor **out, const tpt_trainer *trainer,
+                                                     const char *name);
+
+/* ------------------------------------------------------------------------ */
+/* Callbacks                                                                 */
+/*                                                                           */
+/* One callback type for everything: a function that receives an event from */
+/* the set it asked for. Events and their order in one run:                  */
+/*   SETUP, BEFORE_TRAIN,                                                    */
+/*   per epoch: BEFORE_EPOCH, per step: [run_step: per hooked step           */
+/*     BEFORE_RUN, step, AFTER_RUN], TRIGGER_STEP; then AFTER_EPOCH,         */
+/*     TRIGGER_EPOCH,                                                        */
+/*   AFTER_TRAIN (always, for every callback, whatever happened before).     */
+/* TRIGGER is "do your thing": a callback that asks for TRIGGER but not      */
+/* TRIGGER_EPOCH gets TRIGGER after each epoch; scheduling wrappers call it  */
+/* at other times. RECORD is for monitors (tpt_trainer_add_monitor): it      */
+/* brings each scalar put with tpt_trainer_put_scalar.                       */
+/*                                                                           */
+/* Each event is delivered to the callbacks in registration order:           */
+/* input-source callbacks, trainer callbacks, the step counter, the user's   */
+/* callbacks, the default callbacks, then the monitors. A callback that did  */
+/* not ask for an event costs nothing for it (per-step events included).     */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tpt_event {
+  TPT_EVENT_SETUP = 1 << 0,
+  TPT_EVENT_BEFORE_TRAIN = 1 << 1,
+  TPT_EVENT_BEFORE_EPOCH = 1 << 2,
+  TPT_EVENT_BEFORE_RUN = 1 << 3,
+  TPT_EVENT_AFTER_RUN = 1 << 4,
+  TPT_EVENT_TRIGGER_STEP = 1 << 5,
+  TPT_EVENT_AFTER_EPOCH = 1 << 6,
+  TPT_EVENT_TRIGGER_EPOCH = 1 << 7,
+  TPT_EVENT_TRIGGER = 1 << 8,
+  TPT_EVENT_AFTER_TRAIN = 1 << 9,
+  TPT_EVENT_RECORD = 1 << 10,
+  TPT_EVENT_ALL = (1 << 11) - 1,
+  TPT_EVENT_FORCE32 = 0x7fffffff
+} tpt_event;
+
+/* Kinds of monitor records. Monitors ignore kinds they do not know (images,
+ * histograms and text will be added as new kinds). */
+typedef enum tpt_record_kind {
+  TPT_RECORD_SCALAR = 1,
+  TPT_RECORD_FORCE32 = 0x7fffffff
+} tpt_record_kind;
+
+/* A record brought to monitors by TPT_EVENT_RECORD. Borrowed: valid during
+ * the callback only. `struct_size` is sizeof the struct the library filled:
+ * fields past it do not exist (a newer header against an older library). */
+typedef struct tpt_record {
+  uint32_t struct_size;
+  tpt_record_kind kind;
+  const char *name;          /* as given to tpt_trainer_put_scalar */
+  int64_t global_step;       /* when it was put */
+  int64_t epoch_num;
+  double value;              /* TPT_RECORD_SCALAR */
+  const tpt_tensor *tensor;  /* kinds that carry a tensor; NULL otherwise */
+} tpt_record;
+
+/* The callback function. `record` is non-NULL only for TPT_EVENT_RECORD.
+ * Return NULL to go on, a TPT_STOP status to end training gracefully, or any
+ * other status to fail training with that code and message (the library takes
+ * ownership). During AFTER_TRAIN a returned error is reported but the other
+ * callbacks still run; TPT_STOP is ignored there. */
+typedef tpt_status *(*tpt_callback_fn)(tpt_trainer *trainer, tpt_event event,
+                                       const tpt_record *record, void *user_data);
+
+/* Describes a callback. Initialise with TPT_CALLBACK_DESC_INIT. */
+#define TPT_CALLBACK_DESC_VERSION 1
+typedef struct tpt_callback_desc {
+  uint32_t version;     /* TPT_CALLBACK_DESC_VERSION */
+  uint32_t events;      /* a mask of tpt_event: the events to deliver */
+  const char *name;     /* for logs and the slow-callback report; copied; NULL: "callback" */
+  int32_t chief_only;   /* nonzero (default, as tensorpack): dropped on non-chief trainers */
+  tpt_callback_fn fn;
+  void *user_data;
+  void (*destroy)(void *user_data); /* called exactly once; may be NULL */
+} tpt_callback_desc;
+#define TPT_CALLBACK_DESC_INIT { TPT_CALLBACK_DESC_VERSION, 0, NULL, 1, NULL, NULL, NULL }
+
+typedef struct tpt_callback tpt_callback;
+
+/* Makes a callback from a description. The library owns desc->user_data from
+ * this call on: destroy runs exactly once, when the callback is freed (by the
+ * trainer that took it, or tpt_callback_free), or at once if this call fails.
+ * The caller owns *out until it gives it to a trainer or a wrapper. Any thread. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_new(tpt_callback **out,
+                                                   const tpt_callback_desc *desc);
+
+/* Releases a callback that was not given away. NULL is a no-op. */
+TPT_API void tpt_callback_free(tpt_callback *callback);
+
+/* Scheduling wrappers (tensorpack's). Each takes ownership of `inner` (also on
+ * failure) and gives a new callback in *out.
+ *
+ * periodic_trigger: every event passes through to inner, except TRIGGER_EPOCH
+ * which is replaced: inner gets TRIGGER when global_step % every_k_steps == 0
+ * (checked after each step), when epoch_num % every_k_epochs == 0 (after each
+ * epoch) and, with before_train, in BEFORE_TRAIN. 0 disables a condition; at
+ * least one must be set. Use it to make a callback trigger more often. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_periodic_trigger(tpt_callback **out,
+                                                                tpt_callback *inner,
+                                                                int64_t every_k_steps,
+                                                                int64_t every_k_epochs,
+                                                                int32_t before_train);
+
+/* A predicate for tpt_callback_enable_if: 1 enables, 0 disables, a negative
+ * value fails training (TPT_ERR_CALLBACK). */
+typedef int32_t (*tpt_predicate_fn)(tpt_trainer *trainer, void *user_data);
+
+/* enable_if: BEFORE/AFTER_EPOCH, BEFORE/AFTER_RUN, TRIGGER_STEP and
+ * TRIGGER_EPOCH reach inner only when predicate(trainer) is true (for a run it
+ * is asked in BEFORE_RUN and remembered for AFTER_RUN); other events always
+ * pass. The library owns user_data (destroy exactly once, as above). */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_enable_if(tpt_callback **out, tpt_callback *inner,
+                                                         tpt_predicate_fn predicate,
+                                                         void *user_data,
+                                                         void (*destroy)(void *user_data));
+
+/* periodic: enable_if with the predicate "global_step % every_k_steps == 0, or
+ * epoch_num % every_k_epochs == 0, or (with every_k_epochs) the last step of
+ * the last epoch". 0 disables a condition; at least one must be set. It only
+ * makes a callback run less often. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_periodic(tpt_callback **out, tpt_callback *inner,
+                                                        int64_t every_k_steps,
+                                                        int64_t every_k_epochs);
+
+/* Registers a user callback. Takes ownership of `callback` (also on failure).
+ * A chief-only callback on a non-chief trainer is dropped (and freed), with a
+ * log line. Before run only: the list is frozen once run starts. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_add_callback(tpt_trainer *trainer,
+                                                           tpt_callback *callback);
+
+/* ---- Monitors -------------------------------------------------------------
+ * Monitors are callbacks registered last that also receive RECORD events.
+ * Built in (default_monitors): the stats.json writer (with a log directory:
+ * one entry per epoch, and one per step where scalars were put mid-epoch,
+ * each with epoch_num and global_step; rewritten atomically; appended to when
+ * starting_epoch continues its last epoch_num, else the old file is kept as
+ * stats.json.<MMDD-HHMMSS>) and the scalar printer (the latest value of each
+ * scalar, sorted by name, after each epoch). NaN and infinities are written to
+ * stats.json as null. */
+
+/* Registers a monitor (a callback that asked for TPT_EVENT_RECORD, and any
+ * other events it wants). Takes ownership of `monitor` (also on failure).
+ * Before run only. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_add_monitor(tpt_trainer *trainer,
+                                                          tpt_callback *monitor);
+
+/* Puts a scalar: recorded in the history with the current global_step and
+ * brought to every monitor at once. From run_step, steps and callbacks, on
+ * the training thread. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_put_scalar(tpt_trainer *trainer, const char *name,
+                                                         double value);
+
+/* The latest value of a scalar and the global_step it was put at (step_out
+ * may be NULL). TPT_ERR_NOT_FOUND if it was never put. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_scalar_latest(double *value_out, int64_t *step_out,
+                                                            const tpt_trainer *trainer,
+                                                            const char *name);
+
+/* The history of a scalar: *count_out receives the number of entries; the
+ * first min(count, capacity) (global_step, value) pairs are copied to steps
+ * and values (either may be NULL). Capacity 0 queries the count.
+ * TPT_ERR_NOT_FOUND if it was never put. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_scalar_history(size_t *count_out, int64_t *steps,
+                                                             double *values, size_t capacity,
+                                                             const tpt_trainer *trainer,
+                                                             const char *name);
 
 TPT_END_DECL
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "core/callback.hpp"
 #include "core/error.hpp"
 #include "status.hpp"
 #include "tptrain.h"
@@ -35,8 +36,10 @@ __attribute__((always_inline)) inline tpt_status *guard(const char *fn, F &&body
     return nullptr;
   } catch (const abi::__forced_unwind &) {
     throw;  // thread cancellation must keep unwinding; it is not an error
+  } catch (const tpt::StopTraining &stop) {
+    return make_status(TPT_STOP, stop.what());
   } catch (const tpt::Error &e) {
-    return make_status(e.code(), prefixed(fn, e.what()));
+    return make_status(e.code(), e.passthrough() ? std::string(e.what()) : prefixed(fn, e.what()));
   } catch (const c10::Error &e) {
     return make_status(TPT_ERR_BACKEND, prefixed(fn, e.what_without_backtrace()));
   } catch (const std::bad_alloc &) {

@@ -71,6 +71,8 @@ const char *tpt_code_name(tpt_code code) {
     case TPT_ERR_IO: return "TPT_ERR_IO";
     case TPT_ERR_STATE: return "TPT_ERR_STATE";
     case TPT_ERR_UNSUPPORTED: return "TPT_ERR_UNSUPPORTED";
+    case TPT_ERR_NOT_FOUND: return "TPT_ERR_NOT_FOUND";
+    case TPT_STOP: return "TPT_STOP";
     case TPT_CODE_FORCE32: break;
   }
   return "TPT_UNKNOWN_CODE";

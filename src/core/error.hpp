@@ -11,12 +11,16 @@ namespace tpt {
 
 class Error : public std::runtime_error {
  public:
-  Error(tpt_code code, const std::string &message)
-      : std::runtime_error(message), code_(code) {}
+  // `passthrough`: the message came from the host (a callback's status) and
+  // goes back to it unchanged, without the entry point's name in front.
+  Error(tpt_code code, const std::string &message, bool passthrough = false)
+      : std::runtime_error(message), code_(code), passthrough_(passthrough) {}
   tpt_code code() const noexcept { return code_; }
+  bool passthrough() const noexcept { return passthrough_; }
 
  private:
   tpt_code code_;
+  bool passthrough_;
 };
 
 [[noreturn]] inline void fail(tpt_code code, const std::string &message) {

@@ -1,0 +1,449 @@
+// C API sections "Trainer", "Callbacks" and "Monitors": handles over
+// tpt::Trainer and adapters that turn C callbacks into tpt::Callback.
+#include <ATen/ops/scalar_tensor.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "core/trainer.hpp"
+#include "handles.hpp"
+
+inline constexpr uint64_t kTrainerMagic = 0x7470745472616e72ull;   // "tptTranr"
+inline constexpr uint64_t kCallbackMagic = 0x74707443616c6c62ull;  // "tptCallb"
+
+struct tpt_trainer {
+  uint64_t magic = kTrainerMagic;
+  tpt::Trainer trainer;
+  explicit tpt_trainer(tpt::TrainerConfig config) : trainer(std::move(config)) { trainer.set_handle(this); }
+};
+
+struct tpt_callback {
+  uint64_t magic = kCallbackMagic;
+  std::unique_ptr<tpt::Callback> callback;
+};
+
+using tpt::capi::guard;
+using tpt::capi::require;
+
+namespace {
+
+tpt_trainer *handle_of(tpt::Trainer &t) { return static_cast<tpt_trainer *>(t.handle()); }
+
+tpt::Trainer &trainer_arg(tpt_trainer *t, const char *name = "trainer") {
+  require(t, name);
+  if (__builtin_expect(t->magic != kTrainerMagic, 0)) tpt::capi::throw_not_live(name, "tpt_trainer");
+  return t->trainer;
+}
+
+const tpt::Trainer &trainer_arg(const tpt_trainer *t, const char *name = "trainer") {
+  return trainer_arg(const_cast<tpt_trainer *>(t), name);
+}
+
+std::string name_arg(const char *name, const char *arg) {
+  require(name, arg);
+  if (*name == '\0') tpt::invalid_argument(std::string("argument '") + arg + "' is empty");
+  return name;
+}
+
+// Takes ownership of a status returned by host code and turns it into the
+// loop's control flow: NULL goes on, TPT_STOP stops, anything else fails with
+// the same code and message.
+void raise_status(tpt_status *st) {
+  if (st == nullptr) return;
+  tpt_code code = tpt_status_code(st);
+  std::string message = tpt_status_message(st);
+  tpt_status_free(st);
+  if (code == TPT_STOP) throw tpt::StopTraining(message);
+  throw tpt::Error(code, message, /*passthrough=*/true);
+}
+
+// Calls `destroy(user_data)` once, when it goes out of scope, unless released.
+struct UserData {
+  void *data;
+  void (*destroy)(void *);
+  UserData(void *d, void (*f)(void *)) : data(d), destroy(f) {}
+  ~UserData() {
+    if (destroy) destroy(data);
+  }
+  UserData(const UserData &) = delete;
+  UserData &operator=(const UserData &) = delete;
+};
+
+// A callback written in C.
+class CCallback final : public tpt::Callback {
+ public:
+  CCallback(std::string name, bool chief_only, uint32_t events, tpt_callback_fn fn,
+            std::unique_ptr<UserData> ud)
+      : Callback(std::move(name), chief_only), events_(events), fn_(fn), ud_(std::move(ud)) {}
+  uint32_t events() const override { return events_; }
+  void on_event(tpt::Trainer &t, tpt_event event, const tpt::Record *r) override {
+    if (r == nullptr) {
+      raise_status(fn_(handle_of(t), event, nullptr, ud_->data));
+      return;
+    }
+    tpt_record rec{};
+    rec.struct_size = sizeof(tpt_record);
+    rec.kind = r->kind;
+    rec.name = r->name->c_str();
+    rec.global_step = r->global_step;
+    rec.epoch_num = r->epoch_num;
+    rec.value = r->value;
+    rec.tensor = nullptr;
+    raise_status(fn_(handle_of(t), event, &rec, ud_->data));
+  }
+
+ private:
+  uint32_t events_;
+  tpt_callback_fn fn_;
+  std::unique_ptr<UserData> ud_;
+};
+
+// Takes a callback handle's content and frees the handle.
+std::unique_ptr<tpt::Callback> take_callback(tpt_callback *cb, const char *name) {
+  require(cb, name);
+  if (cb->magic != kCallbackMagic) tpt::capi::throw_not_live(name, "tpt_callback");
+  std::unique_ptr<tpt::Callback> inner = std::move(cb->callback);
+  cb->magic = 0;
+  delete cb;
+  return inner;
+}
+
+void give_callback(tpt_callback **out, std::unique_ptr<tpt::Callback> cb) {
+  auto *h = new tpt_callback;
+  h->callback = std::move(cb);
+  *out = h;
+}
+
+void check_options_version(uint32_t version, uint32_t max, const char *what, const char *init) {
+  if (version < 1 || version > max)
+    tpt::invalid_argument(std::string(what) + "->version is " + std::to_string(version) +
+                          "; this library supports 1.." + std::to_string(max) + " (initialise with " + init + ")");
+}
+
+struct StepCall {
+  tpt_step_fn fn;
+  void *user_data;
+};
+
+void run_c_step(tpt::Trainer &t, void *ctx) {
+  auto *call = static_cast<StepCall *>(ctx);
+  raise_status(call->fn(handle_of(t), call->user_data));
+}
+
+}  // namespace
+
+extern "C" {
+
+// ------------------------------------------------------------------ trainer
+
+tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *options) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+    if (options) {
+      check_options_version(options->version, TPT_TRAINER_OPTIONS_VERSION, "options",
+                            "TPT_TRAINER_OPTIONS_INIT");
+      o = *options;
+    }
+    if (o.starting_epoch < 1)
+      tpt::invalid_argument("options->starting_epoch must be >= 1, got " + std::to_string(o.starting_epoch));
+    if (o.max_epoch < 0)
+      tpt::invalid_argument("options->max_epoch must be >= 0, got " + std::to_string(o.max_epoch));
+    if (o.steps_per_epoch < -1)
+      tpt::invalid_argument("options->steps_per_epoch must be >= 0 (or -1: not set), got " +
+                            std::to_string(o.steps_per_epoch));
+    if (o.logdir_action < TPT_LOGDIR_REFUSE || o.logdir_action > TPT_LOGDIR_ASK)
+      tpt::invalid_argument("options->logdir_action " + std::to_string(static_cast<int>(o.logdir_action)) +
+                            " is not a tpt_logdir_action");
+    if (o.progress < TPT_PROGRESS_AUTO || o.progress > TPT_PROGRESS_OFF)
+      tpt::invalid_argument("options->progress " + std::to_string(static_cast<int>(o.progress)) +
+                            " is not a tpt_progress");
+    if (o.logdir && *o.logdir == '\0') tpt::invalid_argument("options->logdir is empty (use NULL for none)");
+    tpt::TrainerConfig c;
+    c.is_chief = o.is_chief != 0;
+    c.starting_epoch = o.starting_epoch;
+    c.max_epoch = o.max_epoch;
+    c.steps_per_epoch = o.steps_per_epoch;
+    c.logdir = o.logdir ? o.logdir : "";
+    c.logdir_action = o.logdir_action;
+    c.progress = o.progress;
+    c.console = o.console != 0;
+    c.default_callbacks = o.default_callbacks != 0;
+    c.default_monitors = o.default_monitors != 0;
+    *out = new tpt_trainer(std::move(c));
+  });
+}
+
+void tpt_trainer_free(tpt_trainer *trainer) {
+  if (trainer == nullptr || trainer->magic != kTrainerMagic) return;
+  trainer->magic = 0;
+  delete trainer;
+}
+
+tpt_status *tpt_trainer_set_run_step(tpt_trainer *trainer, tpt_run_step_fn run_step, void *user_data,
+                                     void (*destroy)(void *)) {
+  auto ud = std::make_shared<UserData>(user_data, destroy);  // destroy runs once, whatever happens
+  return guard(__func__, [&] {
+    tpt::Trainer &t = trainer_arg(trainer);
+    require(reinterpret_cast<void *>(run_step), "run_step");
+    t.set_run_step([run_step, ud](tpt::Trainer &tr) { raise_status(run_step(handle_of(tr), ud->data)); });
+  });
+}
+
+tpt_status *tpt_trainer_hooked_step(tpt_trainer *trainer, tpt_step_fn step, void *user_data) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = trainer_arg(trainer);
+    if (step) {
+      StepCall call{step, user_data};
+      t.hooked_step(run_c_step, &call);
+    } else {
+      t.hooked_step(nullptr, nullptr);
+    }
+  });
+}
+
+tpt_status *tpt_trainer_run(tpt_trainer *trainer) {
+  return guard(__func__, [&] { trainer_arg(trainer).run(); });
+}
+
+tpt_status *tpt_trainer_request_stop(tpt_trainer *trainer) {
+  return guard(__func__, [&] { trainer_arg(trainer).request_stop(); });
+}
+
+tpt_status *tpt_trainer_stop_reason(const char **out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    const std::string *r = trainer_arg(trainer).stop_reason();
+    *out = r ? r->c_str() : nullptr;
+  });
+}
+
+tpt_status *tpt_trainer_epoch_num(int64_t *out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = trainer_arg(trainer).epoch_num();
+  });
+}
+
+tpt_status *tpt_trainer_local_step(int64_t *out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = trainer_arg(trainer).local_step();
+  });
+}
+
+tpt_status *tpt_trainer_global_step(int64_t *out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = trainer_arg(trainer).global_step();
+  });
+}
+
+tpt_status *tpt_trainer_set_global_step(tpt_trainer *trainer, int64_t step) {
+  return guard(__func__, [&] { trainer_arg(trainer).set_global_step(step); });
+}
+
+tpt_status *tpt_trainer_logdir(const char **out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    const tpt::Trainer &t = trainer_arg(trainer);
+    *out = t.has_logdir() ? t.logdir().c_str() : nullptr;
+  });
+}
+
+tpt_status *tpt_trainer_log(tpt_trainer *trainer, const char *message) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = trainer_arg(trainer);
+    t.log().info(require(message, "message"));
+  });
+}
+
+// ------------------------------------------------------------------ outputs
+
+tpt_status *tpt_trainer_set_output_scalar(tpt_trainer *trainer, const char *name, double value) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = trainer_arg(trainer);
+    tpt::Output o;
+    o.scalar = value;
+    t.set_output(name_arg(name, "name"), std::move(o));
+  });
+}
+
+tpt_status *tpt_trainer_set_output(tpt_trainer *trainer, const char *name, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = trainer_arg(trainer);
+    std::string key = name_arg(name, "name");
+    tpt::Output o;
+    o.tensor = std::make_shared<const at::Tensor>(tpt::capi::tensor_arg(tensor, "tensor"));
+    t.set_output(key, std::move(o));
+  });
+}
+
+namespace {
+const tpt::Output &output_arg(const tpt::Trainer &t, const char *name) {
+  std::string key = name_arg(name, "name");
+  const tpt::Output *o = t.output(key);
+  if (!o)
+    tpt::fail(TPT_ERR_NOT_FOUND, "the latest hooked step published no output '" + key + "'" +
+                                     (t.has_run_a_step() ? "" : " (no hooked step has run)"));
+  return *o;
+}
+}  // namespace
+
+tpt_status *tpt_trainer_output_scalar(double *out, const tpt_trainer *trainer, const char *name) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    const tpt::Output &o = output_arg(trainer_arg(trainer), name);
+    if (!o.tensor) {
+      *out = o.scalar;
+      return;
+    }
+    const auto &t = *std::static_pointer_cast<const at::Tensor>(o.tensor);
+    if (t.numel() != 1)
+      tpt::invalid_argument(std::string("output '") + name + "' is a tensor of " + std::to_string(t.numel()) +
+                            " elements, not a scalar");
+    *out = t.item<double>();
+  });
+}
+
+tpt_status *tpt_trainer_output(tpt_tensor **out, const tpt_trainer *trainer, const char *name) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    const tpt::Output &o = output_arg(trainer_arg(trainer), name);
+    if (o.tensor)
+      tpt::capi::give(out, *std::static_pointer_cast<const at::Tensor>(o.tensor));
+    else
+      tpt::capi::give(out, at::scalar_tensor(o.scalar, at::kDouble));
+  });
+}
+
+// ------------------------------------------------------------------ callbacks
+
+tpt_status *tpt_callback_new(tpt_callback **out, const tpt_callback_desc *desc) {
+  std::unique_ptr<UserData> ud;
+  if (desc) ud = std::make_unique<UserData>(desc->user_data, desc->destroy);
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(desc, "desc");
+    check_options_version(desc->version, TPT_CALLBACK_DESC_VERSION, "desc", "TPT_CALLBACK_DESC_INIT");
+    require(reinterpret_cast<void *>(desc->fn), "desc->fn");
+    if (desc->events & ~static_cast<uint32_t>(TPT_EVENT_ALL))
+      tpt::invalid_argument("desc->events has bits that are not tpt_event values: " + std::to_string(desc->events));
+    std::string name = desc->name && *desc->name ? desc->name : "callback";
+    give_callback(out, std::make_unique<CCallback>(name, desc->chief_only != 0, desc->events, desc->fn,
+                                                   std::move(ud)));
+  });
+}
+
+void tpt_callback_free(tpt_callback *callback) {
+  if (callback == nullptr || callback->magic != kCallbackMagic) return;
+  callback->magic = 0;
+  delete callback;
+}
+
+tpt_status *tpt_callback_periodic_trigger(tpt_callback **out, tpt_callback *inner, int64_t every_k_steps,
+                                          int64_t every_k_epochs, int32_t before_train) {
+  return guard(__func__, [&] {
+    std::unique_ptr<tpt::Callback> cb = inner ? take_callback(inner, "inner") : nullptr;
+    require(out, "out");
+    *out = nullptr;
+    require(cb.get(), "inner");
+    give_callback(out, tpt::make_periodic_trigger(std::move(cb), every_k_steps, every_k_epochs, before_train != 0));
+  });
+}
+
+tpt_status *tpt_callback_enable_if(tpt_callback **out, tpt_callback *inner, tpt_predicate_fn predicate,
+                                   void *user_data, void (*destroy)(void *)) {
+  auto ud = std::make_shared<UserData>(user_data, destroy);
+  return guard(__func__, [&] {
+    std::unique_ptr<tpt::Callback> cb = inner ? take_callback(inner, "inner") : nullptr;
+    require(out, "out");
+    *out = nullptr;
+    require(cb.get(), "inner");
+    require(reinterpret_cast<void *>(predicate), "predicate");
+    std::string name = cb->name();
+    tpt::Predicate pred = [predicate, ud, name](tpt::Trainer &t) {
+      int32_t r = predicate(handle_of(t), ud->data);
+      if (r < 0) tpt::fail(TPT_ERR_CALLBACK, "the predicate of '" + name + "' failed (returned " + std::to_string(r) + ")");
+      return r != 0;
+    };
+    give_callback(out, tpt::make_enable_if(std::move(cb), std::move(pred)));
+  });
+}
+
+tpt_status *tpt_callback_periodic(tpt_callback **out, tpt_callback *inner, int64_t every_k_steps,
+                                  int64_t every_k_epochs) {
+  return guard(__func__, [&] {
+    std::unique_ptr<tpt::Callback> cb = inner ? take_callback(inner, "inner") : nullptr;
+    require(out, "out");
+    *out = nullptr;
+    require(cb.get(), "inner");
+    give_callback(out, tpt::make_periodic(std::move(cb), every_k_steps, every_k_epochs));
+  });
+}
+
+tpt_status *tpt_trainer_add_callback(tpt_trainer *trainer, tpt_callback *callback) {
+  return guard(__func__, [&] {
+    std::unique_ptr<tpt::Callback> cb = callback ? take_callback(callback, "callback") : nullptr;
+    tpt::Trainer &t = trainer_arg(trainer);
+    require(cb.get(), "callback");
+    t.add(std::move(cb), tpt::Group::User);
+  });
+}
+
+tpt_status *tpt_trainer_add_monitor(tpt_trainer *trainer, tpt_callback *monitor) {
+  return guard(__func__, [&] {
+    std::unique_ptr<tpt::Callback> cb = monitor ? take_callback(monitor, "monitor") : nullptr;
+    tpt::Trainer &t = trainer_arg(trainer);
+    require(cb.get(), "monitor");
+    t.add(std::move(cb), tpt::Group::Monitor);
+  });
+}
+
+// ------------------------------------------------------------------ monitors
+
+tpt_status *tpt_trainer_put_scalar(tpt_trainer *trainer, const char *name, double value) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = trainer_arg(trainer);
+    t.put_scalar(name_arg(name, "name"), value);
+  });
+}
+
+namespace {
+const tpt::ScalarHistory &history_arg(const tpt::Trainer &t, const char *name) {
+  std::string key = name_arg(name, "name");
+  const tpt::ScalarHistory *h = t.history(key);
+  if (!h) tpt::fail(TPT_ERR_NOT_FOUND, "no scalar '" + key + "' was put");
+  return *h;
+}
+}  // namespace
+
+tpt_status *tpt_trainer_scalar_latest(double *value_out, int64_t *step_out, const tpt_trainer *trainer,
+                                      const char *name) {
+  return guard(__func__, [&] {
+    require(value_out, "value_out");
+    const tpt::ScalarHistory &h = history_arg(trainer_arg(trainer), name);
+    *value_out = h.values.back();
+    if (step_out) *step_out = h.steps.back();
+  });
+}
+
+tpt_status *tpt_trainer_scalar_history(size_t *count_out, int64_t *steps, double *values, size_t capacity,
+                                       const tpt_trainer *trainer, const char *name) {
+  return guard(__func__, [&] {
+    require(count_out, "count_out");
+    const tpt::ScalarHistory &h = history_arg(trainer_arg(trainer), name);
+    *count_out = h.values.size();
+    size_t n = std::min(capacity, h.values.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (steps) steps[i] = h.steps[i];
+      if (values) values[i] = h.values[i];
+    }
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,291 @@
+#include "core/trainer.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace tpt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", s);
+  return buf;
+}
+
+constexpr tpt_event kAllEvents[] = {
+    TPT_EVENT_SETUP,        TPT_EVENT_BEFORE_TRAIN, TPT_EVENT_BEFORE_EPOCH, TPT_EVENT_BEFORE_RUN,
+    TPT_EVENT_AFTER_RUN,    TPT_EVENT_TRIGGER_STEP, TPT_EVENT_AFTER_EPOCH,  TPT_EVENT_TRIGGER_EPOCH,
+    TPT_EVENT_TRIGGER,      TPT_EVENT_AFTER_TRAIN,  TPT_EVENT_RECORD,
+};
+
+}  // namespace
+
+const char *event_name(tpt_event e) {
+  switch (e) {
+    case TPT_EVENT_SETUP: return "setup";
+    case TPT_EVENT_BEFORE_TRAIN: return "before_train";
+    case TPT_EVENT_BEFORE_EPOCH: return "before_epoch";
+    case TPT_EVENT_BEFORE_RUN: return "before_run";
+    case TPT_EVENT_AFTER_RUN: return "after_run";
+    case TPT_EVENT_TRIGGER_STEP: return "trigger_step";
+    case TPT_EVENT_AFTER_EPOCH: return "after_epoch";
+    case TPT_EVENT_TRIGGER_EPOCH: return "trigger_epoch";
+    case TPT_EVENT_TRIGGER: return "trigger";
+    case TPT_EVENT_AFTER_TRAIN: return "after_train";
+    case TPT_EVENT_RECORD: return "record";
+    default: return "event";
+  }
+}
+
+bool deliver(Callback &cb, Trainer &trainer, tpt_event event, const Record *record) {
+  uint32_t mask = cb.events();
+  if (event == TPT_EVENT_TRIGGER_EPOCH && !(mask & TPT_EVENT_TRIGGER_EPOCH)) {
+    if (!(mask & TPT_EVENT_TRIGGER)) return false;
+    event = TPT_EVENT_TRIGGER;  // tensorpack: the default trigger_epoch calls trigger
+  } else if (!(mask & event)) {
+    return false;
+  }
+  cb.on_event(trainer, event, record);
+  return true;
+}
+
+Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) { log_.set_console(config_.console); }
+
+Trainer::~Trainer() = default;
+
+void Trainer::set_run_step(std::function<void(Trainer &)> run_step) {
+  if (phase_ != Phase::Idle) fail(TPT_ERR_STATE, "run_step cannot change once training has started");
+  run_step_ = std::move(run_step);
+}
+
+bool Trainer::add(std::unique_ptr<Callback> callback, Group group) {
+  if (frozen_)
+    fail(TPT_ERR_STATE, "callback '" + callback->name() +
+                            "' added after training started: the callback list is frozen");
+  if (!config_.is_chief && callback->chief_only()) {
+    log_.info("Callback '" + callback->name() + "' is chief-only, skipped.");
+    return false;
+  }
+  groups_[static_cast<size_t>(group)].push_back(std::move(callback));
+  return true;
+}
+
+void Trainer::set_global_step(int64_t step) {
+  if (phase_ != Phase::Idle && phase_ != Phase::Setup && phase_ != Phase::BeforeTrain)
+    fail(TPT_ERR_STATE, "global_step can only be set before training or during setup and before_train");
+  if (step < 0) invalid_argument("global_step must be >= 0, got " + std::to_string(step));
+  global_step_ = step;
+}
+
+void Trainer::freeze() {
+  if (config_.default_callbacks) {
+    groups_[static_cast<size_t>(Group::Default)].push_back(make_progress_bar(config_.progress));
+    if (config_.is_chief) groups_[static_cast<size_t>(Group::Default)].push_back(make_estimated_time_left());
+  }
+  groups_[static_cast<size_t>(Group::StepCounter)].insert(groups_[static_cast<size_t>(Group::StepCounter)].begin(),
+                                                          make_step_counter());
+  auto &monitors = groups_[static_cast<size_t>(Group::Monitor)];
+  if (config_.default_monitors) {
+    std::vector<std::unique_ptr<Callback>> defaults;
+    if (has_logdir()) defaults.push_back(make_json_writer());
+    defaults.push_back(make_scalar_printer());
+    monitors.insert(monitors.begin(), std::make_move_iterator(defaults.begin()),
+                    std::make_move_iterator(defaults.end()));
+  }
+  for (auto &group : groups_)
+    for (auto &cb : group) order_.push_back(cb.get());
+  for (Callback *cb : order_) {
+    uint32_t mask = cb->events();
+    for (tpt_event e : kAllEvents) {
+      if (e == TPT_EVENT_RECORD) continue;
+      if (wants(mask, e)) by_event_[event_index(e)].push_back(cb);
+    }
+  }
+  for (auto &cb : monitors)
+    if (cb->events() & TPT_EVENT_RECORD) by_event_[event_index(TPT_EVENT_RECORD)].push_back(cb.get());
+  frozen_ = true;
+}
+
+void Trainer::dispatch(tpt_event event) {
+  for (Callback *cb : by_event_[event_index(event)]) deliver(*cb, *this, event);
+}
+
+void Trainer::trigger_epoch_timed() {
+  std::vector<std::pair<Callback *, double>> times;
+  double total = 0;
+  for (Callback *cb : by_event_[event_index(TPT_EVENT_TRIGGER_EPOCH)]) {
+    auto t0 = Clock::now();
+    deliver(*cb, *this, TPT_EVENT_TRIGGER_EPOCH);
+    double dt = seconds_since(t0);
+    total += dt;
+    times.emplace_back(cb, dt);
+  }
+  // tensorpack's rule: over 2 s in total, name the callbacks that took more
+  // than 30 % of it and more than 1 s.
+  if (total > 2.0) {
+    std::string msg = "Callbacks took " + fmt_seconds(total) + " sec in total.";
+    for (auto &[cb, dt] : times)
+      if (dt > 0.3 * total && dt > 1.0) msg += " " + cb->name() + ": " + fmt_seconds(dt) + " sec";
+    log_.info(msg);
+  }
+}
+
+void Trainer::hooked_step(void (*step)(Trainer &, void *), void *ctx) {
+  if (!in_run_step_) fail(TPT_ERR_STATE, "a hooked step can only run inside run_step");
+  if (pending_) std::rethrow_exception(pending_);
+  try {
+    outputs_.clear();
+    for (Callback *cb : by_event_[event_index(TPT_EVENT_BEFORE_RUN)])
+      cb->on_event(*this, TPT_EVENT_BEFORE_RUN, nullptr);
+    if (step) {
+      in_step_ = true;
+      step(*this, ctx);
+      in_step_ = false;
+    }
+    ++steps_run_;
+    for (Callback *cb : by_event_[event_index(TPT_EVENT_AFTER_RUN)])
+      cb->on_event(*this, TPT_EVENT_AFTER_RUN, nullptr);
+  } catch (...) {
+    in_step_ = false;
+    pending_ = std::current_exception();
+    throw;
+  }
+}
+
+void Trainer::run() {
+  if (phase_ != Phase::Idle) fail(TPT_ERR_STATE, "a trainer runs once; make a new one");
+  if (config_.steps_per_epoch < 0)
+    invalid_argument("steps_per_epoch is not set (tpt_trainer_options.steps_per_epoch)");
+  if (config_.steps_per_epoch > 0 && !run_step_)
+    fail(TPT_ERR_STATE, "no run_step: set one with tpt_trainer_set_run_step");
+  if (!config_.logdir.empty()) {
+    logdir_ = prepare_logdir(config_.logdir, config_.logdir_action, log_);
+    log_.open_file(logdir_ + "/log.log");
+    log_.info("Log directory: " + logdir_);
+  }
+  freeze();
+  epoch_num_ = config_.starting_epoch - 1;
+  local_step_ = -1;
+  std::exception_ptr error;
+  try {
+    phase_ = Phase::Setup;
+    dispatch(TPT_EVENT_SETUP);
+    phase_ = Phase::BeforeTrain;
+    dispatch(TPT_EVENT_BEFORE_TRAIN);
+    phase_ = Phase::Loop;
+    // global_step is read again here: BEFORE_TRAIN (a restore) may have set it.
+    for (int64_t epoch = config_.starting_epoch; epoch <= config_.max_epoch; ++epoch) {
+      epoch_num_ = epoch;
+      if (stop_requested_.load(std::memory_order_relaxed)) throw StopTraining("tpt_trainer_request_stop");
+      log_.info("Start Epoch " + std::to_string(epoch) + " ...");
+      dispatch(TPT_EVENT_BEFORE_EPOCH);
+      auto t0 = Clock::now();
+      for (int64_t k = 0; k < config_.steps_per_epoch; ++k) {
+        local_step_ = k;
+        if (stop_requested_.load(std::memory_order_relaxed)) throw StopTraining("tpt_trainer_request_stop");
+        in_run_step_ = true;
+        try {
+          run_step_(*this);
+        } catch (...) {
+          in_run_step_ = false;
+          pending_ = nullptr;
+          throw;
+        }
+        in_run_step_ = false;
+        if (pending_) {  // run_step swallowed the outcome of a hooked step
+          std::exception_ptr p = pending_;
+          pending_ = nullptr;
+          std::rethrow_exception(p);
+        }
+        dispatch(TPT_EVENT_TRIGGER_STEP);
+      }
+      dispatch(TPT_EVENT_AFTER_EPOCH);
+      log_.info("Epoch " + std::to_string(epoch) + " (global_step " + std::to_string(global_step_) +
+                ") finished, time: " + fmt_seconds(seconds_since(t0)) + " sec.");
+      trigger_epoch_timed();
+    }
+    log_.info("Training has finished!");
+  } catch (const StopTraining &stop) {
+    stopped_ = true;
+    stop_reason_ = stop.what();
+    log_.info("Training was stopped by: " + stop_reason_);
+  } catch (const std::exception &e) {
+    error = std::current_exception();
+    log_.error("Training failed at global_step=" + std::to_string(global_step_) + ": " + e.what());
+  } catch (...) {
+    error = std::current_exception();
+    log_.error("Training failed at global_step=" + std::to_string(global_step_));
+  }
+  in_run_step_ = false;
+  after_train(error);
+  phase_ = Phase::Done;
+  log_.close_file();
+  if (error) std::rethrow_exception(error);
+}
+
+void Trainer::after_train(std::exception_ptr &error) {
+  phase_ = Phase::AfterTrain;
+  // Every callback, each isolated from the others' failures.
+  for (Callback *cb : by_event_[event_index(TPT_EVENT_AFTER_TRAIN)]) {
+    try {
+      cb->on_event(*this, TPT_EVENT_AFTER_TRAIN, nullptr);
+    } catch (const StopTraining &) {
+      // a stop during after_train changes nothing
+    } catch (const std::exception &e) {
+      log_.error("Callback '" + cb->name() + "' failed in after_train: " + e.what());
+      if (!error) error = std::current_exception();
+    } catch (...) {
+      log_.error("Callback '" + cb->name() + "' failed in after_train");
+      if (!error) error = std::current_exception();
+    }
+  }
+}
+
+void Trainer::set_output(const std::string &name, Output value) {
+  if (!in_step_) fail(TPT_ERR_STATE, "outputs can only be set inside a hooked step");
+  for (auto &o : outputs_) {
+    if (o.first == name) {
+      o.second = std::move(value);
+      return;
+    }
+  }
+  outputs_.emplace_back(name, std::move(value));
+}
+
+const Output *Trainer::output(const std::string &name) const {
+  for (auto &o : outputs_)
+    if (o.first == name) return &o.second;
+  return nullptr;
+}
+
+void Trainer::put_scalar(const std::string &name, double value) {
+  if (phase_ == Phase::Idle || phase_ == Phase::Done)
+    fail(TPT_ERR_STATE, "scalars can only be put while training runs");
+  auto &h = history_[name];
+  h.steps.push_back(global_step_);
+  h.values.push_back(value);
+  Record record;
+  record.kind = TPT_RECORD_SCALAR;
+  record.name = &history_.find(name)->first;
+  record.global_step = global_step_;
+  record.epoch_num = epoch_num_;
+  record.value = value;
+  for (Callback *cb : by_event_[event_index(TPT_EVENT_RECORD)]) cb->on_event(*this, TPT_EVENT_RECORD, &record);
+}
+
+const ScalarHistory *Trainer::history(const std::string &name) const {
+  auto it = history_.find(name);
+  return it == history_.end() ? nullptr : &it->second;
+}
+
+}  // namespace tpt

@@ -1,0 +1,141 @@
+// The loop: tensorpack's Trainer.main_loop with its callbacks, counters,
+// step outputs and scalar monitors. No LibTorch here: tensors published as
+// step outputs are opaque to the loop (the C API layer owns their type).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/callback.hpp"
+#include "core/log.hpp"
+#include "tptrain.h"
+
+namespace tpt {
+
+struct TrainerConfig {
+  bool is_chief = true;
+  int64_t starting_epoch = 1;
+  int64_t max_epoch = 99999999;
+  int64_t steps_per_epoch = -1;  // -1: not set
+  std::string logdir;            // empty: none
+  tpt_logdir_action logdir_action = TPT_LOGDIR_REFUSE;
+  tpt_progress progress = TPT_PROGRESS_AUTO;
+  bool console = true;
+  bool default_callbacks = true;
+  bool default_monitors = true;
+};
+
+// Where a callback sits in the order of every event (tensorpack's order).
+enum class Group : int { InputSource = 0, TrainerInternal, StepCounter, User, Default, Monitor, Count };
+
+// A named output of a hooked step: a scalar, or a tensor that only the C API
+// layer knows how to read (kept alive by the shared_ptr).
+struct Output {
+  double scalar = 0;
+  std::shared_ptr<const void> tensor;  // set for tensor outputs
+};
+
+struct ScalarHistory {
+  std::vector<int64_t> steps;
+  std::vector<double> values;
+};
+
+class Trainer {
+ public:
+  enum class Phase { Idle, Setup, BeforeTrain, Loop, AfterTrain, Done };
+
+  explicit Trainer(TrainerConfig config);
+  ~Trainer();
+  Trainer(const Trainer &) = delete;
+  Trainer &operator=(const Trainer &) = delete;
+
+  // ---- set-up (before run)
+  void set_run_step(std::function<void(Trainer &)> run_step);
+  // Adds a callback at its group's place. Returns false when it was dropped
+  // as chief-only on a non-chief trainer. Throws TPT_ERR_STATE once frozen.
+  bool add(std::unique_ptr<Callback> callback, Group group);
+
+  // ---- running
+  // The whole training; throws what ended it (StopTraining is caught: a stop
+  // is a success, see stop_reason()). Runs once.
+  void run();
+  // One hooked step around step(ctx): BEFORE_RUN, step, AFTER_RUN.
+  void hooked_step(void (*step)(Trainer &, void *), void *ctx);
+  void request_stop() noexcept { stop_requested_.store(true, std::memory_order_relaxed); }
+
+  // ---- state
+  Phase phase() const { return phase_; }
+  bool in_run_step() const { return in_run_step_; }
+  bool in_step() const { return in_step_; }
+  const TrainerConfig &config() const { return config_; }
+  int64_t epoch_num() const { return epoch_num_; }
+  int64_t local_step() const { return local_step_; }
+  int64_t global_step() const { return global_step_; }
+  void set_global_step(int64_t step);
+  void increment_global_step() { ++global_step_; }
+  int64_t steps_per_epoch() const { return config_.steps_per_epoch; }
+  // Non-null when the last run stopped gracefully.
+  const std::string *stop_reason() const { return stopped_ ? &stop_reason_ : nullptr; }
+  bool has_logdir() const { return !logdir_.empty(); }
+  const std::string &logdir() const { return logdir_; }
+  Logger &log() { return log_; }
+
+  // An opaque pointer for the layer above (the C API stores its tpt_trainer).
+  void set_handle(void *handle) { handle_ = handle; }
+  void *handle() const { return handle_; }
+
+  // ---- step outputs
+  void set_output(const std::string &name, Output value);
+  const Output *output(const std::string &name) const;
+  bool has_run_a_step() const { return steps_run_ > 0; }
+
+  // ---- monitors
+  void put_scalar(const std::string &name, double value);
+  const ScalarHistory *history(const std::string &name) const;
+
+ private:
+  void freeze();
+  void dispatch(tpt_event event);
+  void trigger_epoch_timed();
+  void after_train(std::exception_ptr &error);
+
+  TrainerConfig config_;
+  Logger log_;
+  std::function<void(Trainer &)> run_step_;
+  std::array<std::vector<std::unique_ptr<Callback>>, static_cast<size_t>(Group::Count)> groups_;
+  std::vector<Callback *> order_;                  // every callback, in event order
+  std::array<std::vector<Callback *>, 11> by_event_;  // per tpt_event bit, the callbacks that want it
+  bool frozen_ = false;
+
+  Phase phase_ = Phase::Idle;
+  int64_t epoch_num_ = 0;
+  int64_t local_step_ = -1;
+  int64_t global_step_ = 0;
+  int64_t steps_run_ = 0;
+  bool in_run_step_ = false;
+  bool in_step_ = false;
+  std::exception_ptr pending_;  // what ended a hooked step, until run_step returns
+  std::atomic<bool> stop_requested_{false};
+  bool stopped_ = false;
+  std::string stop_reason_;
+  std::string logdir_;
+
+  void *handle_ = nullptr;
+  std::vector<std::pair<std::string, Output>> outputs_;
+  std::map<std::string, ScalarHistory> history_;
+};
+
+// Index of a single tpt_event bit in Trainer::by_event_.
+inline size_t event_index(tpt_event e) { return static_cast<size_t>(__builtin_ctz(static_cast<uint32_t>(e))); }
+
+const char *event_name(tpt_event e);
+
+}  // namespace tpt

@@ -1,0 +1,926 @@
+/* The trainer loop from C: exact event sequences and counters, STOP and
+ * ERROR from every point, destroy exactly once, request_stop from another
+ * thread, scheduling wrappers, step outputs, scalars and monitors. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "tptrain.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static void ok(tpt_status *st) {
+  if (st) fail_msg("unexpected error %s: %s", tpt_code_name(tpt_status_code(st)), tpt_status_message(st));
+}
+
+static void expect_code(tpt_status *st, tpt_code code, const char *fragment) {
+  if (!st) fail_msg("expected %s, got success", tpt_code_name(code));
+  if (tpt_status_code(st) != code)
+    fail_msg("code %s, want %s: %s", tpt_code_name(tpt_status_code(st)), tpt_code_name(code), tpt_status_message(st));
+  if (fragment && !strstr(tpt_status_message(st), fragment))
+    fail_msg("message \"%s\" lacks \"%s\"", tpt_status_message(st), fragment);
+  tpt_status_free(st);
+}
+
+/* One observed event. */
+typedef struct {
+  char who;
+  tpt_event event;
+  int64_t epoch, local, global;
+} ev;
+
+#define MAX_EV 4096
+static ev seen[MAX_EV];
+static int n_seen;
+
+static void note(tpt_trainer *t, char who, tpt_event e) {
+  assert_true(n_seen < MAX_EV);
+  ev *x = &seen[n_seen++];
+  x->who = who;
+  x->event = e;
+  ok(tpt_trainer_epoch_num(&x->epoch, t));
+  ok(tpt_trainer_local_step(&x->local, t));
+  ok(tpt_trainer_global_step(&x->global, t));
+}
+
+/* Per-callback behaviour: which event (if any) returns which status. */
+typedef struct {
+  char who;
+  tpt_event fail_at; /* 0: never */
+  tpt_code fail_code;
+  int64_t fail_epoch, fail_local; /* -99: any */
+  int destroyed;
+  int after_train;
+} cb_state;
+
+static tpt_status *recording_cb(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
+  cb_state *s = ud;
+  (void)r;
+  if (e != TPT_EVENT_RECORD) note(t, s->who, e);
+  if (e == TPT_EVENT_AFTER_TRAIN) s->after_train++;
+  if (s->fail_at == e) {
+    int64_t ep, ls;
+    ok(tpt_trainer_epoch_num(&ep, t));
+    ok(tpt_trainer_local_step(&ls, t));
+    if ((s->fail_epoch == -99 || s->fail_epoch == ep) && (s->fail_local == -99 || s->fail_local == ls)) {
+      char msg[64];
+      snprintf(msg, sizeof msg, "%c fails at %d", s->who, (int)e);
+      return tpt_status_new(s->fail_code, msg);
+    }
+  }
+  return NULL;
+}
+
+static void count_destroy(void *ud) { ((cb_state *)ud)->destroyed++; }
+
+static tpt_callback *make_cb(cb_state *s, uint32_t events, int chief_only) {
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = events;
+  d.name = "recorder";
+  d.chief_only = chief_only;
+  d.fn = recording_cb;
+  d.user_data = s;
+  d.destroy = count_destroy;
+  tpt_callback *cb = NULL;
+  ok(tpt_callback_new(&cb, &d));
+  return cb;
+}
+
+/* run_step: calls the hooked step `hooks` times; can fail or stop at a point. */
+typedef struct {
+  int hooks;          /* per run_step; -1: local_step % 3 */
+  int64_t stop_at_global; /* return TPT_STOP from run_step when global_step reaches it; -1 never */
+  int64_t fail_at_global; /* return an error from the step fn at this global_step; -1 never */
+  int destroyed;
+  int steps;
+} run_state;
+
+static tpt_status *step_fn(tpt_trainer *t, void *ud) {
+  run_state *s = ud;
+  int64_t g;
+  ok(tpt_trainer_global_step(&g, t));
+  note(t, 'S', 0);
+  if (g == s->fail_at_global) return tpt_status_new(TPT_ERR_INVALID_ARGUMENT, "step failed");
+  return NULL;
+}
+
+static tpt_status *run_step(tpt_trainer *t, void *ud) {
+  run_state *s = ud;
+  int64_t ls, g;
+  ok(tpt_trainer_local_step(&ls, t));
+  note(t, 'R', 0);
+  s->steps++;
+  int n = s->hooks >= 0 ? s->hooks : (int)(ls % 3);
+  for (int i = 0; i < n; ++i) {
+    tpt_status *st = tpt_trainer_hooked_step(t, step_fn, s);
+    if (st) return st;
+  }
+  ok(tpt_trainer_global_step(&g, t));
+  if (s->stop_at_global >= 0 && g >= s->stop_at_global) return tpt_status_new(TPT_STOP, "run_step says stop");
+  return NULL;
+}
+
+static void count_run_destroy(void *ud) { ((run_state *)ud)->destroyed++; }
+
+static tpt_trainer *make_trainer(int64_t start, int64_t max, int64_t spe) {
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.starting_epoch = start;
+  o.max_epoch = max;
+  o.steps_per_epoch = spe;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  o.default_callbacks = 0;
+  o.default_monitors = 0;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_new(&t, &o));
+  return t;
+}
+
+/* The reference: tensorpack's loop written out by hand for one callback 'A'
+ * subscribed to every lifecycle event, a TRIGGER-only callback 'B', run_step
+ * 'R' and step 'S'. Returns the number of events. */
+static int expected_sequence(ev *out, int64_t start, int64_t max, int64_t spe, int hooks) {
+  int n = 0;
+  int64_t g = 0, local = -1;
+#define PUT(w, e, ep) (out[n++] = (ev){(w), (e), (ep), local, g})
+  PUT('A', TPT_EVENT_SETUP, start - 1);
+  PUT('A', TPT_EVENT_BEFORE_TRAIN, start - 1);
+  for (int64_t epoch = start; epoch <= max; ++epoch) {
+    PUT('A', TPT_EVENT_BEFORE_EPOCH, epoch);
+    for (int64_t k = 0; k < spe; ++k) { /* like Python's for-in: local only set when a step runs */
+      local = k;
+      PUT('R', 0, epoch);
+      int h = hooks >= 0 ? hooks : (int)(local % 3);
+      for (int i = 0; i < h; ++i) {
+        PUT('A', TPT_EVENT_BEFORE_RUN, epoch);
+        PUT('S', 0, epoch);
+        ++g; /* the step counter runs before user callbacks' after_run */
+        PUT('A', TPT_EVENT_AFTER_RUN, epoch);
+      }
+      PUT('A', TPT_EVENT_TRIGGER_STEP, epoch);
+    }
+    PUT('A', TPT_EVENT_AFTER_EPOCH, epoch);
+    PUT('A', TPT_EVENT_TRIGGER_EPOCH, epoch);
+    PUT('B', TPT_EVENT_TRIGGER, epoch);
+  }
+  PUT('A', TPT_EVENT_AFTER_TRAIN, max);
+#undef PUT
+  return n;
+}
+
+static void compare(const ev *want, int n_want) {
+  for (int i = 0; i < n_want && i < n_seen; ++i) {
+    const ev *a = &seen[i], *b = &want[i];
+    if (a->who != b->who || a->event != b->event || a->epoch != b->epoch || a->local != b->local ||
+        a->global != b->global)
+      fail_msg("event %d: got %c/%d epoch %lld local %lld global %lld, want %c/%d epoch %lld local %lld global %lld", i,
+               a->who, (int)a->event, (long long)a->epoch, (long long)a->local, (long long)a->global, b->who,
+               (int)b->event, (long long)b->epoch, (long long)b->local, (long long)b->global);
+  }
+  assert_int_equal(n_seen, n_want);
+}
+
+static const uint32_t kLifecycle = TPT_EVENT_SETUP | TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_BEFORE_EPOCH |
+                                   TPT_EVENT_BEFORE_RUN | TPT_EVENT_AFTER_RUN | TPT_EVENT_TRIGGER_STEP |
+                                   TPT_EVENT_AFTER_EPOCH | TPT_EVENT_TRIGGER_EPOCH | TPT_EVENT_AFTER_TRAIN;
+
+static void run_sequence(int64_t start, int64_t max, int64_t spe, int hooks) {
+  static ev want[MAX_EV];
+  n_seen = 0;
+  cb_state a = {'A', 0, 0, 0, 0, 0, 0}, b = {'B', 0, 0, 0, 0, 0, 0};
+  run_state rs = {hooks, -1, -1, 0, 0};
+  tpt_trainer *t = make_trainer(start, max, spe);
+  ok(tpt_trainer_set_run_step(t, run_step, &rs, count_run_destroy));
+  ok(tpt_trainer_add_callback(t, make_cb(&a, kLifecycle, 1)));
+  ok(tpt_trainer_add_callback(t, make_cb(&b, TPT_EVENT_TRIGGER, 1)));
+  int64_t e0;
+  ok(tpt_trainer_epoch_num(&e0, t));
+  ok(tpt_trainer_run(t));
+  const char *reason = (const char *)1;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  assert_null(reason);
+  compare(want, expected_sequence(want, start, max, spe, hooks));
+  tpt_trainer_free(t);
+  assert_int_equal(a.destroyed, 1);
+  assert_int_equal(b.destroyed, 1);
+  assert_int_equal(rs.destroyed, 1);
+}
+
+/* ------------------------------------------------------------ sequences */
+
+static void test_sequence_hooks_0(void **s) { (void)s; run_sequence(3, 5, 4, 0); }
+static void test_sequence_hooks_1(void **s) { (void)s; run_sequence(3, 5, 4, 1); }
+static void test_sequence_hooks_2(void **s) { (void)s; run_sequence(3, 5, 4, 2); }
+static void test_sequence_hooks_mixed(void **s) { (void)s; run_sequence(3, 5, 4, -1); }
+static void test_sequence_zero_steps(void **s) { (void)s; run_sequence(3, 5, 0, 1); }
+static void test_sequence_no_epochs(void **s) { (void)s; run_sequence(6, 5, 4, 1); }
+
+/* ------------------------------------------------------------ STOP */
+
+static int count_events(char who, tpt_event e) {
+  int n = 0;
+  for (int i = 0; i < n_seen; ++i) n += seen[i].who == who && seen[i].event == e;
+  return n;
+}
+
+static const ev *last_event(char who, tpt_event e) {
+  const ev *found = NULL;
+  for (int i = 0; i < n_seen; ++i)
+    if (seen[i].who == who && seen[i].event == e) found = &seen[i];
+  return found;
+}
+
+static void test_stop_from_before_epoch(void **state) {
+  (void)state;
+  n_seen = 0;
+  cb_state a = {'A', TPT_EVENT_BEFORE_EPOCH, TPT_STOP, 4, -99, 0, 0};
+  cb_state b = {'B', 0, 0, 0, 0, 0, 0};
+  run_state rs = {1, -1, -1, 0, 0};
+  tpt_trainer *t = make_trainer(3, 5, 4);
+  ok(tpt_trainer_set_run_step(t, run_step, &rs, count_run_destroy));
+  ok(tpt_trainer_add_callback(t, make_cb(&a, kLifecycle, 1)));
+  ok(tpt_trainer_add_callback(t, make_cb(&b, kLifecycle, 1)));
+  ok(tpt_trainer_run(t));
+  const char *reason = NULL;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  assert_string_equal(reason, "A fails at 4");
+  /* epoch 3 ran fully; epoch 4 stopped inside A's before_epoch: B never saw it */
+  assert_int_equal(count_events('A', TPT_EVENT_BEFORE_EPOCH), 2);
+  assert_int_equal(count_events('B', TPT_EVENT_BEFORE_EPOCH), 1);
+  assert_int_equal(rs.steps, 4);
+  assert_int_equal(count_events('A', TPT_EVENT_AFTER_EPOCH), 1);
+  assert_int_equal(a.after_train, 1);
+  assert_int_equal(b.after_train, 1);
+  int64_t e, g;
+  ok(tpt_trainer_epoch_num(&e, t));
+  ok(tpt_trainer_global_step(&g, t));
+  assert_int_equal(e, 4);
+  assert_int_equal(g, 4);
+  tpt_trainer_free(t);
+  assert_int_equal(a.destroyed + b.destroyed + rs.destroyed, 3);
+}
+
+static void test_stop_from_trigger_step(void **state) {
+  (void)state;
+  n_seen = 0;
+  cb_state a = {'A', TPT_EVENT_TRIGGER_STEP, TPT_STOP, 3, 2, 0, 0};
+  cb_state b = {'B', 0, 0, 0, 0, 0, 0};
+  run_state rs = {2, -1, -1, 0, 0};
+  tpt_trainer *t = make_trainer(3, 5, 4);
+  ok(tpt_trainer_set_run_step(t, run_step, &rs, count_run_destroy));
+  ok(tpt_trainer_add_callback(t, make_cb(&a, kLifecycle, 1)));
+  ok(tpt_trainer_add_callback(t, make_cb(&b, kLifecycle, 1)));
+  ok(tpt_trainer_run(t));
+  const char *reason = NULL;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  assert_string_equal(reason, "A fails at 32");
+  assert_int_equal(rs.steps, 3);
+  assert_int_equal(count_events('A', TPT_EVENT_TRIGGER_STEP), 3);
+  assert_int_equal(count_events('B', TPT_EVENT_TRIGGER_STEP), 2); /* A stopped before B's turn */
+  assert_int_equal(count_events('A', TPT_EVENT_AFTER_EPOCH), 0);
+  int64_t g;
+  ok(tpt_trainer_global_step(&g, t));
+  assert_int_equal(g, 6);
+  assert_int_equal(a.after_train + b.after_train, 2);
+  tpt_trainer_free(t);
+}
+
+static void test_stop_from_run_step(void **state) {
+  (void)state;
+  n_seen = 0;
+  cb_state a = {'A', 0, 0, 0, 0, 0, 0};
+  run_state rs = {1, 6, -1, 0, 0};
+  tpt_trainer *t = make_trainer(3, 5, 4);
+  ok(tpt_trainer_set_run_step(t, run_step, &rs, count_run_destroy));
+  ok(tpt_trainer_add_callback(t, make_cb(&a, kLifecycle, 1)));
+  ok(tpt_trainer_run(t));
+  const char *reason = NULL;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  assert_string_equal(reason, "run_step says stop");
+  assert_int_equal(rs.steps, 6);
+  /* the stopping run_step's trigger_step does not run */
+  assert_int_equal(count_events('A', TPT_EVENT_TRIGGER_STEP), 5);
+  const ev *at = last_event('A', TPT_EVENT_AFTER_TRAIN);
+  assert_non_null(at);
+  assert_int_equal(at->epoch, 4);
+  assert_int_equal(at->local, 1);
+  assert_int_equal(at->global, 6);
+  tpt_trainer_free(t);
+}
+
+/* A STOP returned by a callback's after_run inside a run_step that ignores
+ * the hooked step's status still stops training. */
+static tpt_status *careless_run_step(tpt_trainer *t, void *ud) {
+  (void)ud;
+  tpt_status_free(tpt_trainer_hooked_step(t, NULL, NULL));
+  return NULL;
+}
+
+static void test_stop_swallowed_by_run_step_still_stops(void **state) {
+  (void)state;
+  n_seen = 0;
+  cb_state a = {'A', TPT_EVENT_AFTER_RUN, TPT_STOP, 3, 1, 0, 0};
+  tpt_trainer *t = make_trainer(3, 5, 4);
+  ok(tpt_trainer_set_run_step(t, careless_run_step, NULL, NULL));
+  ok(tpt_trainer_add_callback(t, make_cb(&a, kLifecycle, 1)));
+  ok(tpt_trainer_run(t));
+  const char *reason = NULL;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  assert_string_equal(reason, "A fails at 16");
+  assert_int_equal(count_events('A', TPT_EVENT_AFTER_RUN), 2);
+  assert_int_equal(count_events('A', TPT_EVENT_TRIGGER_STEP), 1);
+  tpt_trainer_free(t);
+}
+
+/* ------------------------------------------------------------ ERROR everywhere */
+
+static void error_at(tpt_event e, uint32_t mask) {
+  n_seen = 0;
+  cb_state a = {'A', e, TPT_ERR_IO, -99, -99, 0, 0};
+  if (e != TPT_EVENT_SETUP && e != TPT_EVENT_BEFORE_TRAIN && e != TPT_EVENT_AFTER_TRAIN) {
+    a.fail_epoch = 4;
+    if (e == TPT_EVENT_BEFORE_RUN || e == TPT_EVENT_AFTER_RUN || e == TPT_EVENT_TRIGGER_STEP) a.fail_local = 1;
+  }
+  cb_state b = {'B', 0, 0, 0, 0, 0, 0};
+  run_state rs = {1, -1, -1, 0, 0};
+  tpt_trainer *t = make_trainer(3, 5, 4);
+  ok(tpt_trainer_set_run_step(t, run_step, &rs, count_run_destroy));
+  ok(tpt_trainer_add_callback(t, make_cb(&a, mask, 1)));
+  ok(tpt_trainer_add_callback(t, make_cb(&b, kLifecycle, 1)));
+  tpt_status *st = tpt_trainer_run(t);
+  char want[64];
+  snprintf(want, sizeof want, "A fails at %d", (int)e);
+  assert_non_null(st);
+  assert_int_equal(tpt_status_code(st), TPT_ERR_IO);
+  assert_string_equal(tpt_status_message(st), want); /* unchanged */
+  tpt_status_free(st);
+  assert_int_equal(a.after_train, 1);
+  assert_int_equal(b.after_train, 1);
+  const char *reason = (const char *)1;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  assert_null(reason);
+  tpt_trainer_free(t);
+  assert_int_equal(a.destroyed, 1);
+  assert_int_equal(b.destroyed, 1);
+  assert_int_equal(rs.destroyed, 1);
+}
+
+static void test_error_from_every_lifecycle_point(void **state) {
+  (void)state;
+  const tpt_event points[] = {TPT_EVENT_SETUP,        TPT_EVENT_BEFORE_TRAIN, TPT_EVENT_BEFORE_EPOCH,
+                              TPT_EVENT_BEFORE_RUN,   TPT_EVENT_AFTER_RUN,    TPT_EVENT_TRIGGER_STEP,
+                              TPT_EVENT_AFTER_EPOCH,  TPT_EVENT_TRIGGER_EPOCH, TPT_EVENT_AFTER_TRAIN};
+  for (size_t i = 0; i < sizeof points / sizeof points[0]; ++i) error_at(points[i], kLifecycle);
+  /* TRIGGER, delivered at trigger_epoch to a callback without TRIGGER_EPOCH */
+  error_at(TPT_EVENT_TRIGGER, (kLifecycle & ~(uint32_t)TPT_EVENT_TRIGGER_EPOCH) | TPT_EVENT_TRIGGER);
+}
+
+static void test_error_from_step_and_run_step(void **state) {
+  (void)state;
+  n_seen = 0;
+  cb_state a = {'A', 0, 0, 0, 0, 0, 0};
+  run_state rs = {1, -1, 5, 0, 0};
+  tpt_trainer *t = make_trainer(3, 5, 4);
+  ok(tpt_trainer_set_run_step(t, run_step, &rs, count_run_destroy));
+  ok(tpt_trainer_add_callback(t, make_cb(&a, kLifecycle, 1)));
+  tpt_status *st = tpt_trainer_run(t);
+  assert_int_equal(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+  assert_string_equal(tpt_status_message(st), "step failed");
+  tpt_status_free(st);
+  assert_int_equal(a.after_train, 1);
+  /* the failing step's after_run did not run */
+  assert_int_equal(count_events('A', TPT_EVENT_AFTER_RUN), 5);
+  tpt_trainer_free(t);
+}
+
+/* ------------------------------------------------------------ destroy exactly once */
+
+static void test_destroy_exactly_once(void **state) {
+  (void)state;
+  cb_state s[12];
+  memset(s, 0, sizeof s);
+  tpt_callback *cb = NULL;
+  /* 1. invalid description: destroyed at once */
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.user_data = &s[0];
+  d.destroy = count_destroy;
+  expect_code(tpt_callback_new(&cb, &d), TPT_ERR_INVALID_ARGUMENT, "desc->fn");
+  assert_null(cb);
+  assert_int_equal(s[0].destroyed, 1);
+  d.fn = recording_cb;
+  d.version = 77;
+  d.user_data = &s[1];
+  expect_code(tpt_callback_new(&cb, &d), TPT_ERR_INVALID_ARGUMENT, "TPT_CALLBACK_DESC_INIT");
+  assert_int_equal(s[1].destroyed, 1);
+  d.version = TPT_CALLBACK_DESC_VERSION;
+  d.events = 1u << 20;
+  d.user_data = &s[2];
+  expect_code(tpt_callback_new(&cb, &d), TPT_ERR_INVALID_ARGUMENT, "desc->events");
+  assert_int_equal(s[2].destroyed, 1);
+  d.user_data = &s[11];
+  expect_code(tpt_callback_new(NULL, &d), TPT_ERR_INVALID_ARGUMENT, "'out'");
+  assert_int_equal(s[11].destroyed, 1);
+
+  /* 2. registration fails: NULL trainer */
+  expect_code(tpt_trainer_add_callback(NULL, make_cb(&s[3], kLifecycle, 1)), TPT_ERR_INVALID_ARGUMENT, "'trainer'");
+  assert_int_equal(s[3].destroyed, 1);
+  expect_code(tpt_trainer_add_monitor(NULL, make_cb(&s[4], TPT_EVENT_RECORD, 0)), TPT_ERR_INVALID_ARGUMENT,
+              "'trainer'");
+  assert_int_equal(s[4].destroyed, 1);
+
+  /* 3. wrappers consume inner even when they fail */
+  expect_code(tpt_callback_periodic_trigger(&cb, make_cb(&s[5], TPT_EVENT_TRIGGER, 1), 0, 0, 0),
+              TPT_ERR_INVALID_ARGUMENT, "every_k_steps or every_k_epochs");
+  assert_int_equal(s[5].destroyed, 1);
+  expect_code(tpt_callback_periodic(&cb, make_cb(&s[6], TPT_EVENT_TRIGGER, 1), -1, 0), TPT_ERR_INVALID_ARGUMENT,
+              "every_k_steps must be >= 0");
+  assert_int_equal(s[6].destroyed, 1);
+  expect_code(tpt_callback_enable_if(&cb, make_cb(&s[7], TPT_EVENT_TRIGGER, 1), NULL, &s[8], count_destroy),
+              TPT_ERR_INVALID_ARGUMENT, "'predicate'");
+  assert_int_equal(s[7].destroyed, 1);
+  assert_int_equal(s[8].destroyed, 1);
+
+  /* 4. frozen list: adding after run fails and destroys */
+  tpt_trainer *t = make_trainer(1, 1, 0);
+  ok(tpt_trainer_run(t));
+  expect_code(tpt_trainer_add_callback(t, make_cb(&s[9], kLifecycle, 1)), TPT_ERR_STATE, "frozen");
+  assert_int_equal(s[9].destroyed, 1);
+  expect_code(tpt_trainer_run(t), TPT_ERR_STATE, "runs once");
+  tpt_trainer_free(t);
+
+  /* 5. chief-only callback on a non-chief trainer is dropped and destroyed */
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.is_chief = 0;
+  o.console = 0;
+  o.steps_per_epoch = 0;
+  ok(tpt_trainer_new(&t, &o));
+  cb_state kept = {0};
+  ok(tpt_trainer_add_callback(t, make_cb(&s[10], kLifecycle, 1)));
+  assert_int_equal(s[10].destroyed, 1);
+  ok(tpt_trainer_add_callback(t, make_cb(&kept, TPT_EVENT_AFTER_TRAIN, 0)));
+  ok(tpt_trainer_run(t));
+  assert_int_equal(kept.after_train, 1);
+  assert_int_equal(s[10].after_train, 0);
+  tpt_trainer_free(t);
+  assert_int_equal(kept.destroyed, 1);
+
+  /* 6. run_step: replaced (old destroyed), failing set (destroyed), free */
+  run_state r1 = {0}, r2 = {0}, r3 = {0};
+  t = make_trainer(1, 1, 1);
+  ok(tpt_trainer_set_run_step(t, run_step, &r1, count_run_destroy));
+  ok(tpt_trainer_set_run_step(t, run_step, &r2, count_run_destroy));
+  assert_int_equal(r1.destroyed, 1);
+  expect_code(tpt_trainer_set_run_step(NULL, run_step, &r3, count_run_destroy), TPT_ERR_INVALID_ARGUMENT,
+              "'trainer'");
+  assert_int_equal(r3.destroyed, 1);
+  expect_code(tpt_trainer_set_run_step(t, NULL, &r3, count_run_destroy), TPT_ERR_INVALID_ARGUMENT, "'run_step'");
+  assert_int_equal(r3.destroyed, 2);
+  tpt_trainer_free(t);
+  assert_int_equal(r2.destroyed, 1);
+  assert_int_equal(r1.destroyed, 1);
+
+  /* 7. a callback never given away is destroyed by tpt_callback_free */
+  cb_state lone = {0};
+  tpt_callback_free(make_cb(&lone, kLifecycle, 1));
+  assert_int_equal(lone.destroyed, 1);
+  tpt_callback_free(NULL);
+  tpt_trainer_free(NULL);
+  for (int i = 0; i < 12; ++i) assert_int_equal(s[i].destroyed, 1);
+}
+
+/* ------------------------------------------------------------ request_stop from another thread */
+
+static tpt_status *slow_run_step(tpt_trainer *t, void *ud) {
+  (void)ud;
+  struct timespec ts = {0, 1000000};
+  nanosleep(&ts, NULL);
+  return tpt_trainer_hooked_step(t, NULL, NULL);
+}
+
+static void *stopper(void *arg) {
+  struct timespec ts = {0, 50000000};
+  nanosleep(&ts, NULL);
+  ok(tpt_trainer_request_stop(arg));
+  return NULL;
+}
+
+static void test_request_stop_from_another_thread(void **state) {
+  (void)state;
+  cb_state a = {0};
+  tpt_trainer *t = make_trainer(1, 1000000, 1000);
+  ok(tpt_trainer_set_run_step(t, slow_run_step, NULL, NULL));
+  ok(tpt_trainer_add_callback(t, make_cb(&a, TPT_EVENT_AFTER_TRAIN, 1)));
+  n_seen = 0;
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, stopper, t), 0);
+  ok(tpt_trainer_run(t));
+  pthread_join(th, NULL);
+  const char *reason = NULL;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  assert_string_equal(reason, "tpt_trainer_request_stop");
+  assert_int_equal(a.after_train, 1);
+  int64_t g;
+  ok(tpt_trainer_global_step(&g, t));
+  assert_true(g > 0 && g < 1000000);
+  tpt_trainer_free(t);
+}
+
+/* ------------------------------------------------------------ wrappers */
+
+static tpt_status *one_hook(tpt_trainer *t, void *ud) {
+  (void)ud;
+  return tpt_trainer_hooked_step(t, NULL, NULL);
+}
+
+static int32_t odd_epoch(tpt_trainer *t, void *ud) {
+  int64_t e;
+  (void)ud;
+  ok(tpt_trainer_epoch_num(&e, t));
+  return (int32_t)(e % 2);
+}
+
+static int32_t failing_predicate(tpt_trainer *t, void *ud) {
+  (void)t;
+  (void)ud;
+  return -1;
+}
+
+static void test_wrappers(void **state) {
+  (void)state;
+  n_seen = 0;
+  cb_state p = {'P', 0, 0, 0, 0, 0, 0}, q = {'Q', 0, 0, 0, 0, 0, 0}, c = {'C', 0, 0, 0, 0, 0, 0},
+           e = {'E', 0, 0, 0, 0, 0, 0}, pd = {0};
+  tpt_trainer *t = make_trainer(1, 4, 5); /* global steps 1..20 */
+  ok(tpt_trainer_set_run_step(t, one_hook, NULL, NULL));
+  tpt_callback *cb = NULL;
+  /* P: trigger every 3 steps and before training */
+  ok(tpt_callback_periodic_trigger(&cb, make_cb(&p, TPT_EVENT_TRIGGER | TPT_EVENT_TRIGGER_EPOCH, 1), 3, 0, 1));
+  ok(tpt_trainer_add_callback(t, cb));
+  /* Q: trigger every 2 epochs (its own trigger_epoch is replaced) */
+  ok(tpt_callback_periodic_trigger(&cb, make_cb(&q, TPT_EVENT_TRIGGER | TPT_EVENT_TRIGGER_EPOCH, 1), 0, 2, 0));
+  ok(tpt_trainer_add_callback(t, cb));
+  /* C: trigger_step and after_run only when global_step % 4 == 0 */
+  ok(tpt_callback_periodic(&cb, make_cb(&c, TPT_EVENT_TRIGGER_STEP | TPT_EVENT_AFTER_RUN, 1), 4, 0));
+  ok(tpt_trainer_add_callback(t, cb));
+  /* E: before/after epoch only in odd epochs; after_train always */
+  ok(tpt_callback_enable_if(&cb, make_cb(&e, TPT_EVENT_BEFORE_EPOCH | TPT_EVENT_AFTER_EPOCH | TPT_EVENT_AFTER_TRAIN, 1),
+                            odd_epoch, &pd, count_destroy));
+  ok(tpt_trainer_add_callback(t, cb));
+  ok(tpt_trainer_run(t));
+
+  int trig_p = 0, trig_q = 0, c_steps = 0, c_runs = 0, e_epochs = 0, e_after = 0;
+  for (int i = 0; i < n_seen; ++i) {
+    ev *x = &seen[i];
+    if (x->who == 'P') {
+      assert_int_equal(x->event, TPT_EVENT_TRIGGER); /* never its trigger_epoch */
+      assert_true(x->global % 3 == 0);
+      trig_p++;
+    } else if (x->who == 'Q') {
+      assert_int_equal(x->event, TPT_EVENT_TRIGGER);
+      assert_true(x->epoch % 2 == 0);
+      trig_q++;
+    } else if (x->who == 'C') {
+      /* after_run: decided in before_run, when global_step was one less */
+      if (x->event == TPT_EVENT_AFTER_RUN) {
+        assert_true((x->global - 1) % 4 == 0);
+        c_runs++;
+      } else {
+        assert_true(x->global % 4 == 0);
+        c_steps++;
+      }
+    } else if (x->who == 'E') {
+      if (x->event == TPT_EVENT_AFTER_TRAIN) {
+        e_after++;
+      } else {
+        assert_true(x->epoch % 2 == 1);
+        e_epochs++;
+      }
+    }
+  }
+  assert_int_equal(trig_p, 1 + 6); /* before_train + steps 3,6,...,18 */
+  assert_int_equal(trig_q, 2);     /* epochs 2, 4 */
+  assert_int_equal(c_steps, 5);    /* 4, 8, 12, 16, 20 */
+  assert_int_equal(c_runs, 5);     /* before_run at 0, 4, 8, 12, 16 */
+  assert_int_equal(e_epochs, 4);   /* before+after in epochs 1 and 3 */
+  assert_int_equal(e_after, 1);
+  tpt_trainer_free(t);
+  assert_int_equal(p.destroyed + q.destroyed + c.destroyed + e.destroyed + pd.destroyed, 5);
+
+  /* a failing predicate fails training with TPT_ERR_CALLBACK */
+  cb_state f = {0};
+  t = make_trainer(1, 2, 2);
+  ok(tpt_trainer_set_run_step(t, one_hook, NULL, NULL));
+  ok(tpt_callback_enable_if(&cb, make_cb(&f, TPT_EVENT_BEFORE_EPOCH | TPT_EVENT_AFTER_TRAIN, 1), failing_predicate,
+                            NULL, NULL));
+  ok(tpt_trainer_add_callback(t, cb));
+  expect_code(tpt_trainer_run(t), TPT_ERR_CALLBACK, "the predicate of 'recorder' failed");
+  assert_int_equal(f.after_train, 1);
+  tpt_trainer_free(t);
+}
+
+/* ------------------------------------------------------------ outputs */
+
+static tpt_status *publishing_step(tpt_trainer *t, void *ud) {
+  int64_t g;
+  (void)ud;
+  ok(tpt_trainer_global_step(&g, t));
+  ok(tpt_trainer_set_output_scalar(t, "loss", 1.0 / (double)(g + 1)));
+  const float v[3] = {(float)g, 1, 2};
+  const int64_t shape[] = {3};
+  tpt_tensor *x = NULL;
+  ok(tpt_tensor_from_data(&x, v, sizeof v, shape, 1, NULL));
+  ok(tpt_trainer_set_output(t, "logits", x));
+  tpt_tensor_free(x); /* the trainer keeps its own reference */
+  return NULL;
+}
+
+static tpt_status *publishing_run_step(tpt_trainer *t, void *ud) { return tpt_trainer_hooked_step(t, publishing_step, ud); }
+
+static int outputs_checked;
+
+static tpt_status *output_reader(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
+  (void)e;
+  (void)r;
+  (void)ud;
+  int64_t g;
+  ok(tpt_trainer_global_step(&g, t));
+  double loss = 0;
+  ok(tpt_trainer_output_scalar(&loss, t, "loss"));
+  assert_true(loss == 1.0 / (double)g); /* put when global_step was g - 1 */
+  tpt_tensor *logits = NULL;
+  ok(tpt_trainer_output(&logits, t, "logits"));
+  float v[3];
+  ok(tpt_tensor_copy_to(v, sizeof v, logits));
+  assert_true(v[0] == (float)(g - 1) && v[2] == 2.0f);
+  tpt_tensor_free(logits);
+  tpt_tensor *as_tensor = NULL;
+  ok(tpt_trainer_output(&as_tensor, t, "loss"));
+  double back = 0;
+  ok(tpt_tensor_copy_to(&back, sizeof back, as_tensor));
+  assert_true(back == loss);
+  tpt_tensor_free(as_tensor);
+  expect_code(tpt_trainer_output_scalar(&loss, t, "logits"), TPT_ERR_INVALID_ARGUMENT, "3 elements");
+  expect_code(tpt_trainer_output_scalar(&loss, t, "nope"), TPT_ERR_NOT_FOUND, "no output 'nope'");
+  expect_code(tpt_trainer_set_output_scalar(t, "late", 1), TPT_ERR_STATE, "inside a hooked step");
+  outputs_checked++;
+  return NULL;
+}
+
+static void test_step_outputs(void **state) {
+  (void)state;
+  tpt_trainer *t = make_trainer(1, 2, 3);
+  ok(tpt_trainer_set_run_step(t, publishing_run_step, NULL, NULL));
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_AFTER_RUN;
+  d.fn = output_reader;
+  tpt_callback *cb = NULL;
+  ok(tpt_callback_new(&cb, &d));
+  ok(tpt_trainer_add_callback(t, cb));
+  double x;
+  expect_code(tpt_trainer_output_scalar(&x, t, "loss"), TPT_ERR_NOT_FOUND, "no hooked step has run");
+  expect_code(tpt_trainer_hooked_step(t, NULL, NULL), TPT_ERR_STATE, "only inside run_step");
+  outputs_checked = 0;
+  ok(tpt_trainer_run(t));
+  assert_int_equal(outputs_checked, 6);
+  tpt_trainer_free(t);
+}
+
+/* ------------------------------------------------------------ scalars and monitors */
+
+typedef struct {
+  int records;
+  int64_t last_step;
+  double sum;
+  int trigger_epochs;
+} mon_state;
+
+static tpt_status *monitor_fn(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
+  mon_state *m = ud;
+  (void)t;
+  if (e == TPT_EVENT_RECORD) {
+    assert_true(r->struct_size >= sizeof(tpt_record));
+    assert_int_equal(r->kind, TPT_RECORD_SCALAR);
+    assert_string_equal(r->name, "metric");
+    assert_null(r->tensor);
+    m->records++;
+    m->last_step = r->global_step;
+    m->sum += r->value;
+  } else if (e == TPT_EVENT_TRIGGER_EPOCH) {
+    m->trigger_epochs++;
+  }
+  return NULL;
+}
+
+static tpt_status *scalar_run_step(tpt_trainer *t, void *ud) {
+  (void)ud;
+  tpt_status *st = tpt_trainer_hooked_step(t, NULL, NULL);
+  if (st) return st;
+  int64_t g;
+  ok(tpt_trainer_global_step(&g, t));
+  return tpt_trainer_put_scalar(t, "metric", (double)g * 0.5);
+}
+
+static void test_scalars_and_monitors(void **state) {
+  (void)state;
+  mon_state m = {0};
+  tpt_trainer *t = make_trainer(1, 3, 4);
+  ok(tpt_trainer_set_run_step(t, scalar_run_step, NULL, NULL));
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_RECORD | TPT_EVENT_TRIGGER_EPOCH;
+  d.fn = monitor_fn;
+  d.user_data = &m;
+  d.chief_only = 0;
+  tpt_callback *cb = NULL;
+  ok(tpt_callback_new(&cb, &d));
+  ok(tpt_trainer_add_monitor(t, cb));
+  expect_code(tpt_trainer_put_scalar(t, "metric", 1), TPT_ERR_STATE, "while training runs");
+  ok(tpt_trainer_run(t));
+  assert_int_equal(m.records, 12);
+  assert_int_equal(m.last_step, 12);
+  assert_true(m.sum == 0.5 * (12 * 13 / 2));
+  assert_int_equal(m.trigger_epochs, 3);
+  double v = 0;
+  int64_t step = 0;
+  ok(tpt_trainer_scalar_latest(&v, &step, t, "metric"));
+  assert_true(v == 6.0);
+  assert_int_equal(step, 12);
+  size_t n = 0;
+  ok(tpt_trainer_scalar_history(&n, NULL, NULL, 0, t, "metric"));
+  assert_int_equal(n, 12);
+  int64_t steps[5];
+  double values[5];
+  ok(tpt_trainer_scalar_history(&n, steps, values, 5, t, "metric"));
+  assert_int_equal(n, 12);
+  for (int i = 0; i < 5; ++i) {
+    assert_int_equal(steps[i], i + 1);
+    assert_true(values[i] == 0.5 * (i + 1));
+  }
+  expect_code(tpt_trainer_scalar_latest(&v, NULL, t, "other"), TPT_ERR_NOT_FOUND, "no scalar 'other'");
+  tpt_trainer_free(t);
+}
+
+/* ------------------------------------------------------------ global_step set by a restore */
+
+static tpt_status *restore_cb(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
+  (void)r;
+  (void)ud;
+  if (e == TPT_EVENT_BEFORE_TRAIN) return tpt_trainer_set_global_step(t, 100);
+  if (e == TPT_EVENT_BEFORE_EPOCH) expect_code(tpt_trainer_set_global_step(t, 5), TPT_ERR_STATE, "before_train");
+  return NULL;
+}
+
+static void test_set_global_step_in_before_train(void **state) {
+  (void)state;
+  tpt_trainer *t = make_trainer(1, 2, 3);
+  ok(tpt_trainer_set_run_step(t, one_hook, NULL, NULL));
+  expect_code(tpt_trainer_set_global_step(t, -1), TPT_ERR_INVALID_ARGUMENT, ">= 0");
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_BEFORE_EPOCH;
+  d.fn = restore_cb;
+  tpt_callback *cb = NULL;
+  ok(tpt_callback_new(&cb, &d));
+  ok(tpt_trainer_add_callback(t, cb));
+  ok(tpt_trainer_run(t));
+  int64_t g;
+  ok(tpt_trainer_global_step(&g, t));
+  assert_int_equal(g, 106);
+  tpt_trainer_free(t);
+}
+
+/* ------------------------------------------------------------ options and NULL arguments */
+
+static void test_options_validation(void **state) {
+  (void)state;
+  tpt_trainer *t = NULL;
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.version = 0;
+  expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, "TPT_TRAINER_OPTIONS_INIT");
+  o = (tpt_trainer_options)TPT_TRAINER_OPTIONS_INIT;
+  o.starting_epoch = 0;
+  expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, "starting_epoch must be >= 1");
+  o = (tpt_trainer_options)TPT_TRAINER_OPTIONS_INIT;
+  o.steps_per_epoch = -2;
+  expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, "steps_per_epoch");
+  o = (tpt_trainer_options)TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = -1;
+  expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, "max_epoch");
+  o = (tpt_trainer_options)TPT_TRAINER_OPTIONS_INIT;
+  o.logdir_action = (tpt_logdir_action)9;
+  expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, "logdir_action 9");
+  o = (tpt_trainer_options)TPT_TRAINER_OPTIONS_INIT;
+  o.progress = (tpt_progress)9;
+  expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, "progress 9");
+  o = (tpt_trainer_options)TPT_TRAINER_OPTIONS_INIT;
+  o.logdir = "";
+  expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, "logdir is empty");
+  assert_null(t);
+  /* steps_per_epoch not set, and no run_step */
+  ok(tpt_trainer_new(&t, NULL));
+  expect_code(tpt_trainer_run(t), TPT_ERR_INVALID_ARGUMENT, "steps_per_epoch is not set");
+  tpt_trainer_free(t);
+  t = make_trainer(1, 1, 3);
+  expect_code(tpt_trainer_run(t), TPT_ERR_STATE, "no run_step");
+  tpt_trainer_free(t);
+}
+
+#define NULL_ARG(call, fn, arg) expect_code((call), TPT_ERR_INVALID_ARGUMENT, fn ": argument '" arg "' is NULL")
+
+static void test_null_arguments(void **state) {
+  (void)state;
+  tpt_trainer *t = make_trainer(1, 1, 1);
+  int64_t i64;
+  double d;
+  size_t n;
+  const char *str;
+  tpt_tensor *tensor = NULL;
+  tpt_callback *cb = NULL;
+  cb_state s = {0};
+  NULL_ARG(tpt_trainer_new(NULL, NULL), "tpt_trainer_new", "out");
+  NULL_ARG(tpt_trainer_set_run_step(NULL, run_step, NULL, NULL), "tpt_trainer_set_run_step", "trainer");
+  NULL_ARG(tpt_trainer_set_run_step(t, NULL, NULL, NULL), "tpt_trainer_set_run_step", "run_step");
+  NULL_ARG(tpt_trainer_hooked_step(NULL, NULL, NULL), "tpt_trainer_hooked_step", "trainer");
+  NULL_ARG(tpt_trainer_run(NULL), "tpt_trainer_run", "trainer");
+  NULL_ARG(tpt_trainer_request_stop(NULL), "tpt_trainer_request_stop", "trainer");
+  NULL_ARG(tpt_trainer_stop_reason(NULL, t), "tpt_trainer_stop_reason", "out");
+  NULL_ARG(tpt_trainer_stop_reason(&str, NULL), "tpt_trainer_stop_reason", "trainer");
+  NULL_ARG(tpt_trainer_epoch_num(NULL, t), "tpt_trainer_epoch_num", "out");
+  NULL_ARG(tpt_trainer_epoch_num(&i64, NULL), "tpt_trainer_epoch_num", "trainer");
+  NULL_ARG(tpt_trainer_local_step(NULL, t), "tpt_trainer_local_step", "out");
+  NULL_ARG(tpt_trainer_local_step(&i64, NULL), "tpt_trainer_local_step", "trainer");
+  NULL_ARG(tpt_trainer_global_step(NULL, t), "tpt_trainer_global_step", "out");
+  NULL_ARG(tpt_trainer_global_step(&i64, NULL), "tpt_trainer_global_step", "trainer");
+  NULL_ARG(tpt_trainer_set_global_step(NULL, 1), "tpt_trainer_set_global_step", "trainer");
+  NULL_ARG(tpt_trainer_logdir(NULL, t), "tpt_trainer_logdir", "out");
+  NULL_ARG(tpt_trainer_logdir(&str, NULL), "tpt_trainer_logdir", "trainer");
+  NULL_ARG(tpt_trainer_log(NULL, "x"), "tpt_trainer_log", "trainer");
+  NULL_ARG(tpt_trainer_log(t, NULL), "tpt_trainer_log", "message");
+  NULL_ARG(tpt_trainer_set_output_scalar(NULL, "x", 1), "tpt_trainer_set_output_scalar", "trainer");
+  NULL_ARG(tpt_trainer_set_output_scalar(t, NULL, 1), "tpt_trainer_set_output_scalar", "name");
+  NULL_ARG(tpt_trainer_set_output(NULL, "x", tensor), "tpt_trainer_set_output", "trainer");
+  NULL_ARG(tpt_trainer_set_output(t, NULL, tensor), "tpt_trainer_set_output", "name");
+  NULL_ARG(tpt_trainer_set_output(t, "x", NULL), "tpt_trainer_set_output", "tensor");
+  NULL_ARG(tpt_trainer_output_scalar(NULL, t, "x"), "tpt_trainer_output_scalar", "out");
+  NULL_ARG(tpt_trainer_output_scalar(&d, NULL, "x"), "tpt_trainer_output_scalar", "trainer");
+  NULL_ARG(tpt_trainer_output_scalar(&d, t, NULL), "tpt_trainer_output_scalar", "name");
+  NULL_ARG(tpt_trainer_output(NULL, t, "x"), "tpt_trainer_output", "out");
+  NULL_ARG(tpt_trainer_output(&tensor, NULL, "x"), "tpt_trainer_output", "trainer");
+  NULL_ARG(tpt_trainer_output(&tensor, t, NULL), "tpt_trainer_output", "name");
+  NULL_ARG(tpt_callback_new(NULL, NULL), "tpt_callback_new", "out");
+  NULL_ARG(tpt_callback_new(&cb, NULL), "tpt_callback_new", "desc");
+  NULL_ARG(tpt_callback_periodic_trigger(&cb, NULL, 1, 0, 0), "tpt_callback_periodic_trigger", "inner");
+  NULL_ARG(tpt_callback_periodic_trigger(NULL, make_cb(&s, 0, 1), 1, 0, 0), "tpt_callback_periodic_trigger", "out");
+  NULL_ARG(tpt_callback_enable_if(&cb, NULL, odd_epoch, NULL, NULL), "tpt_callback_enable_if", "inner");
+  NULL_ARG(tpt_callback_enable_if(NULL, make_cb(&s, 0, 1), odd_epoch, NULL, NULL), "tpt_callback_enable_if", "out");
+  NULL_ARG(tpt_callback_periodic(&cb, NULL, 1, 0), "tpt_callback_periodic", "inner");
+  NULL_ARG(tpt_callback_periodic(NULL, make_cb(&s, 0, 1), 1, 0), "tpt_callback_periodic", "out");
+  NULL_ARG(tpt_trainer_add_callback(t, NULL), "tpt_trainer_add_callback", "callback");
+  NULL_ARG(tpt_trainer_add_monitor(t, NULL), "tpt_trainer_add_monitor", "monitor");
+  NULL_ARG(tpt_trainer_put_scalar(NULL, "x", 1), "tpt_trainer_put_scalar", "trainer");
+  NULL_ARG(tpt_trainer_put_scalar(t, NULL, 1), "tpt_trainer_put_scalar", "name");
+  NULL_ARG(tpt_trainer_scalar_latest(NULL, &i64, t, "x"), "tpt_trainer_scalar_latest", "value_out");
+  NULL_ARG(tpt_trainer_scalar_latest(&d, &i64, NULL, "x"), "tpt_trainer_scalar_latest", "trainer");
+  NULL_ARG(tpt_trainer_scalar_latest(&d, &i64, t, NULL), "tpt_trainer_scalar_latest", "name");
+  NULL_ARG(tpt_trainer_scalar_history(NULL, NULL, NULL, 0, t, "x"), "tpt_trainer_scalar_history", "count_out");
+  NULL_ARG(tpt_trainer_scalar_history(&n, NULL, NULL, 0, NULL, "x"), "tpt_trainer_scalar_history", "trainer");
+  NULL_ARG(tpt_trainer_scalar_history(&n, NULL, NULL, 0, t, NULL), "tpt_trainer_scalar_history", "name");
+  assert_int_equal(s.destroyed, 3);
+  /* a foreign pointer is not taken for a trainer */
+  int64_t not_a_trainer[4] = {1, 2, 3, 4};
+  expect_code(tpt_trainer_run((tpt_trainer *)not_a_trainer), TPT_ERR_INVALID_ARGUMENT, "not a live tpt_trainer");
+  tpt_trainer_free(t);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sequence_hooks_0),
+      cmocka_unit_test(test_sequence_hooks_1),
+      cmocka_unit_test(test_sequence_hooks_2),
+      cmocka_unit_test(test_sequence_hooks_mixed),
+      cmocka_unit_test(test_sequence_zero_steps),
+      cmocka_unit_test(test_sequence_no_epochs),
+      cmocka_unit_test(test_stop_from_before_epoch),
+      cmocka_unit_test(test_stop_from_trigger_step),
+      cmocka_unit_test(test_stop_from_run_step),
+      cmocka_unit_test(test_stop_swallowed_by_run_step_still_stops),
+      cmocka_unit_test(test_error_from_every_lifecycle_point),
+      cmocka_unit_test(test_error_from_step_and_run_step),
+      cmocka_unit_test(test_destroy_exactly_once),
+      cmocka_unit_test(test_request_stop_from_another_thread),
+      cmocka_unit_test(test_wrappers),
+      cmocka_unit_test(test_step_outputs),
+      cmocka_unit_test(test_scalars_and_monitors),
+      cmocka_unit_test(test_set_global_step_in_before_train),
+      cmocka_unit_test(test_options_validation),
+      cmocka_unit_test(test_null_arguments),
+  };
+  return cmocka_run_group_tests_name("trainer", tests, NULL, NULL);
+}
