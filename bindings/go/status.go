@@ -27,7 +27,12 @@ const (
 	CodeIO              Code = C.TPT_ERR_IO               // a file could not be read or written
 	CodeState           Code = C.TPT_ERR_STATE            // the call is not allowed in the object's current state
 	CodeUnsupported     Code = C.TPT_ERR_UNSUPPORTED      // not available in this build
+	CodeNotFound        Code = C.TPT_ERR_NOT_FOUND        // a name (scalar, output, file) does not exist
 )
+
+// codeStop is TPT_STOP: not an error but a graceful end of training. In Go
+// it is a *StopError (see Stop), never an *Error.
+const codeStop Code = C.TPT_STOP
 
 // String returns the C name of the code, e.g. "TPT_ERR_BACKEND", or
 // "TPT_UNKNOWN_CODE" for a value outside the enum (tpt_code_name).
@@ -72,38 +77,65 @@ var (
 	ErrIO              error = &Error{Code: CodeIO}
 	ErrState           error = &Error{Code: CodeState}
 	ErrUnsupported     error = &Error{Code: CodeUnsupported}
+	ErrNotFound        error = &Error{Code: CodeNotFound}
 )
 
-// statusError takes ownership of st: it returns nil for NULL (success),
-// otherwise an *Error with the status's code and message, and frees st.
+// StopError ends training gracefully, as tensorpack's StopTraining: return
+// one (made by Stop) from a run_step, a hooked step or a callback, and Run
+// runs AFTER_TRAIN and returns nil; StopReason then gives Reason.
+// Context.HookedStep returns a *StopError when its step or a callback asked
+// to stop.
+type StopError struct {
+	Reason string
+}
+
+// Stop returns a *StopError with the given reason: the value a run_step,
+// step or callback returns to end training gracefully (TPT_STOP).
+func Stop(reason string) error {
+	return &StopError{Reason: reason}
+}
+
+// Error returns "tptrain: stop: reason".
+func (e *StopError) Error() string {
+	return "tptrain: stop: " + e.Reason
+}
+
+// statusError takes ownership of st: it returns nil for NULL (success), a
+// *StopError for TPT_STOP, otherwise an *Error with the status's code and
+// message, and frees st.
 func statusError(st *C.tpt_status) error {
 	if st == nil {
 		return nil
 	}
 	defer C.tpt_status_free(st)
-	return &Error{
-		Code:    Code(C.tpt_status_code(st)),
-		Message: C.GoString(C.tpt_status_message(st)),
+	code, msg := Code(C.tpt_status_code(st)), C.GoString(C.tpt_status_message(st))
+	if code == codeStop {
+		return &StopError{Reason: msg}
 	}
+	return &Error{Code: code, Message: msg}
 }
 
 // newStatus turns a Go error into a C status for the library to own (a
-// callback's result): nil becomes NULL, an *Error keeps its code and
-// message, an error wrapping an *Error keeps the code and takes err.Error()
-// as message, and any other error becomes TPT_ERR_CALLBACK with
-// err.Error(). A code that would mean success (CodeOK or a value outside the
-// enum) also becomes TPT_ERR_CALLBACK, so an error is never lost.
+// callback's result): nil becomes NULL, a *StopError (also wrapped) becomes
+// TPT_STOP with its Reason, an *Error keeps its code and message, an error
+// wrapping an *Error keeps the code and takes err.Error() as message, and any
+// other error becomes TPT_ERR_CALLBACK with err.Error(). A code that would
+// mean success or stop (CodeOK, TPT_STOP or a value outside the enum) also
+// becomes TPT_ERR_CALLBACK, so an error is never lost.
 func newStatus(err error) *C.tpt_status {
 	if err == nil {
 		return nil
 	}
 	code, msg := CodeCallback, err.Error()
+	var stop *StopError
 	if e, ok := err.(*Error); ok && e != nil {
 		code, msg = e.Code, e.Message
+	} else if errors.As(err, &stop) && stop != nil {
+		code, msg = codeStop, stop.Reason
 	} else if errors.As(err, &e) && e != nil {
 		code = e.Code
 	}
-	if code <= CodeOK || code > CodeUnsupported {
+	if code != codeStop && (code <= CodeOK || code > CodeNotFound) {
 		code = CodeCallback
 	}
 	cmsg := C.CString(msg)

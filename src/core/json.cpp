@@ -300,7 +300,11 @@ void write_number(std::string &out, double d) {
   if (d == std::floor(d) && std::fabs(d) < 1e15) {
     std::snprintf(buf, sizeof buf, "%.0f", d);
   } else {
-    std::snprintf(buf, sizeof buf, "%.17g", d);
+    // the shortest of 15, 16, 17 significant digits that reads back exactly
+    for (int digits = 15; digits <= 17; ++digits) {
+      std::snprintf(buf, sizeof buf, "%.*g", digits, d);
+      if (std::strtod(buf, nullptr) == d) break;
+    }
   }
   out += buf;
 }

@@ -165,7 +165,7 @@ std::string prepare_logdir(const std::string &dir_in, tpt_logdir_action action, 
   return dir;
 }
 
-void write_file_atomic(const std::string &path, const std::string &content) {
+void write_file_atomic(const std::string &path, const std::string &content, bool sync) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) io_error("cannot create " + tmp);
@@ -182,7 +182,7 @@ void write_file_atomic(const std::string &path, const std::string &content) {
     }
     done += static_cast<size_t>(n);
   }
-  int synced = ::fsync(fd);
+  int synced = sync ? ::fsync(fd) : 0;
   int saved_sync = errno;
   int closed = ::close(fd);
   if (synced != 0 || closed != 0) {

@@ -48,9 +48,11 @@ std::string unused_path(const std::string &base, const std::string &suffix);
 std::string prepare_logdir(const std::string &dir, tpt_logdir_action action, Logger &log);
 
 // Writes `content` to `path` atomically: a temporary file in the same
-// directory, flushed and synced, renamed over `path`. A crash at any moment
-// leaves either the old or the new file. Throws tpt::Error(TPT_ERR_IO).
-void write_file_atomic(const std::string &path, const std::string &content);
+// directory, renamed over `path`, so that a process killed at any moment
+// leaves either the old or the new file. With `sync` the data is also
+// fsync'ed before the rename (survives a power loss; costs milliseconds).
+// Throws tpt::Error(TPT_ERR_IO).
+void write_file_atomic(const std::string &path, const std::string &content, bool sync = true);
 
 // Reads a whole file; throws tpt::Error(TPT_ERR_IO).
 std::string read_file(const std::string &path);

@@ -20,12 +20,14 @@ namespace {
 // entry {name: value, ..., "epoch_num": E, "global_step": G}, appended to a
 // list that is rewritten atomically to <logdir>/stats.json. It triggers after
 // each epoch and after each step but an epoch's last, so scalars put
-// mid-epoch get entries of their own.
+// mid-epoch get entries of their own. Whatever is left is written in
+// after_train.
 class JsonWriter final : public Callback {
  public:
   JsonWriter() : Callback("JSONWriter", false) {}
   uint32_t events() const override {
-    return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH | TPT_EVENT_RECORD;
+    return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH | TPT_EVENT_AFTER_TRAIN |
+           TPT_EVENT_RECORD;
   }
   void on_event(Trainer &t, tpt_event e, const Record *r) override {
     switch (e) {
@@ -34,9 +36,14 @@ class JsonWriter final : public Callback {
         if (r->kind == TPT_RECORD_SCALAR) put(*r->name, r->value);
         break;
       case TPT_EVENT_TRIGGER_STEP:
-        if (t.local_step() != t.steps_per_epoch() - 1) trigger(t);
+        if (t.local_step() != t.steps_per_epoch() - 1) trigger(t, false);
         break;
-      case TPT_EVENT_TRIGGER_EPOCH: trigger(t); break;
+      case TPT_EVENT_TRIGGER_EPOCH: trigger(t, true); break;
+      // Scalars put by the step that stopped (or failed) training still get
+      // their entry (tensorpack would drop them).
+      case TPT_EVENT_AFTER_TRAIN:
+        if (!path_.empty()) trigger(t, true);
+        break;
       default: break;
     }
   }
@@ -54,7 +61,7 @@ class JsonWriter final : public Callback {
 
   void load(Trainer &t) {
     path_ = t.logdir() + "/stats.json";
-    stats_ = json::Value::array();
+    body_.clear();
     std::error_code ec;
     if (!fs::exists(path_, ec)) return;
     bool keep = false;
@@ -69,7 +76,7 @@ class JsonWriter final : public Callback {
       }
       if (last + 1 == t.config().starting_epoch) {
         keep = true;
-        stats_ = std::move(old);
+        for (const json::Value &entry : old.items()) append(entry);
         t.log().info("Found existing stats.json at epoch " + std::to_string(last) + "; appending to it.");
       } else {
         why = "its last epoch_num is " + std::to_string(last) + " and training starts at epoch " +
@@ -86,19 +93,28 @@ class JsonWriter final : public Callback {
     }
   }
 
-  void trigger(Trainer &t) {
+  // Mid-epoch writes are atomic but not fsync'ed (a killed process still
+  // leaves a whole file); the write after each epoch is synced too.
+  void trigger(Trainer &t, bool sync) {
     if (now_.empty()) return;
     json::Value entry = json::Value::object();
     for (auto &p : now_) entry.set(p.first, json::Value::number(p.second));
     entry.set("epoch_num", json::Value::number(static_cast<double>(t.epoch_num())));
     entry.set("global_step", json::Value::number(static_cast<double>(t.global_step())));
-    stats_.push(std::move(entry));
+    append(entry);
     now_.clear();
-    write_file_atomic(path_, json::write(stats_));
+    write_file_atomic(path_, "[" + body_ + "\n]\n", sync);
+  }
+
+  // The file is a list with one entry per line; entries are serialised once.
+  void append(const json::Value &entry) {
+    body_ += body_.empty() ? "\n  " : ",\n  ";
+    body_ += json::write(entry, /*pretty=*/true);
+    body_.pop_back();  // write() ends a pretty document with a newline
   }
 
   std::string path_;
-  json::Value stats_ = json::Value::array();
+  std::string body_;
   std::vector<std::pair<std::string, double>> now_;
 };
 

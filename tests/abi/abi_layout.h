@@ -30,6 +30,8 @@ static int abi_run(const char *lang) {
   ABI_EQ(TPT_ERR_IO, 7);
   ABI_EQ(TPT_ERR_STATE, 8);
   ABI_EQ(TPT_ERR_UNSUPPORTED, 9);
+  ABI_EQ(TPT_ERR_NOT_FOUND, 10);
+  ABI_EQ(TPT_STOP, 100);
   ABI_EQ(TPT_FEATURE_GLOO, 1);
   ABI_EQ(TPT_FEATURE_CUDA, 2);
   ABI_EQ(TPT_FEATURE_NCCL, 3);
@@ -59,6 +61,86 @@ static int abi_run(const char *lang) {
     abi_check(o.device == NULL, "TPT_TENSOR_OPTIONS_INIT device is NULL");
     ABI_EQ(o.requires_grad, 0);
   }
+  /* trainer enums */
+  ABI_EQ(TPT_LOGDIR_REFUSE, 0);
+  ABI_EQ(TPT_LOGDIR_KEEP, 1);
+  ABI_EQ(TPT_LOGDIR_DELETE, 2);
+  ABI_EQ(TPT_LOGDIR_BACKUP, 3);
+  ABI_EQ(TPT_LOGDIR_NEW, 4);
+  ABI_EQ(TPT_LOGDIR_ASK, 5);
+  ABI_EQ(TPT_PROGRESS_AUTO, 0);
+  ABI_EQ(TPT_PROGRESS_BAR, 1);
+  ABI_EQ(TPT_PROGRESS_LINES, 2);
+  ABI_EQ(TPT_PROGRESS_OFF, 3);
+  ABI_EQ(TPT_EVENT_SETUP, 1);
+  ABI_EQ(TPT_EVENT_BEFORE_TRAIN, 2);
+  ABI_EQ(TPT_EVENT_BEFORE_EPOCH, 4);
+  ABI_EQ(TPT_EVENT_BEFORE_RUN, 8);
+  ABI_EQ(TPT_EVENT_AFTER_RUN, 16);
+  ABI_EQ(TPT_EVENT_TRIGGER_STEP, 32);
+  ABI_EQ(TPT_EVENT_AFTER_EPOCH, 64);
+  ABI_EQ(TPT_EVENT_TRIGGER_EPOCH, 128);
+  ABI_EQ(TPT_EVENT_TRIGGER, 256);
+  ABI_EQ(TPT_EVENT_AFTER_TRAIN, 512);
+  ABI_EQ(TPT_EVENT_RECORD, 1024);
+  ABI_EQ(TPT_EVENT_ALL, 2047);
+  ABI_EQ(TPT_RECORD_SCALAR, 1);
+  ABI_EQ(sizeof(tpt_event), 4);
+  /* tpt_trainer_options (LP64 numbers) */
+  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_trainer_options, version), 0);
+  ABI_EQ(offsetof(tpt_trainer_options, is_chief), 4);
+  ABI_EQ(offsetof(tpt_trainer_options, starting_epoch), 8);
+  ABI_EQ(offsetof(tpt_trainer_options, max_epoch), 16);
+  ABI_EQ(offsetof(tpt_trainer_options, steps_per_epoch), 24);
+  ABI_EQ(offsetof(tpt_trainer_options, logdir), 32);
+  ABI_EQ(offsetof(tpt_trainer_options, logdir_action), 32 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_trainer_options, progress), 36 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_trainer_options, console), 40 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_trainer_options, default_callbacks), 44 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_trainer_options, default_monitors), 48 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_trainer_options), 56 + sizeof(void *));
+  {
+    tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+    ABI_EQ(o.version, TPT_TRAINER_OPTIONS_VERSION);
+    ABI_EQ(o.is_chief, 1);
+    ABI_EQ(o.starting_epoch, 1);
+    ABI_EQ(o.max_epoch, 99999999);
+    ABI_EQ(o.steps_per_epoch, -1);
+    abi_check(o.logdir == NULL, "TPT_TRAINER_OPTIONS_INIT logdir is NULL");
+    ABI_EQ(o.logdir_action, TPT_LOGDIR_REFUSE);
+    ABI_EQ(o.progress, TPT_PROGRESS_AUTO);
+    ABI_EQ(o.console, 1);
+    ABI_EQ(o.default_callbacks, 1);
+    ABI_EQ(o.default_monitors, 1);
+  }
+  /* tpt_callback_desc */
+  ABI_EQ(TPT_CALLBACK_DESC_VERSION, 1);
+  ABI_EQ(offsetof(tpt_callback_desc, version), 0);
+  ABI_EQ(offsetof(tpt_callback_desc, events), 4);
+  ABI_EQ(offsetof(tpt_callback_desc, name), 8);
+  ABI_EQ(offsetof(tpt_callback_desc, chief_only), 8 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_callback_desc, fn), 8 + 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_callback_desc, user_data), 8 + 3 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_callback_desc, destroy), 8 + 4 * sizeof(void *));
+  ABI_EQ(sizeof(tpt_callback_desc), 8 + 5 * sizeof(void *));
+  {
+    tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+    ABI_EQ(d.version, TPT_CALLBACK_DESC_VERSION);
+    ABI_EQ(d.events, 0);
+    ABI_EQ(d.chief_only, 1);
+    abi_check(d.name == NULL && d.fn == NULL && d.user_data == NULL && d.destroy == NULL,
+              "TPT_CALLBACK_DESC_INIT pointers are NULL");
+  }
+  /* tpt_record (filled by the library; struct_size first) */
+  ABI_EQ(offsetof(tpt_record, struct_size), 0);
+  ABI_EQ(offsetof(tpt_record, kind), 4);
+  ABI_EQ(offsetof(tpt_record, name), 8);
+  ABI_EQ(offsetof(tpt_record, global_step), 8 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_record, epoch_num), 16 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_record, value), 24 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_record, tensor), 32 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_record), 32 + 2 * sizeof(void *));
   /* header and library agree */
   ABI_EQ(tpt_version(), TPT_VERSION_NUMBER);
   ABI_EQ(tpt_abi_version(), TPT_ABI_VERSION);

@@ -25,6 +25,10 @@ pub const TPT_ERR_CALLBACK: tpt_code = 6;
 pub const TPT_ERR_IO: tpt_code = 7;
 pub const TPT_ERR_STATE: tpt_code = 8;
 pub const TPT_ERR_UNSUPPORTED: tpt_code = 9;
+pub const TPT_ERR_NOT_FOUND: tpt_code = 10;
+/// Not an error: returned (as `tpt_status_new(TPT_STOP, reason)`) by a callback
+/// or a run_step to end training gracefully.
+pub const TPT_STOP: tpt_code = 100;
 
 /// Opaque (`tpt_status`).
 #[repr(C)]
@@ -72,6 +76,140 @@ pub struct tpt_tensor {
     _private: [u8; 0],
 }
 
+// ---- Trainer
+/// Opaque (`tpt_trainer`).
+#[repr(C)]
+pub struct tpt_trainer {
+    _private: [u8; 0],
+}
+
+pub type tpt_logdir_action = c_int;
+pub const TPT_LOGDIR_REFUSE: tpt_logdir_action = 0;
+pub const TPT_LOGDIR_KEEP: tpt_logdir_action = 1;
+pub const TPT_LOGDIR_DELETE: tpt_logdir_action = 2;
+pub const TPT_LOGDIR_BACKUP: tpt_logdir_action = 3;
+pub const TPT_LOGDIR_NEW: tpt_logdir_action = 4;
+pub const TPT_LOGDIR_ASK: tpt_logdir_action = 5;
+
+pub type tpt_progress = c_int;
+pub const TPT_PROGRESS_AUTO: tpt_progress = 0;
+pub const TPT_PROGRESS_BAR: tpt_progress = 1;
+pub const TPT_PROGRESS_LINES: tpt_progress = 2;
+pub const TPT_PROGRESS_OFF: tpt_progress = 3;
+
+pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_trainer_options {
+    pub version: u32,
+    pub is_chief: i32,
+    pub starting_epoch: i64,
+    pub max_epoch: i64,
+    pub steps_per_epoch: i64,
+    pub logdir: *const c_char,
+    pub logdir_action: tpt_logdir_action,
+    pub progress: tpt_progress,
+    pub console: i32,
+    pub default_callbacks: i32,
+    pub default_monitors: i32,
+}
+/// `TPT_TRAINER_OPTIONS_INIT`
+pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
+    version: TPT_TRAINER_OPTIONS_VERSION,
+    is_chief: 1,
+    starting_epoch: 1,
+    max_epoch: 99999999,
+    steps_per_epoch: -1,
+    logdir: std::ptr::null(),
+    logdir_action: TPT_LOGDIR_REFUSE,
+    progress: TPT_PROGRESS_AUTO,
+    console: 1,
+    default_callbacks: 1,
+    default_monitors: 1,
+};
+
+/// `tpt_run_step_fn`
+pub type tpt_run_step_fn = Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> *mut tpt_status>;
+/// `tpt_step_fn`
+pub type tpt_step_fn = Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> *mut tpt_status>;
+/// The `void (*destroy)(void *user_data)` parameters and fields (no typedef in C).
+pub type tpt_destroy_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+// ---- Callbacks
+pub type tpt_event = c_int;
+pub const TPT_EVENT_SETUP: tpt_event = 1 << 0;
+pub const TPT_EVENT_BEFORE_TRAIN: tpt_event = 1 << 1;
+pub const TPT_EVENT_BEFORE_EPOCH: tpt_event = 1 << 2;
+pub const TPT_EVENT_BEFORE_RUN: tpt_event = 1 << 3;
+pub const TPT_EVENT_AFTER_RUN: tpt_event = 1 << 4;
+pub const TPT_EVENT_TRIGGER_STEP: tpt_event = 1 << 5;
+pub const TPT_EVENT_AFTER_EPOCH: tpt_event = 1 << 6;
+pub const TPT_EVENT_TRIGGER_EPOCH: tpt_event = 1 << 7;
+pub const TPT_EVENT_TRIGGER: tpt_event = 1 << 8;
+pub const TPT_EVENT_AFTER_TRAIN: tpt_event = 1 << 9;
+pub const TPT_EVENT_RECORD: tpt_event = 1 << 10;
+pub const TPT_EVENT_ALL: tpt_event = (1 << 11) - 1;
+
+pub type tpt_record_kind = c_int;
+pub const TPT_RECORD_SCALAR: tpt_record_kind = 1;
+
+/// Borrowed during a callback only. Fields past `struct_size` do not exist.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_record {
+    pub struct_size: u32,
+    pub kind: tpt_record_kind,
+    pub name: *const c_char,
+    pub global_step: i64,
+    pub epoch_num: i64,
+    pub value: f64,
+    pub tensor: *const tpt_tensor,
+}
+
+/// `tpt_callback_fn`
+pub type tpt_callback_fn = Option<
+    unsafe extern "C" fn(
+        trainer: *mut tpt_trainer,
+        event: tpt_event,
+        record: *const tpt_record,
+        user_data: *mut c_void,
+    ) -> *mut tpt_status,
+>;
+
+pub const TPT_CALLBACK_DESC_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_callback_desc {
+    pub version: u32,
+    /// A mask of `tpt_event` values.
+    pub events: u32,
+    pub name: *const c_char,
+    pub chief_only: i32,
+    /// `fn` in C (a keyword in Rust).
+    pub fn_: tpt_callback_fn,
+    pub user_data: *mut c_void,
+    pub destroy: tpt_destroy_fn,
+}
+/// `TPT_CALLBACK_DESC_INIT`
+pub const TPT_CALLBACK_DESC_INIT: tpt_callback_desc = tpt_callback_desc {
+    version: TPT_CALLBACK_DESC_VERSION,
+    events: 0,
+    name: std::ptr::null(),
+    chief_only: 1,
+    fn_: None,
+    user_data: std::ptr::null_mut(),
+    destroy: None,
+};
+
+/// Opaque (`tpt_callback`).
+#[repr(C)]
+pub struct tpt_callback {
+    _private: [u8; 0],
+}
+
+/// `tpt_predicate_fn`: 1 enables, 0 disables, negative fails training.
+pub type tpt_predicate_fn = Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> i32>;
+
 extern "C" {
     pub fn tpt_version() -> u32;
     pub fn tpt_version_string() -> *const c_char;
@@ -110,6 +248,83 @@ extern "C" {
         ndim: usize,
     ) -> *mut tpt_status;
     pub fn tpt_tensor_matmul(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+
+    // Trainer
+    pub fn tpt_trainer_new(out: *mut *mut tpt_trainer, options: *const tpt_trainer_options) -> *mut tpt_status;
+    pub fn tpt_trainer_free(trainer: *mut tpt_trainer);
+    pub fn tpt_trainer_set_run_step(
+        trainer: *mut tpt_trainer,
+        run_step: tpt_run_step_fn,
+        user_data: *mut c_void,
+        destroy: tpt_destroy_fn,
+    ) -> *mut tpt_status;
+    pub fn tpt_trainer_hooked_step(trainer: *mut tpt_trainer, step: tpt_step_fn, user_data: *mut c_void) -> *mut tpt_status;
+    pub fn tpt_trainer_run(trainer: *mut tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_trainer_request_stop(trainer: *mut tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_trainer_stop_reason(out: *mut *const c_char, trainer: *const tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_trainer_epoch_num(out: *mut i64, trainer: *const tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_trainer_local_step(out: *mut i64, trainer: *const tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_trainer_global_step(out: *mut i64, trainer: *const tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_trainer_set_global_step(trainer: *mut tpt_trainer, step: i64) -> *mut tpt_status;
+    pub fn tpt_trainer_logdir(out: *mut *const c_char, trainer: *const tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_trainer_log(trainer: *mut tpt_trainer, message: *const c_char) -> *mut tpt_status;
+
+    // Step outputs
+    pub fn tpt_trainer_set_output_scalar(trainer: *mut tpt_trainer, name: *const c_char, value: f64) -> *mut tpt_status;
+    pub fn tpt_trainer_set_output(
+        trainer: *mut tpt_trainer,
+        name: *const c_char,
+        tensor: *const tpt_tensor,
+    ) -> *mut tpt_status;
+    pub fn tpt_trainer_output_scalar(out: *mut f64, trainer: *const tpt_trainer, name: *const c_char) -> *mut tpt_status;
+    pub fn tpt_trainer_output(
+        out: *mut *mut tpt_tensor,
+        trainer: *const tpt_trainer,
+        name: *const c_char,
+    ) -> *mut tpt_status;
+
+    // Callbacks
+    pub fn tpt_callback_new(out: *mut *mut tpt_callback, desc: *const tpt_callback_desc) -> *mut tpt_status;
+    pub fn tpt_callback_free(callback: *mut tpt_callback);
+    pub fn tpt_callback_periodic_trigger(
+        out: *mut *mut tpt_callback,
+        inner: *mut tpt_callback,
+        every_k_steps: i64,
+        every_k_epochs: i64,
+        before_train: i32,
+    ) -> *mut tpt_status;
+    pub fn tpt_callback_enable_if(
+        out: *mut *mut tpt_callback,
+        inner: *mut tpt_callback,
+        predicate: tpt_predicate_fn,
+        user_data: *mut c_void,
+        destroy: tpt_destroy_fn,
+    ) -> *mut tpt_status;
+    pub fn tpt_callback_periodic(
+        out: *mut *mut tpt_callback,
+        inner: *mut tpt_callback,
+        every_k_steps: i64,
+        every_k_epochs: i64,
+    ) -> *mut tpt_status;
+    pub fn tpt_trainer_add_callback(trainer: *mut tpt_trainer, callback: *mut tpt_callback) -> *mut tpt_status;
+
+    // Monitors
+    pub fn tpt_trainer_add_monitor(trainer: *mut tpt_trainer, monitor: *mut tpt_callback) -> *mut tpt_status;
+    pub fn tpt_trainer_put_scalar(trainer: *mut tpt_trainer, name: *const c_char, value: f64) -> *mut tpt_status;
+    pub fn tpt_trainer_scalar_latest(
+        value_out: *mut f64,
+        step_out: *mut i64,
+        trainer: *const tpt_trainer,
+        name: *const c_char,
+    ) -> *mut tpt_status;
+    pub fn tpt_trainer_scalar_history(
+        count_out: *mut usize,
+        steps: *mut i64,
+        values: *mut f64,
+        capacity: usize,
+        trainer: *const tpt_trainer,
+        name: *const c_char,
+    ) -> *mut tpt_status;
 }
 
 #[cfg(test)]
@@ -133,5 +348,71 @@ mod tests {
         assert_eq!(offset_of!(tpt_tensor_options, device), 8);
         assert_eq!(offset_of!(tpt_tensor_options, requires_grad), 8 + size_of::<usize>());
         assert_eq!(size_of::<tpt_tensor_options>(), 8 + 2 * size_of::<usize>());
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn trainer_options_layout_matches_c() {
+        assert_eq!(offset_of!(tpt_trainer_options, version), 0);
+        assert_eq!(offset_of!(tpt_trainer_options, is_chief), 4);
+        assert_eq!(offset_of!(tpt_trainer_options, starting_epoch), 8);
+        assert_eq!(offset_of!(tpt_trainer_options, max_epoch), 16);
+        assert_eq!(offset_of!(tpt_trainer_options, steps_per_epoch), 24);
+        assert_eq!(offset_of!(tpt_trainer_options, logdir), 32);
+        assert_eq!(offset_of!(tpt_trainer_options, logdir_action), 40);
+        assert_eq!(offset_of!(tpt_trainer_options, progress), 44);
+        assert_eq!(offset_of!(tpt_trainer_options, console), 48);
+        assert_eq!(offset_of!(tpt_trainer_options, default_callbacks), 52);
+        assert_eq!(offset_of!(tpt_trainer_options, default_monitors), 56);
+        assert_eq!(size_of::<tpt_trainer_options>(), 64);
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn callback_desc_layout_matches_c() {
+        assert_eq!(offset_of!(tpt_callback_desc, version), 0);
+        assert_eq!(offset_of!(tpt_callback_desc, events), 4);
+        assert_eq!(offset_of!(tpt_callback_desc, name), 8);
+        assert_eq!(offset_of!(tpt_callback_desc, chief_only), 16);
+        assert_eq!(offset_of!(tpt_callback_desc, fn_), 24);
+        assert_eq!(offset_of!(tpt_callback_desc, user_data), 32);
+        assert_eq!(offset_of!(tpt_callback_desc, destroy), 40);
+        assert_eq!(size_of::<tpt_callback_desc>(), 48);
+        // A nullable function pointer is one pointer wide.
+        assert_eq!(size_of::<tpt_callback_fn>(), size_of::<usize>());
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn record_layout_matches_c() {
+        assert_eq!(offset_of!(tpt_record, struct_size), 0);
+        assert_eq!(offset_of!(tpt_record, kind), 4);
+        assert_eq!(offset_of!(tpt_record, name), 8);
+        assert_eq!(offset_of!(tpt_record, global_step), 16);
+        assert_eq!(offset_of!(tpt_record, epoch_num), 24);
+        assert_eq!(offset_of!(tpt_record, value), 32);
+        assert_eq!(offset_of!(tpt_record, tensor), 40);
+        assert_eq!(size_of::<tpt_record>(), 48);
+    }
+
+    #[test]
+    fn init_constants_match_the_header_defaults() {
+        let o = TPT_TRAINER_OPTIONS_INIT;
+        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (1, 1, 1, 99999999, -1));
+        assert!(o.logdir.is_null());
+        assert_eq!((o.logdir_action, o.progress), (TPT_LOGDIR_REFUSE, TPT_PROGRESS_AUTO));
+        assert_eq!((o.console, o.default_callbacks, o.default_monitors), (1, 1, 1));
+        let d = TPT_CALLBACK_DESC_INIT;
+        assert_eq!((d.version, d.events, d.chief_only), (1, 0, 1));
+        assert!(d.name.is_null() && d.fn_.is_none() && d.user_data.is_null() && d.destroy.is_none());
+        assert_eq!(TPT_EVENT_ALL, 0x7ff);
+    }
+
+    #[test]
+    fn trainer_codes_have_names() {
+        unsafe {
+            assert_eq!(std::ffi::CStr::from_ptr(tpt_code_name(TPT_ERR_NOT_FOUND)).to_str(), Ok("TPT_ERR_NOT_FOUND"));
+            assert_eq!(std::ffi::CStr::from_ptr(tpt_code_name(TPT_STOP)).to_str(), Ok("TPT_STOP"));
+        }
     }
 }

@@ -17,6 +17,10 @@ pub enum Code {
     Io,
     State,
     Unsupported,
+    /// A name (scalar, output, file) does not exist.
+    NotFound,
+    /// A code this crate does not know. (`TPT_STOP` is not an error: the
+    /// trainer API reports it as [`Flow::Stop`](crate::Flow::Stop).)
     Other(i32),
 }
 
@@ -32,6 +36,7 @@ impl Code {
             sys::TPT_ERR_IO => Code::Io,
             sys::TPT_ERR_STATE => Code::State,
             sys::TPT_ERR_UNSUPPORTED => Code::Unsupported,
+            sys::TPT_ERR_NOT_FOUND => Code::NotFound,
             other => Code::Other(other),
         }
     }
@@ -47,6 +52,7 @@ impl Code {
             Code::Io => sys::TPT_ERR_IO,
             Code::State => sys::TPT_ERR_STATE,
             Code::Unsupported => sys::TPT_ERR_UNSUPPORTED,
+            Code::NotFound => sys::TPT_ERR_NOT_FOUND,
             Code::Other(c) => c,
         }
     }

@@ -1,0 +1,579 @@
+package tptrain
+
+/*
+#include <stdlib.h>
+#include <tptrain.h>
+#include "trampoline.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/cgo"
+	"strconv"
+	"sync"
+	"unsafe"
+)
+
+// LogdirAction says what to do when the log directory exists and is not
+// empty (tpt_logdir_action).
+type LogdirAction int32
+
+// The actions of tpt_logdir_action.
+const (
+	LogdirRefuse LogdirAction = C.TPT_LOGDIR_REFUSE // fail with an *Error of CodeIO (the default)
+	LogdirKeep   LogdirAction = C.TPT_LOGDIR_KEEP   // use it as it is (resume: stats.json is appended to)
+	LogdirDelete LogdirAction = C.TPT_LOGDIR_DELETE // delete its contents first
+	LogdirBackup LogdirAction = C.TPT_LOGDIR_BACKUP // rename it to <dir><MMDD-HHMMSS>, start empty
+	LogdirNew    LogdirAction = C.TPT_LOGDIR_NEW    // leave it, use <dir><MMDD-HHMMSS> instead
+	LogdirAsk    LogdirAction = C.TPT_LOGDIR_ASK    // ask on the terminal; LogdirRefuse without one
+)
+
+// Progress says how progress is shown while an epoch runs (tpt_progress).
+type Progress int32
+
+// The modes of tpt_progress.
+const (
+	ProgressAuto  Progress = C.TPT_PROGRESS_AUTO  // a bar on a terminal (stderr), else one line per epoch
+	ProgressBar   Progress = C.TPT_PROGRESS_BAR   // always a bar on stderr
+	ProgressLines Progress = C.TPT_PROGRESS_LINES // one plain line per epoch, in the log
+	ProgressOff   Progress = C.TPT_PROGRESS_OFF
+)
+
+// TrainerOptions are the options of NewTrainer (tpt_trainer_options). Start
+// from DefaultTrainerOptions: the zero value is not the default (it has
+// StartingEpoch 0, which NewTrainer rejects, and every switch off).
+type TrainerOptions struct {
+	// IsChief keeps chief-only callbacks (default true).
+	IsChief bool
+	// StartingEpoch is the first epoch number, >= 1 (default 1).
+	StartingEpoch int64
+	// MaxEpoch is the last epoch number, inclusive (default 99999999).
+	MaxEpoch int64
+	// StepsPerEpoch is the number of run_step calls per epoch, >= 0; 0 runs
+	// the callbacks only; -1 means not set (the default), which Run rejects.
+	StepsPerEpoch int64
+	// Logdir is the log directory (log.log, stats.json); "" means none (the
+	// default).
+	Logdir string
+	// LogdirAction applies when Logdir exists and is not empty (default
+	// LogdirRefuse).
+	LogdirAction LogdirAction
+	// Progress is how progress is shown (default ProgressAuto).
+	Progress Progress
+	// Console copies log lines to stdout (default true).
+	Console bool
+	// DefaultCallbacks adds the progress bar and estimated time left
+	// (default true).
+	DefaultCallbacks bool
+	// DefaultMonitors adds the stats.json writer (with a Logdir) and the
+	// per-epoch scalar printer (default true).
+	DefaultMonitors bool
+}
+
+// DefaultTrainerOptions returns the defaults, those of
+// TPT_TRAINER_OPTIONS_INIT.
+func DefaultTrainerOptions() TrainerOptions {
+	return TrainerOptions{
+		IsChief:          true,
+		StartingEpoch:    1,
+		MaxEpoch:         99999999,
+		StepsPerEpoch:    -1,
+		LogdirAction:     LogdirRefuse,
+		Progress:         ProgressAuto,
+		Console:          true,
+		DefaultCallbacks: true,
+		DefaultMonitors:  true,
+	}
+}
+
+// Trainer runs the epoch/step loop with callbacks around it (tpt_trainer):
+//
+//	for epoch_num in [StartingEpoch, MaxEpoch]:
+//	    for local_step in [0, StepsPerEpoch): run_step(ctx)
+//
+// A Trainer is used from one goroutine at a time; RequestStop is the
+// exception and may be called from any goroutine. Run calls run_step and
+// every callback on the goroutine that called it. Close releases the
+// trainer, its run_step and its callbacks.
+type Trainer struct {
+	mu      sync.Mutex // guards ptr and running (Close and RequestStop may come from other goroutines)
+	ptr     *C.tpt_trainer
+	running bool
+	ctx     *Context
+}
+
+// Context is what run_step, hooked steps, callbacks and predicates receive:
+// the trainer as seen from inside the loop. It is valid while the Trainer is
+// open and is used on the goroutine that called Run.
+type Context struct {
+	ptr  *C.tpt_trainer // nil once the Trainer is closed
+	self cgo.Handle     // refers to this Context: user_data of hooked steps
+
+	// The steps of the hooked steps in progress, innermost last.
+	steps []func(*Context) error
+	// The Go errors behind the statuses trampolines returned during Run.
+	errs []stashedError
+	// The first panic recovered by a trampoline and not yet passed on, and
+	// where it happened ("callback 'name'").
+	panicking  bool
+	panicValue any
+	panicWhere string
+	// Where the panic HookedStep passed on to run_step happened.
+	unwinding string
+}
+
+// stashedError is a Go error returned to the library as a status with this
+// code and message.
+type stashedError struct {
+	code Code
+	msg  string
+	err  error
+}
+
+// NewTrainer creates a trainer (tpt_trainer_new). opts may be nil: the
+// defaults, under which StepsPerEpoch is not set. Close the trainer when done.
+func NewTrainer(opts *TrainerOptions) (*Trainer, error) {
+	o := DefaultTrainerOptions()
+	if opts != nil {
+		o = *opts
+	}
+	copts := C.tpt_trainer_options{
+		version:           C.TPT_TRAINER_OPTIONS_VERSION,
+		is_chief:          cBool(o.IsChief),
+		starting_epoch:    C.int64_t(o.StartingEpoch),
+		max_epoch:         C.int64_t(o.MaxEpoch),
+		steps_per_epoch:   C.int64_t(o.StepsPerEpoch),
+		logdir_action:     C.tpt_logdir_action(o.LogdirAction),
+		progress:          C.tpt_progress(o.Progress),
+		console:           cBool(o.Console),
+		default_callbacks: cBool(o.DefaultCallbacks),
+		default_monitors:  cBool(o.DefaultMonitors),
+	}
+	if o.Logdir != "" {
+		logdir := C.CString(o.Logdir)
+		defer C.free(unsafe.Pointer(logdir))
+		copts.logdir = logdir
+	}
+	var ptr *C.tpt_trainer
+	if err := statusError(C.tpt_trainer_new(&ptr, &copts)); err != nil {
+		return nil, err
+	}
+	ctx := &Context{ptr: ptr}
+	ctx.self = newHandle(ctx)
+	t := &Trainer{ptr: ptr, ctx: ctx}
+	runtime.SetFinalizer(t, (*Trainer).Close)
+	return t, nil
+}
+
+func cBool(b bool) C.int32_t {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Close releases the trainer, its run_step and its callbacks
+// (tpt_trainer_free); each Go function given to it is released exactly once.
+// It is idempotent. It fails, changing nothing, while Run is in progress.
+func (t *Trainer) Close() error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.running {
+		return &Error{Code: CodeState, Message: "Trainer.Close: Run is in progress"}
+	}
+	if t.ptr != nil {
+		C.tpt_trainer_free(t.ptr)
+		t.ptr = nil
+		t.ctx.ptr = nil
+		deleteHandle(t.ctx.self)
+		runtime.SetFinalizer(t, nil)
+	}
+	return nil
+}
+
+// lock locks t.mu and returns the handle, or an error if t is nil or closed.
+// On success the caller must call t.mu.Unlock.
+func (t *Trainer) lock(method string) (*C.tpt_trainer, error) {
+	if t == nil {
+		return nil, trainerClosedError(method)
+	}
+	t.mu.Lock()
+	if t.ptr == nil {
+		t.mu.Unlock()
+		return nil, trainerClosedError(method)
+	}
+	return t.ptr, nil
+}
+
+func trainerClosedError(method string) error {
+	return &Error{Code: CodeInvalidArgument, Message: "Trainer." + method + ": use of closed Trainer"}
+}
+
+// SetRunStep sets the body of the loop, called StepsPerEpoch times per epoch
+// (tpt_trainer_set_run_step); it replaces an earlier one. runStep returns nil
+// to go on, Stop(reason) to end training gracefully, or an error to fail it:
+// Run then returns that very error. It may do anything; each call to
+// ctx.HookedStep runs the callbacks' BEFORE_RUN and AFTER_RUN around a step
+// and advances the global step. Before Run only.
+func (t *Trainer) SetRunStep(runStep func(ctx *Context) error) error {
+	if runStep == nil {
+		return &Error{Code: CodeInvalidArgument, Message: "Trainer.SetRunStep: runStep is nil"}
+	}
+	ptr, err := t.lock("SetRunStep")
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	h := newHandle(&hostFunc{name: "run_step", ctx: t.ctx, runStep: runStep})
+	// The library deletes h (also when this fails).
+	return statusError(C.tptgo_set_run_step(ptr, C.uintptr_t(h)))
+}
+
+// Run runs the training (tpt_trainer_run): callbacks SETUP, BEFORE_TRAIN,
+// the epochs, and always AFTER_TRAIN. It returns nil when training finished
+// or was stopped (see StopReason), or the error that ended it: an error
+// returned by run_step, a step or a callback comes back unchanged (the same
+// value), one from the library is an *Error. If run_step, a step, a callback
+// or a predicate panicked, training fails as if it had returned an error,
+// AFTER_TRAIN still runs, and Run then panics with the first such panic's
+// value. A trainer runs once.
+func (t *Trainer) Run() error {
+	ptr, err := t.lock("Run")
+	if err != nil {
+		return err
+	}
+	if t.running {
+		t.mu.Unlock()
+		return &Error{Code: CodeState, Message: "Trainer.Run: Run is already in progress"}
+	}
+	t.running = true
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.running = false
+		t.mu.Unlock()
+	}()
+	c := t.ctx
+	c.errs = nil
+	st := C.tpt_trainer_run(ptr)
+	runtime.KeepAlive(t)
+	err = c.result(st, false)
+	c.errs = nil
+	if c.panicking {
+		v := c.panicValue
+		c.panicking, c.panicValue, c.panicWhere = false, nil, ""
+		panic(v)
+	}
+	return err
+}
+
+// RequestStop asks the trainer to stop before its next step, a graceful stop:
+// AFTER_TRAIN runs and Run returns nil, and StopReason gives
+// "tpt_trainer_request_stop" (tpt_trainer_request_stop). Safe from any
+// goroutine, also while Run is in progress.
+func (t *Trainer) RequestStop() error {
+	ptr, err := t.lock("RequestStop")
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	return statusError(C.tpt_trainer_request_stop(ptr))
+}
+
+// StopReason says why the last run stopped early: the reason given to Stop,
+// or "tpt_trainer_request_stop" after RequestStop (tpt_trainer_stop_reason).
+// ok is false when training ran to MaxEpoch, failed, or has not run.
+func (t *Trainer) StopReason() (reason string, ok bool) {
+	ptr, err := t.lock("StopReason")
+	if err != nil {
+		return "", false
+	}
+	defer t.mu.Unlock()
+	var out *C.char
+	if statusError(C.tpt_trainer_stop_reason(&out, ptr)) != nil || out == nil {
+		return "", false
+	}
+	return C.GoString(out), true
+}
+
+// EpochNum returns the epoch number: StartingEpoch-1 before training, the
+// running epoch during it (tpt_trainer_epoch_num). 0 on a closed trainer.
+func (t *Trainer) EpochNum() int64 {
+	ptr, err := t.lock("EpochNum")
+	if err != nil {
+		return 0
+	}
+	defer t.mu.Unlock()
+	return epochNum(ptr)
+}
+
+// LocalStep returns the 0-based index of the step inside the epoch, -1
+// before the first (tpt_trainer_local_step). 0 on a closed trainer.
+func (t *Trainer) LocalStep() int64 {
+	ptr, err := t.lock("LocalStep")
+	if err != nil {
+		return 0
+	}
+	defer t.mu.Unlock()
+	return localStep(ptr)
+}
+
+// GlobalStep returns the number of hooked steps run, counting from the value
+// set by SetGlobalStep (tpt_trainer_global_step). 0 on a closed trainer.
+func (t *Trainer) GlobalStep() int64 {
+	ptr, err := t.lock("GlobalStep")
+	if err != nil {
+		return 0
+	}
+	defer t.mu.Unlock()
+	return globalStep(ptr)
+}
+
+// SetGlobalStep sets the global step, e.g. after restoring a checkpoint
+// (tpt_trainer_set_global_step). Before Run; during Run use
+// Context.SetGlobalStep from a SETUP or BEFORE_TRAIN callback.
+func (t *Trainer) SetGlobalStep(step int64) error {
+	ptr, err := t.lock("SetGlobalStep")
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	return statusError(C.tpt_trainer_set_global_step(ptr, C.int64_t(step)))
+}
+
+// Logdir returns the log directory in use: the one given, or the one
+// LogdirNew chose (tpt_trainer_logdir). "" without a log directory, before
+// Run has set it up, or on a closed trainer.
+func (t *Trainer) Logdir() string {
+	ptr, err := t.lock("Logdir")
+	if err != nil {
+		return ""
+	}
+	defer t.mu.Unlock()
+	return logdir(ptr)
+}
+
+func epochNum(ptr *C.tpt_trainer) int64 {
+	var v C.int64_t
+	if st := C.tpt_trainer_epoch_num(&v, ptr); st != nil {
+		C.tpt_status_free(st)
+		return 0
+	}
+	return int64(v)
+}
+
+func localStep(ptr *C.tpt_trainer) int64 {
+	var v C.int64_t
+	if st := C.tpt_trainer_local_step(&v, ptr); st != nil {
+		C.tpt_status_free(st)
+		return 0
+	}
+	return int64(v)
+}
+
+func globalStep(ptr *C.tpt_trainer) int64 {
+	var v C.int64_t
+	if st := C.tpt_trainer_global_step(&v, ptr); st != nil {
+		C.tpt_status_free(st)
+		return 0
+	}
+	return int64(v)
+}
+
+func logdir(ptr *C.tpt_trainer) string {
+	var out *C.char
+	if statusError(C.tpt_trainer_logdir(&out, ptr)) != nil || out == nil {
+		return ""
+	}
+	return C.GoString(out)
+}
+
+// ---- Context: the loop seen from run_step, steps and callbacks.
+
+// EpochNum returns the epoch number: StartingEpoch-1 before training, the
+// running epoch during it (also in TRIGGER_EPOCH) (tpt_trainer_epoch_num).
+func (c *Context) EpochNum() int64 { return epochNum(c.ptr) }
+
+// LocalStep returns the 0-based index of the step inside the epoch, -1
+// before the first (tpt_trainer_local_step).
+func (c *Context) LocalStep() int64 { return localStep(c.ptr) }
+
+// GlobalStep returns the number of hooked steps run (tpt_trainer_global_step).
+// It is already advanced in the AFTER_RUN of user callbacks and in
+// TRIGGER_STEP.
+func (c *Context) GlobalStep() int64 { return globalStep(c.ptr) }
+
+// SetGlobalStep sets the global step from a SETUP or BEFORE_TRAIN callback,
+// e.g. after restoring a checkpoint (tpt_trainer_set_global_step).
+func (c *Context) SetGlobalStep(step int64) error {
+	return statusError(C.tpt_trainer_set_global_step(c.ptr, C.int64_t(step)))
+}
+
+// Logdir returns the log directory in use, "" without one
+// (tpt_trainer_logdir).
+func (c *Context) Logdir() string { return logdir(c.ptr) }
+
+// Log writes a line to the trainer's log: stdout when Console is on, and
+// log.log in the log directory (tpt_trainer_log).
+func (c *Context) Log(message string) error {
+	cmsg := C.CString(message)
+	defer C.free(unsafe.Pointer(cmsg))
+	return statusError(C.tpt_trainer_log(c.ptr, cmsg))
+}
+
+// HookedStep runs one hooked step from inside run_step
+// (tpt_trainer_hooked_step): BEFORE_RUN of every callback that asked for it,
+// then step(ctx), then AFTER_RUN; the global step advances by one. step may
+// be nil: the hooks only. It returns nil, a *StopError when the step or a
+// callback asked to stop, or the error that failed the step (the very value
+// the step or callback returned); run_step should return it as it is. (A stop
+// or an error ends training after run_step returns even if run_step drops it.)
+// A panic in the step or a callback comes out of HookedStep with its value,
+// as if the step had been called directly. Only during run_step.
+func (c *Context) HookedStep(step func(ctx *Context) error) error {
+	var h C.uintptr_t
+	if step != nil {
+		c.steps = append(c.steps, step)
+		h = C.uintptr_t(c.self)
+	}
+	wasPanicking := c.panicking
+	st := C.tptgo_hooked_step(c.ptr, h)
+	if step != nil {
+		c.steps[len(c.steps)-1] = nil
+		c.steps = c.steps[:len(c.steps)-1]
+	}
+	if c.panicking && !wasPanicking {
+		C.tpt_status_free(st)
+		v := c.panicValue
+		c.unwinding = c.panicWhere
+		c.panicking, c.panicValue, c.panicWhere = false, nil, ""
+		panic(v)
+	}
+	return c.result(st, false)
+}
+
+// SetOutputScalar publishes a scalar output of the hooked step in progress
+// (tpt_trainer_set_output_scalar): AFTER_RUN callbacks, and anything until
+// the next hooked step begins, read it with OutputScalar. Inside a step only.
+func (c *Context) SetOutputScalar(name string, value float64) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return statusError(C.tpt_trainer_set_output_scalar(c.ptr, cname, C.double(value)))
+}
+
+// SetOutput publishes a tensor output of the hooked step in progress
+// (tpt_trainer_set_output). The trainer keeps its own reference: the caller
+// still owns x and may Close it at once. Inside a step only.
+func (c *Context) SetOutput(name string, x *Tensor) error {
+	if x == nil {
+		return &Error{Code: CodeInvalidArgument, Message: "Context.SetOutput: the tensor is nil"}
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.ptr == nil {
+		return &Error{Code: CodeInvalidArgument, Message: "Context.SetOutput: use of closed Tensor"}
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	st := C.tpt_trainer_set_output(c.ptr, cname, x.ptr)
+	runtime.KeepAlive(x)
+	return statusError(st)
+}
+
+// OutputScalar reads a scalar output of the latest hooked step; a tensor
+// output of one element is converted (tpt_trainer_output_scalar). An output
+// the step did not publish is an *Error of CodeNotFound.
+func (c *Context) OutputScalar(name string) (float64, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var v C.double
+	if err := statusError(C.tpt_trainer_output_scalar(&v, c.ptr, cname)); err != nil {
+		return 0, err
+	}
+	return float64(v), nil
+}
+
+// Output returns a new Tensor on an output of the latest hooked step; a
+// scalar output comes back as a 0-d float64 tensor (tpt_trainer_output).
+// The caller owns it.
+func (c *Context) Output(name string) (*Tensor, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var out *C.tpt_tensor
+	if err := statusError(C.tpt_trainer_output(&out, c.ptr, cname)); err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// status turns the result of a Go function into a status for the library
+// and remembers err, so that the status coming back (from HookedStep,
+// PutScalar or Run) can be turned into the same value.
+func (c *Context) status(err error) *C.tpt_status {
+	if err == nil {
+		return nil
+	}
+	st := newStatus(err)
+	c.errs = append(c.errs, stashedError{
+		code: Code(C.tpt_status_code(st)),
+		msg:  C.GoString(C.tpt_status_message(st)),
+		err:  err,
+	})
+	return st
+}
+
+// result takes ownership of st and returns the Go error it stands for: the
+// error a trampoline returned with the same code and message (the latest
+// such; forgotten if consume), or else what statusError makes of it.
+func (c *Context) result(st *C.tpt_status, consume bool) error {
+	if st == nil {
+		return nil
+	}
+	code := Code(C.tpt_status_code(st))
+	for i := len(c.errs) - 1; i >= 0; i-- {
+		e := c.errs[i]
+		if e.code == code && e.msg == C.GoString(C.tpt_status_message(st)) {
+			C.tpt_status_free(st)
+			if consume {
+				c.errs = append(c.errs[:i], c.errs[i+1:]...)
+			}
+			return e.err
+		}
+	}
+	return statusError(st)
+}
+
+// recovered records a panic a trampoline recovered (the first one counts)
+// and returns the status that fails training.
+func (c *Context) recovered(v any, where string) *C.tpt_status {
+	return newStatus(&Error{Code: CodeCallback, Message: c.notePanic(v, where)})
+}
+
+// notePanic records a panic (the first one counts) and returns the message
+// for the library.
+func (c *Context) notePanic(v any, where string) string {
+	if !c.panicking {
+		c.panicking, c.panicValue, c.panicWhere = true, v, where
+	}
+	return "panic in " + where + ": " + panicString(v)
+}
+
+func panicString(v any) string {
+	switch x := v.(type) {
+	case error:
+		return x.Error()
+	case string:
+		return x
+	case nil:
+		return "nil"
+	}
+	return fmt.Sprint(v)
+}
+
+// quote is strconv.Quote, for messages.
+func quote(s string) string { return strconv.Quote(s) }

@@ -1,0 +1,27 @@
+/* C shims for the Go binding: they pass the exported Go trampolines
+ * (callbacks_export.go) to the library, with a runtime/cgo.Handle as
+ * user_data. A handle travels as uintptr_t between Go and C, so that no Go
+ * pointer is ever stored in C memory. */
+#ifndef TPTRAIN_GO_TRAMPOLINE_H
+#define TPTRAIN_GO_TRAMPOLINE_H
+
+#include <stdint.h>
+#include <tptrain.h>
+
+/* tpt_trainer_set_run_step with the run_step trampoline; destroy deletes
+ * the handle. */
+tpt_status *tptgo_set_run_step(tpt_trainer *trainer, uintptr_t handle);
+
+/* tpt_trainer_hooked_step with the step trampoline; handle 0 runs the hooks
+ * only (step NULL). */
+tpt_status *tptgo_hooked_step(tpt_trainer *trainer, uintptr_t handle);
+
+/* tpt_callback_new with the callback trampoline; destroy deletes the handle. */
+tpt_status *tptgo_callback_new(tpt_callback **out, uint32_t events, const char *name,
+                               int32_t chief_only, uintptr_t handle);
+
+/* tpt_callback_enable_if with the predicate trampoline; destroy deletes the
+ * handle. */
+tpt_status *tptgo_enable_if(tpt_callback **out, tpt_callback *inner, uintptr_t handle);
+
+#endif
