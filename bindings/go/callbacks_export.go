@@ -85,7 +85,7 @@ func tptgoPredicate(_ *C.tpt_trainer, handle C.uintptr_t) (r C.int32_t) {
 	returned := false
 	defer func() {
 		if !returned {
-			c.recovered(recover(), "predicate of '"+f.name+"'")
+			c.notePanic(recover(), "predicate of '"+f.name+"'")
 			r = -1 // the library fails training with TPT_ERR_CALLBACK
 		}
 	}()

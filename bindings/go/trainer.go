@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/cgo"
-	"strconv"
 	"sync"
 	"unsafe"
 )
@@ -534,10 +533,13 @@ func (c *Context) result(st *C.tpt_status, consume bool) error {
 	if st == nil {
 		return nil
 	}
-	code := Code(C.tpt_status_code(st))
+	if len(c.errs) == 0 {
+		return statusError(st)
+	}
+	code, msg := Code(C.tpt_status_code(st)), C.GoString(C.tpt_status_message(st))
 	for i := len(c.errs) - 1; i >= 0; i-- {
 		e := c.errs[i]
-		if e.code == code && e.msg == C.GoString(C.tpt_status_message(st)) {
+		if e.code == code && e.msg == msg {
 			C.tpt_status_free(st)
 			if consume {
 				c.errs = append(c.errs[:i], c.errs[i+1:]...)
@@ -560,20 +562,5 @@ func (c *Context) notePanic(v any, where string) string {
 	if !c.panicking {
 		c.panicking, c.panicValue, c.panicWhere = true, v, where
 	}
-	return "panic in " + where + ": " + panicString(v)
+	return "panic in " + where + ": " + fmt.Sprint(v)
 }
-
-func panicString(v any) string {
-	switch x := v.(type) {
-	case error:
-		return x.Error()
-	case string:
-		return x
-	case nil:
-		return "nil"
-	}
-	return fmt.Sprint(v)
-}
-
-// quote is strconv.Quote, for messages.
-func quote(s string) string { return strconv.Quote(s) }

@@ -1,0 +1,399 @@
+package tptrain
+
+/*
+#include <stdlib.h>
+#include <tptrain.h>
+#include "trampoline.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"runtime/cgo"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Event is a set of loop events (tpt_event): a callback asks for some and
+// receives them one at a time. In one run they come in this order:
+//
+//	SETUP, BEFORE_TRAIN,
+//	per epoch: BEFORE_EPOCH,
+//	    per step: [per hooked step: BEFORE_RUN, step, AFTER_RUN], TRIGGER_STEP;
+//	    AFTER_EPOCH, TRIGGER_EPOCH,
+//	AFTER_TRAIN (always, for every callback, whatever happened before).
+//
+// TRIGGER is "do your thing": a callback that asks for EventTrigger but not
+// EventTriggerEpoch gets it after each epoch; PeriodicTrigger calls it at
+// other times. RECORD brings monitors each scalar put with PutScalar.
+type Event uint32
+
+// The events of tpt_event.
+const (
+	EventSetup        Event = C.TPT_EVENT_SETUP
+	EventBeforeTrain  Event = C.TPT_EVENT_BEFORE_TRAIN
+	EventBeforeEpoch  Event = C.TPT_EVENT_BEFORE_EPOCH
+	EventBeforeRun    Event = C.TPT_EVENT_BEFORE_RUN
+	EventAfterRun     Event = C.TPT_EVENT_AFTER_RUN
+	EventTriggerStep  Event = C.TPT_EVENT_TRIGGER_STEP
+	EventAfterEpoch   Event = C.TPT_EVENT_AFTER_EPOCH
+	EventTriggerEpoch Event = C.TPT_EVENT_TRIGGER_EPOCH
+	EventTrigger      Event = C.TPT_EVENT_TRIGGER
+	EventAfterTrain   Event = C.TPT_EVENT_AFTER_TRAIN
+	EventRecord       Event = C.TPT_EVENT_RECORD
+	EventAll          Event = C.TPT_EVENT_ALL
+)
+
+var eventNames = [...]string{
+	"SETUP", "BEFORE_TRAIN", "BEFORE_EPOCH", "BEFORE_RUN", "AFTER_RUN", "TRIGGER_STEP",
+	"AFTER_EPOCH", "TRIGGER_EPOCH", "TRIGGER", "AFTER_TRAIN", "RECORD",
+}
+
+// String returns the names of the events in the set, joined by "|", e.g.
+// "BEFORE_RUN|AFTER_RUN"; "0" for the empty set. Unknown bits are shown in
+// hexadecimal.
+func (e Event) String() string {
+	if e == 0 {
+		return "0"
+	}
+	var parts []string
+	for i, name := range eventNames {
+		if e&(1<<i) != 0 {
+			parts = append(parts, name)
+			e &^= 1 << i
+		}
+	}
+	if e != 0 {
+		parts = append(parts, "0x"+strconv.FormatUint(uint64(e), 16))
+	}
+	return strings.Join(parts, "|")
+}
+
+// RecordKind is the kind of a monitor record (tpt_record_kind). Monitors
+// ignore kinds they do not know: images, histograms and text will come.
+type RecordKind int32
+
+// The kinds of tpt_record_kind.
+const (
+	RecordScalar RecordKind = C.TPT_RECORD_SCALAR
+)
+
+// Record is what a monitor receives with EventRecord (tpt_record): a copy,
+// which the monitor may keep.
+type Record struct {
+	Kind       RecordKind
+	Name       string // as given to PutScalar
+	GlobalStep int64  // when it was put
+	EpochNum   int64
+	Value      float64 // RecordScalar
+}
+
+// recordFromC copies the fields of r that the library filled (those within
+// r.struct_size).
+func recordFromC(r *C.tpt_record) *Record {
+	size := uintptr(r.struct_size)
+	has := func(offset, fieldSize uintptr) bool { return size >= offset+fieldSize }
+	rec := &Record{}
+	if has(unsafe.Offsetof(r.kind), unsafe.Sizeof(r.kind)) {
+		rec.Kind = RecordKind(r.kind)
+	}
+	if has(unsafe.Offsetof(r.name), unsafe.Sizeof(r.name)) && r.name != nil {
+		rec.Name = C.GoString(r.name)
+	}
+	if has(unsafe.Offsetof(r.global_step), unsafe.Sizeof(r.global_step)) {
+		rec.GlobalStep = int64(r.global_step)
+	}
+	if has(unsafe.Offsetof(r.epoch_num), unsafe.Sizeof(r.epoch_num)) {
+		rec.EpochNum = int64(r.epoch_num)
+	}
+	if has(unsafe.Offsetof(r.value), unsafe.Sizeof(r.value)) {
+		rec.Value = float64(r.value)
+	}
+	return rec
+}
+
+// hostFunc is the Go side of a function the library calls back: a
+// runtime/cgo.Handle to it is the user_data, and the library's destroy
+// deletes the handle. ctx is the trainer's Context, set when the function is
+// given to a trainer.
+type hostFunc struct {
+	name      string
+	ctx       *Context
+	runStep   func(*Context) error
+	callback  func(*Context, Event, *Record) error
+	predicate func(*Context) bool
+}
+
+// liveHandles counts the handles made by newHandle and not yet deleted; the
+// tests check with it that the library deletes each exactly once.
+var liveHandles atomic.Int64
+
+func newHandle(v any) cgo.Handle {
+	liveHandles.Add(1)
+	return cgo.NewHandle(v)
+}
+
+func deleteHandle(h cgo.Handle) {
+	h.Delete()
+	liveHandles.Add(-1)
+}
+
+// Callback is a callback that is not yet given to a trainer (tpt_callback).
+// AddCallback, AddMonitor and the wrappers (PeriodicTrigger, Periodic,
+// EnableIf) take it over, also when they fail; after that the Callback is
+// spent and using it again is an error. Close releases a Callback that was
+// never given away.
+type Callback struct {
+	mu  sync.Mutex
+	ptr *C.tpt_callback
+	// The Go functions inside, the wrapped callbacks' included: the trainer
+	// that takes the callback binds them to its Context.
+	funcs []*hostFunc
+	name  string
+}
+
+// NewCallback makes a callback (tpt_callback_new). fn receives each event of
+// the set events it asked for, with record non-nil for EventRecord only. It
+// returns nil to go on, Stop(reason) to end training gracefully, or an error
+// to fail training: Run returns that very error. (An error in AFTER_TRAIN is
+// logged and returned by Run if nothing failed before, and the other
+// callbacks still run; a stop there is ignored.) name is for logs and
+// messages ("" means "callback"). A chiefOnly callback is dropped by a
+// trainer whose options have IsChief false.
+func NewCallback(name string, events Event, chiefOnly bool,
+	fn func(ctx *Context, event Event, record *Record) error) (*Callback, error) {
+	if fn == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "NewCallback: fn is nil"}
+	}
+	var cname *C.char
+	if name != "" {
+		cname = C.CString(name)
+		defer C.free(unsafe.Pointer(cname))
+	} else {
+		name = "callback"
+	}
+	f := &hostFunc{name: name, callback: fn}
+	h := newHandle(f)
+	var out *C.tpt_callback
+	// The library deletes h (also when this fails).
+	st := C.tptgo_callback_new(&out, C.uint32_t(events), cname, cBool(chiefOnly), C.uintptr_t(h))
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newCallback(out, []*hostFunc{f}, name), nil
+}
+
+func newCallback(ptr *C.tpt_callback, funcs []*hostFunc, name string) *Callback {
+	cb := &Callback{ptr: ptr, funcs: funcs, name: name}
+	runtime.SetFinalizer(cb, (*Callback).Close)
+	return cb
+}
+
+// Close releases a callback that was never given away (tpt_callback_free).
+// It is idempotent, does nothing to a callback given away, and always returns
+// nil.
+func (cb *Callback) Close() error {
+	if cb == nil {
+		return nil
+	}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if cb.ptr != nil {
+		C.tpt_callback_free(cb.ptr)
+		cb.ptr = nil
+		cb.funcs = nil
+		runtime.SetFinalizer(cb, nil)
+	}
+	return nil
+}
+
+// take hands the callback over: the caller owns the handle from now on.
+func (cb *Callback) take(who string) (*C.tpt_callback, []*hostFunc, string, error) {
+	if cb == nil {
+		return nil, nil, "", &Error{Code: CodeInvalidArgument, Message: who + ": the Callback is nil"}
+	}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if cb.ptr == nil {
+		return nil, nil, "", &Error{Code: CodeInvalidArgument,
+			Message: who + ": the Callback '" + cb.name + "' was closed or already given away"}
+	}
+	ptr, funcs := cb.ptr, cb.funcs
+	cb.ptr, cb.funcs = nil, nil
+	runtime.SetFinalizer(cb, nil)
+	return ptr, funcs, cb.name, nil
+}
+
+// PeriodicTrigger wraps inner so that it gets EventTrigger every everyKSteps
+// global steps (checked after each step), every everyKEpochs epochs, and,
+// with beforeTrain, in BEFORE_TRAIN (tpt_callback_periodic_trigger). Every
+// other event passes through, except TRIGGER_EPOCH, which this replaces. 0
+// disables a condition; at least one must be set. It takes inner over, also
+// when it fails.
+func PeriodicTrigger(inner *Callback, everyKSteps, everyKEpochs int64, beforeTrain bool) (*Callback, error) {
+	ptr, funcs, name, err := inner.take("PeriodicTrigger")
+	if err != nil {
+		return nil, err
+	}
+	var out *C.tpt_callback
+	st := C.tpt_callback_periodic_trigger(&out, ptr, C.int64_t(everyKSteps), C.int64_t(everyKEpochs), cBool(beforeTrain))
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newCallback(out, funcs, name), nil
+}
+
+// Periodic wraps inner so that it runs less often: its per-epoch and per-step
+// events reach it only when the global step is a multiple of everyKSteps, or
+// the epoch number one of everyKEpochs, or (with everyKEpochs) at the last
+// step of the last epoch (tpt_callback_periodic). 0 disables a condition; at
+// least one must be set. It takes inner over, also when it fails.
+func Periodic(inner *Callback, everyKSteps, everyKEpochs int64) (*Callback, error) {
+	ptr, funcs, name, err := inner.take("Periodic")
+	if err != nil {
+		return nil, err
+	}
+	var out *C.tpt_callback
+	if err := statusError(C.tpt_callback_periodic(&out, ptr, C.int64_t(everyKSteps), C.int64_t(everyKEpochs))); err != nil {
+		return nil, err
+	}
+	return newCallback(out, funcs, name), nil
+}
+
+// EnableIf wraps inner so that BEFORE/AFTER_EPOCH, BEFORE/AFTER_RUN,
+// TRIGGER_STEP and TRIGGER_EPOCH reach it only when pred returns true (for a
+// run, pred is asked in BEFORE_RUN and the answer kept for AFTER_RUN); other
+// events always pass (tpt_callback_enable_if). A panic in pred fails training
+// as one in a callback does. It takes inner over, also when it fails.
+func EnableIf(inner *Callback, pred func(ctx *Context) bool) (*Callback, error) {
+	ptr, funcs, name, err := inner.take("EnableIf")
+	if err != nil {
+		return nil, err
+	}
+	if pred == nil {
+		C.tpt_callback_free(ptr)
+		return nil, &Error{Code: CodeInvalidArgument, Message: "EnableIf: pred is nil"}
+	}
+	f := &hostFunc{name: name, predicate: pred}
+	h := newHandle(f)
+	var out *C.tpt_callback
+	// The library deletes h and frees inner (also when this fails).
+	if err := statusError(C.tptgo_enable_if(&out, ptr, C.uintptr_t(h))); err != nil {
+		return nil, err
+	}
+	return newCallback(out, append(funcs, f), name), nil
+}
+
+// AddCallback registers a user callback (tpt_trainer_add_callback). It takes
+// cb over, also when it fails. A chief-only callback on a trainer that is not
+// the chief is dropped (and released) with a log line. Before Run only.
+func (t *Trainer) AddCallback(cb *Callback) error {
+	return t.add("AddCallback", cb, false)
+}
+
+// AddMonitor registers a monitor: a callback that asked for EventRecord (and
+// any other events it wants), registered after every other callback
+// (tpt_trainer_add_monitor). It takes monitor over, also when it fails.
+// Before Run only.
+func (t *Trainer) AddMonitor(monitor *Callback) error {
+	return t.add("AddMonitor", monitor, true)
+}
+
+func (t *Trainer) add(method string, cb *Callback, monitor bool) error {
+	cptr, funcs, _, err := cb.take("Trainer." + method)
+	if err != nil {
+		return err
+	}
+	ptr, err := t.lock(method)
+	if err != nil {
+		C.tpt_callback_free(cptr)
+		return err
+	}
+	defer t.mu.Unlock()
+	for _, f := range funcs {
+		f.ctx = t.ctx
+	}
+	if monitor {
+		return statusError(C.tpt_trainer_add_monitor(ptr, cptr))
+	}
+	return statusError(C.tpt_trainer_add_callback(ptr, cptr))
+}
+
+// ---- Monitors: scalars.
+
+// PutScalar records a scalar in the history with the current global step and
+// brings it to every monitor at once (tpt_trainer_put_scalar). An error a
+// monitor returned comes back unchanged. From run_step, steps and callbacks.
+func (c *Context) PutScalar(name string, value float64) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return c.result(C.tpt_trainer_put_scalar(c.ptr, cname, C.double(value)), true)
+}
+
+// ScalarLatest returns the latest value of a scalar and the global step it
+// was put at (tpt_trainer_scalar_latest). A scalar never put is an *Error of
+// CodeNotFound.
+func (c *Context) ScalarLatest(name string) (value float64, step int64, err error) {
+	return scalarLatest(c.ptr, name)
+}
+
+// ScalarHistory returns the history of a scalar: the global step and value of
+// each put, oldest first (tpt_trainer_scalar_history). A scalar never put is
+// an *Error of CodeNotFound.
+func (c *Context) ScalarHistory(name string) (steps []int64, values []float64, err error) {
+	return scalarHistory(c.ptr, name)
+}
+
+// ScalarLatest is Context.ScalarLatest, e.g. after Run.
+func (t *Trainer) ScalarLatest(name string) (value float64, step int64, err error) {
+	ptr, err := t.lock("ScalarLatest")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer t.mu.Unlock()
+	return scalarLatest(ptr, name)
+}
+
+// ScalarHistory is Context.ScalarHistory, e.g. after Run.
+func (t *Trainer) ScalarHistory(name string) (steps []int64, values []float64, err error) {
+	ptr, err := t.lock("ScalarHistory")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.mu.Unlock()
+	return scalarHistory(ptr, name)
+}
+
+func scalarLatest(ptr *C.tpt_trainer, name string) (float64, int64, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var v C.double
+	var step C.int64_t
+	if err := statusError(C.tpt_trainer_scalar_latest(&v, &step, ptr, cname)); err != nil {
+		return 0, 0, err
+	}
+	return float64(v), int64(step), nil
+}
+
+func scalarHistory(ptr *C.tpt_trainer, name string) ([]int64, []float64, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var n C.size_t
+	if err := statusError(C.tpt_trainer_scalar_history(&n, nil, nil, 0, ptr, cname)); err != nil {
+		return nil, nil, err
+	}
+	steps := make([]int64, int(n))
+	values := make([]float64, int(n))
+	if n == 0 {
+		return steps, values, nil
+	}
+	st := C.tpt_trainer_scalar_history(&n, (*C.int64_t)(unsafe.Pointer(&steps[0])),
+		(*C.double)(unsafe.Pointer(&values[0])), C.size_t(len(steps)), ptr, cname)
+	if err := statusError(st); err != nil {
+		return nil, nil, err
+	}
+	return steps, values, nil
+}

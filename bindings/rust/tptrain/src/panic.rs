@@ -1,0 +1,192 @@
+//! What must not cross C frames: panics, and stops that a C call reported to
+//! Rust code that can only say "go on".
+//!
+//! Every trampoline (the `extern "C"` functions that call a closure) runs the
+//! closure inside [`catch_unwind`]. A panic is stored in a thread-local slot,
+//! as git2-rs does (`src/panic.rs`), and the trampoline returns a
+//! `TPT_ERR_CALLBACK` status so that training ends; `Trainer::run` re-raises
+//! the panic with [`resume_unwind`] once `tpt_trainer_run` has returned. A
+//! thread-local is right here because `tpt_trainer_run` fires every callback on
+//! the thread that called it. Only the first panic of a run is kept (it is the
+//! cause; later ones are usually consequences).
+//!
+//! Closures still run after a panic: AFTER_TRAIN reaches every callback
+//! whatever happened, as the C API promises. State that a panicking closure
+//! shared with others may be half updated at that point, as after any caught
+//! panic.
+
+use crate::error::Error;
+use crate::Flow;
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::ffi::CString;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::ptr;
+use tptrain_sys as sys;
+
+struct Pending {
+    payload: Box<dyn Any + Send>,
+    message: String,
+}
+
+thread_local! {
+    /// The first panic caught since the innermost `Trainer::run` began.
+    static PANIC: RefCell<Option<Pending>> = const { RefCell::new(None) };
+    /// Set when a C call made from inside a closure (put_scalar reaching a
+    /// monitor) came back with TPT_STOP: the closure's trampoline turns its
+    /// `Continue` into that stop.
+    static STOP: Cell<Option<String>> = const { Cell::new(None) };
+}
+
+/// The text of a panic payload (`panic!("...")` gives `&str` or `String`).
+pub(crate) fn payload_message(payload: &(dyn Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "Box<dyn Any>"
+    }
+}
+
+/// Drops a value whose `Drop` might panic, without letting the panic go on.
+fn drop_quietly<T>(value: T) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        std::mem::forget(payload);
+    }
+}
+
+pub(crate) fn pending() -> bool {
+    PANIC.with(|p| p.borrow().is_some())
+}
+
+fn pending_message() -> Option<String> {
+    PANIC.with(|p| p.borrow().as_ref().map(|p| p.message.clone()))
+}
+
+/// Stores a caught panic unless one is already pending.
+fn store(payload: Box<dyn Any + Send>, message: String) {
+    let rejected = PANIC.with(|p| {
+        let mut slot = p.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(Pending { payload, message });
+            None
+        } else {
+            Some(payload)
+        }
+    });
+    drop_quietly(rejected);
+}
+
+/// Replaces the pending panic (for nested runs), returning the old payload.
+pub(crate) fn swap_pending(outer: Option<PendingPanic>) -> Option<PendingPanic> {
+    PANIC.with(|p| std::mem::replace(&mut *p.borrow_mut(), outer.map(|o| o.0))).map(PendingPanic)
+}
+
+/// A stored panic, moved out of the thread-local.
+pub(crate) struct PendingPanic(Pending);
+
+impl PendingPanic {
+    pub(crate) fn resume(self) -> ! {
+        resume_unwind(self.0.payload)
+    }
+    /// Drops it (when a panic is already unwinding and a second one would abort).
+    pub(crate) fn discard(self) {
+        drop_quietly(self.0.payload);
+    }
+}
+
+/// After a C call that may have run destroy functions (dropping closures):
+/// re-raises a panic that a drop caused during the call.
+pub(crate) fn resume_if_new(had_pending: bool) {
+    if !had_pending {
+        if let Some(p) = swap_pending(None) {
+            if std::thread::panicking() {
+                p.discard();
+            } else {
+                p.resume();
+            }
+        }
+    }
+}
+
+/// Notes a stop that a C call reported while a closure runs (see `STOP`).
+pub(crate) fn note_stop(reason: String) {
+    let old = STOP.with(|s| s.replace(Some(reason)));
+    drop(old);
+}
+
+pub(crate) fn status(code: sys::tpt_code, message: &str) -> *mut sys::tpt_status {
+    let c = CString::new(message.replace('\0', "\u{FFFD}")).unwrap_or_default();
+    // SAFETY: a valid C string for the duration of the call; it is copied.
+    unsafe { sys::tpt_status_new(code, c.as_ptr()) }
+}
+
+fn error_status(e: &Error) -> *mut sys::tpt_status {
+    let code = e.code().to_raw();
+    if code == sys::TPT_OK || code == sys::TPT_STOP {
+        // Not an error to C (NULL, or a stop): keep it a failure.
+        return status(sys::TPT_ERR_CALLBACK, e.message());
+    }
+    e.into_raw_status()
+}
+
+/// Runs a closure for C and turns its outcome into the status C expects:
+/// `Continue` → NULL, `Stop(reason)` → `TPT_STOP` with the reason, `Err(e)`
+/// → e's code and message, a panic → `TPT_ERR_CALLBACK` "panic in
+/// <origin>: <message>" (the payload kept for `Trainer::run`). A panic caught
+/// by an inner trampoline during this call (a monitor reached through
+/// put_scalar) also fails this one, so a swallowed error cannot hide it.
+#[inline]
+pub(crate) fn guard<F>(origin: &dyn Fn() -> String, f: F) -> *mut sys::tpt_status
+where
+    F: FnOnce() -> crate::Result<Flow>,
+{
+    let had_pending = pending();
+    let outer_stop = STOP.with(|s| s.take());
+    let result = catch_unwind(AssertUnwindSafe(f));
+    let stop = STOP.with(|s| s.replace(outer_stop));
+    match result {
+        Ok(Err(e)) => error_status(&e),
+        Ok(Ok(flow)) => {
+            if !had_pending {
+                if let Some(message) = pending_message() {
+                    return status(sys::TPT_ERR_CALLBACK, &message);
+                }
+            }
+            match (flow, stop) {
+                (Flow::Stop(reason), _) | (Flow::Continue, Some(reason)) => status(sys::TPT_STOP, &reason),
+                (Flow::Continue, None) => ptr::null_mut(),
+            }
+        }
+        Err(payload) => {
+            let message = format!("panic in {}: {}", origin(), payload_message(&*payload));
+            let st = status(sys::TPT_ERR_CALLBACK, &message);
+            store(payload, message);
+            st
+        }
+    }
+}
+
+/// Runs a closure whose only way to fail is a panic (a predicate); `None`
+/// when it panicked (the panic is stored).
+pub(crate) fn guard_value<T>(origin: &dyn Fn() -> String, f: impl FnOnce() -> T) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(v) => Some(v),
+        Err(payload) => {
+            let message = format!("panic in {}: {}", origin(), payload_message(&*payload));
+            store(payload, message);
+            None
+        }
+    }
+}
+
+/// The destroy function given to C with a boxed closure: drops the box. A
+/// panic in a drop is stored (see [`resume_if_new`]).
+pub(crate) unsafe extern "C" fn drop_box<T>(user_data: *mut std::os::raw::c_void) {
+    let _ = guard_value(&|| "a drop of a closure".to_owned(), || {
+        // SAFETY: user_data came from Box::into_raw(Box<T>), and C calls
+        // destroy exactly once.
+        drop(unsafe { Box::from_raw(user_data.cast::<T>()) })
+    });
+}
