@@ -33,3 +33,55 @@ func ExampleTensor_Matmul() {
 	// [2 2] [58 64 139 154]
 	// true
 }
+
+func ExampleTrainer() {
+	opts := tptrain.DefaultTrainerOptions()
+	opts.MaxEpoch = 3
+	opts.StepsPerEpoch = 4
+	opts.Console = false
+	opts.Progress = tptrain.ProgressOff
+	trainer, err := tptrain.NewTrainer(&opts)
+	if err != nil {
+		panic(err)
+	}
+	defer trainer.Close()
+
+	sum := 0.0
+	err = trainer.SetRunStep(func(ctx *tptrain.Context) error {
+		err := ctx.HookedStep(func(ctx *tptrain.Context) error {
+			sum += float64(ctx.GlobalStep())
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if sum > 20 {
+			return tptrain.Stop(fmt.Sprintf("sum %.0f > 20", sum))
+		}
+		return ctx.PutScalar("sum", sum)
+	})
+	if err != nil {
+		panic(err)
+	}
+	report, err := tptrain.NewCallback("report", tptrain.EventTriggerEpoch, true,
+		func(ctx *tptrain.Context, _ tptrain.Event, _ *tptrain.Record) error {
+			fmt.Printf("epoch %d: global step %d, sum %.0f\n", ctx.EpochNum(), ctx.GlobalStep(), sum)
+			return nil
+		})
+	if err != nil {
+		panic(err)
+	}
+	if err := trainer.AddCallback(report); err != nil {
+		panic(err)
+	}
+
+	if err := trainer.Run(); err != nil {
+		panic(err)
+	}
+	reason, stopped := trainer.StopReason()
+	_, values, _ := trainer.ScalarHistory("sum")
+	fmt.Println(stopped, reason, values)
+	// Output:
+	// epoch 1: global step 4, sum 6
+	// true sum 21 > 20 [0 1 3 6 10 15]
+}

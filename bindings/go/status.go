@@ -131,13 +131,17 @@ func newStatus(err error) *C.tpt_status {
 	if e, ok := err.(*Error); ok && e != nil {
 		code, msg = e.Code, e.Message
 	} else if errors.As(err, &stop) && stop != nil {
-		code, msg = codeStop, stop.Reason
+		return newCStatus(codeStop, stop.Reason)
 	} else if errors.As(err, &e) && e != nil {
 		code = e.Code
 	}
-	if code != codeStop && (code <= CodeOK || code > CodeNotFound) {
+	if code <= CodeOK || code > CodeNotFound {
 		code = CodeCallback
 	}
+	return newCStatus(code, msg)
+}
+
+func newCStatus(code Code, msg string) *C.tpt_status {
 	cmsg := C.CString(msg)
 	defer C.free(unsafe.Pointer(cmsg))
 	return C.tpt_status_new(C.tpt_code(code), cmsg)

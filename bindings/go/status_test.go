@@ -24,6 +24,8 @@ func TestCodeValues(t *testing.T) {
 		{CodeIO, 7, "TPT_ERR_IO"},
 		{CodeState, 8, "TPT_ERR_STATE"},
 		{CodeUnsupported, 9, "TPT_ERR_UNSUPPORTED"},
+		{CodeNotFound, 10, "TPT_ERR_NOT_FOUND"},
+		{codeStop, 100, "TPT_STOP"},
 	}
 	for _, c := range codes {
 		if int32(c.code) != c.value {
@@ -85,6 +87,8 @@ func TestNewStatusRoundTrip(t *testing.T) {
 	}{
 		{"Error keeps code and message", &Error{Code: CodeIO, Message: "disk on fire"}, CodeIO, "disk on fire"},
 		{"every code", &Error{Code: CodeUnsupported, Message: "m"}, CodeUnsupported, "m"},
+		{"the last code", &Error{Code: CodeNotFound, Message: "no such"}, CodeNotFound, "no such"},
+		{"TPT_STOP in an Error is no stop", &Error{Code: codeStop, Message: "halt"}, CodeCallback, "halt"},
 		{"plain error", errors.New("boom"), CodeCallback, "boom"},
 		{"io.EOF", io.EOF, CodeCallback, "EOF"},
 		{"wrapped Error", fmt.Errorf("step 3: %w", inner), CodeState, "step 3: " + inner.Error()},
@@ -104,5 +108,32 @@ func TestNewStatusRoundTrip(t *testing.T) {
 				t.Errorf("round trip = {%v %q}, want {%v %q}", e.Code, e.Message, c.code, c.msg)
 			}
 		})
+	}
+}
+
+func TestStopRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		err    error
+		reason string
+	}{
+		{"Stop", Stop("converged"), "converged"},
+		{"empty reason", Stop(""), ""},
+		{"wrapped", fmt.Errorf("epoch 3: %w", Stop("patience")), "patience"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := statusError(newStatus(c.err)) // a *StopError only for TPT_STOP
+			var stop *StopError
+			if !errors.As(got, &stop) || stop.Reason != c.reason {
+				t.Errorf("round trip gave %T %v, want a *StopError with reason %q", got, got, c.reason)
+			}
+			var e *Error
+			if errors.As(got, &e) {
+				t.Errorf("a stop came back as an *Error %v", e)
+			}
+		})
+	}
+	if got := Stop("done").Error(); got != "tptrain: stop: done" {
+		t.Errorf("Stop(done).Error() = %q", got)
 	}
 }

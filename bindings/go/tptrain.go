@@ -2,7 +2,9 @@
 // tensorpack's Trainer to LibTorch.
 //
 // The package follows the sections of tptrain.h, one file each: versions
-// (this file), status (errors), runtime (features and threads) and tensors.
+// (this file), status (errors), runtime (features and threads), tensors,
+// trainer (the loop, step outputs) and callback (callbacks, wrappers,
+// monitors and scalars).
 //
 // # Errors
 //
@@ -16,10 +18,37 @@
 // The C library keeps no thread-local error state, so no call needs
 // runtime.LockOSThread.
 //
+// # Training
+//
+// A Trainer runs the epoch/step loop of tensorpack: a run_step function
+// (SetRunStep) is called StepsPerEpoch times per epoch, and callbacks
+// (NewCallback, AddCallback, AddMonitor) receive the loop's events. Each Go
+// function given to the library receives a *Context: the counters, hooked
+// steps, outputs and scalars, as seen from inside the loop. Every function
+// returns an error:
+//
+//   - nil goes on;
+//   - Stop(reason), a *StopError, ends training gracefully: AFTER_TRAIN runs,
+//     Run returns nil and StopReason returns reason;
+//   - any other error ends training: AFTER_TRAIN runs and Run returns that
+//     same error value, so errors.Is, errors.As and == work on it.
+//
+// A panic never unwinds through the C library: it fails training like an
+// error, AFTER_TRAIN runs, and Run then panics again with the same value.
+// Run calls every function on the goroutine that called it; RequestStop may
+// be called from any goroutine. A function must not call runtime.Goexit (so
+// no t.FailNow in a test's callback).
+//
+// The Go functions cross into C as runtime/cgo.Handle values (no Go pointer
+// is kept in C memory); the library releases each exactly once: when it is
+// replaced, when its Trainer (or an unused Callback) is closed, or at once if
+// the call that took it fails.
+//
 // # Resources
 //
-// Values that own a C handle (a *Tensor) have a Close method. Close is
-// idempotent; call it (or defer it) as soon as the value is no longer needed.
+// Values that own a C handle (*Tensor, *Trainer, *Callback) have a Close
+// method. Close is idempotent; call it (or defer it) as soon as the value is
+// no longer needed.
 // A finalizer releases a handle that was never closed, but only as a safety
 // net: the garbage collector does not see the memory LibTorch holds.
 //

@@ -59,7 +59,10 @@ bool deliver(Callback &cb, Trainer &trainer, tpt_event event, const Record *reco
   return true;
 }
 
-Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) { log_.set_console(config_.console); }
+Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
+  log_.set_console(config_.console);
+  epoch_num_ = config_.starting_epoch - 1;  // tensorpack: before training, starting_epoch - 1
+}
 
 Trainer::~Trainer() = default;
 

@@ -202,8 +202,13 @@ static void run_sequence(int64_t start, int64_t max, int64_t spe, int hooks) {
   ok(tpt_trainer_set_run_step(t, run_step, &rs, count_run_destroy));
   ok(tpt_trainer_add_callback(t, make_cb(&a, kLifecycle, 1)));
   ok(tpt_trainer_add_callback(t, make_cb(&b, TPT_EVENT_TRIGGER, 1)));
-  int64_t e0;
+  int64_t e0, l0, g0;
   ok(tpt_trainer_epoch_num(&e0, t));
+  ok(tpt_trainer_local_step(&l0, t));
+  ok(tpt_trainer_global_step(&g0, t));
+  assert_int_equal(e0, start - 1); /* before training */
+  assert_int_equal(l0, -1);
+  assert_int_equal(g0, 0);
   ok(tpt_trainer_run(t));
   const char *reason = (const char *)1;
   ok(tpt_trainer_stop_reason(&reason, t));
@@ -462,6 +467,7 @@ static void test_destroy_exactly_once(void **state) {
   o.is_chief = 0;
   o.console = 0;
   o.steps_per_epoch = 0;
+  o.max_epoch = 2;
   ok(tpt_trainer_new(&t, &o));
   cb_state kept = {0};
   ok(tpt_trainer_add_callback(t, make_cb(&s[10], kLifecycle, 1)));
@@ -687,7 +693,7 @@ static void test_step_outputs(void **state) {
   ok(tpt_trainer_add_callback(t, cb));
   double x;
   expect_code(tpt_trainer_output_scalar(&x, t, "loss"), TPT_ERR_NOT_FOUND, "no hooked step has run");
-  expect_code(tpt_trainer_hooked_step(t, NULL, NULL), TPT_ERR_STATE, "only inside run_step");
+  expect_code(tpt_trainer_hooked_step(t, NULL, NULL), TPT_ERR_STATE, "can only run inside run_step");
   outputs_checked = 0;
   ok(tpt_trainer_run(t));
   assert_int_equal(outputs_checked, 6);

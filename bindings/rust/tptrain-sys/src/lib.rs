@@ -129,9 +129,11 @@ pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
 };
 
 /// `tpt_run_step_fn`
-pub type tpt_run_step_fn = Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> *mut tpt_status>;
+pub type tpt_run_step_fn =
+    Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> *mut tpt_status>;
 /// `tpt_step_fn`
-pub type tpt_step_fn = Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> *mut tpt_status>;
+pub type tpt_step_fn =
+    Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> *mut tpt_status>;
 /// The `void (*destroy)(void *user_data)` parameters and fields (no typedef in C).
 pub type tpt_destroy_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 
@@ -258,7 +260,11 @@ extern "C" {
         user_data: *mut c_void,
         destroy: tpt_destroy_fn,
     ) -> *mut tpt_status;
-    pub fn tpt_trainer_hooked_step(trainer: *mut tpt_trainer, step: tpt_step_fn, user_data: *mut c_void) -> *mut tpt_status;
+    pub fn tpt_trainer_hooked_step(
+        trainer: *mut tpt_trainer,
+        step: tpt_step_fn,
+        user_data: *mut c_void,
+    ) -> *mut tpt_status;
     pub fn tpt_trainer_run(trainer: *mut tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_request_stop(trainer: *mut tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_stop_reason(out: *mut *const c_char, trainer: *const tpt_trainer) -> *mut tpt_status;
@@ -270,13 +276,18 @@ extern "C" {
     pub fn tpt_trainer_log(trainer: *mut tpt_trainer, message: *const c_char) -> *mut tpt_status;
 
     // Step outputs
-    pub fn tpt_trainer_set_output_scalar(trainer: *mut tpt_trainer, name: *const c_char, value: f64) -> *mut tpt_status;
+    pub fn tpt_trainer_set_output_scalar(trainer: *mut tpt_trainer, name: *const c_char, value: f64)
+        -> *mut tpt_status;
     pub fn tpt_trainer_set_output(
         trainer: *mut tpt_trainer,
         name: *const c_char,
         tensor: *const tpt_tensor,
     ) -> *mut tpt_status;
-    pub fn tpt_trainer_output_scalar(out: *mut f64, trainer: *const tpt_trainer, name: *const c_char) -> *mut tpt_status;
+    pub fn tpt_trainer_output_scalar(
+        out: *mut f64,
+        trainer: *const tpt_trainer,
+        name: *const c_char,
+    ) -> *mut tpt_status;
     pub fn tpt_trainer_output(
         out: *mut *mut tpt_tensor,
         trainer: *const tpt_trainer,

@@ -10,14 +10,59 @@
 //! assert_eq!(p.to_vec::<f32>()?, vec![7.0, 10.0, 15.0, 22.0]);
 //! # Ok::<(), tptrain::Error>(())
 //! ```
+//!
+//! The trainer runs a closure again and again, with callbacks around it.
+//! Closures return `Ok(Flow::Continue)`, `Ok(Flow::Stop(reason))` to end
+//! training gracefully, or an error that ends it and comes back from
+//! [`Trainer::run`] unchanged; a panic ends it too and is resumed by `run`.
+//!
+//! ```
+//! use tptrain::{Callback, Event, Events, Flow, Progress, RunOutcome, Trainer, TrainerOptions};
+//!
+//! let options = TrainerOptions {
+//!     max_epoch: 3,
+//!     steps_per_epoch: Some(10),
+//!     console: false,
+//!     progress: Progress::Off,
+//!     ..Default::default()
+//! };
+//! let mut trainer = Trainer::new(&options)?;
+//! trainer.set_run_step(|ctx| {
+//!     ctx.hooked_step(|step| {
+//!         step.set_output_scalar("loss", 1.0)?;
+//!         Ok(Flow::Continue)
+//!     })?;
+//!     let g = ctx.global_step();
+//!     ctx.put_scalar("half_step", g as f64 / 2.0)?;
+//!     Ok(if g == 25 { Flow::stop("enough") } else { Flow::Continue })
+//! })?;
+//! trainer.add_callback(Callback::new("report", Events::TRIGGER_EPOCH, true, |ctx, event, _| {
+//!     assert_eq!(event, Event::TriggerEpoch);
+//!     ctx.log(&format!("epoch {} done", ctx.epoch_num()))?;
+//!     Ok(Flow::Continue)
+//! })?)?;
+//! assert_eq!(trainer.run()?, RunOutcome::Stopped("enough".into()));
+//! assert_eq!(trainer.scalar_latest("half_step")?.value, 12.5);
+//! # Ok::<(), tptrain::Error>(())
+//! ```
 
+mod callback;
+mod context;
+mod cstr;
 mod error;
+mod panic;
 mod runtime;
 mod tensor;
+mod trainer;
 
+pub use callback::{Callback, Event, Events, Flow, Record, RecordKind};
+pub use context::{Context, HookedContext, Scalar, StepContext};
 pub use error::{Code, Error, Result};
-pub use runtime::{abi_version, build_info, has_feature, num_threads, set_num_threads, version, version_string, Feature};
+pub use runtime::{
+    abi_version, build_info, has_feature, num_threads, set_num_threads, version, version_string, Feature,
+};
 pub use tensor::{DType, Element, Tensor, TensorOptions};
+pub use trainer::{LogdirAction, Progress, RunOutcome, StopHandle, Trainer, TrainerOptions};
 
 /// The raw FFI crate, for what the safe API does not cover yet.
 pub use tptrain_sys as sys;

@@ -26,16 +26,27 @@ use tptrain_sys as sys;
 
 struct Pending {
     payload: Box<dyn Any + Send>,
-    message: String,
+}
+
+/// What every trampoline call reads and writes: plain `Cell`s of `Copy`
+/// types, so that an access costs no lazy destructor registration.
+struct Hot {
+    /// Panics caught on this thread so far (wrapping).
+    caught: Cell<u64>,
+    /// The innermost running closure made a C call that came back with
+    /// TPT_STOP (put_scalar reaching a monitor that stops); the reason is on
+    /// top of `STOP_REASONS`. Its trampoline turns `Continue` into that stop.
+    stopped: Cell<bool>,
 }
 
 thread_local! {
+    static HOT: Hot = const { Hot { caught: Cell::new(0), stopped: Cell::new(false) } };
     /// The first panic caught since the innermost `Trainer::run` began.
     static PANIC: RefCell<Option<Pending>> = const { RefCell::new(None) };
-    /// Set when a C call made from inside a closure (put_scalar reaching a
-    /// monitor) came back with TPT_STOP: the closure's trampoline turns its
-    /// `Continue` into that stop.
-    static STOP: Cell<Option<String>> = const { Cell::new(None) };
+    /// The message of the latest panic caught.
+    static LAST_MESSAGE: RefCell<String> = const { RefCell::new(String::new()) };
+    /// One reason per running closure whose `stopped` is set, innermost last.
+    static STOP_REASONS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The text of a panic payload (`panic!("...")` gives `&str` or `String`).
@@ -60,21 +71,23 @@ pub(crate) fn pending() -> bool {
     PANIC.with(|p| p.borrow().is_some())
 }
 
-fn pending_message() -> Option<String> {
-    PANIC.with(|p| p.borrow().as_ref().map(|p| p.message.clone()))
-}
-
-/// Stores a caught panic unless one is already pending.
+/// Stores a caught panic unless one is already pending. Called from C
+/// frames, so it must not panic: `try_with` copes with a thread that is
+/// tearing down its thread-locals (a trainer dropped by one of them).
 fn store(payload: Box<dyn Any + Send>, message: String) {
-    let rejected = PANIC.with(|p| {
-        let mut slot = p.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(Pending { payload, message });
-            None
-        } else {
-            Some(payload)
-        }
-    });
+    HOT.with(|h| h.caught.set(h.caught.get().wrapping_add(1)));
+    let _ = LAST_MESSAGE.try_with(|m| *m.borrow_mut() = message);
+    let rejected = PANIC
+        .try_with(|p| {
+            let mut slot = p.borrow_mut();
+            if slot.is_none() {
+                *slot = Some(Pending { payload });
+                None
+            } else {
+                Some(payload)
+            }
+        })
+        .unwrap_or(None);
     drop_quietly(rejected);
 }
 
@@ -110,10 +123,13 @@ pub(crate) fn resume_if_new(had_pending: bool) {
     }
 }
 
-/// Notes a stop that a C call reported while a closure runs (see `STOP`).
+/// Notes a stop that a C call reported while a closure runs (see `Hot`).
+/// The first one of a closure call wins.
 pub(crate) fn note_stop(reason: String) {
-    let old = STOP.with(|s| s.replace(Some(reason)));
-    drop(old);
+    let first = HOT.with(|h| !h.stopped.replace(true));
+    if first {
+        STOP_REASONS.with(|r| r.borrow_mut().push(reason));
+    }
 }
 
 pub(crate) fn status(code: sys::tpt_code, message: &str) -> *mut sys::tpt_status {
@@ -142,23 +158,20 @@ pub(crate) fn guard<F>(origin: &dyn Fn() -> String, f: F) -> *mut sys::tpt_statu
 where
     F: FnOnce() -> crate::Result<Flow>,
 {
-    let had_pending = pending();
-    let outer_stop = STOP.with(|s| s.take());
+    let (caught_before, outer_stopped) = HOT.with(|h| (h.caught.get(), h.stopped.replace(false)));
     let result = catch_unwind(AssertUnwindSafe(f));
-    let stop = STOP.with(|s| s.replace(outer_stop));
+    let (caught_after, stopped) = HOT.with(|h| (h.caught.get(), h.stopped.replace(outer_stopped)));
+    let stop = if stopped { STOP_REASONS.try_with(|r| r.borrow_mut().pop()).ok().flatten() } else { None };
     match result {
         Ok(Err(e)) => error_status(&e),
-        Ok(Ok(flow)) => {
-            if !had_pending {
-                if let Some(message) = pending_message() {
-                    return status(sys::TPT_ERR_CALLBACK, &message);
-                }
-            }
-            match (flow, stop) {
-                (Flow::Stop(reason), _) | (Flow::Continue, Some(reason)) => status(sys::TPT_STOP, &reason),
-                (Flow::Continue, None) => ptr::null_mut(),
-            }
-        }
+        Ok(Ok(_)) if caught_after != caught_before => LAST_MESSAGE
+            .try_with(|m| status(sys::TPT_ERR_CALLBACK, &m.borrow()))
+            .unwrap_or_else(|_| status(sys::TPT_ERR_CALLBACK, "panic in a callback")),
+        Ok(Ok(Flow::Stop(reason))) => status(sys::TPT_STOP, &reason),
+        Ok(Ok(Flow::Continue)) => match stop {
+            Some(reason) => status(sys::TPT_STOP, &reason),
+            None => ptr::null_mut(),
+        },
         Err(payload) => {
             let message = format!("panic in {}: {}", origin(), payload_message(&*payload));
             let st = status(sys::TPT_ERR_CALLBACK, &message);

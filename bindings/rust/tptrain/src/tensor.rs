@@ -131,7 +131,9 @@ impl Tensor {
     /// Copies raw bytes of `dtype` elements into a new tensor.
     pub fn from_bytes(data: &[u8], dtype: DType, shape: &[i64], options: &TensorOptions) -> Result<Tensor> {
         let device = match &options.device {
-            Some(d) => Some(CString::new(d.as_str()).map_err(|_| Error::new(Code::InvalidArgument, "device contains NUL"))?),
+            Some(d) => {
+                Some(CString::new(d.as_str()).map_err(|_| Error::new(Code::InvalidArgument, "device contains NUL"))?)
+            }
             None => None,
         };
         let mut opts = sys::TPT_TENSOR_OPTIONS_INIT;

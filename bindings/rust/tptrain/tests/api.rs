@@ -54,8 +54,13 @@ fn bad_sizes_are_invalid_arguments() {
     let e = Tensor::from_bytes(&[0u8; 8], DType::I32, &[2], &TensorOptions { device: None, requires_grad: true })
         .unwrap_err();
     assert!(e.message().contains("requires_grad needs a floating dtype"), "{e}");
-    let e = Tensor::from_bytes(&[0u8; 4], DType::F32, &[1], &TensorOptions { device: Some("c\0pu".into()), requires_grad: false })
-        .unwrap_err();
+    let e = Tensor::from_bytes(
+        &[0u8; 4],
+        DType::F32,
+        &[1],
+        &TensorOptions { device: Some("c\0pu".into()), requires_grad: false },
+    )
+    .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
 }
 

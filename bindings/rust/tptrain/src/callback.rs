@@ -1,0 +1,424 @@
+//! Callbacks and monitors: one closure that receives the events it asked for,
+//! and the scheduling wrappers around it.
+
+use crate::context::Context;
+use crate::cstr::with_cstr;
+use crate::error::{call, Code, Error, Result};
+use crate::panic;
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::ffi::CStr;
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::{offset_of, size_of};
+use std::ops::{BitAnd, BitOr, BitOrAssign};
+use std::os::raw::c_void;
+use std::ptr::{self, NonNull};
+use tptrain_sys as sys;
+
+/// What a closure tells the loop: go on, or end training gracefully
+/// (tensorpack's `StopTraining`). Errors are the `Err` of the closure's
+/// `Result`, and end training with their code and message.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub enum Flow {
+    #[default]
+    Continue,
+    /// Stop training: AFTER_TRAIN still runs, and run returns
+    /// [`RunOutcome::Stopped`](crate::RunOutcome::Stopped) with this reason.
+    Stop(String),
+}
+
+impl Flow {
+    /// `Flow::Stop(reason.into())`.
+    pub fn stop(reason: impl Into<String>) -> Flow {
+        Flow::Stop(reason.into())
+    }
+    pub fn is_stop(&self) -> bool {
+        matches!(self, Flow::Stop(_))
+    }
+}
+
+/// One event delivered to a callback (`tpt_event`). In one run they come in
+/// this order: `Setup`, `BeforeTrain`; per epoch `BeforeEpoch`, per step
+/// [per hooked step `BeforeRun`, the step, `AfterRun`] `TriggerStep`; then
+/// `AfterEpoch`, `TriggerEpoch` (and `Trigger` for callbacks that asked for it
+/// but not for `TriggerEpoch`); finally `AfterTrain`, always. `Record`
+/// brings monitors each scalar put.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Event {
+    Setup,
+    BeforeTrain,
+    BeforeEpoch,
+    BeforeRun,
+    AfterRun,
+    TriggerStep,
+    AfterEpoch,
+    TriggerEpoch,
+    Trigger,
+    AfterTrain,
+    Record,
+}
+
+const EVENTS: [(Event, sys::tpt_event, &str); 11] = [
+    (Event::Setup, sys::TPT_EVENT_SETUP, "SETUP"),
+    (Event::BeforeTrain, sys::TPT_EVENT_BEFORE_TRAIN, "BEFORE_TRAIN"),
+    (Event::BeforeEpoch, sys::TPT_EVENT_BEFORE_EPOCH, "BEFORE_EPOCH"),
+    (Event::BeforeRun, sys::TPT_EVENT_BEFORE_RUN, "BEFORE_RUN"),
+    (Event::AfterRun, sys::TPT_EVENT_AFTER_RUN, "AFTER_RUN"),
+    (Event::TriggerStep, sys::TPT_EVENT_TRIGGER_STEP, "TRIGGER_STEP"),
+    (Event::AfterEpoch, sys::TPT_EVENT_AFTER_EPOCH, "AFTER_EPOCH"),
+    (Event::TriggerEpoch, sys::TPT_EVENT_TRIGGER_EPOCH, "TRIGGER_EPOCH"),
+    (Event::Trigger, sys::TPT_EVENT_TRIGGER, "TRIGGER"),
+    (Event::AfterTrain, sys::TPT_EVENT_AFTER_TRAIN, "AFTER_TRAIN"),
+    (Event::Record, sys::TPT_EVENT_RECORD, "RECORD"),
+];
+
+impl Event {
+    /// The C value (one bit).
+    pub fn to_raw(self) -> sys::tpt_event {
+        EVENTS[self as usize].1
+    }
+    /// `None` for a value this crate does not know.
+    pub fn from_raw(raw: sys::tpt_event) -> Option<Event> {
+        if raw <= 0 || raw & (raw - 1) != 0 || raw > sys::TPT_EVENT_RECORD {
+            return None;
+        }
+        Some(EVENTS[raw.trailing_zeros() as usize].0)
+    }
+}
+
+/// A set of events (the `events` mask of `tpt_callback_desc`), combined with `|`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Events(u32);
+
+impl Events {
+    pub const NONE: Events = Events(0);
+    pub const SETUP: Events = Events(sys::TPT_EVENT_SETUP as u32);
+    pub const BEFORE_TRAIN: Events = Events(sys::TPT_EVENT_BEFORE_TRAIN as u32);
+    pub const BEFORE_EPOCH: Events = Events(sys::TPT_EVENT_BEFORE_EPOCH as u32);
+    pub const BEFORE_RUN: Events = Events(sys::TPT_EVENT_BEFORE_RUN as u32);
+    pub const AFTER_RUN: Events = Events(sys::TPT_EVENT_AFTER_RUN as u32);
+    pub const TRIGGER_STEP: Events = Events(sys::TPT_EVENT_TRIGGER_STEP as u32);
+    pub const AFTER_EPOCH: Events = Events(sys::TPT_EVENT_AFTER_EPOCH as u32);
+    pub const TRIGGER_EPOCH: Events = Events(sys::TPT_EVENT_TRIGGER_EPOCH as u32);
+    pub const TRIGGER: Events = Events(sys::TPT_EVENT_TRIGGER as u32);
+    pub const AFTER_TRAIN: Events = Events(sys::TPT_EVENT_AFTER_TRAIN as u32);
+    pub const RECORD: Events = Events(sys::TPT_EVENT_RECORD as u32);
+    /// Every event, RECORD included.
+    pub const ALL: Events = Events(sys::TPT_EVENT_ALL as u32);
+
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+    /// The known events among `bits`; unknown bits are dropped.
+    pub const fn from_bits_truncate(bits: u32) -> Events {
+        Events(bits & Events::ALL.0)
+    }
+    pub const fn union(self, other: Events) -> Events {
+        Events(self.0 | other.0)
+    }
+    pub const fn contains(self, other: Events) -> bool {
+        self.0 & other.0 == other.0
+    }
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+    /// The events in the set, in delivery order.
+    pub fn iter(self) -> impl Iterator<Item = Event> {
+        EVENTS.iter().filter(move |e| self.0 & e.1 as u32 != 0).map(|e| e.0)
+    }
+}
+
+impl From<Event> for Events {
+    fn from(e: Event) -> Events {
+        Events(e.to_raw() as u32)
+    }
+}
+
+impl BitOr for Events {
+    type Output = Events;
+    fn bitor(self, rhs: Events) -> Events {
+        self.union(rhs)
+    }
+}
+
+impl BitOrAssign for Events {
+    fn bitor_assign(&mut self, rhs: Events) {
+        self.0 |= rhs.0
+    }
+}
+
+impl BitAnd for Events {
+    type Output = Events;
+    fn bitand(self, rhs: Events) -> Events {
+        Events(self.0 & rhs.0)
+    }
+}
+
+impl fmt::Debug for Events {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("Events(NONE)");
+        }
+        f.write_str("Events(")?;
+        for (i, e) in EVENTS.iter().filter(|e| self.0 & e.1 as u32 != 0).enumerate() {
+            if i > 0 {
+                f.write_str(" | ")?;
+            }
+            f.write_str(e.2)?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// Kinds of monitor records (`tpt_record_kind`). Monitors should ignore
+/// kinds they do not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordKind {
+    Scalar,
+    Other(i32),
+}
+
+/// What [`Event::Record`] brings a monitor (`tpt_record`), borrowed for the
+/// callback.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record<'r> {
+    pub kind: RecordKind,
+    /// As given to put_scalar.
+    pub name: Cow<'r, str>,
+    /// When it was put.
+    pub global_step: i64,
+    pub epoch_num: i64,
+    /// The value of a [`RecordKind::Scalar`] record.
+    pub value: f64,
+}
+
+impl<'r> Record<'r> {
+    /// # Safety
+    /// `r` is a record the library filled, valid for `'r`.
+    unsafe fn from_raw(r: &'r sys::tpt_record) -> Record<'r> {
+        // Fields past struct_size do not exist (an older library).
+        let has = |end: usize| r.struct_size as usize >= end;
+        Record {
+            kind: match r.kind {
+                sys::TPT_RECORD_SCALAR => RecordKind::Scalar,
+                other => RecordKind::Other(other),
+            },
+            name: if r.name.is_null() { Cow::Borrowed("") } else { CStr::from_ptr(r.name).to_string_lossy() },
+            global_step: r.global_step,
+            epoch_num: r.epoch_num,
+            value: if has(offset_of!(sys::tpt_record, value) + size_of::<f64>()) { r.value } else { f64::NAN },
+        }
+    }
+
+    fn into_owned(self) -> Record<'static> {
+        Record { name: Cow::Owned(self.name.into_owned()), ..self }
+    }
+}
+
+/// A callback (or monitor) not yet given to a trainer (`tpt_callback`). It
+/// owns its closure; dropping it frees both (`tpt_callback_free`).
+///
+/// `'a` bounds what the closure borrows: it must outlive the trainer the
+/// callback is added to.
+pub struct Callback<'a> {
+    raw: NonNull<sys::tpt_callback>,
+    _marker: PhantomData<(&'a (), *mut ())>,
+}
+
+/// The boxed user data of a callback.
+struct CallbackData<F> {
+    name: String,
+    f: F,
+    /// True while `f` runs: a closure cannot be re-entered.
+    busy: Cell<bool>,
+    /// Records that reached this callback while `f` ran (a monitor that puts
+    /// a scalar receives it itself), delivered when `f` returns.
+    deferred: RefCell<VecDeque<Record<'static>>>,
+}
+
+unsafe extern "C" fn callback_trampoline<F>(
+    trainer: *mut sys::tpt_trainer,
+    event: sys::tpt_event,
+    record: *const sys::tpt_record,
+    user_data: *mut c_void,
+) -> *mut sys::tpt_status
+where
+    F: FnMut(&mut Context, Event, Option<Record<'_>>) -> Result<Flow>,
+{
+    // SAFETY: user_data is the CallbackData<F> this trampoline was made
+    // with; the library frees it only with the callback, never during a call.
+    // Fields are borrowed one by one: `f` mutably only while not busy, the
+    // others shared (a re-entered call touches `busy` and `deferred` only).
+    let data = user_data.cast::<CallbackData<F>>();
+    let (busy, deferred) = (&(*data).busy, &(*data).deferred);
+    let Some(event) = Event::from_raw(event) else { return ptr::null_mut() };
+    let record = if record.is_null() { None } else { Some(Record::from_raw(&*record)) };
+    if busy.get() {
+        if let (Event::Record, Some(r)) = (event, record) {
+            deferred.borrow_mut().push_back(r.into_owned());
+        }
+        return ptr::null_mut();
+    }
+    busy.set(true);
+    let f = &mut (*data).f;
+    let name = &(*data).name;
+    let origin = || format!("callback '{name}'");
+    let mut st = panic::guard(&origin, || f(Context::from_ptr(trainer), event, record));
+    loop {
+        let next = deferred.borrow_mut().pop_front();
+        let Some(r) = next else { break };
+        if st.is_null() {
+            // The first outcome that is not Continue wins; the rest are drained.
+            st = panic::guard(&origin, || f(Context::from_ptr(trainer), Event::Record, Some(r)));
+        }
+    }
+    busy.set(false);
+    st
+}
+
+unsafe extern "C" fn predicate_trampoline<P>(trainer: *mut sys::tpt_trainer, user_data: *mut c_void) -> i32
+where
+    P: FnMut(&mut Context) -> bool,
+{
+    // SAFETY: user_data is the boxed P; a predicate is not re-entered (it is
+    // asked only for loop events, never for RECORD).
+    let p = &mut *user_data.cast::<P>();
+    match panic::guard_value(&|| "an enable_if predicate".to_owned(), || p(Context::from_ptr(trainer))) {
+        Some(true) => 1,
+        Some(false) => 0,
+        None => -1,
+    }
+}
+
+impl<'a> Callback<'a> {
+    /// Makes a callback that receives `events` (`tpt_callback_new`). `name`
+    /// appears in logs and in errors; `chief_only` callbacks are dropped on a
+    /// non-chief trainer (tensorpack's default is true). The closure gets the
+    /// trainer, the event, and for [`Event::Record`] the record; it returns
+    /// [`Flow::Continue`], [`Flow::Stop`], or an error that ends training with
+    /// its code and message. A panic ends training too, and
+    /// [`Trainer::run`](crate::Trainer::run) re-raises it.
+    pub fn new<F>(name: &str, events: Events, chief_only: bool, f: F) -> Result<Callback<'a>>
+    where
+        F: FnMut(&mut Context, Event, Option<Record<'_>>) -> Result<Flow> + 'a,
+    {
+        let data = Box::new(CallbackData {
+            name: name.to_owned(),
+            f,
+            busy: Cell::new(false),
+            deferred: RefCell::new(VecDeque::new()),
+        });
+        let had = panic::pending();
+        let mut out = ptr::null_mut();
+        let r = with_cstr(name, "name", |n| {
+            let mut desc = sys::TPT_CALLBACK_DESC_INIT;
+            desc.events = events.bits();
+            desc.name = n;
+            desc.chief_only = chief_only as i32;
+            desc.fn_ = Some(callback_trampoline::<F>);
+            desc.user_data = Box::into_raw(data).cast::<c_void>();
+            desc.destroy = Some(panic::drop_box::<CallbackData<F>>);
+            // The library owns user_data from here on, also on failure.
+            call!(sys::tpt_callback_new(&mut out, &desc))
+        });
+        // A NUL in the name: the box was dropped in Rust, never given to C.
+        panic::resume_if_new(had);
+        r??;
+        Callback::wrap(out)
+    }
+
+    fn wrap(raw: *mut sys::tpt_callback) -> Result<Callback<'a>> {
+        NonNull::new(raw)
+            .map(|raw| Callback { raw, _marker: PhantomData })
+            .ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
+    }
+
+    /// Gives up ownership of the handle (for a C function that takes it).
+    pub fn into_raw(self) -> *mut sys::tpt_callback {
+        let raw = self.raw.as_ptr();
+        std::mem::forget(self);
+        raw
+    }
+
+    /// Takes ownership of a handle.
+    ///
+    /// # Safety
+    /// `raw` is a live callback that nothing else frees, whose user data
+    /// outlives `'a`.
+    pub unsafe fn from_raw(raw: *mut sys::tpt_callback) -> Option<Callback<'a>> {
+        NonNull::new(raw).map(|raw| Callback { raw, _marker: PhantomData })
+    }
+
+    /// Calls a wrapper that consumes `inner` (also on failure).
+    fn wrapped(
+        self,
+        f: impl FnOnce(*mut *mut sys::tpt_callback, *mut sys::tpt_callback) -> *mut sys::tpt_status,
+    ) -> Result<Callback<'a>> {
+        let had = panic::pending();
+        let mut out = ptr::null_mut();
+        let st = f(&mut out, self.into_raw());
+        panic::resume_if_new(had);
+        // SAFETY: the status is NULL or ours.
+        unsafe { Error::check(st) }?;
+        Callback::wrap(out)
+    }
+
+    /// Makes the callback trigger more often (tensorpack's
+    /// `PeriodicTrigger`): it gets [`Event::Trigger`] after each step where
+    /// `global_step % every_k_steps == 0`, after each epoch where
+    /// `epoch_num % every_k_epochs == 0`, and, with `before_train`, in
+    /// BEFORE_TRAIN; its own TRIGGER_EPOCH is replaced. 0 disables a
+    /// condition; at least one must be set (`tpt_callback_periodic_trigger`).
+    pub fn periodic_trigger(self, every_k_steps: i64, every_k_epochs: i64, before_train: bool) -> Result<Callback<'a>> {
+        self.wrapped(|out, inner| unsafe {
+            sys::tpt_callback_periodic_trigger(out, inner, every_k_steps, every_k_epochs, before_train as i32)
+        })
+    }
+
+    /// Makes the callback run less often (tensorpack's `PeriodicCallback`):
+    /// its per-epoch and per-step events reach it only when
+    /// `global_step % every_k_steps == 0`, `epoch_num % every_k_epochs == 0`,
+    /// or (with every_k_epochs) at the last step of the last epoch
+    /// (`tpt_callback_periodic`).
+    pub fn periodic(self, every_k_steps: i64, every_k_epochs: i64) -> Result<Callback<'a>> {
+        self.wrapped(|out, inner| unsafe { sys::tpt_callback_periodic(out, inner, every_k_steps, every_k_epochs) })
+    }
+
+    /// Lets BEFORE/AFTER_EPOCH, BEFORE/AFTER_RUN, TRIGGER_STEP and
+    /// TRIGGER_EPOCH reach the callback only when `predicate` says so (asked
+    /// in BEFORE_RUN and remembered for AFTER_RUN); other events always pass
+    /// (tensorpack's `EnableCallbackIf`, `tpt_callback_enable_if`).
+    pub fn enable_if<P>(self, predicate: P) -> Result<Callback<'a>>
+    where
+        P: FnMut(&mut Context) -> bool + 'a,
+    {
+        let user_data = Box::into_raw(Box::new(predicate)).cast::<c_void>();
+        self.wrapped(|out, inner| unsafe {
+            // The library owns user_data from here on, also on failure.
+            sys::tpt_callback_enable_if(
+                out,
+                inner,
+                Some(predicate_trampoline::<P>),
+                user_data,
+                Some(panic::drop_box::<P>),
+            )
+        })
+    }
+}
+
+impl Drop for Callback<'_> {
+    fn drop(&mut self) {
+        let had = panic::pending();
+        // SAFETY: we own the handle; its destroy functions run here.
+        unsafe { sys::tpt_callback_free(self.raw.as_ptr()) };
+        panic::resume_if_new(had);
+    }
+}
+
+impl fmt::Debug for Callback<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Callback").field("raw", &self.raw).finish()
+    }
+}
