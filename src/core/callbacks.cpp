@@ -231,6 +231,9 @@ class EnableCallbackIf final : public Callback {
   uint32_t events() const override {
     uint32_t m = inner_->events();
     if (m & TPT_EVENT_AFTER_RUN) m |= TPT_EVENT_BEFORE_RUN;  // the decision is made in before_run
+    // Take TRIGGER_EPOCH itself (not the TRIGGER it defaults to), so that the
+    // predicate gates an inner callback's default trigger_epoch -> trigger.
+    if (m & TPT_EVENT_TRIGGER) m |= TPT_EVENT_TRIGGER_EPOCH;
     return m;
   }
   void on_event(Trainer &t, tpt_event e, const Record *r) override {

@@ -19,12 +19,13 @@ namespace tpt {
 
 namespace {
 
-std::string now_prefix() {
+// The local time now, formatted with strftime's `format`.
+std::string local_time(const char *format) {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
   localtime_r(&t, &tm);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%m%d %H:%M:%S", &tm);
+  std::strftime(buf, sizeof buf, format, &tm);
   return buf;
 }
 
@@ -68,7 +69,7 @@ void Logger::close_file() {
 }
 
 void Logger::write(const char *tag, const std::string &message) {
-  std::string line = "[" + now_prefix() + " @tptrain] " + tag + message + "\n";
+  std::string line = "[" + local_time("%m%d %H:%M:%S") + " @tptrain] " + tag + message + "\n";
   std::lock_guard<std::mutex> lock(mu_);
   if (console_) {
     std::fputs(line.c_str(), stdout);
@@ -84,14 +85,7 @@ void Logger::info(const std::string &message) { write("", message); }
 void Logger::warn(const std::string &message) { write("WRN ", message); }
 void Logger::error(const std::string &message) { write("ERR ", message); }
 
-std::string timestamp_suffix() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%m%d-%H%M%S", &tm);
-  return buf;
-}
+std::string timestamp_suffix() { return local_time("%m%d-%H%M%S"); }
 
 std::string unused_path(const std::string &base, const std::string &suffix) {
   std::error_code ec;

@@ -564,7 +564,7 @@ static void test_wrappers(void **state) {
   (void)state;
   n_seen = 0;
   cb_state p = {'P', 0, 0, 0, 0, 0, 0}, q = {'Q', 0, 0, 0, 0, 0, 0}, c = {'C', 0, 0, 0, 0, 0, 0},
-           e = {'E', 0, 0, 0, 0, 0, 0}, pd = {0};
+           e = {'E', 0, 0, 0, 0, 0, 0}, f2 = {'F', 0, 0, 0, 0, 0, 0}, pd = {0};
   tpt_trainer *t = make_trainer(1, 4, 5); /* global steps 1..20 */
   ok(tpt_trainer_set_run_step(t, one_hook, NULL, NULL));
   tpt_callback *cb = NULL;
@@ -581,8 +581,12 @@ static void test_wrappers(void **state) {
   ok(tpt_callback_enable_if(&cb, make_cb(&e, TPT_EVENT_BEFORE_EPOCH | TPT_EVENT_AFTER_EPOCH | TPT_EVENT_AFTER_TRAIN, 1),
                             odd_epoch, &pd, count_destroy));
   ok(tpt_trainer_add_callback(t, cb));
+  /* F: TRIGGER only (its default trigger_epoch), gated to every 2nd epoch */
+  ok(tpt_callback_periodic(&cb, make_cb(&f2, TPT_EVENT_TRIGGER, 1), 0, 2));
+  ok(tpt_trainer_add_callback(t, cb));
   ok(tpt_trainer_run(t));
 
+  int trig_f = 0;
   int trig_p = 0, trig_q = 0, c_steps = 0, c_runs = 0, e_epochs = 0, e_after = 0;
   for (int i = 0; i < n_seen; ++i) {
     ev *x = &seen[i];
@@ -603,6 +607,10 @@ static void test_wrappers(void **state) {
         assert_true(x->global % 4 == 0);
         c_steps++;
       }
+    } else if (x->who == 'F') {
+      assert_int_equal(x->event, TPT_EVENT_TRIGGER);
+      assert_true(x->epoch % 2 == 0);
+      trig_f++;
     } else if (x->who == 'E') {
       if (x->event == TPT_EVENT_AFTER_TRAIN) {
         e_after++;
@@ -618,8 +626,9 @@ static void test_wrappers(void **state) {
   assert_int_equal(c_runs, 5);     /* before_run at 0, 4, 8, 12, 16 */
   assert_int_equal(e_epochs, 4);   /* before+after in epochs 1 and 3 */
   assert_int_equal(e_after, 1);
+  assert_int_equal(trig_f, 2); /* epochs 2 and 4 */
   tpt_trainer_free(t);
-  assert_int_equal(p.destroyed + q.destroyed + c.destroyed + e.destroyed + pd.destroyed, 5);
+  assert_int_equal(p.destroyed + q.destroyed + c.destroyed + e.destroyed + f2.destroyed + pd.destroyed, 6);
 
   /* a failing predicate fails training with TPT_ERR_CALLBACK */
   cb_state f = {0};

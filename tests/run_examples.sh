@@ -1,0 +1,36 @@
+#!/bin/sh
+# Builds and runs the examples in C, Rust and Go against the build tree and
+# checks what they print (TAP). Needs TPT_BUILD_ROOT and TPT_SOURCE_ROOT.
+set -u
+b=$TPT_BUILD_ROOT s=$TPT_SOURCE_ROOT
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export LD_LIBRARY_PATH="$b${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "TAP version 13"
+n=0
+# check NAME EXPECTED-TEXT COMMAND...
+check() {
+  name=$1 want=$2; shift 2
+  n=$((n+1))
+  if "$@" >"$tmp/out" 2>&1 && grep -q -- "$want" "$tmp/out"; then
+    echo "ok $n - $name"
+  else
+    echo "not ok $n - $name (wanted '$want')"; tail -n 25 "$tmp/out" | sed 's/^/#   /'
+  fi
+}
+converged="stopped: converged: standard error"
+check "c/hello" "least squares fit: y = 3.02" "$b/examples/hello"
+check "c/monte_carlo" "$converged" "$b/examples/monte_carlo" "$tmp/mc_c"
+check "c/monte_carlo stats.json" "global_step" cat "$tmp/mc_c/stats.json"
+if command -v cargo >/dev/null; then
+  r() { (cd "$s/examples/rust" && TPTRAIN_LIB_DIR=$b CARGO_TARGET_DIR=$b/cargo-target cargo run --offline -q --bin "$@"); }
+  check "rust/hello" "least squares fit: y = 3.02" r hello
+  check "rust/monte_carlo" "$converged" r monte_carlo "$tmp/mc_rust"
+fi
+if command -v go >/dev/null; then
+  g() { (cd "$s/examples/go" && GOFLAGS=-mod=mod GOPROXY=off GOCACHE=${GOCACHE:-$b/go-cache} \
+         PKG_CONFIG_PATH=$b/meson-uninstalled go run "$@"); }
+  check "go/hello" "least squares fit: y = 3.02" g ./hello
+  check "go/monte_carlo" "$converged" g ./monte_carlo "$tmp/mc_go"
+fi
+echo "1..$n"
