@@ -252,6 +252,105 @@ TPT_API TPT_NODISCARD tpt_status *tpt_tensor_reshape(tpt_tensor **out, const tpt
 TPT_API TPT_NODISCARD tpt_status *tpt_tensor_matmul(tpt_tensor **out, const tpt_tensor *a,
                                                     const tpt_tensor *b);
 
+/* ---- Sharing memory, devices, DLPack ------------------------------------ */
+
+/* Wraps host memory without copying: the tensor uses `data` in place (a CPU
+ * tensor laid out C-contiguous with `shape` and options->dtype; options->device
+ * must be NULL or "cpu"). deleter(data, deleter_ctx) runs exactly once, when
+ * LibTorch releases the memory (after the last tensor using it is gone), or
+ * at once if this call fails. deleter may be NULL (the caller keeps `data`
+ * alive longer than every tensor made from it). */
+TPT_API TPT_NODISCARD tpt_status *tpt_tensor_from_blob(tpt_tensor **out, void *data,
+                                                       const int64_t *shape, size_t ndim,
+                                                       const tpt_tensor_options *options,
+                                                       void (*deleter)(void *data, void *deleter_ctx),
+                                                       void *deleter_ctx);
+
+/* A new handle on the same tensor (no copy; both must be freed). */
+TPT_API TPT_NODISCARD tpt_status *tpt_tensor_share(tpt_tensor **out, const tpt_tensor *tensor);
+
+/* The device as text ("cpu", "cuda:0"), copied into buf (NUL-terminated; an
+ * error if it does not fit). */
+TPT_API TPT_NODISCARD tpt_status *tpt_tensor_device(char *buf, size_t size, const tpt_tensor *tensor);
+
+/* A copy on another device and/or with another dtype. `device` NULL keeps the
+ * device; `dtype` 0 keeps the dtype. */
+TPT_API TPT_NODISCARD tpt_status *tpt_tensor_to(tpt_tensor **out, const tpt_tensor *tensor,
+                                                const char *device, tpt_dtype dtype);
+
+/* The value of a one-element tensor, as a double. */
+TPT_API TPT_NODISCARD tpt_status *tpt_tensor_item(double *out, const tpt_tensor *tensor);
+
+/* DLPack (dlpack.h, DLPACK_VERSION 0.6, as LibTorch 1.13): zero-copy exchange
+ * with other frameworks. to_dlpack gives a DLManagedTensor that the consumer
+ * owns (it calls the tensor's deleter). from_dlpack takes ownership of `src`
+ * (its deleter runs when the tensor is released; also if this call fails). */
+struct DLManagedTensor;
+TPT_API TPT_NODISCARD tpt_status *tpt_tensor_to_dlpack(struct DLManagedTensor **out,
+                                                       const tpt_tensor *tensor);
+TPT_API TPT_NODISCARD tpt_status *tpt_tensor_from_dlpack(tpt_tensor **out,
+                                                         struct DLManagedTensor *src);
+
+/* ------------------------------------------------------------------------ */
+/* Operators: any ATen operator by name                                      */
+/*                                                                           */
+/* tpt_op_call runs an operator registered with LibTorch's c10 dispatcher    */
+/* ("aten::conv2d", "aten::add", ...), so all of ATen is reachable from C,   */
+/* Rust and Go. Arguments are matched against the operator's schemas like    */
+/* TorchScript does: positionally, then by keyword (tpt_arg.name); missing   */
+/* arguments take the schema's defaults; an int or double goes where the     */
+/* schema wants a Scalar; one int fills an int[N]. Without an overload name, */
+/* the first overload whose schema accepts the arguments is called ("out"    */
+/* overloads only when named).                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tpt_arg_kind {
+  TPT_ARG_NONE = 0,        /* None (an optional argument left out explicitly) */
+  TPT_ARG_TENSOR = 1,      /* .tensor */
+  TPT_ARG_INT = 2,         /* .i */
+  TPT_ARG_DOUBLE = 3,      /* .d */
+  TPT_ARG_BOOL = 4,        /* .i (0 or 1) */
+  TPT_ARG_INT_LIST = 5,    /* .list: const int64_t *, .len */
+  TPT_ARG_DOUBLE_LIST = 6, /* .list: const double *, .len */
+  TPT_ARG_TENSOR_LIST = 7, /* .list: const tpt_tensor *const *, .len (entries may be NULL
+                              for Tensor?[] arguments, as aten::index takes) */
+  TPT_ARG_STRING = 8,      /* .list: const char * (NUL-terminated) */
+  TPT_ARG_DTYPE = 9,       /* .i: a tpt_dtype, for ScalarType arguments */
+  TPT_ARG_KIND_FORCE32 = 0x7fffffff
+} tpt_arg_kind;
+
+/* One argument. A flat struct (no unions) so that every binding can fill it;
+ * only the fields of its kind are read. Borrowed for the call. */
+typedef struct tpt_arg {
+  tpt_arg_kind kind;
+  const char *name;         /* NULL: positional; else the schema's argument name */
+  const tpt_tensor *tensor; /* TPT_ARG_TENSOR */
+  int64_t i;                /* TPT_ARG_INT, TPT_ARG_BOOL, TPT_ARG_DTYPE */
+  double d;                 /* TPT_ARG_DOUBLE */
+  const void *list;         /* lists and strings */
+  size_t len;               /* number of list entries */
+} tpt_arg;
+
+/* Calls operator `op` ("namespace::name"; a bare name means "aten::name"),
+ * with `overload` ("Tensor", "Scalar", "out", ...; NULL or "" picks the first
+ * that fits). The results are returned as tensors: a Tensor result as it is,
+ * a tuple or list of tensors as several outputs, a number or bool as a 0-d
+ * tensor (f64, i64 or bool). On success *n_outputs is the number of results
+ * and the first min(n, capacity) are stored in outputs[] (owned by the
+ * caller); it is an error if capacity is smaller than n. Unknown operators,
+ * wrong argument counts, kinds or names are TPT_ERR_INVALID_ARGUMENT with a
+ * message that lists the schemas tried; errors raised by the operator itself
+ * are TPT_ERR_BACKEND. Any thread (the operator's own rules apply). */
+TPT_API TPT_NODISCARD tpt_status *tpt_op_call(tpt_tensor **outputs, size_t capacity, size_t *n_outputs,
+                                              const char *op, const char *overload,
+                                              const tpt_arg *args, size_t nargs);
+
+/* The schemas of an operator, one per line, into buf (NUL-terminated; an
+ * error if it does not fit; *needed, if not NULL, receives the size needed).
+ * TPT_ERR_NOT_FOUND if there is no such operator. */
+TPT_API TPT_NODISCARD tpt_status *tpt_op_schemas(char *buf, size_t size, size_t *needed,
+                                                 const char *op);
+
 /* ------------------------------------------------------------------------ */
 /* Trainer: the epoch/step loop                                              */
 /*                                                                           */
@@ -579,6 +678,230 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_scalar_history(size_t *count_out, 
                                                              double *values, size_t capacity,
                                                              const tpt_trainer *trainer,
                                                              const char *name);
+
+/* ------------------------------------------------------------------------ */
+/* Models: tower functions and variables                                     */
+/*                                                                           */
+/* A model (tensorpack's ModelDesc) is an input signature, a tower function  */
+/* and an optimizer. The tower function computes the model for one step from */
+/* the step's input tensors and sets the cost; it may publish named outputs. */
+/* It "might get called multiple times": once per tower per step (several   */
+/* towers may call it at the same time from different threads), by          */
+/* inference, and once when the model is built. Variables follow            */
+/* tensorpack's rules: tpt_tower_variable creates a variable only in the     */
+/* first call of the first training tower (the build call); every later call */
+/* (other steps, other towers, inference) reuses it by name. Creating one    */
+/* anywhere else, a shape or dtype that differs from the existing variable,  */
+/* and one name used twice in one call are errors.                           */
+/*                                                                           */
+/* The build call runs when training is set up (or at the first inference),  */
+/* on zero-filled inputs of the signature's shapes (-1 becomes 1), without   */
+/* gradients; tpt_tower_is_building tells it apart. Layers skip their state  */
+/* updates (BatchNorm statistics) in it.                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tpt_model tpt_model;
+typedef struct tpt_tower tpt_tower; /* borrowed: valid during one tower function call */
+
+/* The tower function. `inputs` are the step's tensors in signature order
+ * (borrowed). Return NULL, or a status (the step fails with it; TPT_STOP
+ * ends training gracefully). */
+typedef tpt_status *(*tpt_tower_fn)(tpt_tower *tower, const tpt_tensor *const *inputs,
+                                    size_t n_inputs, void *user_data);
+
+/* One input of the signature. shape entries are >= 1, or -1 for a free
+ * dimension (the batch). */
+typedef struct tpt_input_spec {
+  const char *name;
+  tpt_dtype dtype;
+  const int64_t *shape;
+  size_t ndim;
+} tpt_input_spec;
+
+/* Makes a model. The signature is copied. The library owns user_data from
+ * this call on (destroy exactly once: when the model's last reference goes,
+ * or at once on failure). The caller owns *out; trainers that use the model
+ * keep their own reference. Any thread. */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_new(tpt_model **out, const tpt_input_spec *inputs,
+                                                size_t n_inputs, tpt_tower_fn tower_fn,
+                                                void *user_data, void (*destroy)(void *user_data));
+
+/* Drops the caller's reference. NULL is a no-op. */
+TPT_API void tpt_model_free(tpt_model *model);
+
+/* Builds the model now if it was not built yet (the build call; see above). */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_build(tpt_model *model);
+
+/* A new handle on a variable's tensor (the same storage: in-place changes
+ * are seen by the model). TPT_ERR_NOT_FOUND if there is no such variable. */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_variable(tpt_tensor **out, const tpt_model *model,
+                                                     const char *name);
+
+/* Copies `value` into a variable (same shape; converted to its dtype), e.g.
+ * to initialise or restore it. Not while a step runs. */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_set_variable(tpt_model *model, const char *name,
+                                                         const tpt_tensor *value);
+
+/* The variables' names in creation order, one per line, into buf
+ * (NUL-terminated; an error if it does not fit; *needed receives the size
+ * needed when not NULL). */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_variable_names(char *buf, size_t size, size_t *needed,
+                                                           const tpt_model *model);
+
+/* Runs the tower function as an inference tower ("InferenceTower": not
+ * training, no gradients, no variable is created or changed) on `inputs`
+ * and returns the named outputs it published, in the order of `names`
+ * (the cost is the output "cost"). The caller owns outputs[0..n_names). */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_infer(tpt_tensor **outputs, tpt_model *model,
+                                                  const tpt_tensor *const *inputs, size_t n_inputs,
+                                                  const char *const *names, size_t n_names);
+
+/* ---- Inside a tower function ---------------------------------------------- */
+
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_is_training(int32_t *out, const tpt_tower *tower);
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_is_building(int32_t *out, const tpt_tower *tower);
+/* The tower's index among the training towers (0 for inference towers). */
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_index(int32_t *out, const tpt_tower *tower);
+/* "tower0", "tower1", ... or "InferenceTower"; copied into buf. */
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_name(char *buf, size_t size, const tpt_tower *tower);
+/* The tower's device ("cpu", "cuda:1"); copied into buf. */
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_device(char *buf, size_t size, const tpt_tower *tower);
+/* 1 when tpt_tower_variable may create variables in this call. */
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_can_create_variables(int32_t *out,
+                                                                 const tpt_tower *tower);
+
+/* Sets the cost (a floating tensor of one element) that training minimises.
+ * A training tower must set it. */
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_set_cost(tpt_tower *tower, const tpt_tensor *cost);
+
+/* Publishes a named output (logits, accuracy, wrong counts): step outputs for
+ * callbacks (tpt_trainer_output) and inference results. */
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_set_output(tpt_tower *tower, const char *name,
+                                                       const tpt_tensor *value);
+
+/* Name scopes: variables created inside get "scope/" in front of their name
+ * (layers do this with their own name). */
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_push_scope(tpt_tower *tower, const char *scope);
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_pop_scope(tpt_tower *tower);
+
+/* Initializers of variables. */
+typedef enum tpt_init {
+  TPT_INIT_ZEROS = 1,
+  TPT_INIT_CONSTANT = 2,         /* a */
+  TPT_INIT_UNIFORM = 3,          /* in [a, b) */
+  TPT_INIT_NORMAL = 4,           /* mean a, standard deviation b */
+  TPT_INIT_TRUNCATED_NORMAL = 5, /* mean a, standard deviation b, redrawn beyond 2 b */
+  TPT_INIT_GLOROT_UNIFORM = 6,   /* Xavier; a: gain (1 when 0) */
+  TPT_INIT_GLOROT_NORMAL = 7,
+  TPT_INIT_HE_UNIFORM = 8,       /* Kaiming, fan_in, ReLU gain; a: negative slope */
+  TPT_INIT_HE_NORMAL = 9,
+  TPT_INIT_FORCE32 = 0x7fffffff
+} tpt_init;
+
+/* Options of a variable. Initialise with TPT_VARIABLE_OPTIONS_INIT. */
+#define TPT_VARIABLE_OPTIONS_VERSION 1
+typedef struct tpt_variable_options {
+  uint32_t version;   /* TPT_VARIABLE_OPTIONS_VERSION */
+  tpt_dtype dtype;    /* default TPT_DTYPE_F32 (floating dtypes only when trainable) */
+  tpt_init init;      /* default TPT_INIT_GLOROT_UNIFORM */
+  int32_t trainable;  /* nonzero (default): trained; 0: model-only (saved, not trained) */
+  double a, b;        /* initializer parameters (see tpt_init) */
+} tpt_variable_options;
+#define TPT_VARIABLE_OPTIONS_INIT \
+  { TPT_VARIABLE_OPTIONS_VERSION, TPT_DTYPE_F32, TPT_INIT_GLOROT_UNIFORM, 1, 0.0, 0.0 }
+
+/* Gets the variable `name` (prefixed by the current scopes), creating it in
+ * the build call. *out is a new handle on the variable itself (trainable
+ * variables carry gradients); the caller frees the handle. */
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_variable(tpt_tensor **out, tpt_tower *tower,
+                                                     const char *name, const int64_t *shape,
+                                                     size_t ndim,
+                                                     const tpt_variable_options *options);
+
+/* Seeds LibTorch's default random generator (variable initializers, dropout). */
+TPT_API TPT_NODISCARD tpt_status *tpt_manual_seed(uint64_t seed);
+
+/* ------------------------------------------------------------------------ */
+/* Optimizers                                                                */
+/*                                                                           */
+/* Made by kind, configured by hyper-parameter name; names can be read and   */
+/* set during training (schedules), from the training thread.                */
+/*   "sgd":     learning_rate (0.01), momentum (0), dampening (0),           */
+/*              weight_decay (0), nesterov (0/1)                              */
+/*   "adam", "adamw": learning_rate (0.001), beta1 (0.9), beta2 (0.999),     */
+/*              eps (1e-8), weight_decay (0; adamw 0.01), amsgrad (0/1)       */
+/*   "rmsprop": learning_rate (0.01), alpha (0.99), eps (1e-8), momentum (0),*/
+/*              weight_decay (0), centered (0/1)                              */
+/*   "adagrad": learning_rate (0.01), lr_decay (0), weight_decay (0),        */
+/*              initial_accumulator_value (0), eps (1e-10)                    */
+/* Gradient processing, for every kind:                                      */
+/*   "clip_global_norm" (0: off), "clip_value" (0: off),                     */
+/*   "accumulate_steps" (1: apply every step; N: average N micro-steps),     */
+/*   "check_numerics" (1: a NaN or Inf cost or gradient fails the step).     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tpt_optimizer tpt_optimizer;
+
+TPT_API TPT_NODISCARD tpt_status *tpt_optimizer_new(tpt_optimizer **out, const char *kind);
+/* Drops the caller's reference. NULL is a no-op. */
+TPT_API void tpt_optimizer_free(tpt_optimizer *optimizer);
+TPT_API TPT_NODISCARD tpt_status *tpt_optimizer_set(tpt_optimizer *optimizer, const char *name,
+                                                    double value);
+TPT_API TPT_NODISCARD tpt_status *tpt_optimizer_get(double *out, const tpt_optimizer *optimizer,
+                                                    const char *name);
+/* Multiplies the gradients of the variables whose name matches `pattern`
+ * (an ECMAScript regular expression, searched) by `factor`, before clipping. */
+TPT_API TPT_NODISCARD tpt_status *tpt_optimizer_scale_gradients(tpt_optimizer *optimizer,
+                                                                const char *pattern, double factor);
+
+/* The model's optimizer. The model takes its own reference. Before training. */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_set_optimizer(tpt_model *model,
+                                                          tpt_optimizer *optimizer);
+
+/* ------------------------------------------------------------------------ */
+/* Inputs and the simple trainer                                             */
+/*                                                                           */
+/* An input gives the tower its batches. For now: tensors in memory, or a C */
+/* feed callback (the DataFlow library adds more). tpt_trainer_set_model     */
+/* turns a trainer into tensorpack's SimpleTrainer: each run_step is one     */
+/* hooked step that takes a batch, runs the tower function, back-propagates  */
+/* the cost and applies the optimizer; the cost is the step output "cost"    */
+/* and the scalar "cost" is put each step.                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tpt_input tpt_input;
+
+/* Batches of `batch_size` rows (dimension 0) from in-memory tensors, in
+ * order or shuffled each epoch of the data (seeded); the last incomplete
+ * batch is dropped; repeats forever. All tensors need the same number of
+ * rows. The tensors are shared, not copied. Its size (batches per pass) is
+ * the default steps_per_epoch. */
+TPT_API TPT_NODISCARD tpt_status *tpt_input_from_tensors(tpt_input **out,
+                                                         const tpt_tensor *const *tensors,
+                                                         size_t n_tensors, int64_t batch_size,
+                                                         int32_t shuffle, uint64_t seed);
+
+/* The feed callback: fill batch[0..n_inputs) with new tensors (the library
+ * takes them). Return NULL, TPT_STOP for the end of data (training stops
+ * gracefully), or an error. */
+typedef tpt_status *(*tpt_feed_fn)(tpt_tensor **batch, size_t n_inputs, void *user_data);
+
+/* An input that calls `feed` on the training thread for every step
+ * (tensorpack's FeedInput). The library owns user_data (destroy exactly
+ * once, also on failure). */
+TPT_API TPT_NODISCARD tpt_status *tpt_input_from_feed(tpt_input **out, tpt_feed_fn feed,
+                                                      void *user_data,
+                                                      void (*destroy)(void *user_data));
+
+TPT_API void tpt_input_free(tpt_input *input);
+
+/* Makes `trainer` a simple (single-tower) trainer of `model` fed by
+ * `input`. Takes a reference to the model and ownership of `input` (also on
+ * failure). Replaces run_step. If the trainer's steps_per_epoch is not set,
+ * the input's size is used. Batches are checked against the signature
+ * (dtype, rank, fixed dimensions). Before run. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model,
+                                                        tpt_input *input);
 
 TPT_END_DECL
 

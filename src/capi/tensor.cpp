@@ -1,9 +1,13 @@
 // C API section "Tensors".
+#include <ATen/DLConvertor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
 #include <ATen/ops/matmul.h>
 #include <c10/core/Device.h>
 
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,6 +33,24 @@ std::vector<int64_t> shape_arg(const int64_t *shape, size_t ndim, const char *na
   return dims;
 }
 
+tpt_tensor_options options_arg(const tpt_tensor_options *options) {
+  tpt_tensor_options opts = TPT_TENSOR_OPTIONS_INIT;
+  if (options) {
+    if (options->version < 1 || options->version > TPT_TENSOR_OPTIONS_VERSION)
+      tpt::invalid_argument("options->version is " + std::to_string(options->version) +
+                            "; this library supports 1.." + std::to_string(TPT_TENSOR_OPTIONS_VERSION) +
+                            " (initialise with TPT_TENSOR_OPTIONS_INIT)");
+    opts = *options;
+  }
+  return opts;
+}
+
+c10::ScalarType dtype_arg(tpt_dtype d, const char *what = "options->dtype") {
+  auto type = tpt::capi::scalar_type_of(d);
+  if (!type) tpt::invalid_argument(std::string(what) + " " + std::to_string(static_cast<int>(d)) + " is not a tpt_dtype");
+  return *type;
+}
+
 std::string shape_text(const std::vector<int64_t> &dims) {
   std::ostringstream s;
   s << "[";
@@ -52,19 +74,8 @@ tpt_status *tpt_tensor_from_data(tpt_tensor **out, const void *data, size_t nbyt
   return guard(__func__, [&] {
     require(out, "out");
     *out = nullptr;
-    tpt_tensor_options opts = TPT_TENSOR_OPTIONS_INIT;
-    if (options) {
-      if (options->version < 1 || options->version > TPT_TENSOR_OPTIONS_VERSION)
-        tpt::invalid_argument("options->version is " + std::to_string(options->version) +
-                              "; this library supports 1.." +
-                              std::to_string(TPT_TENSOR_OPTIONS_VERSION) +
-                              " (initialise with TPT_TENSOR_OPTIONS_INIT)");
-      opts = *options;
-    }
-    auto type = tpt::capi::scalar_type_of(opts.dtype);
-    if (!type)
-      tpt::invalid_argument("options->dtype " + std::to_string(static_cast<int>(opts.dtype)) +
-                            " is not a tpt_dtype");
+    tpt_tensor_options opts = options_arg(options);
+    auto type = dtype_arg(opts.dtype);
     auto dims = shape_arg(shape, ndim, "shape", false);
     // Overflow-checked element count.
     uint64_t numel = 1;
@@ -73,7 +84,7 @@ tpt_status *tpt_tensor_from_data(tpt_tensor **out, const void *data, size_t nbyt
         tpt::invalid_argument("shape " + shape_text(dims) + " has too many elements");
       numel *= static_cast<uint64_t>(d);
     }
-    size_t elem = c10::elementSize(*type);
+    size_t elem = c10::elementSize(type);
     if (numel > SIZE_MAX / elem || numel * elem != nbytes)
       tpt::invalid_argument("nbytes is " + std::to_string(nbytes) + " but shape " +
                             shape_text(dims) + " of " + tpt::capi::dtype_name(opts.dtype) +
@@ -81,13 +92,107 @@ tpt_status *tpt_tensor_from_data(tpt_tensor **out, const void *data, size_t nbyt
                             " bytes");
     if (nbytes > 0) require(data, "data");
     c10::Device device(opts.device ? std::string(opts.device) : std::string("cpu"));
-    if (opts.requires_grad && !c10::isFloatingType(*type))
+    if (opts.requires_grad && !c10::isFloatingType(type))
       tpt::invalid_argument(std::string("requires_grad needs a floating dtype, got ") +
                             tpt::capi::dtype_name(opts.dtype));
-    at::Tensor host = at::empty(dims, at::TensorOptions().dtype(*type));
+    at::Tensor host = at::empty(dims, at::TensorOptions().dtype(type));
     if (nbytes > 0) std::memcpy(host.data_ptr(), data, nbytes);
     at::Tensor value = device.is_cpu() ? host : host.to(device);
     if (opts.requires_grad) value.set_requires_grad(true);
+    tpt::capi::give(out, std::move(value));
+  });
+}
+
+tpt_status *tpt_tensor_from_blob(tpt_tensor **out, void *data, const int64_t *shape, size_t ndim,
+                                 const tpt_tensor_options *options, void (*deleter)(void *, void *),
+                                 void *deleter_ctx) {
+  // The deleter runs exactly once: when LibTorch frees the storage, or here on failure.
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  auto release = [done, deleter, data, deleter_ctx] {
+    if (deleter && !done->exchange(true)) deleter(data, deleter_ctx);
+  };
+  tpt_status *st = guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    tpt_tensor_options opts = options_arg(options);
+    auto type = dtype_arg(opts.dtype);
+    auto dims = shape_arg(shape, ndim, "shape", false);
+    if (opts.device && c10::Device(std::string(opts.device)).type() != c10::DeviceType::CPU)
+      tpt::invalid_argument(std::string("from_blob wraps host memory; options->device must be \"cpu\", got \"") +
+                            opts.device + "\"");
+    if (opts.requires_grad && !c10::isFloatingType(type))
+      tpt::invalid_argument(std::string("requires_grad needs a floating dtype, got ") + tpt::capi::dtype_name(opts.dtype));
+    int64_t numel = 1;
+    for (int64_t d : dims) numel *= d;
+    if (numel > 0) require(data, "data");
+    at::Tensor value = at::from_blob(data, dims, [release](void *) { release(); }, at::TensorOptions().dtype(type));
+    if (opts.requires_grad) value.set_requires_grad(true);
+    tpt::capi::give(out, std::move(value));
+  });
+  if (st) release();
+  return st;
+}
+
+tpt_status *tpt_tensor_share(tpt_tensor **out, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    tpt::capi::give(out, tensor_arg(tensor, "tensor"));
+  });
+}
+
+tpt_status *tpt_tensor_device(char *buf, size_t size, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    std::string text = tensor_arg(tensor, "tensor").device().str();
+    require(buf, "buf");
+    if (text.size() + 1 > size)
+      tpt::invalid_argument("size is " + std::to_string(size) + " but \"" + text + "\" needs " +
+                            std::to_string(text.size() + 1) + " bytes");
+    std::memcpy(buf, text.c_str(), text.size() + 1);
+  });
+}
+
+tpt_status *tpt_tensor_to(tpt_tensor **out, const tpt_tensor *tensor, const char *device, tpt_dtype dtype) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    const at::Tensor &t = tensor_arg(tensor, "tensor");
+    c10::Device dev = device ? c10::Device(std::string(device)) : t.device();
+    c10::ScalarType type = dtype == 0 ? t.scalar_type() : dtype_arg(dtype, "dtype");
+    tpt::capi::give(out, t.to(dev, type, /*non_blocking=*/false, /*copy=*/true));
+  });
+}
+
+tpt_status *tpt_tensor_item(double *out, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    const at::Tensor &t = tensor_arg(tensor, "tensor");
+    if (t.numel() != 1)
+      tpt::invalid_argument("the tensor has " + std::to_string(t.numel()) + " elements; item needs exactly 1");
+    *out = t.item<double>();
+  });
+}
+
+tpt_status *tpt_tensor_to_dlpack(struct DLManagedTensor **out, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    *out = at::toDLPack(tensor_arg(tensor, "tensor"));
+  });
+}
+
+tpt_status *tpt_tensor_from_dlpack(tpt_tensor **out, struct DLManagedTensor *src) {
+  return guard(__func__, [&] {
+    if (src == nullptr) tpt::capi::throw_null_argument("src");
+    at::Tensor value;
+    try {
+      require(out, "out");
+      *out = nullptr;
+      value = at::fromDLPack(src);  // from here on the tensor owns src
+    } catch (...) {
+      if (src->deleter) src->deleter(src);
+      throw;
+    }
     tpt::capi::give(out, std::move(value));
   });
 }

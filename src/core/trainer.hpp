@@ -82,6 +82,10 @@ class Trainer {
   void set_global_step(int64_t step);
   void increment_global_step() { ++global_step_; }
   int64_t steps_per_epoch() const { return config_.steps_per_epoch; }
+  // Sets steps_per_epoch from the input's size when the options left it unset.
+  void default_steps_per_epoch(int64_t steps) {
+    if (config_.steps_per_epoch < 0 && phase_ == Phase::Idle) config_.steps_per_epoch = steps;
+  }
   // Non-null when the last run stopped gracefully.
   const std::string *stop_reason() const { return stopped_ ? &stop_reason_ : nullptr; }
   bool has_logdir() const { return !logdir_.empty(); }

@@ -1,0 +1,410 @@
+// C API sections "Models", "Optimizers" and "Inputs and the simple trainer".
+#include <ATen/core/Tensor.h>
+#include <ATen/Context.h>
+#include <c10/core/GradMode.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dtype.hpp"
+#include "input/input.hpp"
+#include "model/model.hpp"
+#include "model/optimizer.hpp"
+#include "parallel/strategy.hpp"
+#include "trainer_handle.hpp"
+
+inline constexpr uint64_t kModelMagic = 0x7470744d6f64656cull;      // "tptModel"
+inline constexpr uint64_t kTowerMagic = 0x74707454776572ull;        // "tptTwer"
+inline constexpr uint64_t kOptimizerMagic = 0x747074496f707469ull;  // "tptIopti"
+inline constexpr uint64_t kInputMagic = 0x747074496e707574ull;      // "tptInput"
+
+struct tpt_model {
+  uint64_t magic = kModelMagic;
+  std::shared_ptr<tpt::model::Model> model;
+};
+struct tpt_tower {
+  uint64_t magic = kTowerMagic;
+  tpt::model::Tower *tower;
+};
+struct tpt_optimizer {
+  uint64_t magic = kOptimizerMagic;
+  std::shared_ptr<tpt::model::Optimizer> optimizer;
+};
+struct tpt_input {
+  uint64_t magic = kInputMagic;
+  std::unique_ptr<tpt::input::Input> input;
+};
+
+using tpt::capi::guard;
+using tpt::capi::name_arg;
+using tpt::capi::raise_status;
+using tpt::capi::require;
+using tpt::capi::tensor_arg;
+using tpt::capi::UserData;
+
+namespace {
+
+template <class H>
+H &live(H *h, uint64_t magic, const char *name, const char *type) {
+  require(h, name);
+  if (__builtin_expect(h->magic != magic, 0)) tpt::capi::throw_not_live(name, type);
+  return *h;
+}
+
+tpt::model::Model &model_arg(const tpt_model *m) {
+  return *live(const_cast<tpt_model *>(m), kModelMagic, "model", "tpt_model").model;
+}
+tpt::model::Tower &tower_arg(const tpt_tower *t) {
+  return *live(const_cast<tpt_tower *>(t), kTowerMagic, "tower", "tpt_tower").tower;
+}
+tpt::model::Optimizer &optimizer_arg(const tpt_optimizer *o) {
+  return *live(const_cast<tpt_optimizer *>(o), kOptimizerMagic, "optimizer", "tpt_optimizer").optimizer;
+}
+
+void copy_text(char *buf, size_t size, size_t *needed, const std::string &text, const char *buf_name = "buf") {
+  if (needed) *needed = text.size() + 1;
+  require(buf, buf_name);
+  if (text.size() + 1 > size)
+    tpt::invalid_argument("size is " + std::to_string(size) + " but " + std::to_string(text.size() + 1) +
+                          " bytes are needed");
+  std::memcpy(buf, text.c_str(), text.size() + 1);
+}
+
+// Borrowed tensor handles for the duration of a host call.
+struct BorrowedTensors {
+  std::vector<tpt_tensor> handles;
+  std::vector<const tpt_tensor *> pointers;
+  explicit BorrowedTensors(const std::vector<at::Tensor> &ts) {
+    handles.reserve(ts.size());
+    for (const auto &t : ts) handles.emplace_back(t);
+    for (const auto &h : handles) pointers.push_back(&h);
+  }
+};
+
+std::vector<at::Tensor> tensors_arg(const tpt_tensor *const *ts, size_t n, const char *name) {
+  if (n > 0) require(ts, name);
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < n; ++i) {
+    std::string entry = std::string(name) + "[" + std::to_string(i) + "]";
+    out.push_back(tensor_arg(ts[i], entry.c_str()));
+  }
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ------------------------------------------------------------------ models
+
+tpt_status *tpt_model_new(tpt_model **out, const tpt_input_spec *inputs, size_t n_inputs, tpt_tower_fn tower_fn,
+                          void *user_data, void (*destroy)(void *)) {
+  auto ud = std::make_shared<UserData>(user_data, destroy);
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(reinterpret_cast<void *>(tower_fn), "tower_fn");
+    if (n_inputs > 0) require(inputs, "inputs");
+    std::vector<tpt::model::InputSpec> specs;
+    for (size_t i = 0; i < n_inputs; ++i) {
+      std::string where = "inputs[" + std::to_string(i) + "]";
+      const tpt_input_spec &in = inputs[i];
+      if (!in.name || !*in.name) tpt::invalid_argument(where + ".name is NULL or empty");
+      auto type = tpt::capi::scalar_type_of(in.dtype);
+      if (!type) tpt::invalid_argument(where + ".dtype " + std::to_string(static_cast<int>(in.dtype)) + " is not a tpt_dtype");
+      if (in.ndim > 0 && !in.shape) tpt::invalid_argument(where + ".shape is NULL");
+      std::vector<int64_t> shape(in.shape, in.shape + in.ndim);
+      for (int64_t d : shape)
+        if (d < 1 && d != -1)
+          tpt::invalid_argument(where + ".shape " + tpt::model::shape_text(shape) + ": dimensions are >= 1 or -1");
+      for (const auto &s : specs)
+        if (s.name == in.name) tpt::invalid_argument(where + ".name '" + in.name + "' is used twice");
+      specs.push_back({in.name, *type, shape});
+    }
+    tpt::model::TowerFn fn = [tower_fn, ud](tpt::model::Tower &tower, const std::vector<at::Tensor> &batch) {
+      tpt_tower h{kTowerMagic, &tower};
+      BorrowedTensors b(batch);
+      tpt_status *st = tower_fn(&h, b.pointers.data(), b.pointers.size(), ud->data);
+      h.magic = 0;
+      raise_status(st);
+    };
+    auto *m = new tpt_model;
+    m->model = std::make_shared<tpt::model::Model>(std::move(specs), std::move(fn));
+    *out = m;
+  });
+}
+
+void tpt_model_free(tpt_model *model) {
+  if (model == nullptr || model->magic != kModelMagic) return;
+  model->magic = 0;
+  delete model;
+}
+
+tpt_status *tpt_model_build(tpt_model *model) {
+  return guard(__func__, [&] { model_arg(model).build(); });
+}
+
+tpt_status *tpt_model_variable(tpt_tensor **out, const tpt_model *model, const char *name) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    const tpt::model::Model &m = model_arg(model);
+    std::string key = name_arg(name, "name");
+    const tpt::model::Variable *v = m.variables().find(key);
+    if (!v)
+      tpt::fail(TPT_ERR_NOT_FOUND, "no variable '" + key + "'" + (m.built() ? "" : " (the model is not built yet)"));
+    tpt::capi::give(out, v->value);
+  });
+}
+
+tpt_status *tpt_model_set_variable(tpt_model *model, const char *name, const tpt_tensor *value) {
+  return guard(__func__, [&] {
+    tpt::model::Model &m = model_arg(model);
+    std::string key = name_arg(name, "name");
+    m.assign(key, tensor_arg(value, "value"));
+  });
+}
+
+tpt_status *tpt_model_variable_names(char *buf, size_t size, size_t *needed, const tpt_model *model) {
+  return guard(__func__, [&] {
+    std::string text;
+    for (const auto &v : model_arg(model).variables().all()) text += v.name + "\n";
+    copy_text(buf, size, needed, text);
+  });
+}
+
+tpt_status *tpt_model_infer(tpt_tensor **outputs, tpt_model *model, const tpt_tensor *const *inputs, size_t n_inputs,
+                            const char *const *names, size_t n_names) {
+  return guard(__func__, [&] {
+    if (n_names > 0) require(outputs, "outputs");
+    for (size_t i = 0; i < n_names; ++i) outputs[i] = nullptr;
+    tpt::model::Model &m = model_arg(model);
+    std::vector<at::Tensor> batch = tensors_arg(inputs, n_inputs, "inputs");
+    if (n_names > 0) require(names, "names");
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < n_names; ++i) {
+      std::string entry = "names[" + std::to_string(i) + "]";
+      keys.push_back(name_arg(names[i], entry.c_str()));
+    }
+    std::vector<at::Tensor> results = m.infer(batch, keys);
+    std::vector<std::unique_ptr<tpt_tensor>> made;
+    for (auto &r : results) made.push_back(std::make_unique<tpt_tensor>(r));
+    for (size_t i = 0; i < made.size(); ++i) outputs[i] = made[i].release();
+  });
+}
+
+// ------------------------------------------------------------------ towers
+
+tpt_status *tpt_tower_is_training(int32_t *out, const tpt_tower *tower) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = tower_arg(tower).is_training();
+  });
+}
+
+tpt_status *tpt_tower_is_building(int32_t *out, const tpt_tower *tower) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = tower_arg(tower).is_building();
+  });
+}
+
+tpt_status *tpt_tower_index(int32_t *out, const tpt_tower *tower) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = tower_arg(tower).index();
+  });
+}
+
+tpt_status *tpt_tower_name(char *buf, size_t size, const tpt_tower *tower) {
+  return guard(__func__, [&] { copy_text(buf, size, nullptr, tower_arg(tower).name()); });
+}
+
+tpt_status *tpt_tower_device(char *buf, size_t size, const tpt_tower *tower) {
+  return guard(__func__, [&] { copy_text(buf, size, nullptr, tower_arg(tower).device().str()); });
+}
+
+tpt_status *tpt_tower_can_create_variables(int32_t *out, const tpt_tower *tower) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = tower_arg(tower).can_create_variables();
+  });
+}
+
+tpt_status *tpt_tower_set_cost(tpt_tower *tower, const tpt_tensor *cost) {
+  return guard(__func__, [&] {
+    tpt::model::Tower &t = tower_arg(tower);
+    t.set_cost(tensor_arg(cost, "cost"));
+  });
+}
+
+tpt_status *tpt_tower_set_output(tpt_tower *tower, const char *name, const tpt_tensor *value) {
+  return guard(__func__, [&] {
+    tpt::model::Tower &t = tower_arg(tower);
+    std::string key = name_arg(name, "name");
+    t.set_output(key, tensor_arg(value, "value"));
+  });
+}
+
+tpt_status *tpt_tower_push_scope(tpt_tower *tower, const char *scope) {
+  return guard(__func__, [&] {
+    tpt::model::Tower &t = tower_arg(tower);
+    t.push_scope(require(scope, "scope"));
+  });
+}
+
+tpt_status *tpt_tower_pop_scope(tpt_tower *tower) {
+  return guard(__func__, [&] { tower_arg(tower).pop_scope(); });
+}
+
+tpt_status *tpt_tower_variable(tpt_tensor **out, tpt_tower *tower, const char *name, const int64_t *shape,
+                               size_t ndim, const tpt_variable_options *options) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    tpt::model::Tower &t = tower_arg(tower);
+    std::string key = name_arg(name, "name");
+    if (ndim > 0) require(shape, "shape");
+    tpt_variable_options o = TPT_VARIABLE_OPTIONS_INIT;
+    if (options) {
+      if (options->version < 1 || options->version > TPT_VARIABLE_OPTIONS_VERSION)
+        tpt::invalid_argument("options->version is " + std::to_string(options->version) +
+                              " (initialise with TPT_VARIABLE_OPTIONS_INIT)");
+      o = *options;
+    }
+    auto type = tpt::capi::scalar_type_of(o.dtype);
+    if (!type) tpt::invalid_argument("options->dtype " + std::to_string(static_cast<int>(o.dtype)) + " is not a tpt_dtype");
+    tpt::model::VariableOptions vo;
+    vo.dtype = *type;
+    vo.init = o.init;
+    vo.trainable = o.trainable != 0;
+    vo.a = o.a;
+    vo.b = o.b;
+    tpt::capi::give(out, t.variable(key, std::vector<int64_t>(shape, shape + ndim), vo));
+  });
+}
+
+tpt_status *tpt_manual_seed(uint64_t seed) {
+  return guard(__func__, [&] { at::manual_seed(seed); });
+}
+
+// ------------------------------------------------------------------ optimizers
+
+tpt_status *tpt_optimizer_new(tpt_optimizer **out, const char *kind) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    auto opt = std::make_shared<tpt::model::Optimizer>(require(kind, "kind"));
+    auto *h = new tpt_optimizer;
+    h->optimizer = std::move(opt);
+    *out = h;
+  });
+}
+
+void tpt_optimizer_free(tpt_optimizer *optimizer) {
+  if (optimizer == nullptr || optimizer->magic != kOptimizerMagic) return;
+  optimizer->magic = 0;
+  delete optimizer;
+}
+
+tpt_status *tpt_optimizer_set(tpt_optimizer *optimizer, const char *name, double value) {
+  return guard(__func__, [&] {
+    tpt::model::Optimizer &o = optimizer_arg(optimizer);
+    o.set(name_arg(name, "name"), value);
+  });
+}
+
+tpt_status *tpt_optimizer_get(double *out, const tpt_optimizer *optimizer, const char *name) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    const tpt::model::Optimizer &o = optimizer_arg(optimizer);
+    *out = o.get(name_arg(name, "name"));
+  });
+}
+
+tpt_status *tpt_optimizer_scale_gradients(tpt_optimizer *optimizer, const char *pattern, double factor) {
+  return guard(__func__, [&] {
+    tpt::model::Optimizer &o = optimizer_arg(optimizer);
+    o.scale_gradients(require(pattern, "pattern"), factor);
+  });
+}
+
+tpt_status *tpt_model_set_optimizer(tpt_model *model, tpt_optimizer *optimizer) {
+  return guard(__func__, [&] {
+    tpt::model::Model &m = model_arg(model);
+    m.set_optimizer(live(optimizer, kOptimizerMagic, "optimizer", "tpt_optimizer").optimizer);
+  });
+}
+
+// ------------------------------------------------------------------ inputs
+
+tpt_status *tpt_input_from_tensors(tpt_input **out, const tpt_tensor *const *tensors, size_t n_tensors,
+                                   int64_t batch_size, int32_t shuffle, uint64_t seed) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    if (n_tensors == 0) tpt::invalid_argument("n_tensors is 0");
+    auto input = tpt::input::from_tensors(tensors_arg(tensors, n_tensors, "tensors"), batch_size, shuffle != 0, seed);
+    auto *h = new tpt_input;
+    h->input = std::move(input);
+    *out = h;
+  });
+}
+
+tpt_status *tpt_input_from_feed(tpt_input **out, tpt_feed_fn feed, void *user_data, void (*destroy)(void *)) {
+  auto ud = std::make_shared<UserData>(user_data, destroy);
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(reinterpret_cast<void *>(feed), "feed");
+    auto fn = [feed, ud](size_t width) {
+      std::vector<tpt_tensor *> slots(width, nullptr);
+      tpt_status *st = feed(slots.data(), slots.size(), ud->data);
+      std::vector<at::Tensor> batch;
+      for (tpt_tensor *h : slots) {  // the library takes every handle the feed made
+        batch.push_back(h && h->magic == kTensorMagic ? h->value : at::Tensor());
+        tpt_tensor_free(h);
+      }
+      raise_status(st);
+      for (size_t i = 0; i < batch.size(); ++i)
+        if (!batch[i].defined())
+          tpt::fail(TPT_ERR_CALLBACK, "the feed callback did not fill batch[" + std::to_string(i) + "]");
+      return batch;
+    };
+    auto *h = new tpt_input;
+    h->input = tpt::input::from_function(std::move(fn));
+    *out = h;
+  });
+}
+
+void tpt_input_free(tpt_input *input) {
+  if (input == nullptr || input->magic != kInputMagic) return;
+  input->magic = 0;
+  delete input;
+}
+
+tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_input *input) {
+  // `input` is taken in every case.
+  std::unique_ptr<tpt::input::Input> in;
+  if (input && input->magic == kInputMagic) {
+    in = std::move(input->input);
+    tpt_input_free(input);
+  }
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    std::shared_ptr<tpt::model::Model> m = live(model, kModelMagic, "model", "tpt_model").model;
+    if (!in) {
+      require(input, "input");
+      tpt::capi::throw_not_live("input", "tpt_input");
+    }
+    if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
+    in->set_width(m->inputs().size());
+    if (auto n = in->size()) t.default_steps_per_epoch(*n);
+    tpt::parallel::attach(t, tpt::parallel::simple(std::move(m), std::move(in)));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,72 @@
+// The trainer and callback handles, and what C API files that call back into
+// host code share: turning a returned status into the loop's control flow,
+// and user_data that is destroyed exactly once.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "core/trainer.hpp"
+#include "handles.hpp"
+
+inline constexpr uint64_t kTrainerMagic = 0x7470745472616e72ull;   // "tptTranr"
+inline constexpr uint64_t kCallbackMagic = 0x74707443616c6c62ull;  // "tptCallb"
+
+struct tpt_trainer {
+  uint64_t magic = kTrainerMagic;
+  tpt::Trainer trainer;
+  explicit tpt_trainer(tpt::TrainerConfig config) : trainer(std::move(config)) { trainer.set_handle(this); }
+};
+
+struct tpt_callback {
+  uint64_t magic = kCallbackMagic;
+  std::unique_ptr<tpt::Callback> callback;
+};
+
+namespace tpt::capi {
+
+inline tpt_trainer *handle_of(tpt::Trainer &t) { return static_cast<tpt_trainer *>(t.handle()); }
+
+inline tpt::Trainer &trainer_arg(tpt_trainer *t, const char *name = "trainer") {
+  require(t, name);
+  if (__builtin_expect(t->magic != kTrainerMagic, 0)) throw_not_live(name, "tpt_trainer");
+  return t->trainer;
+}
+
+inline const tpt::Trainer &trainer_arg(const tpt_trainer *t, const char *name = "trainer") {
+  return trainer_arg(const_cast<tpt_trainer *>(t), name);
+}
+
+// A non-empty name argument.
+inline std::string name_arg(const char *name, const char *arg) {
+  require(name, arg);
+  if (*name == '\0') tpt::invalid_argument(std::string("argument '") + arg + "' is empty");
+  return name;
+}
+
+// Takes ownership of a status returned by host code and turns it into the
+// loop's control flow: NULL goes on, TPT_STOP stops, anything else fails with
+// the same code and message.
+inline void raise_status(tpt_status *st) {
+  if (st == nullptr) return;
+  tpt_code code = tpt_status_code(st);
+  std::string message = tpt_status_message(st);
+  tpt_status_free(st);
+  if (code == TPT_STOP) throw tpt::StopTraining(message);
+  throw tpt::Error(code, message, /*passthrough=*/true);
+}
+
+// Calls `destroy(user_data)` exactly once, when it goes out of scope.
+struct UserData {
+  void *data;
+  void (*destroy)(void *);
+  UserData(void *d, void (*f)(void *)) : data(d), destroy(f) {}
+  ~UserData() {
+    if (destroy) destroy(data);
+  }
+  UserData(const UserData &) = delete;
+  UserData &operator=(const UserData &) = delete;
+};
+
+}  // namespace tpt::capi

@@ -1,0 +1,283 @@
+#include "model/model.hpp"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/irange.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "model/optimizer.hpp"
+
+namespace tpt::model {
+
+std::string shape_text(c10::IntArrayRef shape) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+  s << "]";
+  return s.str();
+}
+
+namespace {
+
+// Fans as LibTorch counts them: dim 0 = outputs, dim 1 = inputs, the rest the
+// receptive field (a Linear weight is [out, in], a Conv2d weight [out, in, kh, kw]).
+std::pair<double, double> fans(const at::Tensor &t) {
+  if (t.dim() < 2) {
+    double n = t.dim() == 1 ? static_cast<double>(t.size(0)) : 1.0;
+    return {n, n};
+  }
+  double receptive = 1;
+  for (int64_t d = 2; d < t.dim(); ++d) receptive *= static_cast<double>(t.size(d));
+  return {static_cast<double>(t.size(1)) * receptive, static_cast<double>(t.size(0)) * receptive};
+}
+
+void initialize(at::Tensor &t, const VariableOptions &o) {
+  auto [fan_in, fan_out] = fans(t);
+  switch (o.init) {
+    case TPT_INIT_ZEROS: t.zero_(); break;
+    case TPT_INIT_CONSTANT: t.fill_(o.a); break;
+    case TPT_INIT_UNIFORM:
+      if (!(o.b > o.a)) invalid_argument("a uniform initializer needs a < b, got a=" + std::to_string(o.a) + " b=" + std::to_string(o.b));
+      t.uniform_(o.a, o.b);
+      break;
+    case TPT_INIT_NORMAL:
+      if (!(o.b > 0)) invalid_argument("a normal initializer needs a standard deviation b > 0");
+      t.normal_(o.a, o.b);
+      break;
+    case TPT_INIT_TRUNCATED_NORMAL: {
+      if (!(o.b > 0)) invalid_argument("a truncated normal initializer needs a standard deviation b > 0");
+      // Draw, then redraw what fell beyond two standard deviations.
+      t.normal_(o.a, o.b);
+      for (int round = 0; round < 100; ++round) {
+        at::Tensor bad = t.sub(o.a).abs().gt(2 * o.b);
+        if (!bad.any().item<bool>()) break;
+        at::Tensor fresh = at::empty_like(t).normal_(o.a, o.b);
+        t.copy_(at::where(bad, fresh, t));
+      }
+      break;
+    }
+    case TPT_INIT_GLOROT_UNIFORM:
+    case TPT_INIT_GLOROT_NORMAL: {
+      double gain = o.a == 0 ? 1.0 : o.a;
+      double std = gain * std::sqrt(2.0 / (fan_in + fan_out));
+      if (o.init == TPT_INIT_GLOROT_UNIFORM)
+        t.uniform_(-std * std::sqrt(3.0), std * std::sqrt(3.0));
+      else
+        t.normal_(0, std);
+      break;
+    }
+    case TPT_INIT_HE_UNIFORM:
+    case TPT_INIT_HE_NORMAL: {
+      double gain = std::sqrt(2.0 / (1 + o.a * o.a));
+      double std = gain / std::sqrt(fan_in);
+      if (o.init == TPT_INIT_HE_UNIFORM)
+        t.uniform_(-std * std::sqrt(3.0), std * std::sqrt(3.0));
+      else
+        t.normal_(0, std);
+      break;
+    }
+    default: invalid_argument("init " + std::to_string(static_cast<int>(o.init)) + " is not a tpt_init");
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ store
+
+at::Tensor VariableStore::get(const std::string &name, const std::vector<int64_t> &shape,
+                              const VariableOptions &opts, bool may_create) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(name);
+  if (it != index_.end()) {
+    const Variable &v = vars_[it->second];
+    if (v.value.sizes() != c10::IntArrayRef(shape))
+      invalid_argument("variable '" + name + "' exists with shape " + shape_text(v.value.sizes()) +
+                       ", asked for shape " + shape_text(shape));
+    if (v.value.scalar_type() != opts.dtype)
+      invalid_argument("variable '" + name + "' exists with dtype " + c10::toString(v.value.scalar_type()) +
+                       ", asked for " + c10::toString(opts.dtype));
+    return v.value;
+  }
+  if (!may_create)
+    invalid_argument("variable '" + name +
+                     "' does not exist: variables are created by the first call of the first training tower "
+                     "(the build call), and only reused afterwards");
+  for (int64_t d : shape)
+    if (d < 0) invalid_argument("variable '" + name + "' has a negative dimension: " + shape_text(shape));
+  if (opts.trainable && !c10::isFloatingType(opts.dtype))
+    invalid_argument("trainable variable '" + name + "' needs a floating dtype, got " + c10::toString(opts.dtype));
+  at::Tensor value;
+  {
+    c10::NoGradGuard no_grad;
+    value = at::empty(shape, at::TensorOptions().dtype(opts.dtype));
+    initialize(value, opts);
+  }
+  if (opts.trainable) value.set_requires_grad(true);
+  index_[name] = vars_.size();
+  vars_.push_back(Variable{name, value, opts.trainable});
+  return value;
+}
+
+const Variable *VariableStore::find(const std::string &name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &vars_[it->second];
+}
+
+std::vector<Variable> VariableStore::all() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return vars_;
+}
+
+std::vector<at::Tensor> VariableStore::trainables() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<at::Tensor> out;
+  for (const auto &v : vars_)
+    if (v.trainable) out.push_back(v.value);
+  return out;
+}
+
+size_t VariableStore::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return vars_.size();
+}
+
+// ------------------------------------------------------------------ tower
+
+Tower::Tower(Model &model, std::string name, int index, bool training, bool building, c10::Device device)
+    : model_(model), name_(std::move(name)), index_(index), training_(training), building_(building),
+      device_(device) {}
+
+std::string Tower::scoped(const std::string &name) const {
+  std::string full;
+  for (const auto &s : scopes_) full += s + "/";
+  return full + name;
+}
+
+void Tower::push_scope(const std::string &scope) {
+  if (scope.empty() || scope.find('/') != std::string::npos)
+    invalid_argument("scope '" + scope + "' must be a non-empty name without '/'");
+  scopes_.push_back(scope);
+}
+
+void Tower::pop_scope() {
+  if (scopes_.empty()) fail(TPT_ERR_STATE, "pop_scope without a scope to pop");
+  scopes_.pop_back();
+}
+
+at::Tensor Tower::variable(const std::string &name, const std::vector<int64_t> &shape, const VariableOptions &opts) {
+  if (name.empty()) invalid_argument("a variable name is empty");
+  std::string full = scoped(name);
+  if (used_.count(full)) invalid_argument("variable '" + full + "' is used twice in one call of the tower function");
+  at::Tensor v = model_.variables().get(full, shape, opts, can_create_variables());
+  used_.insert(full);
+  return v;
+}
+
+void Tower::set_cost(const at::Tensor &cost) {
+  if (!cost.defined()) invalid_argument("the cost is an undefined tensor");
+  if (cost.numel() != 1) invalid_argument("the cost must have one element, got shape " + shape_text(cost.sizes()));
+  if (!c10::isFloatingType(cost.scalar_type()))
+    invalid_argument(std::string("the cost must be floating point, got ") + c10::toString(cost.scalar_type()));
+  cost_ = cost.reshape({});
+}
+
+void Tower::set_output(const std::string &name, const at::Tensor &value) {
+  if (name.empty()) invalid_argument("an output name is empty");
+  for (auto &o : outputs_) {
+    if (o.first == name) {
+      o.second = value;
+      return;
+    }
+  }
+  outputs_.emplace_back(name, value);
+}
+
+const at::Tensor *Tower::output(const std::string &name) const {
+  if (name == "cost" && cost_) return &*cost_;
+  for (auto &o : outputs_)
+    if (o.first == name) return &o.second;
+  return nullptr;
+}
+
+// ------------------------------------------------------------------ model
+
+Model::Model(std::vector<InputSpec> inputs, TowerFn fn) : inputs_(std::move(inputs)), fn_(std::move(fn)) {}
+Model::~Model() = default;
+
+bool Model::built() const {
+  std::lock_guard<std::mutex> lock(build_mu_);
+  return built_;
+}
+
+void Model::build() {
+  std::lock_guard<std::mutex> lock(build_mu_);
+  if (built_) return;
+  std::vector<at::Tensor> zeros;
+  for (const auto &spec : inputs_) {
+    std::vector<int64_t> shape = spec.shape;
+    for (auto &d : shape)
+      if (d < 0) d = 1;
+    zeros.push_back(at::zeros(shape, at::TensorOptions().dtype(spec.dtype)));
+  }
+  c10::NoGradGuard no_grad;
+  Tower tower(*this, "tower0", 0, /*training=*/true, /*building=*/true, c10::Device(c10::kCPU));
+  fn_(tower, zeros);
+  built_ = true;
+}
+
+void Model::check_inputs(const std::vector<at::Tensor> &batch) const {
+  if (batch.size() != inputs_.size())
+    invalid_argument("the input gave " + std::to_string(batch.size()) + " tensors, the signature has " +
+                     std::to_string(inputs_.size()));
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const InputSpec &spec = inputs_[i];
+    const at::Tensor &t = batch[i];
+    if (!t.defined()) invalid_argument("input '" + spec.name + "' is undefined");
+    bool ok = t.scalar_type() == spec.dtype && t.dim() == static_cast<int64_t>(spec.shape.size());
+    for (size_t d = 0; ok && d < spec.shape.size(); ++d)
+      ok = spec.shape[d] < 0 || spec.shape[d] == t.size(static_cast<int64_t>(d));
+    if (!ok)
+      invalid_argument("input '" + spec.name + "' is " + c10::toString(t.scalar_type()) + " " +
+                       shape_text(t.sizes()) + " but the signature says " + c10::toString(spec.dtype) + " " +
+                       shape_text(spec.shape));
+  }
+}
+
+void Model::call(Tower &tower, const std::vector<at::Tensor> &batch) { fn_(tower, batch); }
+
+std::vector<at::Tensor> Model::infer(const std::vector<at::Tensor> &batch, const std::vector<std::string> &names) {
+  build();
+  check_inputs(batch);
+  c10::NoGradGuard no_grad;
+  Tower tower(*this, "InferenceTower", 0, /*training=*/false, /*building=*/false, c10::Device(c10::kCPU));
+  fn_(tower, batch);
+  std::vector<at::Tensor> out;
+  for (const auto &n : names) {
+    const at::Tensor *t = tower.output(n);
+    if (!t) fail(TPT_ERR_NOT_FOUND, "the tower function published no output '" + n + "'");
+    out.push_back(*t);
+  }
+  return out;
+}
+
+void Model::set_optimizer(std::shared_ptr<Optimizer> opt) { optimizer_ = std::move(opt); }
+
+void Model::assign(const std::string &name, const at::Tensor &value) {
+  const Variable *v = store_.find(name);
+  if (!v) fail(TPT_ERR_NOT_FOUND, "no variable '" + name + "'");
+  if (v->value.sizes() != value.sizes())
+    invalid_argument("variable '" + name + "' has shape " + shape_text(v->value.sizes()) + ", the value " +
+                     shape_text(value.sizes()));
+  c10::NoGradGuard no_grad;
+  at::Tensor target = v->value;
+  target.copy_(value);
+}
+
+}  // namespace tpt::model

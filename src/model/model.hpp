@@ -1,0 +1,141 @@
+// Models: the input signature, the tower function, the variable store and
+// the tower context (tensorpack's ModelDesc, TowerContext and get_variable
+// with its reuse rules).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tptrain.h"
+
+namespace tpt::model {
+
+class Model;
+class Optimizer;
+
+struct InputSpec {
+  std::string name;
+  c10::ScalarType dtype;
+  std::vector<int64_t> shape;  // -1: free
+};
+
+struct VariableOptions {
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  tpt_init init = TPT_INIT_GLOROT_UNIFORM;
+  bool trainable = true;
+  double a = 0, b = 0;
+};
+
+struct Variable {
+  std::string name;
+  at::Tensor value;
+  bool trainable;
+};
+
+// Every variable of a model, in creation order. Thread-safe: towers on
+// several threads look variables up at once.
+class VariableStore {
+ public:
+  // The variable, creating it when `may_create`. Throws on the rule violations.
+  at::Tensor get(const std::string &name, const std::vector<int64_t> &shape, const VariableOptions &opts,
+                 bool may_create);
+  const Variable *find(const std::string &name) const;
+  std::vector<Variable> all() const;
+  std::vector<at::Tensor> trainables() const;
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Variable> vars_;
+  std::map<std::string, size_t> index_;
+};
+
+// The context of one call of the tower function.
+class Tower {
+ public:
+  Tower(Model &model, std::string name, int index, bool training, bool building, c10::Device device);
+
+  Model &model() const { return model_; }
+  const std::string &name() const { return name_; }
+  int index() const { return index_; }
+  bool is_training() const { return training_; }
+  bool is_building() const { return building_; }
+  bool can_create_variables() const { return building_; }
+  const c10::Device &device() const { return device_; }
+
+  at::Tensor variable(const std::string &name, const std::vector<int64_t> &shape, const VariableOptions &opts);
+  void push_scope(const std::string &scope);
+  void pop_scope();
+  std::string scoped(const std::string &name) const;
+
+  void set_cost(const at::Tensor &cost);
+  void set_output(const std::string &name, const at::Tensor &value);
+  const std::optional<at::Tensor> &cost() const { return cost_; }
+  const std::vector<std::pair<std::string, at::Tensor>> &outputs() const { return outputs_; }
+  const at::Tensor *output(const std::string &name) const;
+
+ private:
+  Model &model_;
+  std::string name_;
+  int index_;
+  bool training_, building_;
+  c10::Device device_;
+  std::vector<std::string> scopes_;
+  std::set<std::string> used_;  // variable names used in this call
+  std::optional<at::Tensor> cost_;
+  std::vector<std::pair<std::string, at::Tensor>> outputs_;
+};
+
+using TowerFn = std::function<void(Tower &, const std::vector<at::Tensor> &)>;
+
+class Model {
+ public:
+  Model(std::vector<InputSpec> inputs, TowerFn fn);
+  ~Model();
+
+  const std::vector<InputSpec> &inputs() const { return inputs_; }
+  VariableStore &variables() { return store_; }
+  const VariableStore &variables() const { return store_; }
+
+  // The build call, once (thread-safe).
+  void build();
+  bool built() const;
+
+  // Throws TPT_ERR_INVALID_ARGUMENT when a batch does not fit the signature.
+  void check_inputs(const std::vector<at::Tensor> &batch) const;
+
+  // Runs the tower function in `tower` on `batch`.
+  void call(Tower &tower, const std::vector<at::Tensor> &batch);
+
+  // Inference: no gradients, no variable changes; returns the tower's outputs.
+  std::vector<at::Tensor> infer(const std::vector<at::Tensor> &batch, const std::vector<std::string> &names);
+
+  void set_optimizer(std::shared_ptr<Optimizer> opt);
+  const std::shared_ptr<Optimizer> &optimizer() const { return optimizer_; }
+
+  // Copies `value` into variable `name` (shape must match).
+  void assign(const std::string &name, const at::Tensor &value);
+
+ private:
+  std::vector<InputSpec> inputs_;
+  TowerFn fn_;
+  VariableStore store_;
+  std::shared_ptr<Optimizer> optimizer_;
+  mutable std::mutex build_mu_;
+  bool built_ = false;
+};
+
+// "[2, -1]"
+std::string shape_text(c10::IntArrayRef shape);
+
+}  // namespace tpt::model

@@ -1,0 +1,179 @@
+#include "model/optimizer.hpp"
+
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "model/model.hpp"
+
+namespace tpt::model {
+
+namespace {
+
+// Hyper-parameters per kind, with defaults (PyTorch's).
+const std::map<std::string, std::map<std::string, double>> &defaults() {
+  static const std::map<std::string, std::map<std::string, double>> table = [] {
+    std::map<std::string, double> common = {
+        {"clip_global_norm", 0}, {"clip_value", 0}, {"accumulate_steps", 1}, {"check_numerics", 1}};
+    auto with = [&](std::map<std::string, double> m) {
+      m.insert(common.begin(), common.end());
+      return m;
+    };
+    return std::map<std::string, std::map<std::string, double>>{
+        {"sgd", with({{"learning_rate", 0.01}, {"momentum", 0}, {"dampening", 0}, {"weight_decay", 0}, {"nesterov", 0}})},
+        {"adam", with({{"learning_rate", 0.001}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0},
+                       {"amsgrad", 0}})},
+        {"adamw", with({{"learning_rate", 0.001}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8},
+                        {"weight_decay", 0.01}, {"amsgrad", 0}})},
+        {"rmsprop", with({{"learning_rate", 0.01}, {"alpha", 0.99}, {"eps", 1e-8}, {"momentum", 0},
+                          {"weight_decay", 0}, {"centered", 0}})},
+        {"adagrad", with({{"learning_rate", 0.01}, {"lr_decay", 0}, {"weight_decay", 0},
+                          {"initial_accumulator_value", 0}, {"eps", 1e-10}})},
+    };
+  }();
+  return table;
+}
+
+std::string names_of(const std::map<std::string, double> &m) {
+  std::string s;
+  for (auto &kv : m) s += (s.empty() ? "" : ", ") + kv.first;
+  return s;
+}
+
+bool flag(double v) { return v != 0; }
+
+}  // namespace
+
+Optimizer::Optimizer(const std::string &kind) : kind_(kind) {
+  auto it = defaults().find(kind);
+  if (it == defaults().end()) invalid_argument("unknown optimizer kind '" + kind + "'; kinds: adagrad, adam, adamw, rmsprop, sgd");
+  params_ = it->second;
+}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::set(const std::string &name, double value) {
+  auto it = params_.find(name);
+  if (it == params_.end())
+    invalid_argument("optimizer '" + kind_ + "' has no hyper-parameter '" + name + "'; it has " + names_of(params_));
+  if (!std::isfinite(value)) invalid_argument("hyper-parameter '" + name + "' must be finite");
+  if (name == "accumulate_steps" && (value < 1 || value != std::floor(value)))
+    invalid_argument("accumulate_steps must be an integer >= 1, got " + std::to_string(value));
+  if ((name == "learning_rate" || name == "eps" || name == "clip_global_norm" || name == "clip_value" ||
+       name == "weight_decay" || name == "momentum") && value < 0)
+    invalid_argument("hyper-parameter '" + name + "' must be >= 0, got " + std::to_string(value));
+  it->second = value;
+  if (opt_) push_options();
+}
+
+double Optimizer::get(const std::string &name) const {
+  auto it = params_.find(name);
+  if (it == params_.end())
+    invalid_argument("optimizer '" + kind_ + "' has no hyper-parameter '" + name + "'; it has " + names_of(params_));
+  return it->second;
+}
+
+void Optimizer::scale_gradients(const std::string &pattern, double factor) {
+  if (!std::isfinite(factor)) invalid_argument("the scale factor must be finite");
+  try {
+    scales_.emplace_back(std::regex(pattern, std::regex::ECMAScript), factor);
+  } catch (const std::regex_error &e) {
+    invalid_argument("pattern '" + pattern + "' is not a regular expression: " + e.what());
+  }
+}
+
+void Optimizer::make(const std::vector<at::Tensor> &params) {
+  const auto &p = params_;
+  auto get = [&](const char *n) { return p.at(n); };
+  if (kind_ == "sgd") {
+    torch::optim::SGDOptions o(get("learning_rate"));
+    o.momentum(get("momentum")).dampening(get("dampening")).weight_decay(get("weight_decay")).nesterov(flag(get("nesterov")));
+    opt_ = std::make_unique<torch::optim::SGD>(params, o);
+  } else if (kind_ == "adam" || kind_ == "adamw") {
+    if (kind_ == "adam") {
+      torch::optim::AdamOptions o(get("learning_rate"));
+      o.betas({get("beta1"), get("beta2")}).eps(get("eps")).weight_decay(get("weight_decay")).amsgrad(flag(get("amsgrad")));
+      opt_ = std::make_unique<torch::optim::Adam>(params, o);
+    } else {
+      torch::optim::AdamWOptions o(get("learning_rate"));
+      o.betas({get("beta1"), get("beta2")}).eps(get("eps")).weight_decay(get("weight_decay")).amsgrad(flag(get("amsgrad")));
+      opt_ = std::make_unique<torch::optim::AdamW>(params, o);
+    }
+  } else if (kind_ == "rmsprop") {
+    torch::optim::RMSpropOptions o(get("learning_rate"));
+    o.alpha(get("alpha")).eps(get("eps")).momentum(get("momentum")).weight_decay(get("weight_decay")).centered(flag(get("centered")));
+    opt_ = std::make_unique<torch::optim::RMSprop>(params, o);
+  } else {
+    torch::optim::AdagradOptions o(get("learning_rate"));
+    o.lr_decay(get("lr_decay")).weight_decay(get("weight_decay")).initial_accumulator_value(get("initial_accumulator_value")).eps(get("eps"));
+    opt_ = std::make_unique<torch::optim::Adagrad>(params, o);
+  }
+}
+
+// Hyper-parameters set during training reach every parameter group.
+void Optimizer::push_options() {
+  const auto &p = params_;
+  for (auto &group : opt_->param_groups()) {
+    auto &options = group.options();
+    options.set_lr(p.at("learning_rate"));
+    if (auto *o = dynamic_cast<torch::optim::SGDOptions *>(&options)) {
+      o->momentum(p.at("momentum")).dampening(p.at("dampening")).weight_decay(p.at("weight_decay")).nesterov(flag(p.at("nesterov")));
+    } else if (auto *o = dynamic_cast<torch::optim::AdamOptions *>(&options)) {
+      o->betas({p.at("beta1"), p.at("beta2")}).eps(p.at("eps")).weight_decay(p.at("weight_decay")).amsgrad(flag(p.at("amsgrad")));
+    } else if (auto *o = dynamic_cast<torch::optim::AdamWOptions *>(&options)) {
+      o->betas({p.at("beta1"), p.at("beta2")}).eps(p.at("eps")).weight_decay(p.at("weight_decay")).amsgrad(flag(p.at("amsgrad")));
+    } else if (auto *o = dynamic_cast<torch::optim::RMSpropOptions *>(&options)) {
+      o->alpha(p.at("alpha")).eps(p.at("eps")).momentum(p.at("momentum")).weight_decay(p.at("weight_decay")).centered(flag(p.at("centered")));
+    } else if (auto *o = dynamic_cast<torch::optim::AdagradOptions *>(&options)) {
+      o->lr_decay(p.at("lr_decay")).weight_decay(p.at("weight_decay")).eps(p.at("eps"));
+    }
+  }
+}
+
+bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
+  std::vector<at::Tensor> params;
+  for (const auto &v : vars)
+    if (v.trainable) params.push_back(v.value);
+  if (params.empty()) fail(TPT_ERR_STATE, "the model has no trainable variables to optimise");
+  if (!opt_) make(params);
+  int64_t accumulate = static_cast<int64_t>(params_.at("accumulate_steps"));
+  if (++micro_steps_ < accumulate) return false;
+  micro_steps_ = 0;
+  c10::NoGradGuard no_grad;
+  bool check = flag(params_.at("check_numerics"));
+  for (const auto &v : vars) {
+    if (!v.trainable) continue;
+    at::Tensor g = v.value.grad();
+    if (!g.defined()) continue;
+    if (accumulate > 1) g.div_(static_cast<double>(accumulate));
+    for (const auto &[re, factor] : scales_)
+      if (std::regex_search(v.name, re)) g.mul_(factor);
+    if (check && !g.isfinite().all().item<bool>())
+      fail(TPT_ERR_BACKEND, "the gradient of variable '" + v.name + "' has NaN or Inf at global_step " +
+                                std::to_string(global_step));
+    double clip_value = params_.at("clip_value");
+    if (clip_value > 0) g.clamp_(-clip_value, clip_value);
+  }
+  double max_norm = params_.at("clip_global_norm");
+  if (max_norm > 0) {
+    double total = 0;
+    for (const auto &p : params)
+      if (p.grad().defined()) total += p.grad().pow(2).sum().item<double>();
+    total = std::sqrt(total);
+    if (total > max_norm) {
+      double scale = max_norm / (total + 1e-6);
+      for (const auto &p : params)
+        if (p.grad().defined()) p.grad().mul_(scale);
+    }
+  }
+  opt_->step();
+  opt_->zero_grad();
+  return true;
+}
+
+}  // namespace tpt::model

@@ -1,0 +1,49 @@
+// Optimizers by kind with hyper-parameters by name (for schedules), and the
+// gradient processors applied before each update.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace tpt::model {
+
+struct Variable;
+
+class Optimizer {
+ public:
+  explicit Optimizer(const std::string &kind);
+  ~Optimizer();
+
+  const std::string &kind() const { return kind_; }
+  void set(const std::string &name, double value);
+  double get(const std::string &name) const;
+  void scale_gradients(const std::string &pattern, double factor);
+
+  // After the cost's backward pass: process the gradients of `vars` (the
+  // trainable variables) and, every accumulate_steps calls, apply the update
+  // and clear the gradients. Returns whether an update was applied.
+  bool apply(const std::vector<Variable> &vars, int64_t global_step);
+
+ private:
+  void make(const std::vector<at::Tensor> &params);
+  void push_options();
+
+  std::string kind_;
+  std::map<std::string, double> params_;
+  std::vector<std::pair<std::regex, double>> scales_;
+  std::vector<std::string> scale_patterns_;
+  std::unique_ptr<torch::optim::Optimizer> opt_;
+  int64_t micro_steps_ = 0;
+};
+
+}  // namespace tpt::model

@@ -1,0 +1,87 @@
+// The simple (single-tower) strategy, and attach().
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <utility>
+
+#include "core/error.hpp"
+#include "core/trainer.hpp"
+#include "input/input.hpp"
+#include "model/model.hpp"
+#include "model/optimizer.hpp"
+#include "parallel/strategy.hpp"
+
+namespace tpt::parallel {
+
+namespace {
+
+class StrategySetup final : public Callback {
+ public:
+  explicit StrategySetup(std::shared_ptr<Strategy> s) : Callback("TowerSetup", false), s_(std::move(s)) {}
+  uint32_t events() const override { return TPT_EVENT_SETUP; }
+  void on_event(Trainer &t, tpt_event, const Record *) override { s_->setup(t); }
+
+ private:
+  std::shared_ptr<Strategy> s_;
+};
+
+class Simple final : public Strategy {
+ public:
+  Simple(std::shared_ptr<model::Model> m, std::unique_ptr<input::Input> in) : model_(std::move(m)), input_(std::move(in)) {}
+
+  void setup(Trainer &) override {
+    if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
+    model_->build();
+  }
+
+  void run_step(Trainer &t) override {
+    t.hooked_step(&Simple::step, this);
+    t.put_scalar("cost", cost_);
+  }
+
+ private:
+  static void step(Trainer &t, void *self) { static_cast<Simple *>(self)->train_step(t); }
+
+  void train_step(Trainer &t) {
+    std::vector<at::Tensor> batch = input_->next();
+    model_->check_inputs(batch);
+    model::Tower tower(*model_, "tower0", 0, /*training=*/true, /*building=*/false, c10::Device(c10::kCPU));
+    model_->call(tower, batch);
+    if (!tower.cost()) fail(TPT_ERR_STATE, "the tower function did not set a cost (tpt_tower_set_cost)");
+    const at::Tensor &cost = *tower.cost();
+    cost_ = cost.item<double>();
+    model::Optimizer &opt = *model_->optimizer();
+    if (opt.get("check_numerics") != 0 && !std::isfinite(cost_))
+      fail(TPT_ERR_BACKEND, "the cost is " + std::to_string(cost_) + " at global_step " + std::to_string(t.global_step()));
+    if (!cost.requires_grad())
+      fail(TPT_ERR_STATE, "the cost does not depend on any trainable variable (nothing to train)");
+    cost.backward();
+    opt.apply(model_->variables().all(), t.global_step());
+    Output c;
+    c.scalar = cost_;
+    t.set_output("cost", std::move(c));
+    for (const auto &[name, value] : tower.outputs()) {
+      Output o;
+      o.tensor = std::make_shared<const at::Tensor>(value.detach());
+      t.set_output(name, std::move(o));
+    }
+  }
+
+  std::shared_ptr<model::Model> model_;
+  std::unique_ptr<input::Input> input_;
+  double cost_ = 0;
+};
+
+}  // namespace
+
+void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy) {
+  trainer.add(std::make_unique<StrategySetup>(strategy), Group::TrainerInternal);
+  trainer.set_run_step([strategy](Trainer &t) { strategy->run_step(t); });
+}
+
+std::shared_ptr<Strategy> simple(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input) {
+  return std::make_shared<Simple>(std::move(model), std::move(input));
+}
+
+}  // namespace tpt::parallel

@@ -1,0 +1,37 @@
+// How the loop trains a model: a strategy sets the towers up and runs one
+// step. The loop (src/core) knows a strategy only through attach(); a new
+// strategy (replicated, parameter server, async, distributed) is a new file
+// here, not an edit of the loop.
+#pragma once
+
+#include <memory>
+
+namespace tpt {
+class Trainer;
+}
+namespace tpt::model {
+class Model;
+}
+namespace tpt::input {
+class Input;
+}
+
+namespace tpt::parallel {
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // At the trainer's SETUP: build the towers (the model's build call).
+  virtual void setup(Trainer &trainer) = 0;
+  // One run_step.
+  virtual void run_step(Trainer &trainer) = 0;
+};
+
+// Makes `strategy` the trainer's run_step and hooks its setup into SETUP
+// (as a trainer callback, ahead of the user's callbacks).
+void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy);
+
+// tensorpack's SimpleTrainer: one tower, one batch per step.
+std::shared_ptr<Strategy> simple(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input);
+
+}  // namespace tpt::parallel

@@ -1,0 +1,197 @@
+/* Trains a two-layer MLP regression through the C API, for the parity test
+ * (tests/py/test_parity.py), which trains the same model from the same
+ * initial values and data with python3-torch and compares.
+ *
+ *   parity_mlp DIR OPTIMIZER STEPS BATCH
+ * DIR holds x.bin [N, D], y.bin [N, 1], w1.bin [H, D], b1.bin [H], w2.bin
+ * [1, H], b2.bin [1] (raw little-endian f32) and dims.txt "N D H". OPTIMIZER
+ * is "sgd" (lr 0.05, momentum 0.9) or "adam" (lr 0.01). Batches are taken in
+ * order. Writes losses.bin (STEPS f32 costs) and w1.out ... b2.out. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tptrain.h"
+
+static void die(tpt_status *st, const char *what) {
+  if (!st) return;
+  fprintf(stderr, "%s: %s (%s)\n", what, tpt_status_message(st), tpt_code_name(tpt_status_code(st)));
+  exit(3);
+}
+#define CHECK(call) die((call), #call)
+
+static tpt_tensor *load(const char *dir, const char *name, const int64_t *shape, size_t ndim) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  size_t n = 1;
+  for (size_t i = 0; i < ndim; ++i) n *= (size_t)shape[i];
+  float *buf = malloc(n * sizeof(float));
+  FILE *f = fopen(path, "rb");
+  if (!f || fread(buf, sizeof(float), n, f) != n) {
+    fprintf(stderr, "cannot read %s\n", path);
+    exit(3);
+  }
+  fclose(f);
+  tpt_tensor *t = NULL;
+  CHECK(tpt_tensor_from_data(&t, buf, n * sizeof(float), shape, ndim, NULL));
+  free(buf);
+  return t;
+}
+
+static void save(const char *dir, const char *name, const tpt_tensor *t) {
+  int64_t n = 0;
+  CHECK(tpt_tensor_numel(&n, t));
+  float *buf = malloc((size_t)n * sizeof(float));
+  CHECK(tpt_tensor_copy_to(buf, (size_t)n * sizeof(float), t));
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  fwrite(buf, sizeof(float), (size_t)n, f);
+  fclose(f);
+  free(buf);
+}
+
+static int64_t N, D, H;
+
+/* out = op(args): one output */
+static tpt_status *op1(tpt_tensor **out, const char *op, const tpt_arg *args, size_t nargs) {
+  size_t n = 0;
+  return tpt_op_call(out, 1, &n, op, NULL, args, nargs);
+}
+
+static tpt_arg T(const tpt_tensor *t) {
+  tpt_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = TPT_ARG_TENSOR;
+  a.tensor = t;
+  return a;
+}
+
+/* cost = mse(linear(relu(linear(x, w1, b1)), w2, b2), y) */
+static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n_in, void *ud) {
+  (void)n_in;
+  (void)ud;
+  tpt_tensor *w1 = NULL, *b1 = NULL, *w2 = NULL, *b2 = NULL, *h = NULL, *a = NULL, *p = NULL, *cost = NULL;
+  const int64_t sw1[] = {H, D}, sb1[] = {H}, sw2[] = {1, H}, sb2[] = {1};
+  tpt_status *st = NULL;
+  if ((st = tpt_tower_variable(&w1, tw, "fc1/W", sw1, 2, NULL))) goto done;
+  if ((st = tpt_tower_variable(&b1, tw, "fc1/b", sb1, 1, NULL))) goto done;
+  if ((st = tpt_tower_variable(&w2, tw, "fc2/W", sw2, 2, NULL))) goto done;
+  if ((st = tpt_tower_variable(&b2, tw, "fc2/b", sb2, 1, NULL))) goto done;
+  {
+    tpt_arg l1[] = {T(in[0]), T(w1), T(b1)};
+    if ((st = op1(&h, "aten::linear", l1, 3))) goto done;
+    tpt_arg r[] = {T(h)};
+    if ((st = op1(&a, "aten::relu", r, 1))) goto done;
+    tpt_arg l2[] = {T(a), T(w2), T(b2)};
+    if ((st = op1(&p, "aten::linear", l2, 3))) goto done;
+    tpt_arg m[] = {T(p), T(in[1])};
+    if ((st = op1(&cost, "aten::mse_loss", m, 2))) goto done;
+    if ((st = tpt_tower_set_cost(tw, cost))) goto done;
+    st = tpt_tower_set_output(tw, "prediction", p);
+  }
+done:
+  tpt_tensor_free(w1);
+  tpt_tensor_free(b1);
+  tpt_tensor_free(w2);
+  tpt_tensor_free(b2);
+  tpt_tensor_free(h);
+  tpt_tensor_free(a);
+  tpt_tensor_free(p);
+  tpt_tensor_free(cost);
+  return st;
+}
+
+static float *losses;
+static tpt_status *record_loss(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
+  (void)e;
+  (void)r;
+  (void)ud;
+  int64_t g;
+  double c;
+  die(tpt_trainer_global_step(&g, t), "global_step");
+  die(tpt_trainer_output_scalar(&c, t, "cost"), "cost");
+  losses[g - 1] = (float)c;
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 5) {
+    fprintf(stderr, "usage: parity_mlp DIR OPTIMIZER STEPS BATCH\n");
+    return 2;
+  }
+  const char *dir = argv[1], *kind = argv[2];
+  long steps = atol(argv[3]);
+  int64_t batch = atoll(argv[4]);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/dims.txt", dir);
+  FILE *f = fopen(path, "r");
+  if (!f || fscanf(f, "%lld %lld %lld", (long long *)&N, (long long *)&D, (long long *)&H) != 3) return 3;
+  fclose(f);
+  CHECK(tpt_set_num_threads(1));
+
+  const int64_t sx[] = {N, D}, sy[] = {N, 1}, sw1[] = {H, D}, sb1[] = {H}, sw2[] = {1, H}, sb2[] = {1};
+  tpt_tensor *x = load(dir, "x.bin", sx, 2), *y = load(dir, "y.bin", sy, 2);
+  const int64_t in_x[] = {-1, D}, in_y[] = {-1, 1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, in_x, 2}, {"y", TPT_DTYPE_F32, in_y, 2}};
+  tpt_model *model = NULL;
+  CHECK(tpt_model_new(&model, spec, 2, tower, NULL, NULL));
+  CHECK(tpt_model_build(model));
+  const char *names[] = {"fc1/W", "fc1/b", "fc2/W", "fc2/b"};
+  const char *files[] = {"w1.bin", "b1.bin", "w2.bin", "b2.bin"};
+  const int64_t *shapes[] = {sw1, sb1, sw2, sb2};
+  const size_t ndims[] = {2, 1, 2, 1};
+  for (int i = 0; i < 4; ++i) {
+    tpt_tensor *init = load(dir, files[i], shapes[i], ndims[i]);
+    CHECK(tpt_model_set_variable(model, names[i], init));
+    tpt_tensor_free(init);
+  }
+  tpt_optimizer *opt = NULL;
+  CHECK(tpt_optimizer_new(&opt, kind));
+  if (strcmp(kind, "sgd") == 0) {
+    CHECK(tpt_optimizer_set(opt, "learning_rate", 0.05));
+    CHECK(tpt_optimizer_set(opt, "momentum", 0.9));
+  } else {
+    CHECK(tpt_optimizer_set(opt, "learning_rate", 0.01));
+  }
+  CHECK(tpt_model_set_optimizer(model, opt));
+  tpt_optimizer_free(opt);
+
+  const tpt_tensor *data[] = {x, y};
+  tpt_input *input = NULL;
+  CHECK(tpt_input_from_tensors(&input, data, 2, batch, 0, 0));
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.steps_per_epoch = steps;
+  o.max_epoch = 1;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_trainer *trainer = NULL;
+  CHECK(tpt_trainer_new(&trainer, &o));
+  CHECK(tpt_trainer_set_model(trainer, model, input));
+  losses = calloc((size_t)steps, sizeof(float));
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_AFTER_RUN;
+  d.fn = record_loss;
+  tpt_callback *cb = NULL;
+  CHECK(tpt_callback_new(&cb, &d));
+  CHECK(tpt_trainer_add_callback(trainer, cb));
+  CHECK(tpt_trainer_run(trainer));
+  tpt_trainer_free(trainer);
+
+  snprintf(path, sizeof path, "%s/losses.bin", dir);
+  f = fopen(path, "wb");
+  fwrite(losses, sizeof(float), (size_t)steps, f);
+  fclose(f);
+  const char *outs[] = {"w1.out", "b1.out", "w2.out", "b2.out"};
+  for (int i = 0; i < 4; ++i) {
+    tpt_tensor *v = NULL;
+    CHECK(tpt_model_variable(&v, model, names[i]));
+    save(dir, outs[i], v);
+    tpt_tensor_free(v);
+  }
+  tpt_model_free(model);
+  tpt_tensor_free(x);
+  tpt_tensor_free(y);
+  free(losses);
+  return 0;
+}

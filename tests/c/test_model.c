@@ -1,0 +1,585 @@
+/* Models from C: the tower function, tensorpack's variable rules, scopes,
+ * initializers, the optimizer's hyper-parameters, inputs, inference, and
+ * the errors of bad input (signature mismatch, NaN cost, failing or
+ * cost-less tower functions). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tptrain.h"
+
+static void ok(tpt_status *st) {
+  if (st) fail_msg("unexpected error %s: %s", tpt_code_name(tpt_status_code(st)), tpt_status_message(st));
+}
+
+static void expect_code(tpt_status *st, tpt_code code, const char *fragment) {
+  if (!st) fail_msg("expected %s, got success", tpt_code_name(code));
+  if (tpt_status_code(st) != code)
+    fail_msg("code %s, want %s: %s", tpt_code_name(tpt_status_code(st)), tpt_code_name(code), tpt_status_message(st));
+  if (fragment && !strstr(tpt_status_message(st), fragment))
+    fail_msg("message \"%s\" lacks \"%s\"", tpt_status_message(st), fragment);
+  tpt_status_free(st);
+}
+
+static tpt_arg T(const tpt_tensor *t) {
+  tpt_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = TPT_ARG_TENSOR;
+  a.tensor = t;
+  return a;
+}
+
+static tpt_status *op1(tpt_tensor **out, const char *op, const tpt_arg *args, size_t nargs) {
+  size_t n = 0;
+  return tpt_op_call(out, 1, &n, op, NULL, args, nargs);
+}
+
+/* What the tower function of a test does. */
+typedef enum { PLAIN, NEW_VAR_LATER, SHAPE_MISMATCH, DTYPE_MISMATCH, NAME_TWICE, NO_COST, FAILS, NAN_COST,
+               SCOPES } behaviour;
+typedef struct {
+  behaviour how;
+  int calls, builds, inference_calls;
+  int destroyed;
+  char last_name[32];
+} tower_state;
+
+/* cost = mean((x @ W^T + b - y)^2) with W [1, 3], b [1] */
+static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n_in, void *ud) {
+  tower_state *s = ud;
+  assert_int_equal(n_in, 2);
+  int32_t building = 0, training = 0, can_create = 0;
+  ok(tpt_tower_is_building(&building, tw));
+  ok(tpt_tower_is_training(&training, tw));
+  ok(tpt_tower_can_create_variables(&can_create, tw));
+  assert_int_equal(building, can_create);
+  ok(tpt_tower_name(s->last_name, sizeof s->last_name, tw));
+  s->calls++;
+  s->builds += building;
+  s->inference_calls += !training;
+  if (s->how == FAILS && !building) return tpt_status_new(TPT_ERR_IO, "the tower could not read its lookup table");
+  const int64_t sw[] = {1, 3}, sb[] = {1};
+  tpt_tensor *w = NULL, *b = NULL, *p = NULL, *cost = NULL;
+  tpt_status *st = NULL;
+  if (s->how == SCOPES) {
+    ok(tpt_tower_push_scope(tw, "fc"));
+    ok(tpt_tower_push_scope(tw, "inner"));
+  }
+  if ((st = tpt_tower_variable(&w, tw, "W", sw, 2, NULL))) goto done;
+  if (s->how == SCOPES) ok(tpt_tower_pop_scope(tw));
+  tpt_variable_options bo = TPT_VARIABLE_OPTIONS_INIT;
+  bo.init = TPT_INIT_CONSTANT;
+  bo.a = 0.5;
+  if ((st = tpt_tower_variable(&b, tw, "b", sb, 1, &bo))) goto done;
+  if (s->how == SCOPES) ok(tpt_tower_pop_scope(tw));
+  if (!building && s->how == NEW_VAR_LATER) {
+    tpt_tensor *extra = NULL;
+    if ((st = tpt_tower_variable(&extra, tw, "late", sb, 1, NULL))) goto done;
+  }
+  if (!building && s->how == SHAPE_MISMATCH) {
+    const int64_t other[] = {3, 1};
+    tpt_tensor *w2 = NULL;
+    st = tpt_tower_variable(&w2, tw, "W2", other, 2, NULL);
+    goto done;
+  }
+  if (s->how == NAME_TWICE) {
+    tpt_tensor *again = NULL;
+    if ((st = tpt_tower_variable(&again, tw, "b", sb, 1, &bo))) goto done;
+  }
+  {
+    tpt_arg l[] = {T(in[0]), T(w), T(b)};
+    if ((st = op1(&p, "aten::linear", l, 3))) goto done;
+    tpt_arg m[] = {T(p), T(in[1])};
+    if ((st = op1(&cost, "aten::mse_loss", m, 2))) goto done;
+    if (s->how == NAN_COST && !building) {
+      tpt_tensor *nan = NULL;
+      float v = NAN;
+      ok(tpt_tensor_from_data(&nan, &v, sizeof v, NULL, 0, NULL));
+      tpt_arg a[] = {T(cost), T(nan)};
+      tpt_tensor *bad = NULL;
+      ok(op1(&bad, "aten::add", a, 2));
+      tpt_tensor_free(nan);
+      tpt_tensor_free(cost);
+      cost = bad;
+    }
+    if (s->how != NO_COST && (st = tpt_tower_set_cost(tw, cost))) goto done;
+    st = tpt_tower_set_output(tw, "prediction", p);
+  }
+done:
+  tpt_tensor_free(w);
+  tpt_tensor_free(b);
+  tpt_tensor_free(p);
+  tpt_tensor_free(cost);
+  return st;
+}
+
+static void destroy_state(void *ud) { ((tower_state *)ud)->destroyed++; }
+
+static tpt_model *make_model(tower_state *s) {
+  const int64_t sx[] = {-1, 3}, sy[] = {-1, 1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 2}, {"y", TPT_DTYPE_F32, sy, 2}};
+  tpt_model *m = NULL;
+  ok(tpt_model_new(&m, spec, 2, tower, s, destroy_state));
+  return m;
+}
+
+/* 64 rows of y = x . (1, -2, 3) + 1, x uniform in [-1, 1) (an LCG) */
+static tpt_input *make_input(int64_t batch, int64_t rows) {
+  float x[64 * 3], y[64];
+  uint32_t r = 12345;
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < 3; ++j) {
+      r = r * 1664525u + 1013904223u;
+      x[i * 3 + j] = (float)(r >> 8) / 8388608.0f - 1.0f;
+    }
+    y[i] = x[i * 3] - 2 * x[i * 3 + 1] + 3 * x[i * 3 + 2] + 1;
+  }
+  const int64_t sx[] = {rows, 3}, sy[] = {rows, 1};
+  tpt_tensor *tx = NULL, *ty = NULL;
+  ok(tpt_tensor_from_data(&tx, x, (size_t)rows * 3 * sizeof(float), sx, 2, NULL));
+  ok(tpt_tensor_from_data(&ty, y, (size_t)rows * sizeof(float), sy, 2, NULL));
+  const tpt_tensor *both[] = {tx, ty};
+  tpt_input *in = NULL;
+  ok(tpt_input_from_tensors(&in, both, 2, batch, 1, 42));
+  tpt_tensor_free(tx);
+  tpt_tensor_free(ty);
+  return in;
+}
+
+static tpt_trainer *make_trainer(int64_t steps, int64_t epochs) {
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.steps_per_epoch = steps;
+  o.max_epoch = epochs;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_new(&t, &o));
+  return t;
+}
+
+static tpt_status *train(tower_state *s, const char *optimizer, int64_t steps, int64_t epochs, tpt_model **keep) {
+  tpt_model *m = make_model(s);
+  tpt_optimizer *opt = NULL;
+  ok(tpt_optimizer_new(&opt, optimizer));
+  ok(tpt_optimizer_set(opt, "learning_rate", 0.1));
+  ok(tpt_model_set_optimizer(m, opt));
+  tpt_optimizer_free(opt);
+  tpt_trainer *t = make_trainer(steps, epochs);
+  ok(tpt_trainer_set_model(t, m, make_input(16, 64)));
+  tpt_status *st = tpt_trainer_run(t);
+  tpt_trainer_free(t);
+  if (keep)
+    *keep = m;
+  else
+    tpt_model_free(m);
+  return st;
+}
+
+static void test_trains_and_reuses_variables(void **state) {
+  (void)state;
+  tower_state s = {PLAIN, 0, 0, 0, 0, ""};
+  tpt_model *m = NULL;
+  ok(train(&s, "sgd", 50, 4, &m));
+  assert_int_equal(s.builds, 1);   /* one build call */
+  assert_int_equal(s.calls, 1 + 200); /* then one call per step */
+  assert_string_equal(s.last_name, "tower0");
+  char names[64];
+  size_t needed = 0;
+  ok(tpt_model_variable_names(names, sizeof names, &needed, m));
+  assert_string_equal(names, "W\nb\n");
+  assert_int_equal(needed, 5);
+  expect_code(tpt_model_variable_names(names, 3, &needed, m), TPT_ERR_INVALID_ARGUMENT, "5 bytes are needed");
+  /* learned y = x . (1, -2, 3) + 1 */
+  tpt_tensor *w = NULL, *b = NULL;
+  ok(tpt_model_variable(&w, m, "W"));
+  ok(tpt_model_variable(&b, m, "b"));
+  float wv[3], bv;
+  ok(tpt_tensor_copy_to(wv, sizeof wv, w));
+  ok(tpt_tensor_copy_to(&bv, sizeof bv, b));
+  assert_true(fabsf(wv[0] - 1) < 0.05f && fabsf(wv[1] + 2) < 0.05f && fabsf(wv[2] - 3) < 0.05f);
+  assert_true(fabsf(bv - 1) < 0.05f);
+  expect_code(tpt_model_variable(&w, m, "nope"), TPT_ERR_NOT_FOUND, "no variable 'nope'");
+  tpt_tensor_free(w);
+  tpt_tensor_free(b);
+
+  /* inference reuses the variables, creates none, publishes outputs */
+  const float x[] = {1, 1, 1, 0, 0, 0};
+  const float y[] = {0, 0};
+  const int64_t sx[] = {2, 3}, sy[] = {2, 1};
+  tpt_tensor *tx = NULL, *ty = NULL, *outs[2] = {NULL, NULL};
+  ok(tpt_tensor_from_data(&tx, x, sizeof x, sx, 2, NULL));
+  ok(tpt_tensor_from_data(&ty, y, sizeof y, sy, 2, NULL));
+  const tpt_tensor *ins[] = {tx, ty};
+  const char *want[] = {"prediction", "cost"};
+  ok(tpt_model_infer(outs, m, ins, 2, want, 2));
+  assert_string_equal(s.last_name, "InferenceTower");
+  assert_int_equal(s.inference_calls, 1);
+  float pred[2];
+  ok(tpt_tensor_copy_to(pred, sizeof pred, outs[0]));
+  assert_true(fabsf(pred[0] - 3) < 0.1f && fabsf(pred[1] - 1) < 0.1f);
+  tpt_tensor_free(outs[0]);
+  tpt_tensor_free(outs[1]);
+  const char *missing[] = {"logits"};
+  expect_code(tpt_model_infer(outs, m, ins, 2, missing, 1), TPT_ERR_NOT_FOUND, "no output 'logits'");
+  /* a batch that does not fit the signature */
+  const tpt_tensor *wrong[] = {ty, tx};
+  expect_code(tpt_model_infer(outs, m, wrong, 2, want, 1), TPT_ERR_INVALID_ARGUMENT,
+              "input 'x' is Float [2, 1] but the signature says Float [-1, 3]");
+  tpt_tensor_free(tx);
+  tpt_tensor_free(ty);
+  tpt_model_free(m);
+  assert_int_equal(s.destroyed, 1);
+}
+
+static void test_variable_rules(void **state) {
+  (void)state;
+  tower_state s = {NEW_VAR_LATER, 0, 0, 0, 0, ""};
+  expect_code(train(&s, "sgd", 3, 1, NULL), TPT_ERR_INVALID_ARGUMENT,
+              "variable 'late' does not exist: variables are created by the first call of the first training tower");
+  s = (tower_state){SHAPE_MISMATCH, 0, 0, 0, 0, ""};
+  /* W2 does not exist either: creation outside the build call */
+  expect_code(train(&s, "sgd", 3, 1, NULL), TPT_ERR_INVALID_ARGUMENT, "'W2' does not exist");
+  s = (tower_state){NAME_TWICE, 0, 0, 0, 0, ""};
+  expect_code(train(&s, "sgd", 3, 1, NULL), TPT_ERR_INVALID_ARGUMENT, "variable 'b' is used twice in one call");
+  assert_int_equal(s.destroyed, 1);
+  s = (tower_state){SCOPES, 0, 0, 0, 0, ""};
+  tpt_model *m = NULL;
+  ok(train(&s, "adam", 3, 1, &m));
+  char names[64];
+  ok(tpt_model_variable_names(names, sizeof names, NULL, m));
+  assert_string_equal(names, "fc/inner/W\nfc/b\n");
+  tpt_model_free(m);
+}
+
+/* Reusing a variable with another shape or dtype, seen directly. */
+static int mismatch_calls;
+static tpt_status *mismatch_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n_in, void *ud) {
+  (void)in;
+  (void)n_in;
+  (void)ud;
+  int32_t building = 0;
+  ok(tpt_tower_is_building(&building, tw));
+  const int64_t s3[] = {3}, s4[] = {4};
+  tpt_tensor *v = NULL;
+  if (building) {
+    ok(tpt_tower_variable(&v, tw, "v", s3, 1, NULL));
+    tpt_tensor_free(v);
+    return NULL;
+  }
+  mismatch_calls++;
+  expect_code(tpt_tower_variable(&v, tw, "v", s4, 1, NULL), TPT_ERR_INVALID_ARGUMENT,
+              "variable 'v' exists with shape [3], asked for shape [4]");
+  tpt_variable_options o = TPT_VARIABLE_OPTIONS_INIT;
+  o.dtype = TPT_DTYPE_F64;
+  expect_code(tpt_tower_variable(&v, tw, "v", s3, 1, &o), TPT_ERR_INVALID_ARGUMENT,
+              "variable 'v' exists with dtype Float, asked for Double");
+  o = (tpt_variable_options)TPT_VARIABLE_OPTIONS_INIT;
+  o.dtype = TPT_DTYPE_I64;
+  expect_code(tpt_tower_variable(&v, tw, "ints", s3, 1, &o), TPT_ERR_INVALID_ARGUMENT, "does not exist");
+  expect_code(tpt_tower_pop_scope(tw), TPT_ERR_STATE, "pop_scope without a scope");
+  expect_code(tpt_tower_push_scope(tw, "a/b"), TPT_ERR_INVALID_ARGUMENT, "without '/'");
+  return NULL;
+}
+
+static void test_reuse_mismatch_and_infer_only(void **state) {
+  (void)state;
+  const int64_t sx[] = {-1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 1}};
+  tpt_model *m = NULL;
+  ok(tpt_model_new(&m, spec, 1, mismatch_tower, NULL, NULL));
+  const float x[] = {1, 2};
+  const int64_t s2[] = {2};
+  tpt_tensor *tx = NULL;
+  ok(tpt_tensor_from_data(&tx, x, sizeof x, s2, 1, NULL));
+  const tpt_tensor *ins[] = {tx};
+  mismatch_calls = 0;
+  ok(tpt_model_infer(NULL, m, ins, 1, NULL, 0)); /* builds first, then infers */
+  assert_int_equal(mismatch_calls, 1);
+  tpt_tensor_free(tx);
+  tpt_model_free(m);
+}
+
+static void test_initializers(void **state) {
+  (void)state;
+  /* built through the C API; statistics checked here */
+  tpt_trainer *unused = NULL;
+  (void)unused;
+  ok(tpt_manual_seed(123));
+  tower_state s = {PLAIN, 0, 0, 0, 0, ""};
+  tpt_model *m = make_model(&s);
+  ok(tpt_model_build(m));
+  ok(tpt_model_build(m)); /* once */
+  assert_int_equal(s.builds, 1);
+  tpt_tensor *w = NULL, *b = NULL;
+  ok(tpt_model_variable(&w, m, "W"));
+  ok(tpt_model_variable(&b, m, "b"));
+  float wv[3], bv;
+  ok(tpt_tensor_copy_to(wv, sizeof wv, w));
+  ok(tpt_tensor_copy_to(&bv, sizeof bv, b));
+  /* glorot uniform for [1, 3]: fan_in 3, fan_out 1, bound sqrt(6 / 4) */
+  for (int i = 0; i < 3; ++i) assert_true(fabsf(wv[i]) <= sqrtf(6.0f / 4.0f));
+  assert_true(bv == 0.5f); /* constant */
+  /* set_variable copies, and checks the shape */
+  const float nw[] = {9, 8, 7};
+  const int64_t s13[] = {1, 3}, s3[] = {3};
+  tpt_tensor *v = NULL, *bad = NULL;
+  ok(tpt_tensor_from_data(&v, nw, sizeof nw, s13, 2, NULL));
+  ok(tpt_model_set_variable(m, "W", v));
+  ok(tpt_tensor_copy_to(wv, sizeof wv, w)); /* the handle sees the variable itself */
+  assert_true(wv[0] == 9 && wv[2] == 7);
+  ok(tpt_tensor_from_data(&bad, nw, sizeof nw, s3, 1, NULL));
+  expect_code(tpt_model_set_variable(m, "W", bad), TPT_ERR_INVALID_ARGUMENT, "has shape [1, 3], the value [3]");
+  expect_code(tpt_model_set_variable(m, "X", bad), TPT_ERR_NOT_FOUND, "no variable 'X'");
+  tpt_tensor_free(v);
+  tpt_tensor_free(bad);
+  tpt_tensor_free(w);
+  tpt_tensor_free(b);
+  tpt_model_free(m);
+}
+
+static void test_bad_steps_fail_cleanly(void **state) {
+  (void)state;
+  tower_state s = {NO_COST, 0, 0, 0, 0, ""};
+  expect_code(train(&s, "sgd", 3, 1, NULL), TPT_ERR_STATE, "did not set a cost");
+  s = (tower_state){FAILS, 0, 0, 0, 0, ""};
+  tpt_status *st = train(&s, "sgd", 3, 1, NULL);
+  assert_int_equal(tpt_status_code(st), TPT_ERR_IO);
+  assert_string_equal(tpt_status_message(st), "the tower could not read its lookup table"); /* unchanged */
+  tpt_status_free(st);
+  s = (tower_state){NAN_COST, 0, 0, 0, 0, ""};
+  expect_code(train(&s, "adam", 3, 1, NULL), TPT_ERR_BACKEND, "the cost is nan at global_step 0");
+  assert_int_equal(s.destroyed, 1);
+  /* no optimizer */
+  s = (tower_state){PLAIN, 0, 0, 0, 0, ""};
+  tpt_model *m = make_model(&s);
+  tpt_trainer *t = make_trainer(2, 1);
+  ok(tpt_trainer_set_model(t, m, make_input(16, 64)));
+  expect_code(tpt_trainer_run(t), TPT_ERR_STATE, "no optimizer");
+  tpt_trainer_free(t);
+  tpt_model_free(m);
+}
+
+/* A feed input: batches from a C callback; TPT_STOP ends the data. */
+typedef struct {
+  int served, limit, bad_shape, destroyed;
+} feed_state;
+
+static tpt_status *feed(tpt_tensor **batch, size_t n, void *ud) {
+  feed_state *f = ud;
+  assert_int_equal(n, 2);
+  if (f->served == f->limit) return tpt_status_new(TPT_STOP, "end of data");
+  f->served++;
+  float x[4 * 3] = {0}, y[4] = {1, 1, 1, 1};
+  const int64_t sx[] = {4, f->bad_shape ? 2 : 3}, sy[] = {4, 1};
+  tpt_status *st = tpt_tensor_from_data(&batch[0], x, (size_t)(sx[1] * 4) * sizeof(float), sx, 2, NULL);
+  if (!st) st = tpt_tensor_from_data(&batch[1], y, sizeof y, sy, 2, NULL);
+  return st;
+}
+
+static void destroy_feed(void *ud) { ((feed_state *)ud)->destroyed++; }
+
+static void test_feed_input(void **state) {
+  (void)state;
+  feed_state f = {0, 5, 0, 0};
+  tower_state s = {PLAIN, 0, 0, 0, 0, ""};
+  tpt_model *m = make_model(&s);
+  tpt_optimizer *opt = NULL;
+  ok(tpt_optimizer_new(&opt, "rmsprop"));
+  ok(tpt_model_set_optimizer(m, opt));
+  tpt_optimizer_free(opt);
+  tpt_input *in = NULL;
+  ok(tpt_input_from_feed(&in, feed, &f, destroy_feed));
+  tpt_trainer *t = make_trainer(100, 1);
+  ok(tpt_trainer_set_model(t, m, in));
+  ok(tpt_trainer_run(t));
+  const char *reason = NULL;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  assert_string_equal(reason, "end of data");
+  int64_t g = 0;
+  ok(tpt_trainer_global_step(&g, t));
+  assert_int_equal(g, 5);
+  double cost = 0;
+  ok(tpt_trainer_scalar_latest(&cost, NULL, t, "cost"));
+  tpt_trainer_free(t);
+  assert_int_equal(f.destroyed, 1);
+
+  /* a feed batch of the wrong shape: a clear error */
+  feed_state bad = {0, 5, 1, 0};
+  ok(tpt_input_from_feed(&in, feed, &bad, destroy_feed));
+  t = make_trainer(100, 1);
+  ok(tpt_trainer_set_model(t, m, in));
+  expect_code(tpt_trainer_run(t), TPT_ERR_INVALID_ARGUMENT, "input 'x' is Float [4, 2] but the signature says Float [-1, 3]");
+  tpt_trainer_free(t);
+  assert_int_equal(bad.destroyed, 1);
+  tpt_model_free(m);
+}
+
+/* Hyper-parameters by name, and a schedule changing the learning rate. */
+static tpt_status *halve_lr(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
+  (void)t;
+  (void)e;
+  (void)r;
+  double lr = 0;
+  tpt_status *st = tpt_optimizer_get(&lr, ud, "learning_rate");
+  return st ? st : tpt_optimizer_set(ud, "learning_rate", lr / 2);
+}
+
+static void test_optimizer_hyperparameters(void **state) {
+  (void)state;
+  tpt_optimizer *o = NULL;
+  expect_code(tpt_optimizer_new(&o, "lion"), TPT_ERR_INVALID_ARGUMENT, "unknown optimizer kind 'lion'");
+  const char *kinds[] = {"sgd", "adam", "adamw", "rmsprop", "adagrad"};
+  const double lr[] = {0.01, 0.001, 0.001, 0.01, 0.01};
+  for (int k = 0; k < 5; ++k) {
+    ok(tpt_optimizer_new(&o, kinds[k]));
+    double v = 0;
+    ok(tpt_optimizer_get(&v, o, "learning_rate"));
+    assert_true(v == lr[k]);
+    ok(tpt_optimizer_get(&v, o, "accumulate_steps"));
+    assert_true(v == 1);
+    expect_code(tpt_optimizer_set(o, "learnin_rate", 1), TPT_ERR_INVALID_ARGUMENT, "has no hyper-parameter 'learnin_rate'");
+    expect_code(tpt_optimizer_set(o, "learning_rate", -1), TPT_ERR_INVALID_ARGUMENT, "must be >= 0");
+    expect_code(tpt_optimizer_set(o, "accumulate_steps", 1.5), TPT_ERR_INVALID_ARGUMENT, "integer >= 1");
+    expect_code(tpt_optimizer_scale_gradients(o, "([", 2), TPT_ERR_INVALID_ARGUMENT, "not a regular expression");
+    tpt_optimizer_free(o);
+  }
+  /* a schedule: halve the learning rate after every epoch */
+  tower_state s = {PLAIN, 0, 0, 0, 0, ""};
+  tpt_model *m = make_model(&s);
+  ok(tpt_optimizer_new(&o, "sgd"));
+  ok(tpt_optimizer_set(o, "learning_rate", 0.08));
+  ok(tpt_optimizer_set(o, "clip_global_norm", 1.0));
+  ok(tpt_optimizer_set(o, "accumulate_steps", 2));
+  ok(tpt_optimizer_scale_gradients(o, "^b$", 0.5));
+  ok(tpt_model_set_optimizer(m, o));
+  tpt_trainer *t = make_trainer(8, 3);
+  ok(tpt_trainer_set_model(t, m, make_input(16, 64)));
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_TRIGGER;
+  d.fn = halve_lr;
+  d.user_data = o;
+  tpt_callback *cb = NULL;
+  ok(tpt_callback_new(&cb, &d));
+  ok(tpt_trainer_add_callback(t, cb));
+  ok(tpt_trainer_run(t));
+  double v = 0;
+  ok(tpt_optimizer_get(&v, o, "learning_rate"));
+  assert_true(fabs(v - 0.01) < 1e-12);
+  size_t n = 0;
+  ok(tpt_trainer_scalar_history(&n, NULL, NULL, 0, t, "cost"));
+  assert_int_equal(n, 24);
+  tpt_trainer_free(t);
+  tpt_optimizer_free(o);
+  tpt_model_free(m);
+}
+
+static void test_input_validation(void **state) {
+  (void)state;
+  tpt_input *in = NULL;
+  const float x[] = {1, 2, 3};
+  const int64_t s3[] = {3}, s2[] = {2};
+  tpt_tensor *a = NULL, *b = NULL;
+  ok(tpt_tensor_from_data(&a, x, sizeof x, s3, 1, NULL));
+  ok(tpt_tensor_from_data(&b, x, 2 * sizeof(float), s2, 1, NULL));
+  const tpt_tensor *ab[] = {a, b};
+  expect_code(tpt_input_from_tensors(&in, ab, 2, 1, 0, 0), TPT_ERR_INVALID_ARGUMENT, "tensors[1] has 2 rows");
+  expect_code(tpt_input_from_tensors(&in, ab, 1, 4, 0, 0), TPT_ERR_INVALID_ARGUMENT, "batch_size 4 is larger");
+  expect_code(tpt_input_from_tensors(&in, ab, 1, 0, 0, 0), TPT_ERR_INVALID_ARGUMENT, "batch_size must be >= 1");
+  expect_code(tpt_input_from_tensors(&in, ab, 0, 1, 0, 0), TPT_ERR_INVALID_ARGUMENT, "n_tensors is 0");
+  tpt_tensor_free(a);
+  tpt_tensor_free(b);
+  const int64_t bad_shape[] = {-1, 0};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, bad_shape, 2}};
+  tpt_model *m = NULL;
+  expect_code(tpt_model_new(&m, spec, 1, tower, NULL, NULL), TPT_ERR_INVALID_ARGUMENT, "dimensions are >= 1 or -1");
+  tpt_input_spec twice[] = {{"x", TPT_DTYPE_F32, s3, 1}, {"x", TPT_DTYPE_F32, s3, 1}};
+  expect_code(tpt_model_new(&m, twice, 2, tower, NULL, NULL), TPT_ERR_INVALID_ARGUMENT, "is used twice");
+  feed_state f = {0, 0, 0, 0};
+  expect_code(tpt_model_new(&m, twice, 2, NULL, &f, destroy_feed), TPT_ERR_INVALID_ARGUMENT, "'tower_fn'");
+  assert_int_equal(f.destroyed, 1);
+  /* set_model takes the input even when it fails */
+  ok(tpt_input_from_feed(&in, feed, &f, destroy_feed));
+  expect_code(tpt_trainer_set_model(NULL, NULL, in), TPT_ERR_INVALID_ARGUMENT, "'trainer'");
+  assert_int_equal(f.destroyed, 2);
+}
+
+#define NULL_ARG(call, fn, arg) expect_code((call), TPT_ERR_INVALID_ARGUMENT, fn ": argument '" arg "' is NULL")
+
+static void test_null_arguments(void **state) {
+  (void)state;
+  tower_state s = {PLAIN, 0, 0, 0, 0, ""};
+  tpt_model *m = make_model(&s);
+  tpt_optimizer *o = NULL, *o2 = NULL;
+  tpt_tensor *t = NULL;
+  int32_t i32;
+  double d;
+  char buf[16];
+  NULL_ARG(tpt_model_new(NULL, NULL, 0, tower, NULL, NULL), "tpt_model_new", "out");
+  NULL_ARG(tpt_model_build(NULL), "tpt_model_build", "model");
+  NULL_ARG(tpt_model_variable(NULL, m, "W"), "tpt_model_variable", "out");
+  NULL_ARG(tpt_model_variable(&t, NULL, "W"), "tpt_model_variable", "model");
+  NULL_ARG(tpt_model_variable(&t, m, NULL), "tpt_model_variable", "name");
+  NULL_ARG(tpt_model_set_variable(NULL, "W", t), "tpt_model_set_variable", "model");
+  NULL_ARG(tpt_model_set_variable(m, NULL, t), "tpt_model_set_variable", "name");
+  NULL_ARG(tpt_model_set_variable(m, "W", NULL), "tpt_model_set_variable", "value");
+  NULL_ARG(tpt_model_variable_names(NULL, 8, NULL, m), "tpt_model_variable_names", "buf");
+  NULL_ARG(tpt_model_variable_names(buf, 8, NULL, NULL), "tpt_model_variable_names", "model");
+  NULL_ARG(tpt_model_infer(NULL, m, NULL, 0, NULL, 1), "tpt_model_infer", "outputs");
+  NULL_ARG(tpt_model_infer(&t, NULL, NULL, 0, NULL, 0), "tpt_model_infer", "model");
+  NULL_ARG(tpt_tower_is_training(&i32, NULL), "tpt_tower_is_training", "tower");
+  NULL_ARG(tpt_tower_is_building(&i32, NULL), "tpt_tower_is_building", "tower");
+  NULL_ARG(tpt_tower_index(&i32, NULL), "tpt_tower_index", "tower");
+  NULL_ARG(tpt_tower_name(buf, 8, NULL), "tpt_tower_name", "tower");
+  NULL_ARG(tpt_tower_device(buf, 8, NULL), "tpt_tower_device", "tower");
+  NULL_ARG(tpt_tower_can_create_variables(&i32, NULL), "tpt_tower_can_create_variables", "tower");
+  NULL_ARG(tpt_tower_set_cost(NULL, t), "tpt_tower_set_cost", "tower");
+  NULL_ARG(tpt_tower_set_output(NULL, "x", t), "tpt_tower_set_output", "tower");
+  NULL_ARG(tpt_tower_push_scope(NULL, "x"), "tpt_tower_push_scope", "tower");
+  NULL_ARG(tpt_tower_pop_scope(NULL), "tpt_tower_pop_scope", "tower");
+  NULL_ARG(tpt_tower_variable(&t, NULL, "x", NULL, 0, NULL), "tpt_tower_variable", "tower");
+  NULL_ARG(tpt_tower_variable(NULL, NULL, "x", NULL, 0, NULL), "tpt_tower_variable", "out");
+  NULL_ARG(tpt_optimizer_new(NULL, "sgd"), "tpt_optimizer_new", "out");
+  NULL_ARG(tpt_optimizer_new(&o2, NULL), "tpt_optimizer_new", "kind");
+  ok(tpt_optimizer_new(&o, "sgd"));
+  NULL_ARG(tpt_optimizer_set(NULL, "momentum", 1), "tpt_optimizer_set", "optimizer");
+  NULL_ARG(tpt_optimizer_set(o, NULL, 1), "tpt_optimizer_set", "name");
+  NULL_ARG(tpt_optimizer_get(NULL, o, "momentum"), "tpt_optimizer_get", "out");
+  NULL_ARG(tpt_optimizer_get(&d, NULL, "momentum"), "tpt_optimizer_get", "optimizer");
+  NULL_ARG(tpt_optimizer_scale_gradients(NULL, "x", 1), "tpt_optimizer_scale_gradients", "optimizer");
+  NULL_ARG(tpt_optimizer_scale_gradients(o, NULL, 1), "tpt_optimizer_scale_gradients", "pattern");
+  NULL_ARG(tpt_model_set_optimizer(NULL, o), "tpt_model_set_optimizer", "model");
+  NULL_ARG(tpt_model_set_optimizer(m, NULL), "tpt_model_set_optimizer", "optimizer");
+  NULL_ARG(tpt_input_from_tensors(NULL, NULL, 1, 1, 0, 0), "tpt_input_from_tensors", "out");
+  NULL_ARG(tpt_input_from_feed(NULL, feed, NULL, NULL), "tpt_input_from_feed", "out");
+  NULL_ARG(tpt_input_from_feed((tpt_input **)&t, NULL, NULL, NULL), "tpt_input_from_feed", "feed");
+  tpt_trainer *tr = make_trainer(1, 1);
+  NULL_ARG(tpt_trainer_set_model(tr, NULL, NULL), "tpt_trainer_set_model", "model");
+  NULL_ARG(tpt_trainer_set_model(tr, m, NULL), "tpt_trainer_set_model", "input");
+  tpt_trainer_free(tr);
+  tpt_input_free(NULL);
+  tpt_model_free(NULL);
+  tpt_optimizer_free(NULL);
+  tpt_optimizer_free(o);
+  tpt_model_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_trains_and_reuses_variables),
+      cmocka_unit_test(test_variable_rules),
+      cmocka_unit_test(test_reuse_mismatch_and_infer_only),
+      cmocka_unit_test(test_initializers),
+      cmocka_unit_test(test_bad_steps_fail_cleanly),
+      cmocka_unit_test(test_feed_input),
+      cmocka_unit_test(test_optimizer_hyperparameters),
+      cmocka_unit_test(test_input_validation),
+      cmocka_unit_test(test_null_arguments),
+  };
+  return cmocka_run_group_tests_name("model", tests, NULL, NULL);
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""Parity of training through the C API with python3-torch (Debian's, the
+same LibTorch version): an MLP regression trained 200 steps with SGD +
+momentum and with Adam from the same initial values and data. Every loss
+and every final parameter must agree within 1e-5 (float32). The reference is
+computed here, independently, on every run. Prints TAP.
+
+usage: test_parity.py PATH/TO/parity_mlp"""
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import torch
+
+PROGRAM = sys.argv[1]
+N, D, H, STEPS, BATCH = 256, 8, 16, 200, 32
+TOL = 1e-5
+
+
+def write(path, t):
+    t.detach().contiguous().to(torch.float32).numpy().tofile(path)
+
+
+def read(path, shape):
+    import numpy
+    return torch.from_numpy(numpy.fromfile(path, dtype=numpy.float32).reshape(shape))
+
+
+def reference(x, y, params, kind):
+    w1, b1, w2, b2 = [p.clone().requires_grad_(True) for p in params]
+    if kind == "sgd":
+        opt = torch.optim.SGD([w1, b1, w2, b2], lr=0.05, momentum=0.9)
+    else:
+        opt = torch.optim.Adam([w1, b1, w2, b2], lr=0.01)
+    losses = []
+    for step in range(STEPS):
+        k = step % (N // BATCH)
+        xb, yb = x[k * BATCH:(k + 1) * BATCH], y[k * BATCH:(k + 1) * BATCH]
+        p = torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(xb, w1, b1)), w2, b2)
+        loss = torch.nn.functional.mse_loss(p, yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return torch.tensor(losses), [w1.detach(), b1.detach(), w2.detach(), b2.detach()]
+
+
+def parity(kind):
+    torch.manual_seed(7)
+    torch.set_num_threads(1)
+    x = torch.randn(N, D)
+    y = (x[:, :1] * 2 - x[:, 1:2] + 0.1 * torch.randn(N, 1))
+    params = [torch.randn(H, D) * 0.3, torch.randn(H) * 0.1, torch.randn(1, H) * 0.3, torch.randn(1) * 0.1]
+    with tempfile.TemporaryDirectory() as d:
+        for name, t in zip(["x", "y", "w1", "b1", "w2", "b2"], [x, y] + params):
+            write(os.path.join(d, name + ".bin"), t)
+        with open(os.path.join(d, "dims.txt"), "w") as f:
+            f.write("%d %d %d\n" % (N, D, H))
+        p = subprocess.run([PROGRAM, d, kind, str(STEPS), str(BATCH)], capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise AssertionError("parity_mlp failed: " + p.stderr[-2000:])
+        got_losses = read(os.path.join(d, "losses.bin"), (STEPS,))
+        got = [read(os.path.join(d, n + ".out"), t.shape) for n, t in zip(["w1", "b1", "w2", "b2"], params)]
+    want_losses, want = reference(x, y, params, kind)
+    dl = (got_losses - want_losses).abs().max().item()
+    dp = max((g - w).abs().max().item() for g, w in zip(got, want))
+    print("# %s: max |loss diff| %.3g, max |param diff| %.3g, loss %.4f -> %.4f" %
+          (kind, dl, dp, want_losses[0].item(), want_losses[-1].item()))
+    assert want_losses[-1] < want_losses[0] * 0.5, "the reference did not train"
+    assert dl <= TOL, "losses differ by %g" % dl
+    assert dp <= TOL, "parameters differ by %g" % dp
+
+
+def main():
+    tests = [("mlp_sgd_momentum_matches_python_torch", lambda: parity("sgd")),
+             ("mlp_adam_matches_python_torch", lambda: parity("adam"))]
+    print("TAP version 13")
+    print("1..%d" % len(tests))
+    failed = 0
+    for i, (name, fn) in enumerate(tests, 1):
+        try:
+            fn()
+            print("ok %d - %s" % (i, name))
+        except Exception:
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+            for line in traceback.format_exc().splitlines():
+                print("# " + line)
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
