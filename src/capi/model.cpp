@@ -12,23 +12,14 @@
 #include "dtype.hpp"
 #include "input/input.hpp"
 #include "model/model.hpp"
+#include "model_handle.hpp"
 #include "model/optimizer.hpp"
 #include "parallel/strategy.hpp"
 #include "trainer_handle.hpp"
 
-inline constexpr uint64_t kModelMagic = 0x7470744d6f64656cull;      // "tptModel"
-inline constexpr uint64_t kTowerMagic = 0x74707454776572ull;        // "tptTwer"
 inline constexpr uint64_t kOptimizerMagic = 0x747074496f707469ull;  // "tptIopti"
 inline constexpr uint64_t kInputMagic = 0x747074496e707574ull;      // "tptInput"
 
-struct tpt_model {
-  uint64_t magic = kModelMagic;
-  std::shared_ptr<tpt::model::Model> model;
-};
-struct tpt_tower {
-  uint64_t magic = kTowerMagic;
-  tpt::model::Tower *tower;
-};
 struct tpt_optimizer {
   uint64_t magic = kOptimizerMagic;
   std::shared_ptr<tpt::model::Optimizer> optimizer;
@@ -39,6 +30,9 @@ struct tpt_input {
 };
 
 using tpt::capi::guard;
+using tpt::capi::live;
+using tpt::capi::model_arg;
+using tpt::capi::tower_arg;
 using tpt::capi::name_arg;
 using tpt::capi::raise_status;
 using tpt::capi::require;
@@ -47,19 +41,6 @@ using tpt::capi::UserData;
 
 namespace {
 
-template <class H>
-H &live(H *h, uint64_t magic, const char *name, const char *type) {
-  require(h, name);
-  if (__builtin_expect(h->magic != magic, 0)) tpt::capi::throw_not_live(name, type);
-  return *h;
-}
-
-tpt::model::Model &model_arg(const tpt_model *m) {
-  return *live(const_cast<tpt_model *>(m), kModelMagic, "model", "tpt_model").model;
-}
-tpt::model::Tower &tower_arg(const tpt_tower *t) {
-  return *live(const_cast<tpt_tower *>(t), kTowerMagic, "tower", "tpt_tower").tower;
-}
 tpt::model::Optimizer &optimizer_arg(const tpt_optimizer *o) {
   return *live(const_cast<tpt_optimizer *>(o), kOptimizerMagic, "optimizer", "tpt_optimizer").optimizer;
 }

@@ -1,0 +1,42 @@
+// The model and tower handles, shared by the C API files of the sections
+// "Models" (model.cpp) and "Layers, losses and metrics" (layers.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "handles.hpp"
+#include "model/model.hpp"
+
+inline constexpr uint64_t kModelMagic = 0x7470744d6f64656cull;  // "tptModel"
+inline constexpr uint64_t kTowerMagic = 0x74707454776572ull;    // "tptTwer"
+
+struct tpt_model {
+  uint64_t magic = kModelMagic;
+  std::shared_ptr<tpt::model::Model> model;
+};
+struct tpt_tower {
+  uint64_t magic = kTowerMagic;
+  tpt::model::Tower *tower;
+};
+
+namespace tpt::capi {
+
+// The handle, or TPT_ERR_INVALID_ARGUMENT naming `name` when it is NULL or
+// not a live `type`.
+template <class H>
+H &live(H *h, uint64_t magic, const char *name, const char *type) {
+  require(h, name);
+  if (__builtin_expect(h->magic != magic, 0)) throw_not_live(name, type);
+  return *h;
+}
+
+inline tpt::model::Model &model_arg(const tpt_model *m) {
+  return *live(const_cast<tpt_model *>(m), kModelMagic, "model", "tpt_model").model;
+}
+
+inline tpt::model::Tower &tower_arg(const tpt_tower *t) {
+  return *live(const_cast<tpt_tower *>(t), kTowerMagic, "tower", "tpt_tower").tower;
+}
+
+}  // namespace tpt::capi
