@@ -1041,6 +1041,41 @@ TPT_API void tpt_input_free(tpt_input *input);
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model,
                                                         tpt_input *input);
 
+/* ---- TrainConfig and launch ------------------------------------------------
+ * tensorpack's high-level interface: describe the training in a config and
+ * launch it with the simple trainer. */
+
+/* An initializer / restore hook (tensorpack's session_init): runs once on the
+ * chief, after the model's build call and before BEFORE_TRAIN, e.g. to load
+ * weights with tpt_model_set_variable. Same return convention as callbacks. */
+typedef tpt_status *(*tpt_init_fn)(tpt_model *model, void *user_data);
+
+/* Initialise with TPT_TRAIN_CONFIG_INIT. */
+#define TPT_TRAIN_CONFIG_VERSION 1
+typedef struct tpt_train_config {
+  uint32_t version;                      /* TPT_TRAIN_CONFIG_VERSION */
+  const tpt_trainer_options *options;    /* NULL: defaults (steps_per_epoch from the input) */
+  tpt_model *model;                      /* required; the trainer takes a reference */
+  tpt_input *input;                      /* required; taken */
+  tpt_callback *const *callbacks;        /* taken; registered as user callbacks, in order */
+  size_t n_callbacks;
+  tpt_callback *const *monitors;         /* taken; registered after the default monitors */
+  size_t n_monitors;
+  tpt_init_fn init;                      /* NULL: none */
+  void *init_user_data;                  /* borrowed: must outlive the trainer */
+} tpt_train_config;
+#define TPT_TRAIN_CONFIG_INIT { TPT_TRAIN_CONFIG_VERSION, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL }
+
+/* Makes a simple trainer from a config without running it (add callbacks,
+ * then tpt_trainer_run). The input and every callback and monitor are taken,
+ * also on failure. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_from_config(tpt_trainer **out,
+                                                          const tpt_train_config *config);
+
+/* tensorpack's launch_train_with_config: tpt_trainer_from_config, run, free.
+ * Returns what the run returned. */
+TPT_API TPT_NODISCARD tpt_status *tpt_launch_train(const tpt_train_config *config);
+
 TPT_END_DECL
 
 #endif /* TPTRAIN_H */

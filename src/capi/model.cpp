@@ -388,4 +388,83 @@ tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_in
   });
 }
 
+namespace {
+
+// The config's init hook, as a chief-only trainer callback at BEFORE_TRAIN
+// (after the strategy's SETUP built the model).
+class InitHook final : public tpt::Callback {
+ public:
+  // Takes `model`, a handle of the trainer's own, freed with the hook.
+  InitHook(tpt_init_fn fn, void *ud, tpt_model *model) : Callback("SessionInit", true), fn_(fn), ud_(ud), model_(model) {}
+  ~InitHook() override { tpt_model_free(model_); }
+  uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN; }
+  void on_event(tpt::Trainer &, tpt_event, const tpt::Record *) override { raise_status(fn_(model_, ud_)); }
+
+ private:
+  tpt_init_fn fn_;
+  void *ud_;
+  tpt_model *model_;
+};
+
+}  // namespace
+
+tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *config) {
+  // Everything the config hands over is taken, whatever happens.
+  std::vector<tpt_callback *> callbacks, monitors;
+  tpt_input *input = nullptr;
+  if (config && config->version >= 1 && config->version <= TPT_TRAIN_CONFIG_VERSION) {
+    input = config->input;
+    if (config->callbacks) callbacks.assign(config->callbacks, config->callbacks + config->n_callbacks);
+    if (config->monitors) monitors.assign(config->monitors, config->monitors + config->n_monitors);
+  }
+  tpt_trainer *trainer = nullptr;
+  tpt_status *st = guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(config, "config");
+    if (config->version < 1 || config->version > TPT_TRAIN_CONFIG_VERSION)
+      tpt::invalid_argument("config->version is " + std::to_string(config->version) +
+                            " (initialise with TPT_TRAIN_CONFIG_INIT)");
+    require(config->model, "config->model");
+    require(config->input, "config->input");
+  });
+  if (!st) st = tpt_trainer_new(&trainer, config->options);
+  if (!st) {
+    st = tpt_trainer_set_model(trainer, config->model, input);
+    input = nullptr;
+  }
+  if (!st && config->init) {
+    st = guard("tpt_trainer_from_config", [&] {
+      auto *h = new tpt_model;
+      h->model = live(config->model, kModelMagic, "config->model", "tpt_model").model;
+      trainer->trainer.add(std::make_unique<InitHook>(config->init, config->init_user_data, h),
+                           tpt::Group::TrainerInternal);
+    });
+  }
+  for (tpt_callback *cb : callbacks) {
+    tpt_status *s = st ? (tpt_callback_free(cb), nullptr) : tpt_trainer_add_callback(trainer, cb);
+    if (s) st = s;
+  }
+  for (tpt_callback *cb : monitors) {
+    tpt_status *s = st ? (tpt_callback_free(cb), nullptr) : tpt_trainer_add_monitor(trainer, cb);
+    if (s) st = s;
+  }
+  tpt_input_free(input);
+  if (st) {
+    tpt_trainer_free(trainer);
+    return st;
+  }
+  *out = trainer;
+  return nullptr;
+}
+
+tpt_status *tpt_launch_train(const tpt_train_config *config) {
+  tpt_trainer *trainer = nullptr;
+  tpt_status *st = tpt_trainer_from_config(&trainer, config);
+  if (st) return st;
+  st = tpt_trainer_run(trainer);
+  tpt_trainer_free(trainer);
+  return st;
+}
+
 }  // extern "C"

@@ -509,6 +509,106 @@ static void test_input_validation(void **state) {
   assert_int_equal(f.destroyed, 2);
 }
 
+/* TrainConfig + launch: the init hook runs once after the build call and
+ * before BEFORE_TRAIN; callbacks and monitors are registered; everything
+ * handed over is taken, also when the config is bad. */
+typedef struct {
+  int init_calls, before_train_seen_b7, destroyed;
+  tpt_model *model;
+} config_state;
+
+static tpt_status *init_hook(tpt_model *m, void *ud) {
+  config_state *c = ud;
+  c->init_calls++;
+  const float seven = 7;
+  const int64_t s1[] = {1};
+  tpt_tensor *v = NULL;
+  tpt_status *st = tpt_tensor_from_data(&v, &seven, sizeof seven, s1, 1, NULL);
+  if (!st) st = tpt_model_set_variable(m, "b", v);
+  tpt_tensor_free(v);
+  return st;
+}
+
+static tpt_status *check_b(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
+  config_state *c = ud;
+  (void)t;
+  (void)e;
+  (void)r;
+  tpt_tensor *b = NULL;
+  tpt_status *st = tpt_model_variable(&b, c->model, "b");
+  float v = 0;
+  if (!st) st = tpt_tensor_copy_to(&v, sizeof v, b);
+  tpt_tensor_free(b);
+  c->before_train_seen_b7 += v == 7.0f;
+  return st;
+}
+
+static void destroy_config_state(void *ud) { ((config_state *)ud)->destroyed++; }
+
+static void test_train_config_and_launch(void **state) {
+  (void)state;
+  tower_state s = {PLAIN, 0, 0, 0, 0, ""};
+  config_state c = {0, 0, 0, NULL};
+  c.model = make_model(&s);
+  tpt_optimizer *opt = NULL;
+  ok(tpt_optimizer_new(&opt, "adam"));
+  ok(tpt_model_set_optimizer(c.model, opt));
+  tpt_optimizer_free(opt);
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_BEFORE_TRAIN;
+  d.fn = check_b;
+  d.user_data = &c;
+  d.destroy = destroy_config_state;
+  tpt_callback *cb = NULL;
+  ok(tpt_callback_new(&cb, &d));
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT; /* steps_per_epoch from the input: 64 / 16 = 4 */
+  o.max_epoch = 2;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_train_config cfg = TPT_TRAIN_CONFIG_INIT;
+  cfg.options = &o;
+  cfg.model = c.model;
+  cfg.input = make_input(16, 64);
+  cfg.callbacks = &cb;
+  cfg.n_callbacks = 1;
+  cfg.init = init_hook;
+  cfg.init_user_data = &c;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_from_config(&t, &cfg));
+  ok(tpt_trainer_run(t));
+  int64_t g = 0;
+  ok(tpt_trainer_global_step(&g, t));
+  assert_int_equal(g, 8);
+  tpt_trainer_free(t);
+  assert_int_equal(c.init_calls, 1);
+  assert_int_equal(c.before_train_seen_b7, 1);
+  assert_int_equal(c.destroyed, 1);
+
+  /* launch: the same in one call */
+  cfg.input = make_input(16, 64);
+  cfg.callbacks = NULL;
+  cfg.n_callbacks = 0;
+  ok(tpt_launch_train(&cfg));
+  assert_int_equal(c.init_calls, 2);
+
+  /* a bad config: everything handed over is still taken */
+  feed_state f = {0, 1, 0, 0};
+  ok(tpt_callback_new(&cb, &d));
+  tpt_train_config bad = TPT_TRAIN_CONFIG_INIT;
+  ok(tpt_input_from_feed(&bad.input, feed, &f, destroy_feed));
+  bad.callbacks = &cb;
+  bad.n_callbacks = 1;
+  expect_code(tpt_launch_train(&bad), TPT_ERR_INVALID_ARGUMENT, "argument 'config->model' is NULL");
+  assert_int_equal(f.destroyed, 1);
+  assert_int_equal(c.destroyed, 2);
+  bad.version = 0;
+  expect_code(tpt_trainer_from_config(&t, &bad), TPT_ERR_INVALID_ARGUMENT, "TPT_TRAIN_CONFIG_INIT");
+  cfg.input = NULL; /* taken by the launch above */
+  expect_code(tpt_trainer_from_config(NULL, &cfg), TPT_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
+  expect_code(tpt_launch_train(NULL), TPT_ERR_INVALID_ARGUMENT, "argument 'config' is NULL");
+  tpt_model_free(c.model);
+}
+
 #define NULL_ARG(call, fn, arg) expect_code((call), TPT_ERR_INVALID_ARGUMENT, fn ": argument '" arg "' is NULL")
 
 static void test_null_arguments(void **state) {
@@ -579,6 +679,7 @@ int main(void) {
       cmocka_unit_test(test_feed_input),
       cmocka_unit_test(test_optimizer_hyperparameters),
       cmocka_unit_test(test_input_validation),
+      cmocka_unit_test(test_train_config_and_launch),
       cmocka_unit_test(test_null_arguments),
   };
   return cmocka_run_group_tests_name("model", tests, NULL, NULL);
