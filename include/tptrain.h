@@ -821,6 +821,27 @@ TPT_API TPT_NODISCARD tpt_status *tpt_tower_variable(tpt_tensor **out, tpt_tower
 /* Seeds LibTorch's default random generator (variable initializers, dropout). */
 TPT_API TPT_NODISCARD tpt_status *tpt_manual_seed(uint64_t seed);
 
+/* ---- TorchScript models ----------------------------------------------------
+ * A module saved with torch.jit.save (for example from Python), trained as a
+ * tower function: forward(*inputs) returns the cost, or a tuple (cost,
+ * outputs) with outputs a Dict[str, Tensor] of named outputs. Its parameters
+ * become trainable variables and its buffers model-only variables, named by
+ * their path with "/" ("fc1.weight" -> "fc1/weight"); they are the module's
+ * own tensors, so tpt_model_save_torchscript writes the trained module. The
+ * module runs in train() mode in training towers and eval() mode in
+ * inference. There is no build call: the variables exist from the start. */
+
+/* Loads `path` as a model with the given input signature (the signature is
+ * checked against each batch, as for any model). */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_from_torchscript(tpt_model **out, const char *path,
+                                                             const tpt_input_spec *inputs,
+                                                             size_t n_inputs);
+
+/* Saves a TorchScript model's module, with its current (trained) values, for
+ * torch.jit.load or tpt_model_from_torchscript. TPT_ERR_UNSUPPORTED for a
+ * model made from a C tower function. */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_save_torchscript(const tpt_model *model, const char *path);
+
 /* ------------------------------------------------------------------------ */
 /* Layers, losses and metrics                                                */
 /*                                                                           */

@@ -14,6 +14,7 @@
 #include "model/model.hpp"
 #include "model_handle.hpp"
 #include "model/optimizer.hpp"
+#include "model/torchscript.hpp"
 #include "parallel/strategy.hpp"
 #include "trainer_handle.hpp"
 
@@ -75,6 +76,27 @@ std::vector<at::Tensor> tensors_arg(const tpt_tensor *const *ts, size_t n, const
   return out;
 }
 
+std::vector<tpt::model::InputSpec> signature_arg(const tpt_input_spec *inputs, size_t n_inputs) {
+  if (n_inputs > 0) require(inputs, "inputs");
+  std::vector<tpt::model::InputSpec> specs;
+  for (size_t i = 0; i < n_inputs; ++i) {
+    std::string where = "inputs[" + std::to_string(i) + "]";
+    const tpt_input_spec &in = inputs[i];
+    if (!in.name || !*in.name) tpt::invalid_argument(where + ".name is NULL or empty");
+    auto type = tpt::capi::scalar_type_of(in.dtype);
+    if (!type) tpt::invalid_argument(where + ".dtype " + std::to_string(static_cast<int>(in.dtype)) + " is not a tpt_dtype");
+    if (in.ndim > 0 && !in.shape) tpt::invalid_argument(where + ".shape is NULL");
+    std::vector<int64_t> shape(in.shape, in.shape + in.ndim);
+    for (int64_t d : shape)
+      if (d < 1 && d != -1)
+        tpt::invalid_argument(where + ".shape " + tpt::model::shape_text(shape) + ": dimensions are >= 1 or -1");
+    for (const auto &s : specs)
+      if (s.name == in.name) tpt::invalid_argument(where + ".name '" + in.name + "' is used twice");
+    specs.push_back({in.name, *type, shape});
+  }
+  return specs;
+}
+
 }  // namespace
 
 extern "C" {
@@ -88,23 +110,7 @@ tpt_status *tpt_model_new(tpt_model **out, const tpt_input_spec *inputs, size_t 
     require(out, "out");
     *out = nullptr;
     require(reinterpret_cast<void *>(tower_fn), "tower_fn");
-    if (n_inputs > 0) require(inputs, "inputs");
-    std::vector<tpt::model::InputSpec> specs;
-    for (size_t i = 0; i < n_inputs; ++i) {
-      std::string where = "inputs[" + std::to_string(i) + "]";
-      const tpt_input_spec &in = inputs[i];
-      if (!in.name || !*in.name) tpt::invalid_argument(where + ".name is NULL or empty");
-      auto type = tpt::capi::scalar_type_of(in.dtype);
-      if (!type) tpt::invalid_argument(where + ".dtype " + std::to_string(static_cast<int>(in.dtype)) + " is not a tpt_dtype");
-      if (in.ndim > 0 && !in.shape) tpt::invalid_argument(where + ".shape is NULL");
-      std::vector<int64_t> shape(in.shape, in.shape + in.ndim);
-      for (int64_t d : shape)
-        if (d < 1 && d != -1)
-          tpt::invalid_argument(where + ".shape " + tpt::model::shape_text(shape) + ": dimensions are >= 1 or -1");
-      for (const auto &s : specs)
-        if (s.name == in.name) tpt::invalid_argument(where + ".name '" + in.name + "' is used twice");
-      specs.push_back({in.name, *type, shape});
-    }
+    std::vector<tpt::model::InputSpec> specs = signature_arg(inputs, n_inputs);
     tpt::model::TowerFn fn = [tower_fn, ud](tpt::model::Tower &tower, const std::vector<at::Tensor> &batch) {
       tpt_tower h{kTowerMagic, &tower};
       BorrowedTensors b(batch);
@@ -115,6 +121,28 @@ tpt_status *tpt_model_new(tpt_model **out, const tpt_input_spec *inputs, size_t 
     auto *m = new tpt_model;
     m->model = std::make_shared<tpt::model::Model>(std::move(specs), std::move(fn));
     *out = m;
+  });
+}
+
+tpt_status *tpt_model_from_torchscript(tpt_model **out, const char *path, const tpt_input_spec *inputs,
+                                      size_t n_inputs) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    std::vector<tpt::model::InputSpec> specs = signature_arg(inputs, n_inputs);
+    auto model = tpt::model::load_torchscript(require(path, "path"), std::move(specs));
+    auto *m = new tpt_model;
+    m->model = std::move(model);
+    *out = m;
+  });
+}
+
+tpt_status *tpt_model_save_torchscript(const tpt_model *model, const char *path) {
+  return guard(__func__, [&] {
+    const tpt::model::Model &m = model_arg(model);
+    require(path, "path");
+    if (!m.saver) tpt::fail(TPT_ERR_UNSUPPORTED, "the model was not made from TorchScript; there is no module to save");
+    m.saver(path);
   });
 }
 

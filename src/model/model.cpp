@@ -124,6 +124,13 @@ at::Tensor VariableStore::get(const std::string &name, const std::vector<int64_t
   return value;
 }
 
+void VariableStore::adopt(const std::string &name, const at::Tensor &value, bool trainable) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (index_.count(name)) invalid_argument("variable '" + name + "' exists already");
+  index_[name] = vars_.size();
+  vars_.push_back(Variable{name, value, trainable});
+}
+
 const Variable *VariableStore::find(const std::string &name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(name);

@@ -49,6 +49,8 @@ class VariableStore {
   // The variable, creating it when `may_create`. Throws on the rule violations.
   at::Tensor get(const std::string &name, const std::vector<int64_t> &shape, const VariableOptions &opts,
                  bool may_create);
+  // Registers an existing tensor as a variable (TorchScript parameters).
+  void adopt(const std::string &name, const at::Tensor &value, bool trainable);
   const Variable *find(const std::string &name) const;
   std::vector<Variable> all() const;
   std::vector<at::Tensor> trainables() const;
@@ -101,6 +103,13 @@ using TowerFn = std::function<void(Tower &, const std::vector<at::Tensor> &)>;
 class Model {
  public:
   Model(std::vector<InputSpec> inputs, TowerFn fn);
+  // A model whose variables already exist (no build call), e.g. TorchScript.
+  Model(std::vector<InputSpec> inputs, TowerFn fn, bool prebuilt) : Model(std::move(inputs), std::move(fn)) {
+    built_ = prebuilt;
+  }
+
+  // Saves the model where that means something (TorchScript); set by its maker.
+  std::function<void(const std::string &path)> saver;
   ~Model();
 
   const std::vector<InputSpec> &inputs() const { return inputs_; }

@@ -2,13 +2,16 @@
  * initializers, the optimizer's hyper-parameters, inputs, inference, and
  * the errors of bad input (signature mismatch, NaN cost, failing or
  * cost-less tower functions). */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -609,6 +612,32 @@ static void test_train_config_and_launch(void **state) {
   tpt_model_free(c.model);
 }
 
+static void test_torchscript_errors(void **state) {
+  (void)state;
+  const int64_t sx[] = {-1, 3};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 2}};
+  tpt_model *m = NULL;
+  expect_code(tpt_model_from_torchscript(&m, "/nonexistent/model.pt", spec, 1), TPT_ERR_IO,
+              "cannot load the TorchScript module /nonexistent/model.pt");
+  assert_null(m);
+  /* a file that is not a TorchScript archive */
+  char path[] = "/tmp/tpt_not_a_moduleXXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, "garbage", 7), 7);
+  close(fd);
+  expect_code(tpt_model_from_torchscript(&m, path, spec, 1), TPT_ERR_IO, "cannot load the TorchScript module");
+  unlink(path);
+  tower_state s = {PLAIN, 0, 0, 0, 0, ""};
+  m = make_model(&s);
+  expect_code(tpt_model_save_torchscript(m, "/tmp/x.pt"), TPT_ERR_UNSUPPORTED, "not made from TorchScript");
+  expect_code(tpt_model_save_torchscript(m, NULL), TPT_ERR_INVALID_ARGUMENT, "argument 'path' is NULL");
+  expect_code(tpt_model_save_torchscript(NULL, "/tmp/x.pt"), TPT_ERR_INVALID_ARGUMENT, "argument 'model' is NULL");
+  tpt_model_free(m);
+  expect_code(tpt_model_from_torchscript(NULL, "x", spec, 1), TPT_ERR_INVALID_ARGUMENT, "argument 'out' is NULL");
+  expect_code(tpt_model_from_torchscript(&m, NULL, spec, 1), TPT_ERR_INVALID_ARGUMENT, "argument 'path' is NULL");
+}
+
 #define NULL_ARG(call, fn, arg) expect_code((call), TPT_ERR_INVALID_ARGUMENT, fn ": argument '" arg "' is NULL")
 
 static void test_null_arguments(void **state) {
@@ -680,6 +709,7 @@ int main(void) {
       cmocka_unit_test(test_optimizer_hyperparameters),
       cmocka_unit_test(test_input_validation),
       cmocka_unit_test(test_train_config_and_launch),
+      cmocka_unit_test(test_torchscript_errors),
       cmocka_unit_test(test_null_arguments),
   };
   return cmocka_run_group_tests_name("model", tests, NULL, NULL);
