@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "tptrain.h"
@@ -107,12 +108,13 @@ double libtorch_steps_per_second(const at::Tensor &x, const at::Tensor &y, int64
 
 int main(int argc, char **argv) {
   int64_t steps = argc > 1 ? std::atoll(argv[1]) : 3000;
+  std::string only = argc > 2 ? argv[2] : "";  // "c-api" or "libtorch": profile one side
   check(tpt_set_num_threads(1));
   at::Tensor x = at::randn({kRows, kIn}), y = at::randn({kRows, 1});
   std::vector<double> capi, hand;
   for (int r = 0; r < 5; ++r) {  // interleaved, best of 5
-    capi.push_back(capi_steps_per_second(x, y, steps));
-    hand.push_back(libtorch_steps_per_second(x, y, steps));
+    capi.push_back(only == "libtorch" ? 0 : capi_steps_per_second(x, y, steps));
+    hand.push_back(only == "c-api" ? 0 : libtorch_steps_per_second(x, y, steps));
   }
   std::printf("c-api %.1f\n", *std::max_element(capi.begin(), capi.end()));
   std::printf("libtorch %.1f\n", *std::max_element(hand.begin(), hand.end()));

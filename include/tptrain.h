@@ -996,7 +996,9 @@ TPT_API TPT_NODISCARD tpt_status *tpt_metric_wrong(tpt_tensor **out, const tpt_t
 /* Gradient processing, for every kind:                                      */
 /*   "clip_global_norm" (0: off), "clip_value" (0: off),                     */
 /*   "accumulate_steps" (1: apply every step; N: average N micro-steps),     */
-/*   "check_numerics" (1: a NaN or Inf cost or gradient fails the step).     */
+/*   "check_numerics" (1, the default: a NaN or Inf cost fails the step;    */
+/*   2: a NaN or Inf gradient too, at the price of one more sync per step;   */
+/*   0: no check).                                                            */
 /* ------------------------------------------------------------------------ */
 
 typedef struct tpt_optimizer tpt_optimizer;

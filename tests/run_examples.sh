@@ -22,15 +22,21 @@ converged="stopped: converged: standard error"
 check "c/hello" "least squares fit: y = 3.02" "$b/examples/hello"
 check "c/monte_carlo" "$converged" "$b/examples/monte_carlo" "$tmp/mc_c"
 check "c/monte_carlo stats.json" "global_step" cat "$tmp/mc_c/stats.json"
+check "c/mlp_regression" "held-out MSE after 10 epochs" "$b/examples/mlp_regression" "$tmp/mlp_c"
+check "c/cnn_classifier" "test accuracy: " "$b/examples/cnn_classifier" "$tmp/cnn_c"
 if command -v cargo >/dev/null; then
   r() { (cd "$s/examples/rust" && TPTRAIN_LIB_DIR=$b CARGO_TARGET_DIR=$b/cargo-target cargo run --offline -q --bin "$@"); }
   check "rust/hello" "least squares fit: y = 3.02" r hello
   check "rust/monte_carlo" "$converged" r monte_carlo "$tmp/mc_rust"
+  check "rust/mlp_regression" "final cost (MSE over" r mlp_regression
+  check "rust/cnn_classifier" "held-out accuracy" r cnn_classifier
 fi
 if command -v go >/dev/null; then
   g() { (cd "$s/examples/go" && GOFLAGS=-mod=mod GOPROXY=off GOCACHE=${GOCACHE:-$b/go-cache} \
          PKG_CONFIG_PATH=$b/meson-uninstalled go run "$@"); }
   check "go/hello" "least squares fit: y = 3.02" g ./hello
   check "go/monte_carlo" "$converged" g ./monte_carlo "$tmp/mc_go"
+  check "go/mlp_regression" "final cost (MSE over" g ./mlp_regression
+  check "go/cnn_classifier" "held-out accuracy" g ./cnn_classifier
 fi
 echo "1..$n"

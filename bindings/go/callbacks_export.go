@@ -4,11 +4,18 @@ package tptrain
 // trampoline.c). This file holds only //export functions: cgo forbids C
 // definitions in the preamble of a file that exports to C.
 //
-// Each trampoline runs on the goroutine that called Run (the library calls
-// back on the thread of tpt_trainer_run, and cgo brings the call back to that
-// goroutine). None lets a panic unwind through C: it recovers, records the
-// panic on the trainer's Context and returns an error status; Run panics
-// again with the same value once tpt_trainer_run has returned.
+// The trainer's trampolines run on the goroutine that called Run (the
+// library calls back on the thread of tpt_trainer_run, and cgo brings the
+// call back to that goroutine). None lets a panic unwind through C: it
+// recovers, records the panic on the trainer's Context and returns an error
+// status; Run panics again with the same value once tpt_trainer_run has
+// returned.
+//
+// The tower trampoline may run on several threads at once (one per tower),
+// and the feed and deleter trampolines on threads the library chose: they
+// find their Go function through a runtime/cgo.Handle (safe for concurrent
+// use) and record errors and panics in a mutex-guarded stash, which Run,
+// Build and Infer consult when the status comes back.
 
 /*
 #include <stdint.h>
@@ -16,7 +23,13 @@ package tptrain
 */
 import "C"
 
-import "runtime/cgo"
+import (
+	"fmt"
+	"io"
+	"runtime/cgo"
+	"strconv"
+	"unsafe"
+)
 
 //export tptgoRunStep
 func tptgoRunStep(_ *C.tpt_trainer, handle C.uintptr_t) (st *C.tpt_status) {
@@ -99,4 +112,92 @@ func tptgoPredicate(_ *C.tpt_trainer, handle C.uintptr_t) (r C.int32_t) {
 //export tptgoDeleteHandle
 func tptgoDeleteHandle(handle C.uintptr_t) {
 	deleteHandle(cgo.Handle(handle))
+}
+
+//export tptgoTower
+func tptgoTower(tower *C.tpt_tower, inputs **C.tpt_tensor, n C.size_t, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*towerFunc)
+	tw := &Tower{ptr: tower}
+	ins := make([]*Tensor, int(n))
+	if n > 0 {
+		for i, p := range unsafe.Slice(inputs, int(n)) {
+			ins[i] = &Tensor{ptr: p, borrowed: true}
+		}
+	}
+	returned := false
+	defer func() {
+		// The tower and the inputs are the library's: invalid from now on.
+		tw.mu.Lock()
+		tw.ptr = nil
+		tw.mu.Unlock()
+		for _, x := range ins {
+			x.Close()
+		}
+		if !returned {
+			st = f.st.recovered(recover(), "tower function")
+		}
+	}()
+	st = f.st.status(f.fn(tw, ins))
+	returned = true
+	return st
+}
+
+//export tptgoFeed
+func tptgoFeed(batch **C.tpt_tensor, n C.size_t, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*feedFunc)
+	returned := false
+	defer func() {
+		if !returned {
+			st = f.st.recovered(recover(), "feed function")
+		}
+	}()
+	ts, err := f.fn(int(n))
+	returned = true
+	if err == io.EOF {
+		err = Stop("EOF")
+	}
+	if err != nil {
+		return f.st.status(err)
+	}
+	if len(ts) != int(n) {
+		for _, x := range ts {
+			x.Close()
+		}
+		return f.st.status(&Error{Code: CodeCallback,
+			Message: "the feed function returned " + strconv.Itoa(len(ts)) + " tensors for " + strconv.Itoa(int(n)) + " inputs"})
+	}
+	if n == 0 {
+		return nil
+	}
+	// The library takes every handle stored in batch, also on error.
+	slots := unsafe.Slice(batch, int(n))
+	for i, x := range ts {
+		p, err := x.take("the feed function's tensor " + strconv.Itoa(i))
+		if err != nil {
+			for _, rest := range ts[i+1:] {
+				rest.Close()
+			}
+			return f.st.status(err)
+		}
+		slots[i] = p
+	}
+	return nil
+}
+
+//export tptgoBlobDelete
+func tptgoBlobDelete(_ unsafe.Pointer, ctx C.uintptr_t) {
+	h := cgo.Handle(ctx)
+	deleter := h.Value().(func())
+	deleteHandle(h)
+	defer func() {
+		if v := recover(); v != nil {
+			// No caller to hand the panic to (the memory may be released
+			// on any thread, from any call): crash, as a panic in a
+			// finalizer does.
+			msg := fmt.Sprintf("tptrain: panic in a FromBlob deleter: %v", v)
+			go func() { panic(msg) }()
+			select {}
+		}
+	}()
+	deleter()
 }

@@ -3,11 +3,14 @@ package tptrain
 /*
 #include <stdlib.h>
 #include <tptrain.h>
+#include "trampoline.h"
 */
 import "C"
 
 import (
 	"runtime"
+	"runtime/cgo"
+	"sort"
 	"strconv"
 	"sync"
 	"unsafe"
@@ -75,6 +78,9 @@ type TensorOptions struct {
 type Tensor struct {
 	mu  sync.RWMutex
 	ptr *C.tpt_tensor
+	// borrowed: the handle belongs to the library (a tower function's
+	// inputs); Close only forgets it.
+	borrowed bool
 }
 
 // newTensor wraps a handle returned by the library; the finalizer frees a
@@ -94,9 +100,11 @@ func (t *Tensor) Close() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ptr != nil {
-		C.tpt_tensor_free(t.ptr)
+		if !t.borrowed {
+			C.tpt_tensor_free(t.ptr)
+			runtime.SetFinalizer(t, nil)
+		}
 		t.ptr = nil
-		runtime.SetFinalizer(t, nil)
 	}
 	return nil
 }
@@ -446,4 +454,234 @@ func (t *Tensor) Matmul(b *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	return newTensor(out), nil
+}
+
+// ---- Sharing memory, devices, DLPack.
+
+// FromBlob wraps memory that Go does not manage, without copying
+// (tpt_tensor_from_blob): the tensor uses data in place as a CPU tensor laid
+// out C-contiguous with the given shape and dtype. deleter runs exactly once,
+// when LibTorch releases the memory (after the last tensor using it, views
+// and Shares included, is gone), or before FromBlob returns if it fails; it
+// may run on any goroutine or thread, and a panic in it crashes the program
+// (there is no caller to return it to). deleter may be nil: the caller then
+// keeps data valid longer than every tensor made from it.
+//
+// data must not point into Go memory: the library keeps the pointer, which
+// the cgo rules forbid for Go pointers (the garbage collector may move or
+// free Go memory). Use memory from C (malloc), from syscall.Mmap, or from
+// another library. For Go slices use FromBytes and the typed constructors,
+// which copy. opts.Device must be "" or "cpu"; opts may be nil.
+func FromBlob(data unsafe.Pointer, dtype DType, shape []int64, opts *TensorOptions, deleter func()) (*Tensor, error) {
+	copts := C.tpt_tensor_options{
+		version: C.TPT_TENSOR_OPTIONS_VERSION,
+		dtype:   C.tpt_dtype(dtype),
+	}
+	if opts != nil {
+		if opts.Device != "" {
+			device := C.CString(opts.Device)
+			defer C.free(unsafe.Pointer(device))
+			copts.device = device
+		}
+		if opts.RequiresGrad {
+			copts.requires_grad = 1
+		}
+	}
+	var h cgo.Handle
+	if deleter != nil {
+		h = newHandle(deleter)
+	}
+	var out *C.tpt_tensor
+	// The library runs the deleter, and so deletes h, also when this fails.
+	st := C.tptgo_tensor_from_blob(&out, data, shapePtr(shape), C.size_t(len(shape)), &copts, C.uintptr_t(h))
+	runtime.KeepAlive(shape)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// Share returns a new Tensor on the same LibTorch tensor, without copying
+// (tpt_tensor_share). Both must be closed; closing one leaves the other
+// valid. Share also makes an owned tensor from a tower function's input.
+func (t *Tensor) Share() (*Tensor, error) {
+	ptr, err := t.rlock("Share")
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.RUnlock()
+	var out *C.tpt_tensor
+	st := C.tpt_tensor_share(&out, ptr)
+	runtime.KeepAlive(t)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// Device returns the tensor's device as text, e.g. "cpu" or "cuda:0"
+// (tpt_tensor_device).
+func (t *Tensor) Device() (string, error) {
+	ptr, err := t.rlock("Device")
+	if err != nil {
+		return "", err
+	}
+	defer t.mu.RUnlock()
+	var buf [64]C.char
+	st := C.tpt_tensor_device(&buf[0], C.size_t(len(buf)), ptr)
+	runtime.KeepAlive(t)
+	if err := statusError(st); err != nil {
+		return "", err
+	}
+	return C.GoString(&buf[0]), nil
+}
+
+// To returns a copy of the tensor on another device and/or with another
+// dtype (tpt_tensor_to): device "" keeps the device, dtype 0 keeps the dtype.
+func (t *Tensor) To(device string, dtype DType) (*Tensor, error) {
+	ptr, err := t.rlock("To")
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.RUnlock()
+	var cdev *C.char
+	if device != "" {
+		cdev = C.CString(device)
+		defer C.free(unsafe.Pointer(cdev))
+	}
+	var out *C.tpt_tensor
+	st := C.tpt_tensor_to(&out, ptr, cdev, C.tpt_dtype(dtype))
+	runtime.KeepAlive(t)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// Item returns the value of a one-element tensor as a float64
+// (tpt_tensor_item).
+func (t *Tensor) Item() (float64, error) {
+	ptr, err := t.rlock("Item")
+	if err != nil {
+		return 0, err
+	}
+	defer t.mu.RUnlock()
+	var v C.double
+	st := C.tpt_tensor_item(&v, ptr)
+	runtime.KeepAlive(t)
+	if err := statusError(st); err != nil {
+		return 0, err
+	}
+	return float64(v), nil
+}
+
+// ToDLPack exports the tensor for another framework without copying
+// (tpt_tensor_to_dlpack). The result is a *DLManagedTensor (dlpack.h,
+// DLPACK_VERSION 0.6) that the consumer owns: hand it to a consumer that
+// calls its deleter (FromDLPack does), or release it with DeleteDLPack. The
+// memory stays valid after t is closed.
+func (t *Tensor) ToDLPack() (unsafe.Pointer, error) {
+	ptr, err := t.rlock("ToDLPack")
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.RUnlock()
+	var out *C.struct_DLManagedTensor
+	st := C.tpt_tensor_to_dlpack(&out, ptr)
+	runtime.KeepAlive(t)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return unsafe.Pointer(out), nil
+}
+
+// FromDLPack imports a *DLManagedTensor (dlpack.h, DLPACK_VERSION 0.6) from
+// another framework without copying (tpt_tensor_from_dlpack). It takes
+// ownership of src, also when it fails: src's deleter runs when the tensor is
+// released, or before FromDLPack returns an error.
+func FromDLPack(src unsafe.Pointer) (*Tensor, error) {
+	var out *C.tpt_tensor
+	st := C.tpt_tensor_from_dlpack(&out, (*C.struct_DLManagedTensor)(src))
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// DeleteDLPack releases a *DLManagedTensor that was never handed to a
+// consumer, by calling its deleter (if it has one). nil is a no-op.
+func DeleteDLPack(src unsafe.Pointer) {
+	C.tptgo_dlpack_delete(src)
+}
+
+// take hands the tensor's handle over to the library (a feed's batch): t is
+// closed for the caller. A borrowed tensor is shared instead.
+func (t *Tensor) take(what string) (*C.tpt_tensor, error) {
+	if t == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: what + " is nil"}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ptr == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: what + ": use of closed Tensor"}
+	}
+	if t.borrowed {
+		var out *C.tpt_tensor
+		st := C.tpt_tensor_share(&out, t.ptr)
+		if err := statusError(st); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	ptr := t.ptr
+	t.ptr = nil
+	runtime.SetFinalizer(t, nil)
+	return ptr, nil
+}
+
+// lockTensors read-locks every distinct non-nil tensor of ts, in address
+// order (so that goroutines locking overlapping sets while others close them
+// cannot deadlock), and returns their handles in the order of ts (nil for a
+// nil entry). what(i) names entry i in errors. A nil entry is an error
+// unless allowNil; a closed one always is. On success the caller must call
+// unlock.
+func lockTensors(ts []*Tensor, allowNil bool, what func(i int) string) (ptrs []*C.tpt_tensor, unlock func(), err error) {
+	order := make([]*Tensor, 0, len(ts))
+	for i, x := range ts {
+		if x == nil {
+			if !allowNil {
+				return nil, nil, &Error{Code: CodeInvalidArgument, Message: what(i) + " is nil"}
+			}
+			continue
+		}
+		order = append(order, x)
+	}
+	sort.Slice(order, func(a, b int) bool {
+		return uintptr(unsafe.Pointer(order[a])) < uintptr(unsafe.Pointer(order[b]))
+	})
+	locked := make([]*Tensor, 0, len(order))
+	for i, x := range order {
+		if i > 0 && x == order[i-1] {
+			continue
+		}
+		x.mu.RLock()
+		locked = append(locked, x)
+	}
+	unlock = func() {
+		for _, x := range locked {
+			x.mu.RUnlock()
+		}
+	}
+	ptrs = make([]*C.tpt_tensor, len(ts))
+	for i, x := range ts {
+		if x == nil {
+			continue
+		}
+		if x.ptr == nil {
+			unlock()
+			return nil, nil, &Error{Code: CodeInvalidArgument, Message: what(i) + ": use of closed Tensor"}
+		}
+		ptrs[i] = x.ptr
+	}
+	return ptrs, unlock, nil
 }

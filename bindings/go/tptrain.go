@@ -2,9 +2,11 @@
 // tensorpack's Trainer to LibTorch.
 //
 // The package follows the sections of tptrain.h, one file each: versions
-// (this file), status (errors), runtime (features and threads), tensors,
-// trainer (the loop, step outputs) and callback (callbacks, wrappers,
-// monitors and scalars).
+// (this file), status (errors), runtime (features and threads), tensors
+// (also memory sharing, devices and DLPack), ops (any ATen operator by
+// name), trainer (the loop, step outputs), callback (callbacks, wrappers,
+// monitors and scalars), model (models, towers, variables, optimizers,
+// inputs and the simple trainer) and layers (layers, losses and metrics).
 //
 // # Errors
 //
@@ -44,10 +46,22 @@
 // replaced, when its Trainer (or an unused Callback) is closed, or at once if
 // the call that took it fails.
 //
+// # Models
+//
+// A Model (NewModel) is tensorpack's ModelDesc: an input signature and a
+// tower function that builds the cost from the step's inputs with Tower
+// methods (Variable, FC, Conv2D, BatchNorm, ...), package functions (MaxPool,
+// SoftmaxCrossEntropy, Accuracy, ...) and OpCall (any ATen operator).
+// Trainer.SetModel turns a Trainer into tensorpack's SimpleTrainer, fed by an
+// Input (InputFromTensors, InputFromFeed). Tower functions may run on
+// several threads at once and must be safe for that; their errors and panics
+// follow the rules above: Run, Build and Infer return a tower function's
+// error unchanged, and panic again with its panic's value.
+//
 // # Resources
 //
-// Values that own a C handle (*Tensor, *Trainer, *Callback) have a Close
-// method. Close is idempotent; call it (or defer it) as soon as the value is
+// Values that own a C handle (*Tensor, *Trainer, *Callback, *Model,
+// *Optimizer, *Input) have a Close method. Close is idempotent; call it (or defer it) as soon as the value is
 // no longer needed.
 // A finalizer releases a handle that was never closed, but only as a safety
 // net: the garbage collector does not see the memory LibTorch holds.

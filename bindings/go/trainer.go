@@ -101,6 +101,10 @@ type Trainer struct {
 	ptr     *C.tpt_trainer
 	running bool
 	ctx     *Context
+	// The stashes of the model's tower function and the input's feed
+	// function (SetModel), which Run consults for the errors and panics
+	// behind the status it gets back.
+	stashes []*stash
 }
 
 // Context is what run_step, hooked steps, callbacks and predicates receive:
@@ -237,10 +241,12 @@ func (t *Trainer) SetRunStep(runStep func(ctx *Context) error) error {
 // the epochs, and always AFTER_TRAIN. It returns nil when training finished
 // or was stopped (see StopReason), or the error that ended it: an error
 // returned by run_step, a step or a callback comes back unchanged (the same
-// value), one from the library is an *Error. If run_step, a step, a callback
-// or a predicate panicked, training fails as if it had returned an error,
-// AFTER_TRAIN still runs, and Run then panics with the first such panic's
-// value. A trainer runs once.
+// value), one from the library is an *Error. The same holds for the tower
+// function of a model and the feed function of an input (SetModel). If
+// run_step, a step, a callback, a predicate, a tower or a feed function
+// panicked, training fails as if it had returned an error, AFTER_TRAIN still
+// runs, and Run then panics with the value of the panic that ended training
+// (or else the first one). A trainer runs once.
 func (t *Trainer) Run() error {
 	ptr, err := t.lock("Run")
 	if err != nil {
@@ -251,6 +257,7 @@ func (t *Trainer) Run() error {
 		return &Error{Code: CodeState, Message: "Trainer.Run: Run is already in progress"}
 	}
 	t.running = true
+	stashes := t.stashes
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
@@ -261,8 +268,29 @@ func (t *Trainer) Run() error {
 	c.errs = nil
 	st := C.tpt_trainer_run(ptr)
 	runtime.KeepAlive(t)
-	err = c.result(st, false)
+	var towerPanic any
+	towerPanicked := false
+	if st != nil && len(stashes) > 0 {
+		// An error or panic of the tower or feed function (these may have
+		// run on other threads, so they are kept apart from c's).
+		code, msg := Code(C.tpt_status_code(st)), C.GoString(C.tpt_status_message(st))
+		for _, s := range stashes {
+			if e, v, panicked, found := s.take(code, msg); found {
+				C.tpt_status_free(st)
+				st = nil
+				err, towerPanic, towerPanicked = e, v, panicked
+				break
+			}
+		}
+	}
+	if st != nil {
+		err = c.result(st, false)
+	}
 	c.errs = nil
+	if towerPanicked { // the panic that ended training comes first
+		c.panicking, c.panicValue, c.panicWhere = false, nil, ""
+		panic(towerPanic)
+	}
 	if c.panicking {
 		v := c.panicValue
 		c.panicking, c.panicValue, c.panicWhere = false, nil, ""

@@ -46,3 +46,62 @@ tpt_status *tptgo_callback_new(tpt_callback **out, uint32_t events, const char *
 tpt_status *tptgo_enable_if(tpt_callback **out, tpt_callback *inner, uintptr_t handle) {
   return tpt_callback_enable_if(out, inner, predicate_trampoline, (void *)handle, delete_handle);
 }
+
+/* ---- Tensors: from_blob's deleter, DLPack ---- */
+
+static void blob_deleter(void *data, void *ctx) { tptgoBlobDelete(data, (uintptr_t)ctx); }
+
+tpt_status *tptgo_tensor_from_blob(tpt_tensor **out, void *data, const int64_t *shape, size_t ndim,
+                                   const tpt_tensor_options *options, uintptr_t handle) {
+  if (handle == 0) return tpt_tensor_from_blob(out, data, shape, ndim, options, NULL, NULL);
+  return tpt_tensor_from_blob(out, data, shape, ndim, options, blob_deleter, (void *)handle);
+}
+
+/* The layout of DLManagedTensor in dlpack.h (DLPACK_VERSION 0.6, unchanged
+ * since 0.2), mirrored under another name: only the deleter is read. */
+typedef struct {
+  void *data;
+  struct {
+    int32_t device_type;
+    int32_t device_id;
+  } device;
+  int32_t ndim;
+  struct {
+    uint8_t code;
+    uint8_t bits;
+    uint16_t lanes;
+  } dtype;
+  int64_t *shape;
+  int64_t *strides;
+  uint64_t byte_offset;
+} tptgo_dl_tensor;
+
+typedef struct tptgo_dl_managed_tensor {
+  tptgo_dl_tensor dl_tensor;
+  void *manager_ctx;
+  void (*deleter)(struct tptgo_dl_managed_tensor *self);
+} tptgo_dl_managed_tensor;
+
+void tptgo_dlpack_delete(void *managed) {
+  tptgo_dl_managed_tensor *m = managed;
+  if (m != NULL && m->deleter != NULL) m->deleter(m);
+}
+
+/* ---- Models and inputs ---- */
+
+static tpt_status *tower_trampoline(tpt_tower *tower, const tpt_tensor *const *inputs, size_t n_inputs,
+                                    void *user_data) {
+  return tptgoTower(tower, (tpt_tensor **)inputs, n_inputs, (uintptr_t)user_data);
+}
+
+static tpt_status *feed_trampoline(tpt_tensor **batch, size_t n_inputs, void *user_data) {
+  return tptgoFeed(batch, n_inputs, (uintptr_t)user_data);
+}
+
+tpt_status *tptgo_model_new(tpt_model **out, const tpt_input_spec *inputs, size_t n_inputs, uintptr_t handle) {
+  return tpt_model_new(out, inputs, n_inputs, tower_trampoline, (void *)handle, delete_handle);
+}
+
+tpt_status *tptgo_input_from_feed(tpt_input **out, uintptr_t handle) {
+  return tpt_input_from_feed(out, feed_trampoline, (void *)handle, delete_handle);
+}

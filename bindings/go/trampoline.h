@@ -24,4 +24,19 @@ tpt_status *tptgo_callback_new(tpt_callback **out, uint32_t events, const char *
  * handle. */
 tpt_status *tptgo_enable_if(tpt_callback **out, tpt_callback *inner, uintptr_t handle);
 
+/* tpt_tensor_from_blob with the deleter trampoline (it deletes the handle);
+ * handle 0: no deleter. */
+tpt_status *tptgo_tensor_from_blob(tpt_tensor **out, void *data, const int64_t *shape, size_t ndim,
+                                   const tpt_tensor_options *options, uintptr_t handle);
+
+/* Calls the deleter of a DLManagedTensor (if any); NULL is a no-op. */
+void tptgo_dlpack_delete(void *managed);
+
+/* tpt_model_new with the tower trampoline; destroy deletes the handle. */
+tpt_status *tptgo_model_new(tpt_model **out, const tpt_input_spec *inputs, size_t n_inputs,
+                            uintptr_t handle);
+
+/* tpt_input_from_feed with the feed trampoline; destroy deletes the handle. */
+tpt_status *tptgo_input_from_feed(tpt_input **out, uintptr_t handle);
+
 #endif

@@ -1,7 +1,6 @@
 #include "input/input.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/ops/arange.h>
 #include <ATen/ops/randperm.h>
 
 #include "core/error.hpp"
@@ -31,12 +30,16 @@ class TensorInput final : public Input {
   }
 
   std::vector<at::Tensor> next() override {
-    if (order_.defined() == false || pos_ + batch_ > rows_) new_pass();
-    at::Tensor idx = order_.narrow(0, pos_, batch_);
-    pos_ += batch_;
+    if (!started_ || pos_ + batch_ > rows_) new_pass();
     std::vector<at::Tensor> out;
     out.reserve(tensors_.size());
-    for (const auto &t : tensors_) out.push_back(t.index_select(0, idx));
+    if (shuffle_) {
+      at::Tensor idx = order_.narrow(0, pos_, batch_);
+      for (const auto &t : tensors_) out.push_back(t.index_select(0, idx));
+    } else {  // in order: views of the rows, no copy
+      for (const auto &t : tensors_) out.push_back(t.narrow(0, pos_, batch_));
+    }
+    pos_ += batch_;
     return out;
   }
 
@@ -44,8 +47,9 @@ class TensorInput final : public Input {
 
  private:
   void new_pass() {
-    order_ = shuffle_ ? at::randperm(rows_, gen_, at::TensorOptions().dtype(at::kLong)) : at::arange(rows_, at::kLong);
+    if (shuffle_) order_ = at::randperm(rows_, gen_, at::TensorOptions().dtype(at::kLong));
     pos_ = 0;
+    started_ = true;
   }
 
   std::vector<at::Tensor> tensors_;
@@ -53,6 +57,7 @@ class TensorInput final : public Input {
   bool shuffle_;
   at::Generator gen_;
   int64_t rows_ = 0, pos_ = 0;
+  bool started_ = false;
   at::Tensor order_;
 };
 

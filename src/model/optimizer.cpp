@@ -62,6 +62,8 @@ void Optimizer::set(const std::string &name, double value) {
   if (it == params_.end())
     invalid_argument("optimizer '" + kind_ + "' has no hyper-parameter '" + name + "'; it has " + names_of(params_));
   if (!std::isfinite(value)) invalid_argument("hyper-parameter '" + name + "' must be finite");
+  if (name == "check_numerics" && value != 0 && value != 1 && value != 2)
+    invalid_argument("check_numerics must be 0, 1 or 2, got " + std::to_string(value));
   if (name == "accumulate_steps" && (value < 1 || value != std::floor(value)))
     invalid_argument("accumulate_steps must be an integer >= 1, got " + std::to_string(value));
   if ((name == "learning_rate" || name == "eps" || name == "clip_global_norm" || name == "clip_value" ||
@@ -145,7 +147,9 @@ bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
   if (++micro_steps_ < accumulate) return false;
   micro_steps_ = 0;
   c10::NoGradGuard no_grad;
-  bool check = flag(params_.at("check_numerics"));
+  bool check = params_.at("check_numerics") >= 2;  // 1 checks the cost only (the strategy does that)
+  double clip_value = params_.at("clip_value");
+  at::Tensor total;  // the sum of every gradient: finite iff they all are (one sync, not one per variable)
   for (const auto &v : vars) {
     if (!v.trainable) continue;
     at::Tensor g = v.value.grad();
@@ -153,12 +157,17 @@ bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
     if (accumulate > 1) g.div_(static_cast<double>(accumulate));
     for (const auto &[re, factor] : scales_)
       if (std::regex_search(v.name, re)) g.mul_(factor);
-    if (check && !g.isfinite().all().item<bool>())
-      fail(TPT_ERR_BACKEND, "the gradient of variable '" + v.name + "' has NaN or Inf at global_step " +
-                                std::to_string(global_step));
-    double clip_value = params_.at("clip_value");
-    if (clip_value > 0) g.clamp_(-clip_value, clip_value);
+    if (check) total = total.defined() ? total.add(g.sum().to(at::kDouble)) : g.sum().to(at::kDouble);
   }
+  if (check && total.defined() && !std::isfinite(total.item<double>())) {
+    for (const auto &v : vars)  // the slow path: name the culprit
+      if (v.trainable && v.value.grad().defined() && !v.value.grad().isfinite().all().item<bool>())
+        fail(TPT_ERR_BACKEND, "the gradient of variable '" + v.name + "' has NaN or Inf at global_step " +
+                                  std::to_string(global_step));
+  }
+  if (clip_value > 0)
+    for (const auto &p : params)
+      if (p.grad().defined()) p.grad().clamp_(-clip_value, clip_value);
   double max_norm = params_.at("clip_global_norm");
   if (max_norm > 0) {
     double total = 0;

@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """Parity of training through the C API with python3-torch (Debian's, the
-same LibTorch version): an MLP regression trained 200 steps with SGD +
-momentum and with Adam from the same initial values and data. Every loss
-and every final parameter must agree within 1e-5 (float32). The reference is
-computed here, independently, on every run. Prints TAP.
+same LibTorch version): an MLP regression, and a small CNN with batch
+normalisation built from the C API's layers (conv2d SAME, batch_norm, relu,
+max_pool, flatten, fc, softmax cross-entropy), each trained 200 steps with
+SGD + momentum and with Adam from the same initial values and data. Every
+loss and every final parameter (the batch-norm moving averages included)
+must agree within 1e-5 (float32). The reference is computed here,
+independently, with torch.nn.functional on every run. Prints TAP.
 
-usage: test_parity.py PATH/TO/parity_mlp"""
+usage: test_parity.py PATH/TO/parity_mlp PATH/TO/parity_cnn"""
 import os
 import subprocess
 import sys
@@ -15,7 +18,9 @@ import traceback
 import torch
 
 PROGRAM = sys.argv[1]
+PROGRAM_CNN = sys.argv[2]
 N, D, H, STEPS, BATCH = 256, 8, 16, 200, 32
+CNN_N, CNN_BATCH = 256, 16
 TOL = 1e-5
 
 
@@ -26,6 +31,10 @@ def write(path, t):
 def read(path, shape):
     import numpy
     return torch.from_numpy(numpy.fromfile(path, dtype=numpy.float32).reshape(shape))
+
+
+def write_i64(path, t):
+    t.detach().contiguous().to(torch.int64).numpy().tofile(path)
 
 
 def reference(x, y, params, kind):
@@ -73,9 +82,78 @@ def parity(kind):
     assert dp <= TOL, "parameters differ by %g" % dp
 
 
+CNN_PARAMS = ["conv_W", "conv_b", "bn_gamma", "bn_beta", "fc_W", "fc_b"]
+CNN_STATE = ["bn_mean_EMA", "bn_variance_EMA"]
+
+
+def cnn_reference(x, y, params, kind):
+    """conv2d 3x3 (padding 1) -> batch_norm -> relu -> max_pool2d 2 -> linear
+    -> cross_entropy, with torch.nn.functional."""
+    F = torch.nn.functional
+    cw, cb, gamma, beta, fw, fb = [p.clone().requires_grad_(True) for p in params]
+    running_mean, running_var = torch.zeros(4), torch.ones(4)
+    trainable = [cw, cb, gamma, beta, fw, fb]
+    if kind == "sgd":
+        opt = torch.optim.SGD(trainable, lr=0.05, momentum=0.9)
+    else:
+        opt = torch.optim.Adam(trainable, lr=0.01)
+    losses = []
+    for step in range(STEPS):
+        k = step % (CNN_N // CNN_BATCH)
+        xb, yb = x[k * CNN_BATCH:(k + 1) * CNN_BATCH], y[k * CNN_BATCH:(k + 1) * CNN_BATCH]
+        h = F.conv2d(xb, cw, cb, padding=1)
+        h = F.batch_norm(h, running_mean, running_var, gamma, beta, training=True, momentum=0.1, eps=1e-5)
+        h = F.max_pool2d(F.relu(h), 2)
+        logits = F.linear(h.flatten(1), fw, fb)
+        loss = F.cross_entropy(logits, yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return torch.tensor(losses), [p.detach() for p in trainable] + [running_mean, running_var]
+
+
+def cnn_parity(kind):
+    torch.manual_seed(11)
+    torch.set_num_threads(1)
+    x = torch.randn(CNN_N, 1, 8, 8)
+    # three classes: which quadrant (top-left, bottom-right, top-right) has the largest sum
+    quads = torch.stack([x[:, 0, :4, :4].sum((1, 2)), x[:, 0, 4:, 4:].sum((1, 2)), x[:, 0, :4, 4:].sum((1, 2))], 1)
+    y = quads.argmax(1)
+    params = [torch.randn(4, 1, 3, 3) * 0.3, torch.randn(4) * 0.1, 1 + 0.1 * torch.randn(4), 0.1 * torch.randn(4),
+              torch.randn(3, 64) * 0.1, torch.randn(3) * 0.1]
+    with tempfile.TemporaryDirectory() as d:
+        write(os.path.join(d, "x.bin"), x)
+        write_i64(os.path.join(d, "y.bin"), y)
+        for name, t in zip(CNN_PARAMS, params):
+            write(os.path.join(d, name + ".bin"), t)
+        with open(os.path.join(d, "dims.txt"), "w") as f:
+            f.write("%d\n" % CNN_N)
+        p = subprocess.run([PROGRAM_CNN, d, kind, str(STEPS), str(CNN_BATCH)], capture_output=True, text=True,
+                           timeout=300)
+        if p.returncode != 0:
+            raise AssertionError("parity_cnn failed: " + p.stderr[-2000:])
+        got_losses = read(os.path.join(d, "losses.bin"), (STEPS,))
+        shapes = [t.shape for t in params] + [(4,), (4,)]
+        got = [read(os.path.join(d, n + ".out"), s) for n, s in zip(CNN_PARAMS + CNN_STATE, shapes)]
+    want_losses, want = cnn_reference(x, y, params, kind)
+    dl = (got_losses - want_losses).abs().max().item()
+    diffs = [(g - w).abs().max().item() for g, w in zip(got, want)]
+    dp = max(diffs)
+    print("# cnn %s: max |loss diff| %.3g, max |param diff| %.3g (bn EMA mean %.3g, variance %.3g), loss %.4f -> %.4f" %
+          (kind, dl, dp, diffs[6], diffs[7], want_losses[0].item(), want_losses[-1].item()))
+    assert want_losses[-10:].mean() < want_losses[:10].mean() * 0.7, "the reference did not train"
+    assert (want[7] - 1).abs().max() > 0.01, "the moving variance did not move"
+    assert dl <= TOL, "losses differ by %g" % dl
+    assert dp <= TOL, "parameters differ by %g (%s)" % (dp, ", ".join(
+        "%s %.3g" % (n, v) for n, v in zip(CNN_PARAMS + CNN_STATE, diffs)))
+
+
 def main():
     tests = [("mlp_sgd_momentum_matches_python_torch", lambda: parity("sgd")),
-             ("mlp_adam_matches_python_torch", lambda: parity("adam"))]
+             ("mlp_adam_matches_python_torch", lambda: parity("adam")),
+             ("cnn_bn_sgd_momentum", lambda: cnn_parity("sgd")),
+             ("cnn_bn_adam", lambda: cnn_parity("adam"))]
     print("TAP version 13")
     print("1..%d" % len(tests))
     failed = 0

@@ -76,6 +76,55 @@ pub struct tpt_tensor {
     _private: [u8; 0],
 }
 
+/// `void (*deleter)(void *data, void *deleter_ctx)` of `tpt_tensor_from_blob`.
+pub type tpt_blob_deleter_fn = Option<unsafe extern "C" fn(data: *mut c_void, deleter_ctx: *mut c_void)>;
+
+/// Opaque here (`struct DLManagedTensor` of dlpack.h, DLPACK_VERSION 0.6).
+#[repr(C)]
+pub struct DLManagedTensor {
+    _private: [u8; 0],
+}
+
+// ---- Operators
+pub type tpt_arg_kind = c_int;
+pub const TPT_ARG_NONE: tpt_arg_kind = 0;
+pub const TPT_ARG_TENSOR: tpt_arg_kind = 1;
+pub const TPT_ARG_INT: tpt_arg_kind = 2;
+pub const TPT_ARG_DOUBLE: tpt_arg_kind = 3;
+pub const TPT_ARG_BOOL: tpt_arg_kind = 4;
+pub const TPT_ARG_INT_LIST: tpt_arg_kind = 5;
+pub const TPT_ARG_DOUBLE_LIST: tpt_arg_kind = 6;
+pub const TPT_ARG_TENSOR_LIST: tpt_arg_kind = 7;
+pub const TPT_ARG_STRING: tpt_arg_kind = 8;
+pub const TPT_ARG_DTYPE: tpt_arg_kind = 9;
+
+/// One operator argument; only the fields of its kind are read. Borrowed for
+/// the call.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_arg {
+    pub kind: tpt_arg_kind,
+    /// NULL: positional; else the schema's argument name.
+    pub name: *const c_char,
+    pub tensor: *const tpt_tensor,
+    pub i: i64,
+    pub d: f64,
+    /// Lists (`const int64_t *`, `const double *`, `const tpt_tensor *const *`)
+    /// and strings (`const char *`).
+    pub list: *const c_void,
+    pub len: usize,
+}
+/// An all-zero `tpt_arg` (a positional `TPT_ARG_NONE`), to fill in.
+pub const TPT_ARG_ZERO: tpt_arg = tpt_arg {
+    kind: TPT_ARG_NONE,
+    name: std::ptr::null(),
+    tensor: std::ptr::null(),
+    i: 0,
+    d: 0.0,
+    list: std::ptr::null(),
+    len: 0,
+};
+
 // ---- Trainer
 /// Opaque (`tpt_trainer`).
 #[repr(C)]
@@ -212,6 +261,134 @@ pub struct tpt_callback {
 /// `tpt_predicate_fn`: 1 enables, 0 disables, negative fails training.
 pub type tpt_predicate_fn = Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> i32>;
 
+// ---- Models
+/// Opaque (`tpt_model`).
+#[repr(C)]
+pub struct tpt_model {
+    _private: [u8; 0],
+}
+/// Opaque (`tpt_tower`), borrowed during one tower function call.
+#[repr(C)]
+pub struct tpt_tower {
+    _private: [u8; 0],
+}
+
+/// `tpt_tower_fn`
+pub type tpt_tower_fn = Option<
+    unsafe extern "C" fn(
+        tower: *mut tpt_tower,
+        inputs: *const *const tpt_tensor,
+        n_inputs: usize,
+        user_data: *mut c_void,
+    ) -> *mut tpt_status,
+>;
+
+/// One input of a model's signature; shape entries are >= 1 or -1.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_input_spec {
+    pub name: *const c_char,
+    pub dtype: tpt_dtype,
+    pub shape: *const i64,
+    pub ndim: usize,
+}
+
+pub type tpt_init = c_int;
+pub const TPT_INIT_ZEROS: tpt_init = 1;
+pub const TPT_INIT_CONSTANT: tpt_init = 2;
+pub const TPT_INIT_UNIFORM: tpt_init = 3;
+pub const TPT_INIT_NORMAL: tpt_init = 4;
+pub const TPT_INIT_TRUNCATED_NORMAL: tpt_init = 5;
+pub const TPT_INIT_GLOROT_UNIFORM: tpt_init = 6;
+pub const TPT_INIT_GLOROT_NORMAL: tpt_init = 7;
+pub const TPT_INIT_HE_UNIFORM: tpt_init = 8;
+pub const TPT_INIT_HE_NORMAL: tpt_init = 9;
+
+pub const TPT_VARIABLE_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_variable_options {
+    pub version: u32,
+    pub dtype: tpt_dtype,
+    pub init: tpt_init,
+    pub trainable: i32,
+    pub a: f64,
+    pub b: f64,
+}
+/// `TPT_VARIABLE_OPTIONS_INIT`
+pub const TPT_VARIABLE_OPTIONS_INIT: tpt_variable_options = tpt_variable_options {
+    version: TPT_VARIABLE_OPTIONS_VERSION,
+    dtype: TPT_DTYPE_F32,
+    init: TPT_INIT_GLOROT_UNIFORM,
+    trainable: 1,
+    a: 0.0,
+    b: 0.0,
+};
+
+// ---- Layers, losses and metrics
+pub type tpt_activation = c_int;
+pub const TPT_ACT_NONE: tpt_activation = 0;
+pub const TPT_ACT_RELU: tpt_activation = 1;
+pub const TPT_ACT_LEAKY_RELU: tpt_activation = 2;
+pub const TPT_ACT_SIGMOID: tpt_activation = 3;
+pub const TPT_ACT_TANH: tpt_activation = 4;
+pub const TPT_ACT_GELU: tpt_activation = 5;
+pub const TPT_ACT_SOFTMAX: tpt_activation = 6;
+
+pub type tpt_padding = c_int;
+pub const TPT_PADDING_SAME: tpt_padding = 0;
+pub const TPT_PADDING_VALID: tpt_padding = 1;
+
+pub const TPT_LAYER_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_layer_options {
+    pub version: u32,
+    pub use_bias: i32,
+    pub activation: tpt_activation,
+    pub alpha: f64,
+    pub kernel_init: tpt_init,
+    pub bias_init: tpt_init,
+    pub kernel: [i64; 2],
+    pub stride: [i64; 2],
+    pub dilation: [i64; 2],
+    pub groups: i64,
+    pub padding: tpt_padding,
+}
+/// `TPT_LAYER_OPTIONS_INIT`
+pub const TPT_LAYER_OPTIONS_INIT: tpt_layer_options = tpt_layer_options {
+    version: TPT_LAYER_OPTIONS_VERSION,
+    use_bias: 1,
+    activation: TPT_ACT_NONE,
+    alpha: 0.2,
+    kernel_init: TPT_INIT_HE_NORMAL,
+    bias_init: TPT_INIT_ZEROS,
+    kernel: [3, 3],
+    stride: [1, 1],
+    dilation: [1, 1],
+    groups: 1,
+    padding: TPT_PADDING_SAME,
+};
+
+// ---- Optimizers
+/// Opaque (`tpt_optimizer`), reference-counted by the library.
+#[repr(C)]
+pub struct tpt_optimizer {
+    _private: [u8; 0],
+}
+
+// ---- Inputs and the simple trainer
+/// Opaque (`tpt_input`).
+#[repr(C)]
+pub struct tpt_input {
+    _private: [u8; 0],
+}
+
+/// `tpt_feed_fn`
+pub type tpt_feed_fn = Option<
+    unsafe extern "C" fn(batch: *mut *mut tpt_tensor, n_inputs: usize, user_data: *mut c_void) -> *mut tpt_status,
+>;
+
 extern "C" {
     pub fn tpt_version() -> u32;
     pub fn tpt_version_string() -> *const c_char;
@@ -250,6 +427,40 @@ extern "C" {
         ndim: usize,
     ) -> *mut tpt_status;
     pub fn tpt_tensor_matmul(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+
+    // Sharing memory, devices, DLPack
+    pub fn tpt_tensor_from_blob(
+        out: *mut *mut tpt_tensor,
+        data: *mut c_void,
+        shape: *const i64,
+        ndim: usize,
+        options: *const tpt_tensor_options,
+        deleter: tpt_blob_deleter_fn,
+        deleter_ctx: *mut c_void,
+    ) -> *mut tpt_status;
+    pub fn tpt_tensor_share(out: *mut *mut tpt_tensor, tensor: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_tensor_device(buf: *mut c_char, size: usize, tensor: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_tensor_to(
+        out: *mut *mut tpt_tensor,
+        tensor: *const tpt_tensor,
+        device: *const c_char,
+        dtype: tpt_dtype,
+    ) -> *mut tpt_status;
+    pub fn tpt_tensor_item(out: *mut f64, tensor: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_tensor_to_dlpack(out: *mut *mut DLManagedTensor, tensor: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_tensor_from_dlpack(out: *mut *mut tpt_tensor, src: *mut DLManagedTensor) -> *mut tpt_status;
+
+    // Operators
+    pub fn tpt_op_call(
+        outputs: *mut *mut tpt_tensor,
+        capacity: usize,
+        n_outputs: *mut usize,
+        op: *const c_char,
+        overload: *const c_char,
+        args: *const tpt_arg,
+        nargs: usize,
+    ) -> *mut tpt_status;
+    pub fn tpt_op_schemas(buf: *mut c_char, size: usize, needed: *mut usize, op: *const c_char) -> *mut tpt_status;
 
     // Trainer
     pub fn tpt_trainer_new(out: *mut *mut tpt_trainer, options: *const tpt_trainer_options) -> *mut tpt_status;
@@ -336,6 +547,213 @@ extern "C" {
         trainer: *const tpt_trainer,
         name: *const c_char,
     ) -> *mut tpt_status;
+
+    // Models
+    pub fn tpt_model_new(
+        out: *mut *mut tpt_model,
+        inputs: *const tpt_input_spec,
+        n_inputs: usize,
+        tower_fn: tpt_tower_fn,
+        user_data: *mut c_void,
+        destroy: tpt_destroy_fn,
+    ) -> *mut tpt_status;
+    pub fn tpt_model_free(model: *mut tpt_model);
+    pub fn tpt_model_build(model: *mut tpt_model) -> *mut tpt_status;
+    pub fn tpt_model_variable(
+        out: *mut *mut tpt_tensor,
+        model: *const tpt_model,
+        name: *const c_char,
+    ) -> *mut tpt_status;
+    pub fn tpt_model_set_variable(
+        model: *mut tpt_model,
+        name: *const c_char,
+        value: *const tpt_tensor,
+    ) -> *mut tpt_status;
+    pub fn tpt_model_variable_names(
+        buf: *mut c_char,
+        size: usize,
+        needed: *mut usize,
+        model: *const tpt_model,
+    ) -> *mut tpt_status;
+    pub fn tpt_model_infer(
+        outputs: *mut *mut tpt_tensor,
+        model: *mut tpt_model,
+        inputs: *const *const tpt_tensor,
+        n_inputs: usize,
+        names: *const *const c_char,
+        n_names: usize,
+    ) -> *mut tpt_status;
+
+    // Inside a tower function
+    pub fn tpt_tower_is_training(out: *mut i32, tower: *const tpt_tower) -> *mut tpt_status;
+    pub fn tpt_tower_is_building(out: *mut i32, tower: *const tpt_tower) -> *mut tpt_status;
+    pub fn tpt_tower_index(out: *mut i32, tower: *const tpt_tower) -> *mut tpt_status;
+    pub fn tpt_tower_name(buf: *mut c_char, size: usize, tower: *const tpt_tower) -> *mut tpt_status;
+    pub fn tpt_tower_device(buf: *mut c_char, size: usize, tower: *const tpt_tower) -> *mut tpt_status;
+    pub fn tpt_tower_can_create_variables(out: *mut i32, tower: *const tpt_tower) -> *mut tpt_status;
+    pub fn tpt_tower_set_cost(tower: *mut tpt_tower, cost: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_tower_set_output(
+        tower: *mut tpt_tower,
+        name: *const c_char,
+        value: *const tpt_tensor,
+    ) -> *mut tpt_status;
+    pub fn tpt_tower_push_scope(tower: *mut tpt_tower, scope: *const c_char) -> *mut tpt_status;
+    pub fn tpt_tower_pop_scope(tower: *mut tpt_tower) -> *mut tpt_status;
+    pub fn tpt_tower_variable(
+        out: *mut *mut tpt_tensor,
+        tower: *mut tpt_tower,
+        name: *const c_char,
+        shape: *const i64,
+        ndim: usize,
+        options: *const tpt_variable_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_manual_seed(seed: u64) -> *mut tpt_status;
+
+    // Layers, losses and metrics
+    pub fn tpt_layer_fc(
+        out: *mut *mut tpt_tensor,
+        tower: *mut tpt_tower,
+        name: *const c_char,
+        x: *const tpt_tensor,
+        units: i64,
+        options: *const tpt_layer_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_layer_conv2d(
+        out: *mut *mut tpt_tensor,
+        tower: *mut tpt_tower,
+        name: *const c_char,
+        x: *const tpt_tensor,
+        filters: i64,
+        options: *const tpt_layer_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_layer_conv2d_transpose(
+        out: *mut *mut tpt_tensor,
+        tower: *mut tpt_tower,
+        name: *const c_char,
+        x: *const tpt_tensor,
+        filters: i64,
+        options: *const tpt_layer_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_layer_max_pool(
+        out: *mut *mut tpt_tensor,
+        x: *const tpt_tensor,
+        kernel: i64,
+        stride: i64,
+        padding: tpt_padding,
+    ) -> *mut tpt_status;
+    pub fn tpt_layer_avg_pool(
+        out: *mut *mut tpt_tensor,
+        x: *const tpt_tensor,
+        kernel: i64,
+        stride: i64,
+        padding: tpt_padding,
+    ) -> *mut tpt_status;
+    pub fn tpt_layer_global_avg_pool(out: *mut *mut tpt_tensor, x: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_layer_batch_norm(
+        out: *mut *mut tpt_tensor,
+        tower: *mut tpt_tower,
+        name: *const c_char,
+        x: *const tpt_tensor,
+        momentum: f64,
+        eps: f64,
+    ) -> *mut tpt_status;
+    pub fn tpt_layer_layer_norm(
+        out: *mut *mut tpt_tensor,
+        tower: *mut tpt_tower,
+        name: *const c_char,
+        x: *const tpt_tensor,
+        eps: f64,
+    ) -> *mut tpt_status;
+    pub fn tpt_layer_dropout(
+        out: *mut *mut tpt_tensor,
+        tower: *const tpt_tower,
+        x: *const tpt_tensor,
+        rate: f64,
+    ) -> *mut tpt_status;
+    pub fn tpt_layer_activation(
+        out: *mut *mut tpt_tensor,
+        x: *const tpt_tensor,
+        activation: tpt_activation,
+        alpha: f64,
+    ) -> *mut tpt_status;
+    pub fn tpt_layer_flatten(out: *mut *mut tpt_tensor, x: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_layer_concat(
+        out: *mut *mut tpt_tensor,
+        xs: *const *const tpt_tensor,
+        n: usize,
+        dim: i64,
+    ) -> *mut tpt_status;
+    pub fn tpt_loss_softmax_cross_entropy(
+        out: *mut *mut tpt_tensor,
+        logits: *const tpt_tensor,
+        labels: *const tpt_tensor,
+    ) -> *mut tpt_status;
+    pub fn tpt_loss_sigmoid_cross_entropy(
+        out: *mut *mut tpt_tensor,
+        logits: *const tpt_tensor,
+        targets: *const tpt_tensor,
+    ) -> *mut tpt_status;
+    pub fn tpt_loss_mse(
+        out: *mut *mut tpt_tensor,
+        prediction: *const tpt_tensor,
+        target: *const tpt_tensor,
+    ) -> *mut tpt_status;
+    pub fn tpt_loss_l1(
+        out: *mut *mut tpt_tensor,
+        prediction: *const tpt_tensor,
+        target: *const tpt_tensor,
+    ) -> *mut tpt_status;
+    pub fn tpt_regularize_l2(
+        out: *mut *mut tpt_tensor,
+        tower: *mut tpt_tower,
+        pattern: *const c_char,
+        weight: f64,
+    ) -> *mut tpt_status;
+    pub fn tpt_metric_accuracy(
+        out: *mut *mut tpt_tensor,
+        logits: *const tpt_tensor,
+        labels: *const tpt_tensor,
+    ) -> *mut tpt_status;
+    pub fn tpt_metric_wrong(
+        out: *mut *mut tpt_tensor,
+        logits: *const tpt_tensor,
+        labels: *const tpt_tensor,
+        k: i64,
+    ) -> *mut tpt_status;
+
+    // Optimizers
+    pub fn tpt_optimizer_new(out: *mut *mut tpt_optimizer, kind: *const c_char) -> *mut tpt_status;
+    pub fn tpt_optimizer_free(optimizer: *mut tpt_optimizer);
+    pub fn tpt_optimizer_set(optimizer: *mut tpt_optimizer, name: *const c_char, value: f64) -> *mut tpt_status;
+    pub fn tpt_optimizer_get(out: *mut f64, optimizer: *const tpt_optimizer, name: *const c_char) -> *mut tpt_status;
+    pub fn tpt_optimizer_scale_gradients(
+        optimizer: *mut tpt_optimizer,
+        pattern: *const c_char,
+        factor: f64,
+    ) -> *mut tpt_status;
+    pub fn tpt_model_set_optimizer(model: *mut tpt_model, optimizer: *mut tpt_optimizer) -> *mut tpt_status;
+
+    // Inputs and the simple trainer
+    pub fn tpt_input_from_tensors(
+        out: *mut *mut tpt_input,
+        tensors: *const *const tpt_tensor,
+        n_tensors: usize,
+        batch_size: i64,
+        shuffle: i32,
+        seed: u64,
+    ) -> *mut tpt_status;
+    pub fn tpt_input_from_feed(
+        out: *mut *mut tpt_input,
+        feed: tpt_feed_fn,
+        user_data: *mut c_void,
+        destroy: tpt_destroy_fn,
+    ) -> *mut tpt_status;
+    pub fn tpt_input_free(input: *mut tpt_input);
+    pub fn tpt_trainer_set_model(
+        trainer: *mut tpt_trainer,
+        model: *mut tpt_model,
+        input: *mut tpt_input,
+    ) -> *mut tpt_status;
 }
 
 #[cfg(test)]
@@ -404,6 +822,77 @@ mod tests {
         assert_eq!(offset_of!(tpt_record, value), 32);
         assert_eq!(offset_of!(tpt_record, tensor), 40);
         assert_eq!(size_of::<tpt_record>(), 48);
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn arg_layout_matches_c() {
+        // Checked against the header with offsetof.
+        assert_eq!(offset_of!(tpt_arg, kind), 0);
+        assert_eq!(offset_of!(tpt_arg, name), 8);
+        assert_eq!(offset_of!(tpt_arg, tensor), 16);
+        assert_eq!(offset_of!(tpt_arg, i), 24);
+        assert_eq!(offset_of!(tpt_arg, d), 32);
+        assert_eq!(offset_of!(tpt_arg, list), 40);
+        assert_eq!(offset_of!(tpt_arg, len), 48);
+        assert_eq!(size_of::<tpt_arg>(), 56);
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn input_spec_layout_matches_c() {
+        assert_eq!(offset_of!(tpt_input_spec, name), 0);
+        assert_eq!(offset_of!(tpt_input_spec, dtype), 8);
+        assert_eq!(offset_of!(tpt_input_spec, shape), 16);
+        assert_eq!(offset_of!(tpt_input_spec, ndim), 24);
+        assert_eq!(size_of::<tpt_input_spec>(), 32);
+        assert_eq!(size_of::<tpt_tower_fn>(), size_of::<usize>());
+        assert_eq!(size_of::<tpt_feed_fn>(), size_of::<usize>());
+    }
+
+    #[test]
+    fn variable_options_layout_matches_c() {
+        assert_eq!(offset_of!(tpt_variable_options, version), 0);
+        assert_eq!(offset_of!(tpt_variable_options, dtype), 4);
+        assert_eq!(offset_of!(tpt_variable_options, init), 8);
+        assert_eq!(offset_of!(tpt_variable_options, trainable), 12);
+        assert_eq!(offset_of!(tpt_variable_options, a), 16);
+        assert_eq!(offset_of!(tpt_variable_options, b), 24);
+        assert_eq!(size_of::<tpt_variable_options>(), 32);
+    }
+
+    #[test]
+    fn layer_options_layout_matches_c() {
+        assert_eq!(offset_of!(tpt_layer_options, version), 0);
+        assert_eq!(offset_of!(tpt_layer_options, use_bias), 4);
+        assert_eq!(offset_of!(tpt_layer_options, activation), 8);
+        assert_eq!(offset_of!(tpt_layer_options, alpha), 16);
+        assert_eq!(offset_of!(tpt_layer_options, kernel_init), 24);
+        assert_eq!(offset_of!(tpt_layer_options, bias_init), 28);
+        assert_eq!(offset_of!(tpt_layer_options, kernel), 32);
+        assert_eq!(offset_of!(tpt_layer_options, stride), 48);
+        assert_eq!(offset_of!(tpt_layer_options, dilation), 64);
+        assert_eq!(offset_of!(tpt_layer_options, groups), 80);
+        assert_eq!(offset_of!(tpt_layer_options, padding), 88);
+        assert_eq!(size_of::<tpt_layer_options>(), 96);
+    }
+
+    #[test]
+    fn model_init_constants_match_the_header_defaults() {
+        let v = TPT_VARIABLE_OPTIONS_INIT;
+        assert_eq!(
+            (v.version, v.dtype, v.init, v.trainable, v.a, v.b),
+            (1, TPT_DTYPE_F32, TPT_INIT_GLOROT_UNIFORM, 1, 0.0, 0.0)
+        );
+        let l = TPT_LAYER_OPTIONS_INIT;
+        assert_eq!((l.version, l.use_bias, l.activation, l.alpha), (1, 1, TPT_ACT_NONE, 0.2));
+        assert_eq!((l.kernel_init, l.bias_init), (TPT_INIT_HE_NORMAL, TPT_INIT_ZEROS));
+        assert_eq!(
+            (l.kernel, l.stride, l.dilation, l.groups, l.padding),
+            ([3, 3], [1, 1], [1, 1], 1, TPT_PADDING_SAME)
+        );
+        let a = TPT_ARG_ZERO;
+        assert!(a.kind == TPT_ARG_NONE && a.name.is_null() && a.tensor.is_null() && a.list.is_null());
     }
 
     #[test]

@@ -21,3 +21,9 @@ pub(crate) fn with_cstr<R>(s: &str, what: &str, f: impl FnOnce(*const c_char) ->
         Ok(f(c.as_ptr()))
     }
 }
+
+/// The text of a NUL-terminated C string the library wrote into `buf`.
+pub(crate) fn from_buf(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

@@ -45,11 +45,20 @@
 //! assert_eq!(trainer.scalar_latest("half_step")?.value, 12.5);
 //! # Ok::<(), tptrain::Error>(())
 //! ```
+//!
+//! Models put a tower function, variables and an optimizer behind the loop
+//! (tensorpack's ModelDesc and SimpleTrainer): see [`Model`], [`Tower`],
+//! [`Optimizer`], [`Input`] and [`Trainer::set_model`]; layers, losses and
+//! metrics are in [`nn`], and any ATen operator is reachable through
+//! [`ops::call`].
 
 mod callback;
 mod context;
 mod cstr;
 mod error;
+mod model;
+pub mod nn;
+pub mod ops;
 mod panic;
 mod runtime;
 mod tensor;
@@ -58,6 +67,8 @@ mod trainer;
 pub use callback::{Callback, Event, Events, Flow, Record, RecordKind};
 pub use context::{Context, HookedContext, Scalar, StepContext};
 pub use error::{Code, Error, Result};
+pub use model::{manual_seed, Init, Input, InputSpec, Model, Optimizer, Tower, VariableOptions, END_OF_DATA};
+pub use nn::{Activation, LayerOptions, Padding};
 pub use runtime::{
     abi_version, build_info, has_feature, num_threads, set_num_threads, version, version_string, Feature,
 };

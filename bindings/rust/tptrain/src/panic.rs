@@ -10,6 +10,12 @@
 //! the thread that called it. Only the first panic of a run is kept (it is the
 //! cause; later ones are usually consequences).
 //!
+//! Tower functions may (with future multi-tower trainers) run on threads of
+//! the library's own, where no Rust call is waiting to resume a panic. Their
+//! trampoline checks [`entered`]: on a thread inside [`call_resuming`] the
+//! panic is stored as above; elsewhere it is dropped there and only its
+//! message travels, in the `TPT_ERR_CALLBACK` status that fails the step.
+//!
 //! Closures still run after a panic: AFTER_TRAIN reaches every callback
 //! whatever happened, as the C API promises. State that a panicking closure
 //! shared with others may be half updated at that point, as after any caught
@@ -37,10 +43,13 @@ struct Hot {
     /// TPT_STOP (put_scalar reaching a monitor that stops); the reason is on
     /// top of `STOP_REASONS`. Its trampoline turns `Continue` into that stop.
     stopped: Cell<bool>,
+    /// How many Rust entry points that resume panics (`Trainer::run`,
+    /// `Model::build`, `Model::infer`) are running on this thread.
+    entered: Cell<u32>,
 }
 
 thread_local! {
-    static HOT: Hot = const { Hot { caught: Cell::new(0), stopped: Cell::new(false) } };
+    static HOT: Hot = const { Hot { caught: Cell::new(0), stopped: Cell::new(false), entered: Cell::new(0) } };
     /// The first panic caught since the innermost `Trainer::run` began.
     static PANIC: RefCell<Option<Pending>> = const { RefCell::new(None) };
     /// The message of the latest panic caught.
@@ -202,4 +211,66 @@ pub(crate) unsafe extern "C" fn drop_box<T>(user_data: *mut std::os::raw::c_void
         // destroy exactly once.
         drop(unsafe { Box::from_raw(user_data.cast::<T>()) })
     });
+}
+
+/// Decrements `entered` when dropped.
+struct Entered;
+
+impl Entered {
+    fn new() -> Entered {
+        HOT.with(|h| h.entered.set(h.entered.get() + 1));
+        Entered
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        let _ = HOT.try_with(|h| h.entered.set(h.entered.get() - 1));
+    }
+}
+
+/// Whether this thread is inside [`call_resuming`] (a panic stored here will
+/// be resumed).
+pub(crate) fn entered() -> bool {
+    HOT.with(|h| h.entered.get() > 0)
+}
+
+/// Makes a C call that may run closures on this thread (`tpt_trainer_run`,
+/// `tpt_model_build`, `tpt_model_infer`) and, if one of them panicked during
+/// the call, frees the status and resumes that panic once C has returned.
+/// Calls nest: a pending panic of an outer call is kept aside meanwhile. (A
+/// panic that happens while this thread is already unwinding is dropped.)
+pub(crate) fn call_resuming(f: impl FnOnce() -> *mut sys::tpt_status) -> *mut sys::tpt_status {
+    let outer = swap_pending(None);
+    let entered = Entered::new();
+    let st = f();
+    drop(entered);
+    if let Some(mine) = swap_pending(outer) {
+        // SAFETY: the status is NULL or ours.
+        unsafe { sys::tpt_status_free(st) };
+        if std::thread::panicking() {
+            mine.discard();
+            return status(sys::TPT_ERR_CALLBACK, "a closure panicked while this thread was unwinding");
+        }
+        mine.resume();
+    }
+    st
+}
+
+/// [`guard`] for a thread where no Rust call waits to resume a panic: the
+/// payload is dropped here and only its message reaches C.
+pub(crate) fn guard_detached<F>(origin: &dyn Fn() -> String, f: F) -> *mut sys::tpt_status
+where
+    F: FnOnce() -> crate::Result<Flow>,
+{
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(Flow::Continue)) => ptr::null_mut(),
+        Ok(Ok(Flow::Stop(reason))) => status(sys::TPT_STOP, &reason),
+        Ok(Err(e)) => error_status(&e),
+        Err(payload) => {
+            let message = format!("panic in {}: {}", origin(), payload_message(&*payload));
+            drop_quietly(payload);
+            status(sys::TPT_ERR_CALLBACK, &message)
+        }
+    }
 }

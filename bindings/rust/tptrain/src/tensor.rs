@@ -1,5 +1,6 @@
 //! Tensors: an owning handle on a LibTorch tensor.
 
+use crate::cstr::with_cstr;
 use crate::error::{call, Code, Error, Result};
 use std::ffi::CString;
 use std::fmt;
@@ -87,6 +88,18 @@ pub struct TensorOptions {
 }
 
 /// An owning handle on a LibTorch tensor; freed on drop.
+///
+/// A handle is not the data: LibTorch tensors share storage (views,
+/// [`share`](Self::share), [`from_vec`](Self::from_vec), model variables), so
+/// an in-place operator called through [`ops::call`](crate::ops::call) on one
+/// handle is seen through the others. As in the C API, reading one tensor
+/// from several threads is fine; changing it in place while another thread
+/// reads it is a data race in LibTorch, which the caller must prevent.
+///
+/// `repr(transparent)`: a `Tensor` is exactly one `tpt_tensor *`, so that
+/// the borrowed input arrays C hands to a tower function are seen as
+/// `&[Tensor]` without a copy.
+#[repr(transparent)]
 pub struct Tensor {
     raw: NonNull<sys::tpt_tensor>,
 }
@@ -116,7 +129,14 @@ impl Tensor {
         self.raw.as_ptr()
     }
 
-    fn wrap(out: *mut sys::tpt_tensor) -> Result<Tensor> {
+    /// Gives up ownership of the handle (for a C function that takes it).
+    pub fn into_raw(self) -> *mut sys::tpt_tensor {
+        let raw = self.raw.as_ptr();
+        std::mem::forget(self);
+        raw
+    }
+
+    pub(crate) fn wrap(out: *mut sys::tpt_tensor) -> Result<Tensor> {
         // SAFETY: the C API gave us a new handle after a successful call.
         unsafe { Tensor::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no tensor"))
     }
@@ -204,6 +224,149 @@ impl Tensor {
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
         let mut out = ptr::null_mut();
         call!(sys::tpt_tensor_matmul(&mut out, self.as_ptr(), other.as_ptr()))?;
+        Tensor::wrap(out)
+    }
+}
+
+/// The deleter of [`Tensor::from_buffer`]: drops the boxed owner of the data.
+unsafe extern "C" fn drop_owner<B>(_data: *mut c_void, ctx: *mut c_void) {
+    // SAFETY: ctx came from Box::into_raw(Box<B>) and LibTorch calls the
+    // deleter exactly once. A panic must not cross the C frame: a drop that
+    // panics aborts the process, as any unwinding out of a deleter would.
+    let owner = unsafe { Box::from_raw(ctx.cast::<B>()) };
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(owner))).is_err() {
+        std::process::abort();
+    }
+}
+
+/// The number of elements of `shape`, or why it is not a valid shape.
+fn shape_numel(shape: &[i64]) -> std::result::Result<usize, String> {
+    let mut n: usize = 1;
+    for (i, &d) in shape.iter().enumerate() {
+        let d = usize::try_from(d).map_err(|_| format!("shape[{i}] is {d}; dimensions must be >= 0"))?;
+        n = n.checked_mul(d).ok_or_else(|| format!("shape {shape:?} has too many elements"))?;
+    }
+    Ok(n)
+}
+
+impl Tensor {
+    /// A CPU tensor that uses `data` in place, without a copy
+    /// (`tpt_tensor_from_blob`): the `Vec` moves into the tensor's storage
+    /// and LibTorch drops it, exactly once, when the last tensor using it is
+    /// gone (views and [`share`](Self::share)d handles included), on whatever
+    /// thread frees that tensor. `shape` (C order) must hold exactly
+    /// `data.len()` elements; this is checked before anything is handed over.
+    pub fn from_vec<T: Element + Send>(data: Vec<T>, shape: &[i64]) -> Result<Tensor> {
+        Tensor::from_buffer(data, shape)
+    }
+
+    /// [`from_vec`](Self::from_vec) for any owner of a buffer: `buffer` moves
+    /// into the tensor's storage, the tensor uses the slice that
+    /// `buffer.as_mut()` returns (asked once, after the move), and LibTorch
+    /// drops `buffer` exactly once when the last tensor using it is gone. A
+    /// `Drop` of `buffer` that panics aborts the process (it runs under C
+    /// frames).
+    pub fn from_buffer<T, B>(buffer: B, shape: &[i64]) -> Result<Tensor>
+    where
+        T: Element,
+        B: AsMut<[T]> + Send + 'static,
+    {
+        let fail = |m: String| Error::new(Code::InvalidArgument, format!("Tensor::from_buffer: {m}"));
+        let numel = shape_numel(shape).map_err(fail)?;
+        // Boxed first: the slice may live inside `buffer` itself (an array).
+        let mut boxed = Box::new(buffer);
+        let slice: &mut [T] = (*boxed).as_mut();
+        if numel != slice.len() {
+            return Err(fail(format!("shape {shape:?} has {numel} elements but the buffer holds {}", slice.len())));
+        }
+        let data = slice.as_mut_ptr().cast::<c_void>();
+        let ctx = Box::into_raw(boxed).cast::<c_void>();
+        let mut opts = sys::TPT_TENSOR_OPTIONS_INIT;
+        opts.dtype = T::DTYPE.to_raw();
+        let mut out = ptr::null_mut();
+        // SAFETY: data points to `numel` initialised T (checked above), laid
+        // out as T::DTYPE (Element's contract), and stays valid until the
+        // deleter drops the owner, which nothing else touches until then; the
+        // library runs the deleter exactly once, also on failure. B: Send,
+        // since the last tensor may be freed on another thread.
+        call!(sys::tpt_tensor_from_blob(
+            &mut out,
+            data,
+            shape.as_ptr(),
+            shape.len(),
+            &opts,
+            Some(drop_owner::<B>),
+            ctx
+        ))?;
+        Tensor::wrap(out)
+    }
+
+    /// A new handle on the same tensor: no copy, the same storage, and
+    /// changes made through one are seen through the other
+    /// (`tpt_tensor_share`). This is deliberately not `Clone`, which would
+    /// suggest an independent copy; use [`to`](Self::to) for a copy.
+    pub fn share(&self) -> Result<Tensor> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_tensor_share(&mut out, self.as_ptr()))?;
+        Tensor::wrap(out)
+    }
+
+    /// The device, e.g. "cpu" or "cuda:0" (`tpt_tensor_device`).
+    pub fn device(&self) -> Result<String> {
+        let mut buf = [0u8; 128];
+        call!(sys::tpt_tensor_device(buf.as_mut_ptr().cast(), buf.len(), self.as_ptr()))?;
+        Ok(crate::cstr::from_buf(&buf))
+    }
+
+    /// A copy on another device and/or with another dtype (`tpt_tensor_to`);
+    /// `None` keeps the tensor's own.
+    pub fn to(&self, device: Option<&str>, dtype: Option<DType>) -> Result<Tensor> {
+        let dtype = dtype.map_or(0, DType::to_raw);
+        let mut out = ptr::null_mut();
+        match device {
+            Some(d) => with_cstr(d, "device", |d| call!(sys::tpt_tensor_to(&mut out, self.as_ptr(), d, dtype)))??,
+            None => call!(sys::tpt_tensor_to(&mut out, self.as_ptr(), ptr::null(), dtype))?,
+        }
+        Tensor::wrap(out)
+    }
+
+    /// A copy with another dtype (`tpt_tensor_to`).
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        self.to(None, Some(dtype))
+    }
+
+    /// A copy on another device, e.g. "cuda:0" (`tpt_tensor_to`).
+    pub fn to_device(&self, device: &str) -> Result<Tensor> {
+        self.to(Some(device), None)
+    }
+
+    /// The value of a one-element tensor, as `f64` (`tpt_tensor_item`).
+    pub fn item(&self) -> Result<f64> {
+        let mut v = 0f64;
+        call!(sys::tpt_tensor_item(&mut v, self.as_ptr()))?;
+        Ok(v)
+    }
+
+    /// Exports the tensor through DLPack (DLPACK_VERSION 0.6) without a copy
+    /// (`tpt_tensor_to_dlpack`). The result is a `DLManagedTensor *` that the
+    /// caller owns: give it to a consumer, or call its `deleter` (it keeps
+    /// the storage alive until then; dropping the pointer leaks it).
+    pub fn to_dlpack(&self) -> Result<*mut c_void> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_tensor_to_dlpack(&mut out, self.as_ptr()))?;
+        Ok(out.cast())
+    }
+
+    /// Imports a DLPack tensor without a copy (`tpt_tensor_from_dlpack`).
+    /// Takes ownership of `src`: its deleter runs when the tensor's storage
+    /// is released, or before this returns if it fails.
+    ///
+    /// # Safety
+    /// `src` is a live `DLManagedTensor *` (DLPack 0.6) that nothing else
+    /// will use or delete, whose memory stays valid until its deleter runs.
+    pub unsafe fn from_dlpack(src: *mut c_void) -> Result<Tensor> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_tensor_from_dlpack(&mut out, src.cast()))?;
         Tensor::wrap(out)
     }
 }

@@ -3,6 +3,7 @@
 use crate::callback::Callback;
 use crate::context::{Context, StepContext};
 use crate::error::{call, Code, Error, Result};
+use crate::model::{Input, Model};
 use crate::panic;
 use crate::Flow;
 use std::cell::OnceCell;
@@ -259,6 +260,22 @@ impl<'a> Trainer<'a> {
         self.add(sys::tpt_trainer_add_monitor, monitor)
     }
 
+    /// Makes this trainer tensorpack's SimpleTrainer of `model`, fed by
+    /// `input` (`tpt_trainer_set_model`): each run_step is one hooked step
+    /// that takes a batch, runs the tower function, back-propagates the cost
+    /// and applies the model's optimizer; the step output "cost" is the cost
+    /// and the scalar "cost" is put each step. Replaces run_step. If
+    /// steps_per_epoch is not set, the input's size is used. The trainer
+    /// keeps its own reference to the model; it takes `input` (dropped on
+    /// failure). Before run only.
+    pub fn set_model(&mut self, model: &Model<'a>, input: Input<'a>) -> Result<()> {
+        let had = panic::pending();
+        // SAFETY: live handles; the library takes the input, also on failure.
+        let st = unsafe { sys::tpt_trainer_set_model(self.as_ptr(), model.as_ptr(), input.into_raw()) };
+        panic::resume_if_new(had);
+        unsafe { Error::check(st) }
+    }
+
     /// Runs the training on this thread: SETUP, BEFORE_TRAIN, the epochs,
     /// and always AFTER_TRAIN (`tpt_trainer_run`). Returns how it ended, or
     /// the error that ended it, with the code and message a closure returned.
@@ -268,15 +285,10 @@ impl<'a> Trainer<'a> {
     /// If a closure panicked, training ended there (AFTER_TRAIN still ran)
     /// and the panic is resumed here once the C loop has returned.
     pub fn run(&mut self) -> Result<RunOutcome> {
-        // Runs nest (a closure may run another trainer): keep an outer
-        // pending panic aside so that only this run's is resumed here.
-        let outer = panic::swap_pending(None);
+        // Runs nest (a closure may run another trainer): call_resuming keeps
+        // an outer pending panic aside so that only this run's is resumed here.
         // SAFETY: a live trainer; no `&mut self` can reach a closure.
-        let st = unsafe { sys::tpt_trainer_run(self.as_ptr()) };
-        if let Some(mine) = panic::swap_pending(outer) {
-            unsafe { sys::tpt_status_free(st) };
-            mine.resume();
-        }
+        let st = panic::call_resuming(|| unsafe { sys::tpt_trainer_run(self.as_ptr()) });
         unsafe { Error::check(st) }?;
         Ok(match self.stop_reason() {
             Some(reason) => RunOutcome::Stopped(reason),

@@ -1,0 +1,892 @@
+package tptrain
+
+/*
+#include <stdlib.h>
+#include <tptrain.h>
+#include "trampoline.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// ---- Models: tower functions and variables.
+
+// InputSpec is one input of a model's signature (tpt_input_spec): its name,
+// element type (0 means DTypeFloat32) and shape, whose entries are >= 1 or
+// -1 for a free dimension (the batch).
+type InputSpec struct {
+	Name  string
+	DType DType
+	Shape []int64
+}
+
+// Model is tensorpack's ModelDesc (tpt_model): an input signature, a tower
+// function and an optimizer.
+//
+// The tower function computes the model for one step from the step's input
+// tensors and sets the cost; it may publish named outputs. It "might get
+// called multiple times": once when the model is built (the build call, on
+// zero-filled inputs, without gradients), once per tower per step, and by
+// Infer. Variables follow tensorpack's rules: Tower.Variable creates a
+// variable only in the build call; every later call reuses it by name.
+//
+// Several towers may call the function at the same time from different
+// threads (goroutines), so it must be safe for concurrent use. Close
+// releases the caller's reference; trainers that use the model keep their
+// own.
+type Model struct {
+	mu  sync.RWMutex
+	ptr *C.tpt_model
+	st  *stash
+}
+
+// towerFunc is what the tower trampoline finds behind its handle.
+type towerFunc struct {
+	fn func(t *Tower, inputs []*Tensor) error
+	st *stash
+}
+
+// NewModel makes a model (tpt_model_new). tower is called with a *Tower,
+// valid during that call only, and the step's inputs in signature order:
+// Tensors borrowed for the call (closing one is harmless; they are
+// invalidated when tower returns; keep one with Share). tower returns nil, an
+// error (the step fails with it; Run, Build and Infer return that very
+// value), or Stop(reason) (training ends gracefully). A panic in tower fails
+// the call like an error, and the call that ran it (Run, Build or Infer)
+// panics again with the same value once the library has returned. tower
+// must not call runtime.Goexit (so no t.FailNow in a test's tower).
+//
+// The Tensors that Tower methods and layer functions return belong to the
+// tower function: Close them before it returns (the library keeps its own
+// references to the cost, the outputs and the autograd graph); the finalizer
+// would free them much later.
+func NewModel(inputs []InputSpec, tower func(t *Tower, inputs []*Tensor) error) (*Model, error) {
+	if tower == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "NewModel: tower is nil"}
+	}
+	var size uintptr
+	for _, in := range inputs {
+		size += arenaSize(uintptr(len(in.Name))+1) + arenaSize(uintptr(len(in.Shape))*8)
+	}
+	size += arenaSize(uintptr(len(inputs)) * unsafe.Sizeof(C.tpt_input_spec{}))
+	a := newArena(size)
+	defer a.free()
+	// The signature lives in C memory: it holds pointers.
+	var specs []C.tpt_input_spec
+	if len(inputs) > 0 {
+		specs = unsafe.Slice((*C.tpt_input_spec)(a.alloc(uintptr(len(inputs))*unsafe.Sizeof(C.tpt_input_spec{}))), len(inputs))
+	}
+	for i, in := range inputs {
+		d := in.DType
+		if d == 0 {
+			d = DTypeFloat32
+		}
+		specs[i] = C.tpt_input_spec{
+			name:  a.str(in.Name),
+			dtype: C.tpt_dtype(d),
+			shape: a.int64s(in.Shape),
+			ndim:  C.size_t(len(in.Shape)),
+		}
+	}
+	st := &stash{}
+	h := newHandle(&towerFunc{fn: tower, st: st})
+	var out *C.tpt_model
+	var first *C.tpt_input_spec
+	if len(specs) > 0 {
+		first = &specs[0]
+	}
+	// The library deletes h (also when this fails).
+	if err := statusError(C.tptgo_model_new(&out, first, C.size_t(len(inputs)), C.uintptr_t(h))); err != nil {
+		return nil, err
+	}
+	m := &Model{ptr: out, st: st}
+	runtime.SetFinalizer(m, (*Model).Close)
+	return m, nil
+}
+
+// Close drops the caller's reference to the model (tpt_model_free); the
+// tower function is released when the last reference (a trainer's) goes. It
+// is idempotent, waits for calls in progress on m, and always returns nil.
+func (m *Model) Close() error {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ptr != nil {
+		C.tpt_model_free(m.ptr)
+		m.ptr = nil
+		runtime.SetFinalizer(m, nil)
+	}
+	return nil
+}
+
+// rlock read-locks m and returns its handle; the caller must call
+// m.mu.RUnlock on success.
+func (m *Model) rlock(method string) (*C.tpt_model, error) {
+	if m == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "Model." + method + ": the Model is nil"}
+	}
+	m.mu.RLock()
+	if m.ptr == nil {
+		m.mu.RUnlock()
+		return nil, &Error{Code: CodeInvalidArgument, Message: "Model." + method + ": use of closed Model"}
+	}
+	return m.ptr, nil
+}
+
+// Build builds the model now if it was not built yet: the build call, which
+// creates the variables (tpt_model_build). Training and Infer build it when
+// needed.
+func (m *Model) Build() error {
+	ptr, err := m.rlock("Build")
+	if err != nil {
+		return err
+	}
+	defer m.mu.RUnlock()
+	st := C.tpt_model_build(ptr)
+	runtime.KeepAlive(m)
+	return m.st.result(st)
+}
+
+// Variable returns a new Tensor on a variable (tpt_model_variable): the same
+// storage, so in-place changes are seen by the model. A name that does not
+// exist is an *Error of CodeNotFound.
+func (m *Model) Variable(name string) (*Tensor, error) {
+	ptr, err := m.rlock("Variable")
+	if err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var out *C.tpt_tensor
+	st := C.tpt_model_variable(&out, ptr, cname)
+	runtime.KeepAlive(m)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// SetVariable copies value into a variable, e.g. to initialise or restore it
+// (tpt_model_set_variable). The shape must match; the dtype is converted.
+// Not while a step runs.
+func (m *Model) SetVariable(name string, value *Tensor) error {
+	ptr, err := m.rlock("SetVariable")
+	if err != nil {
+		return err
+	}
+	defer m.mu.RUnlock()
+	vals, unlock, err := lockTensors([]*Tensor{value}, false, func(int) string { return "Model.SetVariable: the value" })
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	st := C.tpt_model_set_variable(ptr, cname, vals[0])
+	runtime.KeepAlive(m)
+	return statusError(st)
+}
+
+// VariableNames returns the names of the variables in creation order
+// (tpt_model_variable_names); none before the model is built.
+func (m *Model) VariableNames() ([]string, error) {
+	ptr, err := m.rlock("VariableNames")
+	if err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	text, err := readText(func(buf *C.char, size C.size_t, needed *C.size_t) *C.tpt_status {
+		return C.tpt_model_variable_names(buf, size, needed, ptr)
+	})
+	runtime.KeepAlive(m)
+	if err != nil {
+		return nil, err
+	}
+	return splitLines(text), nil
+}
+
+// textBufferSize is the first guess of readText (a variable for the tests).
+var textBufferSize = 1024
+
+// readText calls a function of the library that copies text into a buffer
+// and reports the size it needs, growing the buffer once if needed.
+func readText(call func(buf *C.char, size C.size_t, needed *C.size_t) *C.tpt_status) (string, error) {
+	buf := make([]byte, textBufferSize)
+	for {
+		var needed C.size_t
+		st := call((*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &needed)
+		if st != nil && int(needed) > len(buf) {
+			C.tpt_status_free(st)
+			buf = make([]byte, int(needed))
+			continue
+		}
+		if err := statusError(st); err != nil {
+			return "", err
+		}
+		return C.GoString((*C.char)(unsafe.Pointer(&buf[0]))), nil
+	}
+}
+
+// splitLines splits newline-separated text into lines, without empty ones.
+func splitLines(text string) []string {
+	lines := []string{}
+	for _, l := range strings.Split(text, "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// Infer runs the tower function as an inference tower ("InferenceTower": not
+// training, no gradients, no variable created or changed) on inputs, in
+// signature order, and returns the named outputs it published, in the order
+// of names; the cost is the output "cost" (tpt_model_infer). The model is
+// built first if needed. The caller owns the results. An error or panic of
+// the tower function comes back as described at NewModel.
+func (m *Model) Infer(inputs []*Tensor, names []string) ([]*Tensor, error) {
+	ptr, err := m.rlock("Infer")
+	if err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	ins, unlock, err := lockTensors(inputs, false, func(i int) string { return "Model.Infer: inputs[" + strconv.Itoa(i) + "]" })
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// Go memory holding C pointers only: the library reads them during the
+	// call.
+	cnames := make([]*C.char, len(names))
+	for i, n := range names {
+		cnames[i] = C.CString(n)
+	}
+	defer func() {
+		for _, p := range cnames {
+			C.free(unsafe.Pointer(p))
+		}
+	}()
+	outs := make([]*C.tpt_tensor, len(names))
+	var outp, inp **C.tpt_tensor
+	var namep **C.char
+	if len(outs) > 0 {
+		outp, namep = &outs[0], &cnames[0]
+	}
+	if len(ins) > 0 {
+		inp = &ins[0]
+	}
+	st := C.tpt_model_infer(outp, ptr, inp, C.size_t(len(ins)), namep, C.size_t(len(names)))
+	runtime.KeepAlive(m)
+	if err := m.st.result(st); err != nil {
+		return nil, err
+	}
+	res := make([]*Tensor, len(outs))
+	for i, p := range outs {
+		res[i] = newTensor(p)
+	}
+	return res, nil
+}
+
+// SetOptimizer sets the model's optimizer (tpt_model_set_optimizer). The
+// model takes its own reference: the caller still owns opt, may Close it, or
+// keep using it to change hyper-parameters during training. Before training.
+func (m *Model) SetOptimizer(opt *Optimizer) error {
+	ptr, err := m.rlock("SetOptimizer")
+	if err != nil {
+		return err
+	}
+	defer m.mu.RUnlock()
+	optr, err := opt.lock("Model.SetOptimizer")
+	if err != nil {
+		return err
+	}
+	defer opt.mu.Unlock()
+	st := C.tpt_model_set_optimizer(ptr, optr)
+	runtime.KeepAlive(m)
+	runtime.KeepAlive(opt)
+	return statusError(st)
+}
+
+// ---- Inside a tower function.
+
+// Tower is the tower a tower function runs in (tpt_tower): valid during that
+// call only; afterwards its methods report an error (or the zero value). Its
+// methods may be called from the goroutine running the tower function and
+// goroutines it waits for.
+type Tower struct {
+	mu  sync.Mutex
+	ptr *C.tpt_tower
+}
+
+func towerInvalid(method string) error {
+	return &Error{Code: CodeInvalidArgument, Message: "Tower." + method + ": use of a Tower after its tower function returned"}
+}
+
+// lock locks tw and returns its handle; the caller must call tw.mu.Unlock
+// on success.
+func (tw *Tower) lock(method string) (*C.tpt_tower, error) {
+	if tw == nil {
+		return nil, towerInvalid(method)
+	}
+	tw.mu.Lock()
+	if tw.ptr == nil {
+		tw.mu.Unlock()
+		return nil, towerInvalid(method)
+	}
+	return tw.ptr, nil
+}
+
+func (tw *Tower) flag(method string, get func(*C.int32_t, *C.tpt_tower) *C.tpt_status) bool {
+	ptr, err := tw.lock(method)
+	if err != nil {
+		return false
+	}
+	defer tw.mu.Unlock()
+	var v C.int32_t
+	if statusError(get(&v, ptr)) != nil {
+		return false
+	}
+	return v != 0
+}
+
+// IsTraining reports whether this is a training tower, not inference
+// (tpt_tower_is_training).
+func (tw *Tower) IsTraining() bool {
+	return tw.flag("IsTraining", func(v *C.int32_t, p *C.tpt_tower) *C.tpt_status { return C.tpt_tower_is_training(v, p) })
+}
+
+// IsBuilding reports whether this is the build call (tpt_tower_is_building).
+func (tw *Tower) IsBuilding() bool {
+	return tw.flag("IsBuilding", func(v *C.int32_t, p *C.tpt_tower) *C.tpt_status { return C.tpt_tower_is_building(v, p) })
+}
+
+// CanCreateVariables reports whether Variable may create variables in this
+// call (tpt_tower_can_create_variables).
+func (tw *Tower) CanCreateVariables() bool {
+	return tw.flag("CanCreateVariables", func(v *C.int32_t, p *C.tpt_tower) *C.tpt_status {
+		return C.tpt_tower_can_create_variables(v, p)
+	})
+}
+
+// Index returns the tower's index among the training towers; 0 for
+// inference towers (tpt_tower_index).
+func (tw *Tower) Index() int {
+	ptr, err := tw.lock("Index")
+	if err != nil {
+		return 0
+	}
+	defer tw.mu.Unlock()
+	var v C.int32_t
+	if statusError(C.tpt_tower_index(&v, ptr)) != nil {
+		return 0
+	}
+	return int(v)
+}
+
+func (tw *Tower) text(method string, get func(*C.char, C.size_t, *C.tpt_tower) *C.tpt_status) string {
+	ptr, err := tw.lock(method)
+	if err != nil {
+		return ""
+	}
+	defer tw.mu.Unlock()
+	var buf [256]C.char
+	if statusError(get(&buf[0], C.size_t(len(buf)), ptr)) != nil {
+		return ""
+	}
+	return C.GoString(&buf[0])
+}
+
+// Name returns "tower0", "tower1", ... or "InferenceTower" (tpt_tower_name).
+func (tw *Tower) Name() string {
+	return tw.text("Name", func(b *C.char, n C.size_t, p *C.tpt_tower) *C.tpt_status { return C.tpt_tower_name(b, n, p) })
+}
+
+// Device returns the tower's device, e.g. "cpu" or "cuda:1"
+// (tpt_tower_device).
+func (tw *Tower) Device() string {
+	return tw.text("Device", func(b *C.char, n C.size_t, p *C.tpt_tower) *C.tpt_status { return C.tpt_tower_device(b, n, p) })
+}
+
+// withTensor calls fn with tw's handle and x's, both locked.
+func (tw *Tower) withTensor(method string, x *Tensor, fn func(*C.tpt_tower, *C.tpt_tensor) *C.tpt_status) error {
+	ptr, err := tw.lock(method)
+	if err != nil {
+		return err
+	}
+	defer tw.mu.Unlock()
+	xs, unlock, err := lockTensors([]*Tensor{x}, false, func(int) string { return "Tower." + method + ": the tensor" })
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st := fn(ptr, xs[0])
+	runtime.KeepAlive(x)
+	return statusError(st)
+}
+
+// SetCost sets the cost (a floating tensor of one element) that training
+// minimises (tpt_tower_set_cost). A training tower must set it. The tower
+// keeps its own reference: the caller still owns cost.
+func (tw *Tower) SetCost(cost *Tensor) error {
+	return tw.withTensor("SetCost", cost, func(p *C.tpt_tower, x *C.tpt_tensor) *C.tpt_status {
+		return C.tpt_tower_set_cost(p, x)
+	})
+}
+
+// SetOutput publishes a named output (logits, accuracy, ...): a step output
+// for callbacks (Context.Output) and an inference result (Model.Infer)
+// (tpt_tower_set_output). The caller still owns value.
+func (tw *Tower) SetOutput(name string, value *Tensor) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return tw.withTensor("SetOutput", value, func(p *C.tpt_tower, x *C.tpt_tensor) *C.tpt_status {
+		return C.tpt_tower_set_output(p, cname, x)
+	})
+}
+
+// PushScope opens a name scope: variables created inside get "scope/" in
+// front of their name (tpt_tower_push_scope). scope must not contain '/'.
+func (tw *Tower) PushScope(scope string) error {
+	ptr, err := tw.lock("PushScope")
+	if err != nil {
+		return err
+	}
+	defer tw.mu.Unlock()
+	cs := C.CString(scope)
+	defer C.free(unsafe.Pointer(cs))
+	return statusError(C.tpt_tower_push_scope(ptr, cs))
+}
+
+// PopScope closes the innermost name scope (tpt_tower_pop_scope).
+func (tw *Tower) PopScope() error {
+	ptr, err := tw.lock("PopScope")
+	if err != nil {
+		return err
+	}
+	defer tw.mu.Unlock()
+	return statusError(C.tpt_tower_pop_scope(ptr))
+}
+
+// Init is a variable initializer (tpt_init).
+type Init int32
+
+// The initializers of tpt_init; A and B are VariableOptions' parameters.
+const (
+	InitZeros           Init = C.TPT_INIT_ZEROS
+	InitConstant        Init = C.TPT_INIT_CONSTANT         // A
+	InitUniform         Init = C.TPT_INIT_UNIFORM          // in [A, B)
+	InitNormal          Init = C.TPT_INIT_NORMAL           // mean A, standard deviation B
+	InitTruncatedNormal Init = C.TPT_INIT_TRUNCATED_NORMAL // mean A, standard deviation B, redrawn beyond 2 B
+	InitGlorotUniform   Init = C.TPT_INIT_GLOROT_UNIFORM   // Xavier; A: gain (1 when 0)
+	InitGlorotNormal    Init = C.TPT_INIT_GLOROT_NORMAL
+	InitHeUniform       Init = C.TPT_INIT_HE_UNIFORM // Kaiming, fan_in, ReLU gain; A: negative slope
+	InitHeNormal        Init = C.TPT_INIT_HE_NORMAL
+)
+
+// VariableOptions are the options of Tower.Variable (tpt_variable_options).
+// The zero value, like nil, is the default: a trainable float32 variable
+// initialised with InitGlorotUniform.
+type VariableOptions struct {
+	DType DType // 0 means DTypeFloat32 (floating dtypes only when trainable)
+	Init  Init  // 0 means InitGlorotUniform
+	// ModelOnly makes the variable model-only: saved with the model but
+	// not trained (tensorpack's trainable=False).
+	ModelOnly bool
+	A, B      float64 // the initializer's parameters
+}
+
+// Variable gets the variable name (prefixed by the current scopes), creating
+// it in the build call with the given shape and options
+// (tpt_tower_variable). The result is a new Tensor on the variable itself
+// (trainable variables carry gradients), owned by the caller. Creating a
+// variable outside the build call, a shape or dtype that differs from the
+// existing variable, and one name used twice in one call are errors (*Error
+// of CodeInvalidArgument). opts may be nil.
+func (tw *Tower) Variable(name string, shape []int64, opts *VariableOptions) (*Tensor, error) {
+	ptr, err := tw.lock("Variable")
+	if err != nil {
+		return nil, err
+	}
+	defer tw.mu.Unlock()
+	o := VariableOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	copts := C.tpt_variable_options{
+		version:   C.TPT_VARIABLE_OPTIONS_VERSION,
+		dtype:     C.TPT_DTYPE_F32,
+		init:      C.TPT_INIT_GLOROT_UNIFORM,
+		trainable: cBool(!o.ModelOnly),
+		a:         C.double(o.A),
+		b:         C.double(o.B),
+	}
+	if o.DType != 0 {
+		copts.dtype = C.tpt_dtype(o.DType)
+	}
+	if o.Init != 0 {
+		copts.init = C.tpt_init(o.Init)
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var out *C.tpt_tensor
+	st := C.tpt_tower_variable(&out, ptr, cname, shapePtr(shape), C.size_t(len(shape)), &copts)
+	runtime.KeepAlive(shape)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// ManualSeed seeds LibTorch's default random generator: variable
+// initializers, dropout, shuffling (tpt_manual_seed).
+func ManualSeed(seed uint64) error {
+	return statusError(C.tpt_manual_seed(C.uint64_t(seed)))
+}
+
+// ---- Optimizers.
+
+// Optimizer is an optimizer made by kind and configured by hyper-parameter
+// name (tpt_optimizer):
+//
+//	"sgd":     learning_rate (0.01), momentum (0), dampening (0),
+//	           weight_decay (0), nesterov (0/1)
+//	"adam", "adamw": learning_rate (0.001), beta1 (0.9), beta2 (0.999),
+//	           eps (1e-8), weight_decay (0; adamw 0.01), amsgrad (0/1)
+//	"rmsprop": learning_rate (0.01), alpha (0.99), eps (1e-8), momentum (0),
+//	           weight_decay (0), centered (0/1)
+//	"adagrad": learning_rate (0.01), lr_decay (0), weight_decay (0),
+//	           initial_accumulator_value (0), eps (1e-10)
+//
+// and, for every kind, gradient processing: "clip_global_norm" (0: off),
+// "clip_value" (0: off), "accumulate_steps" (1), "check_numerics" (1).
+// Hyper-parameters can be read and set during training (schedules) from
+// callbacks, on the goroutine of Run.
+type Optimizer struct {
+	mu  sync.Mutex
+	ptr *C.tpt_optimizer
+}
+
+// NewOptimizer makes an optimizer of the given kind with its default
+// hyper-parameters (tpt_optimizer_new).
+func NewOptimizer(kind string) (*Optimizer, error) {
+	ckind := C.CString(kind)
+	defer C.free(unsafe.Pointer(ckind))
+	var out *C.tpt_optimizer
+	if err := statusError(C.tpt_optimizer_new(&out, ckind)); err != nil {
+		return nil, err
+	}
+	o := &Optimizer{ptr: out}
+	runtime.SetFinalizer(o, (*Optimizer).Close)
+	return o, nil
+}
+
+// Close drops the caller's reference (tpt_optimizer_free); models that use
+// the optimizer keep theirs. It is idempotent and always returns nil.
+func (o *Optimizer) Close() error {
+	if o == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ptr != nil {
+		C.tpt_optimizer_free(o.ptr)
+		o.ptr = nil
+		runtime.SetFinalizer(o, nil)
+	}
+	return nil
+}
+
+func (o *Optimizer) lock(method string) (*C.tpt_optimizer, error) {
+	if o == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: method + ": the Optimizer is nil"}
+	}
+	o.mu.Lock()
+	if o.ptr == nil {
+		o.mu.Unlock()
+		return nil, &Error{Code: CodeInvalidArgument, Message: method + ": use of closed Optimizer"}
+	}
+	return o.ptr, nil
+}
+
+// Set sets a hyper-parameter (tpt_optimizer_set).
+func (o *Optimizer) Set(name string, value float64) error {
+	ptr, err := o.lock("Optimizer.Set")
+	if err != nil {
+		return err
+	}
+	defer o.mu.Unlock()
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return statusError(C.tpt_optimizer_set(ptr, cname, C.double(value)))
+}
+
+// Get reads a hyper-parameter (tpt_optimizer_get).
+func (o *Optimizer) Get(name string) (float64, error) {
+	ptr, err := o.lock("Optimizer.Get")
+	if err != nil {
+		return 0, err
+	}
+	defer o.mu.Unlock()
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var v C.double
+	if err := statusError(C.tpt_optimizer_get(&v, ptr, cname)); err != nil {
+		return 0, err
+	}
+	return float64(v), nil
+}
+
+// ScaleGradients multiplies the gradients of the variables whose name
+// matches pattern (an ECMAScript regular expression, searched) by factor,
+// before clipping (tpt_optimizer_scale_gradients).
+func (o *Optimizer) ScaleGradients(pattern string, factor float64) error {
+	ptr, err := o.lock("Optimizer.ScaleGradients")
+	if err != nil {
+		return err
+	}
+	defer o.mu.Unlock()
+	cp := C.CString(pattern)
+	defer C.free(unsafe.Pointer(cp))
+	return statusError(C.tpt_optimizer_scale_gradients(ptr, cp, C.double(factor)))
+}
+
+// ---- Inputs and the simple trainer.
+
+// Input gives a model's tower its batches (tpt_input). SetModel takes it
+// over; Close releases an Input that was never given away.
+type Input struct {
+	mu  sync.Mutex
+	ptr *C.tpt_input
+	st  *stash // the feed function's errors and panics; nil for tensors
+}
+
+func newInput(ptr *C.tpt_input, st *stash) *Input {
+	in := &Input{ptr: ptr, st: st}
+	runtime.SetFinalizer(in, (*Input).Close)
+	return in
+}
+
+// Close releases an input that was not given to a trainer
+// (tpt_input_free). It is idempotent and always returns nil.
+func (in *Input) Close() error {
+	if in == nil {
+		return nil
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.ptr != nil {
+		C.tpt_input_free(in.ptr)
+		in.ptr = nil
+		runtime.SetFinalizer(in, nil)
+	}
+	return nil
+}
+
+// InputFromTensors makes batches of batchSize rows (dimension 0) from
+// in-memory tensors, in order or shuffled each pass over the data (seeded);
+// the last incomplete batch is dropped; it repeats forever
+// (tpt_input_from_tensors). All tensors need the same number of rows; they
+// are shared, not copied (the caller may Close them). Its size (batches per
+// pass) is the trainer's default StepsPerEpoch.
+func InputFromTensors(tensors []*Tensor, batchSize int64, shuffle bool, seed uint64) (*Input, error) {
+	ptrs, unlock, err := lockTensors(tensors, false, func(i int) string { return "InputFromTensors: tensors[" + strconv.Itoa(i) + "]" })
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	var first **C.tpt_tensor
+	if len(ptrs) > 0 {
+		first = &ptrs[0]
+	}
+	var out *C.tpt_input
+	st := C.tpt_input_from_tensors(&out, first, C.size_t(len(ptrs)), C.int64_t(batchSize), cBool(shuffle), C.uint64_t(seed))
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newInput(out, nil), nil
+}
+
+// feedFunc is what the feed trampoline finds behind its handle.
+type feedFunc struct {
+	fn func(n int) ([]*Tensor, error)
+	st *stash
+}
+
+// InputFromFeed makes an input that calls feed on the goroutine of Run for
+// every step, with n the number of inputs of the model's signature
+// (tensorpack's FeedInput; tpt_input_from_feed). feed returns n tensors in
+// signature order, which the input takes over (they are closed for the
+// caller; to feed one tensor several times, return a Share of it). To end
+// the data, return Stop(reason) or io.EOF itself (as Stop("EOF")): training
+// stops gracefully and Trainer.StopReason gives the reason. Any other error
+// fails training and Run returns that very value; a panic makes Run panic
+// again once training has ended.
+func InputFromFeed(feed func(n int) ([]*Tensor, error)) (*Input, error) {
+	if feed == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "InputFromFeed: feed is nil"}
+	}
+	st := &stash{}
+	h := newHandle(&feedFunc{fn: feed, st: st})
+	var out *C.tpt_input
+	// The library deletes h (also when this fails).
+	if err := statusError(C.tptgo_input_from_feed(&out, C.uintptr_t(h))); err != nil {
+		return nil, err
+	}
+	return newInput(out, st), nil
+}
+
+// take hands the input over: the caller owns the handle from now on.
+func (in *Input) take(who string) (*C.tpt_input, *stash, error) {
+	if in == nil {
+		return nil, nil, &Error{Code: CodeInvalidArgument, Message: who + ": the Input is nil"}
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.ptr == nil {
+		return nil, nil, &Error{Code: CodeInvalidArgument, Message: who + ": the Input was closed or already given away"}
+	}
+	ptr := in.ptr
+	in.ptr = nil
+	runtime.SetFinalizer(in, nil)
+	return ptr, in.st, nil
+}
+
+// SetModel makes t tensorpack's SimpleTrainer of model fed by input
+// (tpt_trainer_set_model): each step takes a batch, runs the tower function,
+// back-propagates the cost and applies the model's optimizer; the cost is
+// the step output "cost" and the scalar "cost" is put each step. It replaces
+// the run_step. It takes input over (also when it fails) and a reference to
+// the model (the caller still owns model). If StepsPerEpoch is not set, the
+// input's size is used. Batches are checked against the signature. Before
+// Run.
+func (t *Trainer) SetModel(model *Model, input *Input) error {
+	iptr, ist, err := input.take("Trainer.SetModel")
+	if err != nil {
+		return err
+	}
+	mptr, err := model.rlock("SetModel")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer model.mu.RUnlock()
+	ptr, err := t.lock("SetModel")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer t.mu.Unlock()
+	st := C.tpt_trainer_set_model(ptr, mptr, iptr)
+	runtime.KeepAlive(model)
+	if err := statusError(st); err != nil {
+		return err
+	}
+	t.stashes = []*stash{model.st}
+	if ist != nil {
+		t.stashes = append(t.stashes, ist)
+	}
+	return nil
+}
+
+// ---- Errors and panics of functions that may run on other threads.
+
+// stash remembers, for tower and feed functions (which may run on several
+// threads at once), the Go errors behind the statuses they returned and the
+// panics they recovered, so that the call that gets the status back (Run,
+// Build, Infer) returns the same error value or panics again with the same
+// value. Entries that no call claims are dropped beyond stashLimit.
+type stash struct {
+	mu     sync.Mutex
+	errs   []stashedError
+	panics []stashedPanic
+}
+
+type stashedPanic struct {
+	msg   string
+	value any
+}
+
+const stashLimit = 64
+
+// status turns a Go function's result into a status for the library and
+// remembers err.
+func (s *stash) status(err error) *C.tpt_status {
+	if err == nil {
+		return nil
+	}
+	st := newStatus(err)
+	e := stashedError{code: Code(C.tpt_status_code(st)), msg: C.GoString(C.tpt_status_message(st)), err: err}
+	s.mu.Lock()
+	if len(s.errs) == stashLimit {
+		s.errs = append(s.errs[:0], s.errs[1:]...)
+	}
+	s.errs = append(s.errs, e)
+	s.mu.Unlock()
+	return st
+}
+
+// recovered records a recovered panic and returns the status that fails
+// the call.
+func (s *stash) recovered(v any, where string) *C.tpt_status {
+	msg := "panic in " + where + ": " + fmt.Sprint(v)
+	s.mu.Lock()
+	if len(s.panics) == stashLimit {
+		s.panics = append(s.panics[:0], s.panics[1:]...)
+	}
+	s.panics = append(s.panics, stashedPanic{msg: msg, value: v})
+	s.mu.Unlock()
+	return newStatus(&Error{Code: CodeCallback, Message: msg})
+}
+
+// take finds and forgets the panic or error behind a status of this code
+// and message.
+func (s *stash) take(code Code, msg string) (err error, panicValue any, panicked, found bool) {
+	if s == nil {
+		return nil, nil, false, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if code == CodeCallback {
+		for i, p := range s.panics {
+			if p.msg == msg {
+				s.panics = append(s.panics[:i], s.panics[i+1:]...)
+				return nil, p.value, true, true
+			}
+		}
+	}
+	for i := len(s.errs) - 1; i >= 0; i-- {
+		if e := s.errs[i]; e.code == code && e.msg == msg {
+			s.errs = append(s.errs[:i], s.errs[i+1:]...)
+			return e.err, nil, false, true
+		}
+	}
+	return nil, nil, false, false
+}
+
+// result takes ownership of st: nil for success; the stashed error behind
+// it; or the panic behind it, raised again; or what statusError makes of it.
+func (s *stash) result(st *C.tpt_status) error {
+	if st == nil {
+		return nil
+	}
+	code, msg := Code(C.tpt_status_code(st)), C.GoString(C.tpt_status_message(st))
+	err, v, panicked, found := s.take(code, msg)
+	if !found {
+		return statusError(st)
+	}
+	C.tpt_status_free(st)
+	if panicked {
+		panic(v)
+	}
+	return err
+}

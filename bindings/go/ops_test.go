@@ -1,0 +1,194 @@
+package tptrain
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// op1 calls an operator that returns one tensor.
+func op1(t *testing.T, op string, args ...Arg) *Tensor {
+	t.Helper()
+	outs := must(OpCall(op, "", args...)).of(t)
+	if len(outs) != 1 {
+		t.Fatalf("%s returned %d outputs, want 1", op, len(outs))
+	}
+	t.Cleanup(func() { outs[0].Close() })
+	return outs[0]
+}
+
+func closeAll(ts []*Tensor) {
+	for _, x := range ts {
+		x.Close()
+	}
+}
+
+func TestOpCallAdd(t *testing.T) {
+	a := must(FromFloat32([]float32{1, 2, 3, 4}, 2, 2)).of(t)
+	defer closeT(t, a)
+	b := must(FromFloat32([]float32{10, 20, 30, 40}, 2, 2)).of(t)
+	defer closeT(t, b)
+
+	sum := op1(t, "aten::add", TensorArg(a), TensorArg(b))
+	checkMeta(t, sum, DTypeFloat32, 2, 2)
+	if got := must(sum.Float32s()).of(t); !reflect.DeepEqual(got, []float32{11, 22, 33, 44}) {
+		t.Errorf("add = %v", got)
+	}
+	// A keyword argument: a + alpha * b; a bare name means aten::.
+	scaled := op1(t, "add", TensorArg(a), TensorArg(b), Named("alpha", IntArg(2)))
+	if got := must(scaled.Float32s()).of(t); !reflect.DeepEqual(got, []float32{21, 42, 63, 84}) {
+		t.Errorf("add alpha=2 = %v", got)
+	}
+	// A Scalar from a double, through the named overload.
+	plus := must(OpCall("aten::add", "Scalar", TensorArg(a), DoubleArg(0.5))).of(t)
+	defer closeAll(plus)
+	if got := must(plus[0].Float32s()).of(t); !reflect.DeepEqual(got, []float32{1.5, 2.5, 3.5, 4.5}) {
+		t.Errorf("add.Scalar = %v", got)
+	}
+	// The same tensor twice (locked once).
+	twice := op1(t, "aten::mul", TensorArg(a), TensorArg(a))
+	if got := must(twice.Float32s()).of(t); !reflect.DeepEqual(got, []float32{1, 4, 9, 16}) {
+		t.Errorf("a*a = %v", got)
+	}
+}
+
+func TestOpCallMatmulAndLists(t *testing.T) {
+	a := must(FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3)).of(t)
+	defer closeT(t, a)
+	b := must(FromFloat32([]float32{7, 8, 9, 10, 11, 12}, 3, 2)).of(t)
+	defer closeT(t, b)
+	c := op1(t, "aten::matmul", TensorArg(a), TensorArg(b))
+	if got := must(c.Float32s()).of(t); !reflect.DeepEqual(got, []float32{58, 64, 139, 154}) {
+		t.Errorf("matmul = %v", got)
+	}
+	// int[]: permute; Tensor[]: cat; str: einsum; ScalarType: to.
+	p := op1(t, "aten::permute", TensorArg(a), IntsArg(1, 0))
+	checkMeta(t, p, DTypeFloat32, 3, 2)
+	cat := op1(t, "aten::cat", TensorsArg(a, a), Named("dim", IntArg(0)))
+	checkMeta(t, cat, DTypeFloat32, 4, 3)
+	e := op1(t, "aten::einsum", StringArg("ij,jk->ik"), TensorsArg(a, b))
+	if got := must(e.Float32s()).of(t); !reflect.DeepEqual(got, []float32{58, 64, 139, 154}) {
+		t.Errorf("einsum = %v", got)
+	}
+	d := op1(t, "aten::_to_copy", TensorArg(a), Named("dtype", DTypeArg(DTypeFloat64)))
+	checkMeta(t, d, DTypeFloat64, 2, 3)
+	// double[]: upsample with scale factors; None for the output size.
+	img := must(FromFloat32([]float32{1, 2, 3, 4}, 1, 1, 2, 2)).of(t)
+	defer closeT(t, img)
+	up := op1(t, "aten::upsample_nearest2d", TensorArg(img), NoneArg(), DoublesArg(2, 2))
+	checkMeta(t, up, DTypeFloat32, 1, 1, 4, 4)
+	// bool: sum with keepdim.
+	s := op1(t, "aten::sum", TensorArg(a), IntsArg(1), BoolArg(true))
+	checkMeta(t, s, DTypeFloat32, 2, 1)
+	// Tensor?[] with a None entry: a[:, [2, 0]].
+	idx := must(FromInt64([]int64{2, 0})).of(t)
+	defer closeT(t, idx)
+	sel := op1(t, "aten::index", TensorArg(a), TensorsArg(nil, idx))
+	if got := must(sel.Float32s()).of(t); !reflect.DeepEqual(got, []float32{3, 1, 6, 4}) {
+		t.Errorf("index = %v", got)
+	}
+	// A number result comes back as a 0-d tensor.
+	n := op1(t, "aten::size", TensorArg(a), IntArg(1))
+	if v := must(n.Item()).of(t); v != 3 {
+		t.Errorf("size(1) = %v", v)
+	}
+}
+
+func TestOpCallSeveralOutputs(t *testing.T) {
+	a := must(FromFloat32([]float32{1, 2, 4, 3}, 2, 2)).of(t)
+	defer closeT(t, a)
+	outs := must(OpCall("aten::max", "", TensorArg(a), IntArg(1))).of(t)
+	defer closeAll(outs)
+	if len(outs) != 2 {
+		t.Fatalf("max.dim returned %d outputs, want 2", len(outs))
+	}
+	if got := must(outs[0].Float32s()).of(t); !reflect.DeepEqual(got, []float32{2, 4}) {
+		t.Errorf("values = %v", got)
+	}
+	if got := must(outs[1].Int64s()).of(t); !reflect.DeepEqual(got, []int64{1, 0}) {
+		t.Errorf("indices = %v", got)
+	}
+	// More outputs than the first guess of room: run again with room.
+	long := must(FromFloat32(make([]float32, 100))).of(t)
+	defer closeT(t, long)
+	parts := must(OpCall("aten::split", "Tensor", TensorArg(long), IntArg(1))).of(t)
+	defer closeAll(parts)
+	if len(parts) != 100 {
+		t.Fatalf("split returned %d outputs, want 100", len(parts))
+	}
+	checkMeta(t, parts[99], DTypeFloat32, 1)
+}
+
+func TestOpCallErrors(t *testing.T) {
+	a := must(FromFloat32([]float32{1, 2, 3, 4}, 2, 2)).of(t)
+	defer closeT(t, a)
+	_, err := OpCall("aten::relux", "", TensorArg(a))
+	e := wantError(t, err, CodeInvalidArgument, "tpt_op_call: unknown operator 'aten::relux'")
+	if !strings.Contains(e.Message, "aten::relu") {
+		t.Errorf("no suggestion in %q", e.Message)
+	}
+	_, err = OpCall("aten::add", "", TensorArg(a), StringArg("x"))
+	wantError(t, err, CodeInvalidArgument, "aten::add")
+	b := must(FromFloat32([]float32{1, 2, 3}, 3)).of(t)
+	defer closeT(t, b)
+	_, err = OpCall("aten::add", "", TensorArg(a), TensorArg(b))
+	if !errors.Is(err, ErrBackend) {
+		t.Errorf("add of [2,2] and [3]: %v, want a backend error", err)
+	}
+	_, err = OpCall("aten::add", "", TensorArg(a), TensorArg(nil))
+	wantError(t, err, CodeInvalidArgument, "OpCall: args[1] is a nil Tensor")
+	closed := must(FromFloat32([]float32{1})).of(t)
+	closed.Close()
+	_, err = OpCall("aten::cat", "", TensorsArg(a, closed))
+	wantError(t, err, CodeInvalidArgument, "use of closed Tensor")
+	_, err = OpCall("aten::relu", "", Named("nosuch", TensorArg(a)))
+	wantError(t, err, CodeInvalidArgument, "nosuch")
+}
+
+func TestOpSchemas(t *testing.T) {
+	s := must(OpSchemas("aten::add")).of(t)
+	found := false
+	for _, line := range s {
+		if strings.HasPrefix(line, "aten::add.Tensor(Tensor self, Tensor other") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("schemas of aten::add: %q", s)
+	}
+	// More text than the first buffer holds: asked again with room.
+	defer func(n int) { textBufferSize = n }(textBufferSize)
+	textBufferSize = 16
+	if again := must(OpSchemas("aten::add")).of(t); !reflect.DeepEqual(again, s) {
+		t.Errorf("with a small first buffer: %q, want %q", again, s)
+	}
+	_, err := OpSchemas("aten::conv2dd")
+	wantError(t, err, CodeNotFound, "no operator 'aten::conv2dd'")
+}
+
+func TestOpCallConcurrent(t *testing.T) {
+	shared := must(FromFloat32([]float32{1, 2, 3, 4}, 2, 2)).of(t)
+	defer closeT(t, shared)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				outs, err := OpCall("aten::add", "", TensorArg(shared), TensorArg(shared), Named("alpha", IntArg(1)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got, err := outs[0].Float32s()
+				if err != nil || !reflect.DeepEqual(got, []float32{2, 4, 6, 8}) {
+					t.Errorf("%v %v", got, err)
+				}
+				closeAll(outs)
+			}
+		}()
+	}
+	wg.Wait()
+}

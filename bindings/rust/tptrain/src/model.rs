@@ -1,0 +1,715 @@
+//! Models (tensorpack's ModelDesc): an input signature, a tower function and
+//! an optimizer; the tower the function sees; variables; optimizers; inputs.
+//!
+//! ```no_run
+//! use tptrain::{nn, DType, Flow, Input, InputSpec, LayerOptions, Model, Optimizer, Progress, Tensor, Trainer,
+//!               TrainerOptions};
+//!
+//! let model = Model::new(
+//!     &[InputSpec::new("x", DType::F32, &[-1, 3]), InputSpec::new("y", DType::F32, &[-1, 1])],
+//!     |tower, inputs| {
+//!         let (x, y) = (&inputs[0], &inputs[1]);
+//!         let p = tower.fc("fc", x, 1, &LayerOptions::default())?;
+//!         tower.set_cost(&nn::mse(&p, y)?)?;
+//!         tower.set_output("prediction", &p)?;
+//!         Ok(Flow::Continue)
+//!     },
+//! )?;
+//! let opt = Optimizer::new("sgd")?;
+//! opt.set("learning_rate", 0.1)?;
+//! model.set_optimizer(&opt)?;
+//! # let (x, y) = (Tensor::from_slice(&[0f32; 48], &[16, 3])?, Tensor::from_slice(&[0f32; 16], &[16, 1])?);
+//! let options = TrainerOptions { max_epoch: 10, progress: Progress::Off, ..Default::default() };
+//! let mut trainer = Trainer::new(&options)?;
+//! trainer.set_model(&model, Input::from_tensors(&[&x, &y], 16, Some(42))?)?;
+//! trainer.run()?;
+//! let w = model.variable("fc/W")?;
+//! # let _ = w;
+//! # Ok::<(), tptrain::Error>(())
+//! ```
+
+use crate::cstr::{from_buf, with_cstr};
+use crate::error::{call, Code, Error, Result};
+use crate::panic;
+use crate::tensor::{DType, Tensor};
+use crate::Flow;
+use std::cell::UnsafeCell;
+use std::ffi::CString;
+use std::fmt;
+use std::marker::PhantomData;
+use std::os::raw::{c_char, c_void};
+use std::ptr::{self, NonNull};
+use tptrain_sys as sys;
+
+/// Seeds LibTorch's default random generator: variable initializers,
+/// dropout (`tpt_manual_seed`).
+pub fn manual_seed(seed: u64) -> Result<()> {
+    call!(sys::tpt_manual_seed(seed))
+}
+
+/// One input of a model's signature (`tpt_input_spec`): a name, a dtype and
+/// a shape whose entries are >= 1, or -1 for a free dimension (the batch).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct InputSpec {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<i64>,
+}
+
+impl InputSpec {
+    pub fn new(name: impl Into<String>, dtype: DType, shape: &[i64]) -> InputSpec {
+        InputSpec { name: name.into(), dtype, shape: shape.to_vec() }
+    }
+}
+
+/// Initializers of variables (`tpt_init`); their parameters are
+/// [`VariableOptions::a`] and [`VariableOptions::b`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Init {
+    Zeros,
+    /// The constant `a`.
+    Constant,
+    /// Uniform in `[a, b)`.
+    Uniform,
+    /// Mean `a`, standard deviation `b`.
+    Normal,
+    /// Mean `a`, standard deviation `b`, redrawn beyond 2 `b`.
+    TruncatedNormal,
+    /// Xavier; `a`: the gain (1 when 0).
+    GlorotUniform,
+    GlorotNormal,
+    /// Kaiming, fan_in, ReLU gain; `a`: the negative slope.
+    HeUniform,
+    HeNormal,
+}
+
+impl Init {
+    pub fn to_raw(self) -> sys::tpt_init {
+        match self {
+            Init::Zeros => sys::TPT_INIT_ZEROS,
+            Init::Constant => sys::TPT_INIT_CONSTANT,
+            Init::Uniform => sys::TPT_INIT_UNIFORM,
+            Init::Normal => sys::TPT_INIT_NORMAL,
+            Init::TruncatedNormal => sys::TPT_INIT_TRUNCATED_NORMAL,
+            Init::GlorotUniform => sys::TPT_INIT_GLOROT_UNIFORM,
+            Init::GlorotNormal => sys::TPT_INIT_GLOROT_NORMAL,
+            Init::HeUniform => sys::TPT_INIT_HE_UNIFORM,
+            Init::HeNormal => sys::TPT_INIT_HE_NORMAL,
+        }
+    }
+}
+
+/// Options of a variable (`tpt_variable_options`); `Default` gives the C
+/// defaults: f32, Glorot uniform, trainable.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VariableOptions {
+    /// Floating dtypes only when trainable.
+    pub dtype: DType,
+    pub init: Init,
+    /// Trained (default); false: model-only (saved, not trained).
+    pub trainable: bool,
+    /// Initializer parameters (see [`Init`]).
+    pub a: f64,
+    pub b: f64,
+}
+
+impl Default for VariableOptions {
+    fn default() -> VariableOptions {
+        VariableOptions { dtype: DType::F32, init: Init::GlorotUniform, trainable: true, a: 0.0, b: 0.0 }
+    }
+}
+
+impl VariableOptions {
+    /// `init` with parameters `a` and `b`, other options default.
+    pub fn init(init: Init, a: f64, b: f64) -> VariableOptions {
+        VariableOptions { init, a, b, ..Default::default() }
+    }
+    /// Zero-filled.
+    pub fn zeros() -> VariableOptions {
+        VariableOptions::init(Init::Zeros, 0.0, 0.0)
+    }
+    /// Filled with `value`.
+    pub fn constant(value: f64) -> VariableOptions {
+        VariableOptions::init(Init::Constant, value, 0.0)
+    }
+    /// Uniform in `[low, high)`.
+    pub fn uniform(low: f64, high: f64) -> VariableOptions {
+        VariableOptions::init(Init::Uniform, low, high)
+    }
+    /// Normal with `mean` and standard deviation `std`.
+    pub fn normal(mean: f64, std: f64) -> VariableOptions {
+        VariableOptions::init(Init::Normal, mean, std)
+    }
+    /// The same options with another dtype.
+    pub fn with_dtype(self, dtype: DType) -> VariableOptions {
+        VariableOptions { dtype, ..self }
+    }
+    /// The same options for a model-only variable (saved, not trained).
+    pub fn model_only(self) -> VariableOptions {
+        VariableOptions { trainable: false, ..self }
+    }
+
+    fn to_raw(self) -> sys::tpt_variable_options {
+        let mut o = sys::TPT_VARIABLE_OPTIONS_INIT;
+        o.dtype = self.dtype.to_raw();
+        o.init = self.init.to_raw();
+        o.trainable = self.trainable as i32;
+        o.a = self.a;
+        o.b = self.b;
+        o
+    }
+}
+
+// ------------------------------------------------------------------ models
+
+/// A model (`tpt_model`): an input signature, a tower function and an
+/// optimizer. Freed on drop; trainers that use it keep their own reference
+/// (and with it the tower closure).
+///
+/// `'a` bounds what the tower closure borrows. A model is neither `Send` nor
+/// `Sync`: it shares its [`Optimizer`], whose hyper-parameters the library
+/// reads on the training thread without a lock.
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// let model = tptrain::Model::new(&[], |_, _| Ok(tptrain::Flow::Continue)).unwrap();
+/// send(model); // a Model stays on its thread
+/// ```
+///
+/// The tower closure must be `Send + Sync` (towers may run on several threads):
+///
+/// ```compile_fail
+/// let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+/// let model = tptrain::Model::new(&[], move |_, _| {
+///     calls.set(calls.get() + 1); // Rc and Cell are not Sync: use atomics
+///     Ok(tptrain::Flow::Continue)
+/// });
+/// ```
+pub struct Model<'a> {
+    raw: NonNull<sys::tpt_model>,
+    _marker: PhantomData<(&'a (), *mut ())>,
+}
+
+unsafe extern "C" fn tower_trampoline<F>(
+    tower: *mut sys::tpt_tower,
+    inputs: *const *const sys::tpt_tensor,
+    n_inputs: usize,
+    user_data: *mut c_void,
+) -> *mut sys::tpt_status
+where
+    F: Fn(&mut Tower, &[Tensor]) -> Result<Flow> + Send + Sync,
+{
+    // SAFETY: user_data is the boxed F, freed only with the model's last
+    // reference; F is Sync, so shared calls from several threads (several
+    // towers) and re-entered calls are fine.
+    let f = &*user_data.cast::<F>();
+    // SAFETY: Tensor is a repr(transparent) tpt_tensor *; the library lends
+    // n_inputs live, non-NULL handles for the call and frees them itself; a
+    // shared slice cannot move them out.
+    let inputs: &[Tensor] =
+        if n_inputs == 0 { &[] } else { std::slice::from_raw_parts(inputs.cast::<Tensor>(), n_inputs) };
+    let tower = Tower::from_ptr(tower);
+    let origin = || "the tower function".to_owned();
+    if panic::entered() {
+        panic::guard(&origin, || f(tower, inputs))
+    } else {
+        panic::guard_detached(&origin, || f(tower, inputs))
+    }
+}
+
+impl<'a> Model<'a> {
+    /// Makes a model with the signature `inputs` and the tower function
+    /// `tower` (`tpt_model_new`).
+    ///
+    /// The tower function computes the model for one step from the step's
+    /// input tensors (in signature order) and sets the cost
+    /// ([`Tower::set_cost`]); it may publish named outputs. It is called once
+    /// when the model is built (the build call, on zero-filled inputs, where
+    /// variables are created), once per step of each training tower, and by
+    /// [`infer`](Self::infer). It returns `Ok(Flow::Continue)`,
+    /// `Ok(Flow::Stop(reason))` to end training gracefully, or an error that
+    /// fails the step with its code and message unchanged.
+    ///
+    /// It is `Fn + Send + Sync` because the library may call it from several
+    /// threads at once (one per tower) and re-enter it; keep mutable state in
+    /// atomics or a `Mutex`. A panic fails the call that ran it, and is
+    /// resumed by [`Trainer::run`](crate::Trainer::run), [`build`](Self::build)
+    /// or [`infer`](Self::infer) once the C call has returned (on a thread of
+    /// the library's own, only the message travels, in the error).
+    pub fn new<F>(inputs: &[InputSpec], tower: F) -> Result<Model<'a>>
+    where
+        F: Fn(&mut Tower, &[Tensor]) -> Result<Flow> + Send + Sync + 'a,
+    {
+        let names = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                CString::new(s.name.as_str()).map_err(|_| {
+                    Error::new(Code::InvalidArgument, format!("inputs[{i}].name contains a NUL byte: {:?}", s.name))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let specs: Vec<sys::tpt_input_spec> = inputs
+            .iter()
+            .zip(&names)
+            .map(|(s, n)| sys::tpt_input_spec {
+                name: n.as_ptr(),
+                dtype: s.dtype.to_raw(),
+                shape: s.shape.as_ptr(),
+                ndim: s.shape.len(),
+            })
+            .collect();
+        let user_data = Box::into_raw(Box::new(tower)).cast::<c_void>();
+        let had = panic::pending();
+        let mut out = ptr::null_mut();
+        // SAFETY: the specs point into `names` and `inputs`, alive for the
+        // call (the signature is copied). The library owns user_data from
+        // here on and calls drop_box exactly once, also on failure.
+        let st = unsafe {
+            sys::tpt_model_new(
+                &mut out,
+                specs.as_ptr(),
+                specs.len(),
+                Some(tower_trampoline::<F>),
+                user_data,
+                Some(panic::drop_box::<F>),
+            )
+        };
+        panic::resume_if_new(had);
+        unsafe { Error::check(st) }?;
+        let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no model"))?;
+        Ok(Model { raw, _marker: PhantomData })
+    }
+
+    /// The raw handle, valid while `self` lives.
+    pub fn as_ptr(&self) -> *mut sys::tpt_model {
+        self.raw.as_ptr()
+    }
+
+    /// Builds the model now if it was not built yet: the build call of the
+    /// tower function, which creates the variables (`tpt_model_build`).
+    /// Training and the first inference build it too.
+    ///
+    /// # Panics
+    /// Resumes a panic of the tower function.
+    pub fn build(&self) -> Result<()> {
+        // SAFETY: a live model.
+        let st = panic::call_resuming(|| unsafe { sys::tpt_model_build(self.as_ptr()) });
+        unsafe { Error::check(st) }
+    }
+
+    /// A new handle on a variable: the same storage, so changes by training
+    /// are seen through it (`tpt_model_variable`). [`Code::NotFound`] if
+    /// there is no such variable.
+    pub fn variable(&self, name: &str) -> Result<Tensor> {
+        let mut out = ptr::null_mut();
+        with_cstr(name, "name", |n| call!(sys::tpt_model_variable(&mut out, self.as_ptr(), n)))??;
+        Tensor::wrap(out)
+    }
+
+    /// Copies `value` into a variable (same shape; converted to its dtype),
+    /// e.g. to initialise or restore it. Not while a step runs
+    /// (`tpt_model_set_variable`).
+    pub fn set_variable(&self, name: &str, value: &Tensor) -> Result<()> {
+        with_cstr(name, "name", |n| call!(sys::tpt_model_set_variable(self.as_ptr(), n, value.as_ptr())))?
+    }
+
+    /// The variables' names in creation order (`tpt_model_variable_names`).
+    pub fn variable_names(&self) -> Result<Vec<String>> {
+        let mut buf = vec![0u8; 1024];
+        loop {
+            let mut needed = 0usize;
+            // SAFETY: buf has buf.len() bytes.
+            let st = unsafe {
+                sys::tpt_model_variable_names(buf.as_mut_ptr().cast(), buf.len(), &mut needed, self.as_ptr())
+            };
+            match unsafe { Error::check(st) } {
+                Ok(()) => return Ok(from_buf(&buf).lines().map(str::to_owned).collect()),
+                Err(_) if needed > buf.len() => buf.resize(needed, 0),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Runs the tower function as an inference tower (not training, no
+    /// gradients, no variable created or changed) on `inputs`, and returns
+    /// the outputs it published under `names`, in that order (the cost is
+    /// "cost") (`tpt_model_infer`). Builds the model first if needed.
+    ///
+    /// A [`Flow::Stop`] from the tower function comes back as an error whose
+    /// code is `Code::Other(100)` (`TPT_STOP`) and whose message is the reason.
+    ///
+    /// # Panics
+    /// Resumes a panic of the tower function.
+    pub fn infer(&self, inputs: &[&Tensor], names: &[&str]) -> Result<Vec<Tensor>> {
+        let ins: Vec<*const sys::tpt_tensor> = inputs.iter().map(|t| t.as_ptr()).collect();
+        let cnames = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                CString::new(*n)
+                    .map_err(|_| Error::new(Code::InvalidArgument, format!("names[{i}] contains a NUL byte: {n:?}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let name_ptrs: Vec<*const c_char> = cnames.iter().map(|c| c.as_ptr()).collect();
+        let mut outs: Vec<*mut sys::tpt_tensor> = vec![ptr::null_mut(); names.len()];
+        // SAFETY: all arrays live for the call; outs has names.len() slots.
+        let st = panic::call_resuming(|| unsafe {
+            sys::tpt_model_infer(
+                outs.as_mut_ptr(),
+                self.as_ptr(),
+                ins.as_ptr(),
+                ins.len(),
+                name_ptrs.as_ptr(),
+                name_ptrs.len(),
+            )
+        });
+        unsafe { Error::check(st) }?;
+        outs.into_iter().map(Tensor::wrap).collect()
+    }
+
+    /// Sets the model's optimizer; the model takes its own reference, and
+    /// `optimizer` stays usable (e.g. for schedules from callbacks). Before
+    /// training (`tpt_model_set_optimizer`).
+    pub fn set_optimizer(&self, optimizer: &Optimizer) -> Result<()> {
+        call!(sys::tpt_model_set_optimizer(self.as_ptr(), optimizer.as_ptr()))
+    }
+}
+
+impl Drop for Model<'_> {
+    fn drop(&mut self) {
+        let had = panic::pending();
+        // SAFETY: we own this reference; the closure is dropped here if it
+        // was the last one.
+        unsafe { sys::tpt_model_free(self.raw.as_ptr()) };
+        panic::resume_if_new(had);
+    }
+}
+
+impl fmt::Debug for Model<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Model").field("variables", &self.variable_names().ok()).finish()
+    }
+}
+
+// ------------------------------------------------------------------ towers
+
+/// What a tower function gets: the context of one call (`tpt_tower`),
+/// borrowed for that call. Like [`Context`](crate::Context) it is a
+/// zero-sized reference type whose address is the C handle. Layers with
+/// variables are methods (see the [`nn`](crate::nn) module for the others).
+pub struct Tower {
+    _opaque: PhantomData<(UnsafeCell<()>, *mut ())>,
+}
+
+/// Reads a flag of a tower; it cannot fail on a live tower.
+fn flag(f: unsafe extern "C" fn(*mut i32, *const sys::tpt_tower) -> *mut sys::tpt_status, t: &Tower) -> i32 {
+    let mut v = 0i32;
+    // SAFETY: a live tower; the status (NULL in practice) is freed.
+    let st = unsafe { f(&mut v, t.as_ptr()) };
+    debug_assert!(st.is_null());
+    unsafe { sys::tpt_status_free(st) };
+    v
+}
+
+/// Reads a short text of a tower.
+fn text(
+    f: unsafe extern "C" fn(*mut c_char, usize, *const sys::tpt_tower) -> *mut sys::tpt_status,
+    t: &Tower,
+) -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: a live tower; buf has 256 bytes (names and devices are short).
+    let st = unsafe { f(buf.as_mut_ptr().cast(), buf.len(), t.as_ptr()) };
+    debug_assert!(st.is_null());
+    unsafe { sys::tpt_status_free(st) };
+    from_buf(&buf)
+}
+
+impl Tower {
+    /// # Safety
+    /// `raw` is a live tower that outlives `'t`.
+    pub(crate) unsafe fn from_ptr<'t>(raw: *mut sys::tpt_tower) -> &'t mut Tower {
+        &mut *raw.cast::<Tower>()
+    }
+
+    /// The raw handle, valid during the tower function call.
+    pub fn as_ptr(&self) -> *mut sys::tpt_tower {
+        self as *const Tower as *mut sys::tpt_tower
+    }
+
+    /// A training tower (false: inference) (`tpt_tower_is_training`).
+    pub fn is_training(&self) -> bool {
+        flag(sys::tpt_tower_is_training, self) != 0
+    }
+
+    /// The build call: zero-filled inputs, no gradients; layers skip their
+    /// state updates (`tpt_tower_is_building`).
+    pub fn is_building(&self) -> bool {
+        flag(sys::tpt_tower_is_building, self) != 0
+    }
+
+    /// The index among the training towers (0 for inference) (`tpt_tower_index`).
+    pub fn index(&self) -> i32 {
+        flag(sys::tpt_tower_index, self)
+    }
+
+    /// "tower0", "tower1", ... or "InferenceTower" (`tpt_tower_name`).
+    pub fn name(&self) -> String {
+        text(sys::tpt_tower_name, self)
+    }
+
+    /// The tower's device, e.g. "cpu" (`tpt_tower_device`).
+    pub fn device(&self) -> String {
+        text(sys::tpt_tower_device, self)
+    }
+
+    /// Whether [`variable`](Self::variable) may create variables in this
+    /// call (the build call) (`tpt_tower_can_create_variables`).
+    pub fn can_create_variables(&self) -> bool {
+        flag(sys::tpt_tower_can_create_variables, self) != 0
+    }
+
+    /// Sets the cost (a floating tensor of one element) that training
+    /// minimises; a training tower must set it (`tpt_tower_set_cost`).
+    pub fn set_cost(&mut self, cost: &Tensor) -> Result<()> {
+        call!(sys::tpt_tower_set_cost(self.as_ptr(), cost.as_ptr()))
+    }
+
+    /// Publishes a named output: a step output for callbacks
+    /// ([`Context::output`](crate::Context::output)) and an inference result
+    /// (`tpt_tower_set_output`).
+    pub fn set_output(&mut self, name: &str, value: &Tensor) -> Result<()> {
+        with_cstr(name, "name", |n| call!(sys::tpt_tower_set_output(self.as_ptr(), n, value.as_ptr())))?
+    }
+
+    /// Opens a name scope: variables created inside get "scope/" in front of
+    /// their name (`tpt_tower_push_scope`). See also [`scope`](Self::scope).
+    pub fn push_scope(&mut self, scope: &str) -> Result<()> {
+        with_cstr(scope, "scope", |s| call!(sys::tpt_tower_push_scope(self.as_ptr(), s)))?
+    }
+
+    /// Closes the innermost name scope (`tpt_tower_pop_scope`).
+    pub fn pop_scope(&mut self) -> Result<()> {
+        call!(sys::tpt_tower_pop_scope(self.as_ptr()))
+    }
+
+    /// Runs `f` inside the name scope `scope`, closed again when `f` returns
+    /// (also with an error).
+    pub fn scope<R>(&mut self, scope: &str, f: impl FnOnce(&mut Tower) -> Result<R>) -> Result<R> {
+        self.push_scope(scope)?;
+        let r = f(self);
+        let popped = self.pop_scope();
+        let r = r?;
+        popped?;
+        Ok(r)
+    }
+
+    /// Gets the variable `name` (prefixed by the current scopes), creating it
+    /// in the build call: a new handle on the variable itself (trainable
+    /// variables carry gradients) (`tpt_tower_variable`). Creating one
+    /// outside the build call, a shape or dtype that differs from the
+    /// existing variable, and one name used twice in one call are errors.
+    pub fn variable(&mut self, name: &str, shape: &[i64], options: &VariableOptions) -> Result<Tensor> {
+        let o = options.to_raw();
+        let mut out = ptr::null_mut();
+        with_cstr(name, "name", |n| {
+            call!(sys::tpt_tower_variable(&mut out, self.as_ptr(), n, shape.as_ptr(), shape.len(), &o))
+        })??;
+        Tensor::wrap(out)
+    }
+}
+
+impl fmt::Debug for Tower {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tower")
+            .field("name", &self.name())
+            .field("index", &self.index())
+            .field("training", &self.is_training())
+            .field("building", &self.is_building())
+            .finish()
+    }
+}
+
+// ------------------------------------------------------------------ optimizers
+
+/// An optimizer by kind, configured by hyper-parameter name
+/// (`tpt_optimizer`); see the C header for the kinds and names ("sgd",
+/// "adam", "adamw", "rmsprop", "adagrad"; "learning_rate", "momentum", ...,
+/// "clip_global_norm", "accumulate_steps", "check_numerics").
+///
+/// The handle is shared: a model that uses it ([`Model::set_optimizer`])
+/// keeps its own reference, and changes made here later (a learning-rate
+/// schedule in a callback) reach training. The library reads and writes the
+/// hyper-parameters on the training thread without a lock, so an optimizer
+/// stays on the thread that made it: it is neither `Send` nor `Sync` (and so
+/// is [`Model`], which shares it).
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// send(tptrain::Optimizer::new("sgd").unwrap());
+/// ```
+pub struct Optimizer {
+    raw: NonNull<sys::tpt_optimizer>,
+    _marker: PhantomData<*mut ()>,
+}
+
+impl Optimizer {
+    /// A new optimizer of `kind` with its default hyper-parameters
+    /// (`tpt_optimizer_new`).
+    pub fn new(kind: &str) -> Result<Optimizer> {
+        let mut out = ptr::null_mut();
+        with_cstr(kind, "kind", |k| call!(sys::tpt_optimizer_new(&mut out, k)))??;
+        let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no optimizer"))?;
+        Ok(Optimizer { raw, _marker: PhantomData })
+    }
+
+    /// The raw handle, valid while `self` lives.
+    pub fn as_ptr(&self) -> *mut sys::tpt_optimizer {
+        self.raw.as_ptr()
+    }
+
+    /// Sets a hyper-parameter (`tpt_optimizer_set`).
+    pub fn set(&self, name: &str, value: f64) -> Result<()> {
+        with_cstr(name, "name", |n| call!(sys::tpt_optimizer_set(self.as_ptr(), n, value)))?
+    }
+
+    /// Reads a hyper-parameter (`tpt_optimizer_get`).
+    pub fn get(&self, name: &str) -> Result<f64> {
+        let mut v = 0f64;
+        with_cstr(name, "name", |n| call!(sys::tpt_optimizer_get(&mut v, self.as_ptr(), n)))??;
+        Ok(v)
+    }
+
+    /// Multiplies the gradients of the variables whose name matches
+    /// `pattern` (an ECMAScript regular expression, searched) by `factor`,
+    /// before clipping (`tpt_optimizer_scale_gradients`).
+    pub fn scale_gradients(&self, pattern: &str, factor: f64) -> Result<()> {
+        with_cstr(pattern, "pattern", |p| call!(sys::tpt_optimizer_scale_gradients(self.as_ptr(), p, factor)))?
+    }
+}
+
+impl Drop for Optimizer {
+    fn drop(&mut self) {
+        // SAFETY: we own this reference.
+        unsafe { sys::tpt_optimizer_free(self.raw.as_ptr()) }
+    }
+}
+
+impl fmt::Debug for Optimizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Optimizer").field("learning_rate", &self.get("learning_rate").ok()).finish()
+    }
+}
+
+// ------------------------------------------------------------------ inputs
+
+/// Where a trainer's batches come from (`tpt_input`); given to
+/// [`Trainer::set_model`](crate::Trainer::set_model), or freed on drop.
+/// `'a` bounds what a feed closure borrows.
+pub struct Input<'a> {
+    raw: NonNull<sys::tpt_input>,
+    _marker: PhantomData<(&'a (), *mut ())>,
+}
+
+unsafe extern "C" fn feed_trampoline<F>(
+    batch: *mut *mut sys::tpt_tensor,
+    n_inputs: usize,
+    user_data: *mut c_void,
+) -> *mut sys::tpt_status
+where
+    F: FnMut(usize) -> Result<Option<Vec<Tensor>>>,
+{
+    // SAFETY: user_data is the boxed F; the library calls the feed on the
+    // training thread, one call at a time.
+    let f = &mut *user_data.cast::<F>();
+    panic::guard(&|| "the input feed".to_owned(), || match f(n_inputs)? {
+        None => Ok(Flow::stop(END_OF_DATA)),
+        Some(tensors) if tensors.len() != n_inputs => Err(Error::new(
+            Code::InvalidArgument,
+            format!("the input feed returned {} tensors for {} inputs", tensors.len(), n_inputs),
+        )),
+        Some(tensors) => {
+            for (i, t) in tensors.into_iter().enumerate() {
+                // SAFETY: batch has n_inputs slots; the library takes the handles.
+                *batch.add(i) = t.into_raw();
+            }
+            Ok(Flow::Continue)
+        }
+    })
+}
+
+/// The stop reason when a feed closure says its data ended.
+pub const END_OF_DATA: &str = "end of data";
+
+impl<'a> Input<'a> {
+    /// Batches of `batch_size` rows (dimension 0) of in-memory tensors,
+    /// repeated forever; the last incomplete batch of each pass is dropped.
+    /// `shuffle_seed`: `Some(seed)` shuffles each pass (seeded), `None` keeps
+    /// the order. All tensors need the same number of rows; they are shared,
+    /// not copied. Its size (batches per pass) is the default steps_per_epoch
+    /// (`tpt_input_from_tensors`).
+    pub fn from_tensors(tensors: &[&Tensor], batch_size: i64, shuffle_seed: Option<u64>) -> Result<Input<'a>> {
+        let ptrs: Vec<*const sys::tpt_tensor> = tensors.iter().map(|t| t.as_ptr()).collect();
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_input_from_tensors(
+            &mut out,
+            ptrs.as_ptr(),
+            ptrs.len(),
+            batch_size,
+            shuffle_seed.is_some() as i32,
+            shuffle_seed.unwrap_or(0)
+        ))?;
+        Input::wrap(out)
+    }
+
+    /// An input that calls `feed(n_inputs)` on the training thread for every
+    /// step (tensorpack's FeedInput; `tpt_input_from_feed`). It returns
+    /// `Ok(Some(tensors))`, one per input of the signature,
+    /// `Ok(None)` at the end of the data (training stops gracefully, with the
+    /// stop reason [`END_OF_DATA`]), or an error that fails training with its
+    /// code and message. A panic fails training too and is resumed by
+    /// [`Trainer::run`](crate::Trainer::run).
+    pub fn from_feed<F>(feed: F) -> Result<Input<'a>>
+    where
+        F: FnMut(usize) -> Result<Option<Vec<Tensor>>> + 'a,
+    {
+        let user_data = Box::into_raw(Box::new(feed)).cast::<c_void>();
+        let had = panic::pending();
+        let mut out = ptr::null_mut();
+        // SAFETY: the library owns user_data from here on, also on failure.
+        let st = unsafe {
+            sys::tpt_input_from_feed(&mut out, Some(feed_trampoline::<F>), user_data, Some(panic::drop_box::<F>))
+        };
+        panic::resume_if_new(had);
+        unsafe { Error::check(st) }?;
+        Input::wrap(out)
+    }
+
+    fn wrap(out: *mut sys::tpt_input) -> Result<Input<'a>> {
+        NonNull::new(out)
+            .map(|raw| Input { raw, _marker: PhantomData })
+            .ok_or_else(|| Error::new(Code::Internal, "library returned no input"))
+    }
+
+    /// Gives up ownership of the handle (for a C function that takes it).
+    pub fn into_raw(self) -> *mut sys::tpt_input {
+        let raw = self.raw.as_ptr();
+        std::mem::forget(self);
+        raw
+    }
+}
+
+impl Drop for Input<'_> {
+    fn drop(&mut self) {
+        let had = panic::pending();
+        // SAFETY: we own the input; a feed closure is dropped here.
+        unsafe { sys::tpt_input_free(self.raw.as_ptr()) };
+        panic::resume_if_new(had);
+    }
+}
+
+impl fmt::Debug for Input<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Input").field("raw", &self.raw).finish()
+    }
+}

@@ -1,0 +1,608 @@
+//! Models from Rust: the tower closure, tensorpack's variable rules, scopes,
+//! initializers, optimizers and schedules, in-memory and feed inputs,
+//! inference, errors unchanged and panics resumed where the C call returns.
+//! The C twin is tests/c/test_model.c.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tptrain::ops::{self, Arg};
+use tptrain::{
+    Callback, Code, DType, Error, Events, Flow, Input, InputSpec, Model, Optimizer, Progress, Result, RunOutcome,
+    Tensor, Tower, Trainer, TrainerOptions, VariableOptions,
+};
+
+// ------------------------------------------------------------ helpers
+
+fn options(steps_per_epoch: i64, max_epoch: i64) -> TrainerOptions {
+    TrainerOptions {
+        max_epoch,
+        steps_per_epoch: Some(steps_per_epoch),
+        console: false,
+        progress: Progress::Off,
+        default_callbacks: false,
+        default_monitors: false,
+        ..Default::default()
+    }
+}
+
+/// What the tower function of a test does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    Plain,
+    NewVariableLater,
+    NameTwice,
+    NoCost,
+    Fails,
+    Stops,
+    Scopes,
+}
+
+/// What the tower function saw.
+#[derive(Default)]
+struct Probe {
+    calls: AtomicUsize,
+    builds: AtomicUsize,
+    inference_calls: AtomicUsize,
+    last_name: Mutex<String>,
+}
+
+/// Counts drops of the closures that capture it.
+struct DropGuard(Arc<AtomicUsize>);
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn signature() -> Vec<InputSpec> {
+    vec![InputSpec::new("x", DType::F32, &[-1, 3]), InputSpec::new("y", DType::F32, &[-1, 1])]
+}
+
+/// cost = mean((x W^T + b - y)^2) with W [1, 3], b [1] (b starts at 0.5).
+fn linear(tower: &mut Tower, inputs: &[Tensor], probe: &Probe, how: How) -> Result<Flow> {
+    assert_eq!(inputs.len(), 2);
+    let building = tower.is_building();
+    assert_eq!(building, tower.can_create_variables());
+    *probe.last_name.lock().unwrap() = tower.name();
+    let call = probe.calls.fetch_add(1, Ordering::SeqCst) + 1;
+    probe.builds.fetch_add(building as usize, Ordering::SeqCst);
+    probe.inference_calls.fetch_add(!tower.is_training() as usize, Ordering::SeqCst);
+    if how == How::Fails && !building {
+        return Err(Error::new(Code::Io, "the tower could not read its lookup table"));
+    }
+    if how == How::Stops && call == 4 {
+        return Ok(Flow::stop("the tower has seen enough"));
+    }
+    let (w, b) = if how == How::Scopes {
+        tower.push_scope("fc")?;
+        let w = tower.scope("inner", |t| t.variable("W", &[1, 3], &VariableOptions::default()))?;
+        let b = tower.variable("b", &[1], &VariableOptions::constant(0.5))?;
+        tower.pop_scope()?;
+        (w, b)
+    } else {
+        (
+            tower.variable("W", &[1, 3], &VariableOptions::default())?,
+            tower.variable("b", &[1], &VariableOptions::constant(0.5))?,
+        )
+    };
+    if !building && how == How::NewVariableLater {
+        tower.variable("late", &[1], &VariableOptions::default())?;
+    }
+    if how == How::NameTwice {
+        tower.variable("b", &[1], &VariableOptions::constant(0.5))?;
+    }
+    let p = ops::call1("aten::linear", &[Arg::Tensor(&inputs[0]), Arg::Tensor(&w), Arg::Tensor(&b)])?;
+    let cost = ops::call1("aten::mse_loss", &[Arg::Tensor(&p), Arg::Tensor(&inputs[1])])?;
+    if how != How::NoCost {
+        tower.set_cost(&cost)?;
+    }
+    tower.set_output("prediction", &p)?;
+    Ok(Flow::Continue)
+}
+
+fn make_model(probe: &Probe, how: How) -> Model<'_> {
+    Model::new(&signature(), move |tower, inputs| linear(tower, inputs, probe, how)).unwrap()
+}
+
+/// `rows` rows of y = x . (1, -2, 3) + 1, x uniform in [-1, 1) (the C test's LCG).
+fn regression_data(rows: usize) -> (Tensor, Tensor) {
+    let (mut x, mut y) = (Vec::with_capacity(rows * 3), Vec::with_capacity(rows));
+    let mut r: u32 = 12345;
+    for _ in 0..rows {
+        let mut row = [0f32; 3];
+        for v in &mut row {
+            r = r.wrapping_mul(1664525).wrapping_add(1013904223);
+            *v = (r >> 8) as f32 / 8388608.0 - 1.0;
+        }
+        x.extend_from_slice(&row);
+        y.push(row[0] - 2.0 * row[1] + 3.0 * row[2] + 1.0);
+    }
+    (Tensor::from_vec(x, &[rows as i64, 3]).unwrap(), Tensor::from_vec(y, &[rows as i64, 1]).unwrap())
+}
+
+fn input(batch: i64) -> Input<'static> {
+    let (x, y) = regression_data(64);
+    Input::from_tensors(&[&x, &y], batch, Some(42)).unwrap()
+}
+
+fn sgd(lr: f64) -> Optimizer {
+    let o = Optimizer::new("sgd").unwrap();
+    o.set("learning_rate", lr).unwrap();
+    o
+}
+
+/// Trains `model` with SGD(lr 0.1) on the regression data.
+fn train(model: &Model<'_>, steps: i64, epochs: i64) -> Result<RunOutcome> {
+    model.set_optimizer(&sgd(0.1))?;
+    let mut t = Trainer::new(&options(steps, epochs))?;
+    t.set_model(model, input(16))?;
+    t.run()
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+fn close(got: &[f32], want: &[f32], tol: f32) -> bool {
+    got.len() == want.len() && got.iter().zip(want).all(|(g, w)| (g - w).abs() < tol)
+}
+
+// ------------------------------------------------------------ training
+
+#[test]
+fn trains_the_regression_and_reuses_variables() {
+    let probe = Probe::default();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let guard = DropGuard(Arc::clone(&drops));
+    let model = Model::new(&signature(), {
+        let probe = &probe;
+        move |tower, inputs| {
+            let _keep = &guard;
+            linear(tower, inputs, probe, How::Plain)
+        }
+    })
+    .unwrap();
+    let opt = sgd(0.1);
+    model.set_optimizer(&opt).unwrap();
+    let mut t = Trainer::new(&options(50, 4)).unwrap();
+    t.set_model(&model, input(16)).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    assert_eq!(probe.builds.load(Ordering::SeqCst), 1); // one build call
+    assert_eq!(probe.calls.load(Ordering::SeqCst), 1 + 200); // then one call per step
+    assert_eq!(*probe.last_name.lock().unwrap(), "tower0");
+    assert_eq!(t.scalar_history("cost").unwrap().len(), 200);
+    assert!(t.scalar_latest("cost").unwrap().value < 1e-3);
+    assert_eq!(model.variable_names().unwrap(), vec!["W", "b"]);
+    // learned y = x . (1, -2, 3) + 1
+    let w = model.variable("W").unwrap();
+    let b = model.variable("b").unwrap();
+    assert!(close(&w.to_vec::<f32>().unwrap(), &[1.0, -2.0, 3.0], 0.05), "{:?}", w.to_vec::<f32>());
+    assert!(close(&b.to_vec::<f32>().unwrap(), &[1.0], 0.05), "{:?}", b.to_vec::<f32>());
+    let e = model.variable("nope").unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("no variable 'nope'"), "{e}");
+
+    // Inference reuses the variables, creates none, publishes outputs.
+    let x = Tensor::from_slice(&[1f32, 1.0, 1.0, 0.0, 0.0, 0.0], &[2, 3]).unwrap();
+    let y = Tensor::from_slice(&[0f32, 0.0], &[2, 1]).unwrap();
+    let out = model.infer(&[&x, &y], &["prediction", "cost"]).unwrap();
+    assert_eq!(out.len(), 2);
+    assert_eq!(*probe.last_name.lock().unwrap(), "InferenceTower");
+    assert_eq!(probe.inference_calls.load(Ordering::SeqCst), 1);
+    assert!(close(&out[0].to_vec::<f32>().unwrap(), &[3.0, 1.0], 0.1), "{:?}", out[0].to_vec::<f32>());
+    assert!((out[1].item().unwrap() - 5.0).abs() < 0.5); // ((3 - 0)^2 + (1 - 0)^2) / 2
+    assert!(model.infer(&[&x, &y], &[]).unwrap().is_empty());
+    let e = model.infer(&[&x, &y], &["logits"]).unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("no output 'logits'"), "{e}");
+    let e = model.infer(&[&y, &x], &["prediction"]).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("input 'x' is Float [2, 1] but the signature says Float [-1, 3]"), "{e}");
+
+    // The closure lives as long as the last reference: the trainer's here.
+    drop(model);
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    drop(t);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    // The optimizer outlives both and still works.
+    assert_eq!(opt.get("learning_rate").unwrap(), 0.1);
+}
+
+#[test]
+fn variable_rules_come_back_with_the_c_message() {
+    let probe = Probe::default();
+    let e = train(&make_model(&probe, How::NewVariableLater), 3, 1).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(
+        e.message().contains(
+            "variable 'late' does not exist: variables are created by the first call of the first training tower"
+        ),
+        "{e}"
+    );
+    let e = train(&make_model(&probe, How::NameTwice), 3, 1).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("variable 'b' is used twice in one call"), "{e}");
+    // The same rule at build time: the build call fails, build says why.
+    let e = make_model(&probe, How::NameTwice).build().unwrap_err();
+    assert!(e.message().contains("variable 'b' is used twice in one call"), "{e}");
+
+    // Scopes: push/pop and the scoped helper.
+    let m = make_model(&probe, How::Scopes);
+    assert_eq!(train(&m, 3, 1).unwrap(), RunOutcome::Finished);
+    assert_eq!(m.variable_names().unwrap(), vec!["fc/inner/W", "fc/b"]);
+}
+
+#[test]
+fn reuse_mismatch_and_scope_errors_inside_the_tower() {
+    let checked = AtomicUsize::new(0);
+    let model = Model::new(&[InputSpec::new("x", DType::F32, &[-1])], |tower, _| {
+        if tower.is_building() {
+            tower.variable("v", &[3], &VariableOptions::default())?;
+            return Ok(Flow::Continue);
+        }
+        let e = tower.variable("v", &[4], &VariableOptions::default()).unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("variable 'v' exists with shape [3], asked for shape [4]"), "{e}");
+        let e = tower.variable("v", &[3], &VariableOptions::default().with_dtype(DType::F64)).unwrap_err();
+        assert!(e.message().contains("variable 'v' exists with dtype Float, asked for Double"), "{e}");
+        let e = tower.variable("ints", &[3], &VariableOptions::zeros().with_dtype(DType::I64)).unwrap_err();
+        assert!(e.message().contains("does not exist"), "{e}");
+        let e = tower.pop_scope().unwrap_err();
+        assert_eq!(e.code(), Code::State);
+        assert!(e.message().contains("pop_scope without a scope"), "{e}");
+        let e = tower.push_scope("a/b").unwrap_err();
+        assert!(e.message().contains("without '/'"), "{e}");
+        // The scoped helper closes its scope after an error too.
+        let e = tower.scope("s", |t| t.variable("new", &[1], &VariableOptions::default())).unwrap_err();
+        assert!(e.message().contains("does not exist"), "{e}");
+        assert_eq!(tower.pop_scope().unwrap_err().code(), Code::State);
+        checked.fetch_add(1, Ordering::SeqCst);
+        Ok(Flow::Continue)
+    })
+    .unwrap();
+    let x = Tensor::from_slice(&[1f32, 2.0], &[2]).unwrap();
+    model.infer(&[&x], &[]).unwrap(); // builds first, then infers
+    assert_eq!(checked.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn initializers_build_once_and_set_variable() {
+    tptrain::manual_seed(123).unwrap();
+    let probe = Probe::default();
+    let model = make_model(&probe, How::Plain);
+    let e = model.variable("W").unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("(the model is not built yet)"), "{e}");
+    model.build().unwrap();
+    model.build().unwrap(); // once
+    assert_eq!(probe.builds.load(Ordering::SeqCst), 1);
+    let w = model.variable("W").unwrap();
+    let b = model.variable("b").unwrap();
+    // Glorot uniform for [1, 3]: fan_in 3, fan_out 1, bound sqrt(6 / 4).
+    let bound = (6.0f32 / 4.0).sqrt();
+    assert!(w.to_vec::<f32>().unwrap().iter().all(|v| v.abs() <= bound));
+    assert_eq!(b.to_vec::<f32>().unwrap(), vec![0.5]); // constant
+                                                       // set_variable copies, and checks the shape; the handle sees the variable.
+    model.set_variable("W", &Tensor::from_slice(&[9f32, 8.0, 7.0], &[1, 3]).unwrap()).unwrap();
+    assert_eq!(w.to_vec::<f32>().unwrap(), vec![9.0, 8.0, 7.0]);
+    model.set_variable("b", &Tensor::from_slice(&[2f64], &[1]).unwrap()).unwrap(); // converted
+    assert_eq!(b.to_vec::<f32>().unwrap(), vec![2.0]);
+    let bad = Tensor::from_slice(&[1f32, 2.0, 3.0], &[3]).unwrap();
+    let e = model.set_variable("W", &bad).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("has shape [1, 3], the value [3]"), "{e}");
+    let e = model.set_variable("X", &bad).unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("no variable 'X'"), "{e}");
+    // The same seed, the same initial values.
+    tptrain::manual_seed(123).unwrap();
+    let again = make_model(&probe, How::Plain);
+    again.build().unwrap();
+    tptrain::manual_seed(123).unwrap();
+    let third = make_model(&probe, How::Plain);
+    third.build().unwrap();
+    assert_eq!(again.variable("W").unwrap().to_vec::<f32>(), third.variable("W").unwrap().to_vec::<f32>());
+}
+
+#[test]
+fn tower_queries_in_build_training_and_inference() {
+    type Seen = (bool, bool, i32, String, String, bool);
+    let seen: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
+    let model = Model::new(&signature(), |tower, inputs| {
+        seen.lock().unwrap().push((
+            tower.is_training(),
+            tower.is_building(),
+            tower.index(),
+            tower.name(),
+            tower.device(),
+            tower.can_create_variables(),
+        ));
+        assert!(format!("{tower:?}").starts_with("Tower { name: "));
+        linear(tower, inputs, &Probe::default(), How::Plain)
+    })
+    .unwrap();
+    assert_eq!(train(&model, 1, 1).unwrap(), RunOutcome::Finished);
+    let (x, y) = regression_data(4);
+    model.infer(&[&x, &y], &["prediction"]).unwrap();
+    drop(model); // the closure borrows `seen`
+    let seen = seen.into_inner().unwrap();
+    let s = |t, b, i, n: &str, c| (t, b, i, n.to_owned(), "cpu".to_owned(), c);
+    assert_eq!(
+        seen,
+        vec![
+            s(true, true, 0, "tower0", true),
+            s(true, false, 0, "tower0", false),
+            s(false, false, 0, "InferenceTower", false)
+        ]
+    );
+}
+
+// ------------------------------------------------------------ errors and stops
+
+#[test]
+fn tower_errors_and_stops_come_back_unchanged() {
+    let probe = Probe::default();
+    let e = train(&make_model(&probe, How::Fails), 3, 1).unwrap_err();
+    assert_eq!(e, Error::new(Code::Io, "the tower could not read its lookup table"));
+    let e = train(&make_model(&probe, How::NoCost), 3, 1).unwrap_err();
+    assert_eq!(e.code(), Code::State);
+    assert!(e.message().contains("did not set a cost"), "{e}");
+    // A Stop ends training gracefully: the build call and two steps ran.
+    let stops = Probe::default();
+    let m = make_model(&stops, How::Stops);
+    assert_eq!(train(&m, 10, 1).unwrap(), RunOutcome::Stopped("the tower has seen enough".into()));
+    assert_eq!(stops.calls.load(Ordering::SeqCst), 4);
+    // Without an optimizer.
+    let m = make_model(&probe, How::Plain);
+    let mut t = Trainer::new(&options(2, 1)).unwrap();
+    t.set_model(&m, input(16)).unwrap();
+    let e = t.run().unwrap_err();
+    assert_eq!(e.code(), Code::State);
+    assert!(e.message().contains("no optimizer"), "{e}");
+    // A trainer runs once; set_model afterwards takes (and drops) the input.
+    let drops = Arc::new(AtomicUsize::new(0));
+    let guard = DropGuard(Arc::clone(&drops));
+    let feed = Input::from_feed(move |_| {
+        let _keep = &guard;
+        Ok(None)
+    })
+    .unwrap();
+    let e = t.set_model(&m, feed).unwrap_err();
+    assert_eq!(e.code(), Code::State);
+    assert!(e.message().contains("the trainer has already run"), "{e}");
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_panic_in_the_tower_is_resumed_by_run() {
+    let calls = AtomicUsize::new(0);
+    let after_train = AtomicUsize::new(0);
+    let model = Model::new(&signature(), |tower, inputs| {
+        if calls.fetch_add(1, Ordering::SeqCst) == 3 {
+            panic!("tower boom");
+        }
+        linear(tower, inputs, &Probe::default(), How::Plain)
+    })
+    .unwrap();
+    model.set_optimizer(&sgd(0.1)).unwrap();
+    let mut t = Trainer::new(&options(10, 2)).unwrap();
+    t.set_model(&model, input(16)).unwrap();
+    t.add_callback(
+        Callback::new("after", Events::AFTER_TRAIN, true, |_, _, _| {
+            after_train.fetch_add(1, Ordering::SeqCst);
+            Ok(Flow::Continue)
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    let payload = catch_unwind(AssertUnwindSafe(|| t.run())).unwrap_err();
+    assert_eq!(panic_message(&*payload), "tower boom");
+    assert_eq!(calls.load(Ordering::SeqCst), 4); // training ended there
+    assert_eq!(after_train.load(Ordering::SeqCst), 1); // AFTER_TRAIN still ran
+    assert_eq!(t.global_step(), 2);
+    // Nothing is left pending: the model still infers.
+    let (x, y) = regression_data(4);
+    assert_eq!(model.infer(&[&x, &y], &["prediction"]).unwrap().len(), 1);
+}
+
+#[test]
+fn a_panic_in_the_tower_is_resumed_by_build_and_infer() {
+    let builds = AtomicUsize::new(0);
+    let model = Model::new(&signature(), |tower, inputs| {
+        if tower.is_building() && builds.fetch_add(1, Ordering::SeqCst) == 0 {
+            panic!("build boom");
+        }
+        if !tower.is_training() {
+            panic!("infer boom {}", inputs.len());
+        }
+        linear(tower, inputs, &Probe::default(), How::Plain)
+    })
+    .unwrap();
+    let payload = catch_unwind(AssertUnwindSafe(|| model.build())).unwrap_err();
+    assert_eq!(panic_message(&*payload), "build boom");
+    model.build().unwrap(); // the failed build left the model unbuilt
+    let (x, y) = regression_data(4);
+    let payload = catch_unwind(AssertUnwindSafe(|| model.infer(&[&x, &y], &["prediction"]))).unwrap_err();
+    assert_eq!(panic_message(&*payload), "infer boom 2");
+}
+
+#[test]
+fn a_panic_on_a_thread_without_a_rust_caller_fails_with_its_message() {
+    // tpt_model_build called directly (as the library's own threads would
+    // call the tower): only the message travels, nothing is left pending.
+    let model = Model::new(&signature(), |_, _| panic!("detached boom")).unwrap();
+    let st = unsafe { tptrain::sys::tpt_model_build(model.as_ptr()) };
+    let e = unsafe { Error::check(st) }.unwrap_err();
+    assert_eq!(e.code(), Code::Callback);
+    assert!(e.message().contains("panic in the tower function: detached boom"), "{e}");
+    let payload = catch_unwind(AssertUnwindSafe(|| model.build())).unwrap_err();
+    assert_eq!(panic_message(&*payload), "detached boom");
+}
+
+// ------------------------------------------------------------ inputs
+
+#[test]
+fn a_feed_that_returns_none_stops_training() {
+    let served = AtomicUsize::new(0);
+    let drops = Arc::new(AtomicUsize::new(0));
+    let probe = Probe::default();
+    let model = make_model(&probe, How::Plain);
+    let opt = Optimizer::new("rmsprop").unwrap();
+    model.set_optimizer(&opt).unwrap();
+    let guard = DropGuard(Arc::clone(&drops));
+    let served = &served;
+    let feed = Input::from_feed(move |n| {
+        let _keep = &guard;
+        assert_eq!(n, 2);
+        if served.fetch_add(1, Ordering::SeqCst) == 5 {
+            return Ok(None);
+        }
+        Ok(Some(vec![Tensor::from_vec(vec![0f32; 12], &[4, 3])?, Tensor::from_vec(vec![1f32; 4], &[4, 1])?]))
+    })
+    .unwrap();
+    let mut t = Trainer::new(&options(100, 1)).unwrap();
+    t.set_model(&model, feed).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Stopped(tptrain::END_OF_DATA.into()));
+    assert_eq!(t.stop_reason().as_deref(), Some("end of data"));
+    assert_eq!(t.global_step(), 5);
+    assert!(t.scalar_latest("cost").is_ok());
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    drop(t);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+fn run_feed<'a>(model: &Model<'a>, feed: Input<'a>) -> Result<RunOutcome> {
+    let mut t = Trainer::new(&options(100, 1))?;
+    t.set_model(model, feed)?;
+    t.run()
+}
+
+#[test]
+fn feed_errors_come_back_unchanged() {
+    let probe = Probe::default();
+    let model = make_model(&probe, How::Plain);
+    model.set_optimizer(&sgd(0.1)).unwrap();
+    // A batch of the wrong shape: the signature check.
+    let feed = Input::from_feed(|_| {
+        Ok(Some(vec![Tensor::from_vec(vec![0f32; 8], &[4, 2])?, Tensor::from_vec(vec![1f32; 4], &[4, 1])?]))
+    })
+    .unwrap();
+    let e = run_feed(&model, feed).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("input 'x' is Float [4, 2] but the signature says Float [-1, 3]"), "{e}");
+    // The wrong number of tensors.
+    let feed = Input::from_feed(|_| Ok(Some(vec![Tensor::from_vec(vec![0f32; 12], &[4, 3])?]))).unwrap();
+    let e = run_feed(&model, feed).unwrap_err();
+    assert_eq!(e, Error::new(Code::InvalidArgument, "the input feed returned 1 tensors for 2 inputs"));
+    // The feed's own error.
+    let feed = Input::from_feed(|_| Err(Error::new(Code::Io, "the data file is gone"))).unwrap();
+    assert_eq!(run_feed(&model, feed).unwrap_err(), Error::new(Code::Io, "the data file is gone"));
+    // A panic: resumed by run.
+    let feed = Input::from_feed(|_| -> Result<Option<Vec<Tensor>>> { panic!("feed boom") }).unwrap();
+    let payload = catch_unwind(AssertUnwindSafe(|| run_feed(&model, feed))).unwrap_err();
+    assert_eq!(panic_message(&*payload), "feed boom");
+    // An input that is never used is dropped with its closure.
+    let drops = Arc::new(AtomicUsize::new(0));
+    let guard = DropGuard(Arc::clone(&drops));
+    drop(
+        Input::from_feed(move |_| {
+            let _keep = &guard;
+            Ok(None)
+        })
+        .unwrap(),
+    );
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn input_and_signature_validation() {
+    let a = Tensor::from_slice(&[1f32, 2.0, 3.0], &[3]).unwrap();
+    let b = Tensor::from_slice(&[1f32, 2.0], &[2]).unwrap();
+    let msg = |r: Result<Input<'static>>| r.unwrap_err().message().to_owned();
+    assert!(msg(Input::from_tensors(&[&a, &b], 1, None)).contains("tensors[1] has 2 rows"));
+    assert!(msg(Input::from_tensors(&[&a], 4, None)).contains("batch_size 4 is larger"));
+    assert!(msg(Input::from_tensors(&[&a], 0, None)).contains("batch_size must be >= 1"));
+    assert!(msg(Input::from_tensors(&[], 1, None)).contains("n_tensors is 0"));
+    // Bad signatures: an error, and the closure is dropped at once.
+    let drops = Arc::new(AtomicUsize::new(0));
+    let tower = |guard: DropGuard| {
+        move |_: &mut Tower, _: &[Tensor]| {
+            let _keep = &guard;
+            Ok(Flow::Continue)
+        }
+    };
+    let e = Model::new(&[InputSpec::new("x", DType::F32, &[-1, 0])], tower(DropGuard(drops.clone()))).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("dimensions are >= 1 or -1"), "{e}");
+    let twice = [InputSpec::new("x", DType::F32, &[3]), InputSpec::new("x", DType::F32, &[3])];
+    let e = Model::new(&twice, tower(DropGuard(drops.clone()))).unwrap_err();
+    assert!(e.message().contains("is used twice"), "{e}");
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+    let e = Model::new(&[InputSpec::new("x\0", DType::F32, &[3])], tower(DropGuard(drops.clone()))).unwrap_err();
+    assert!(e.message().contains("contains a NUL byte"), "{e}");
+    assert_eq!(drops.load(Ordering::SeqCst), 3);
+    // A model without inputs is fine.
+    let m = Model::new(&[], tower(DropGuard(drops.clone()))).unwrap();
+    m.build().unwrap();
+    assert!(m.variable_names().unwrap().is_empty());
+    drop(m);
+    assert_eq!(drops.load(Ordering::SeqCst), 4);
+}
+
+// ------------------------------------------------------------ optimizers
+
+#[test]
+fn optimizer_hyperparameters_and_a_schedule() {
+    let e = Optimizer::new("lion").unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("unknown optimizer kind 'lion'"), "{e}");
+    for (kind, lr) in [("sgd", 0.01), ("adam", 0.001), ("adamw", 0.001), ("rmsprop", 0.01), ("adagrad", 0.01)] {
+        let o = Optimizer::new(kind).unwrap();
+        assert_eq!(o.get("learning_rate").unwrap(), lr, "{kind}");
+        assert_eq!(o.get("accumulate_steps").unwrap(), 1.0);
+        let e = o.set("learnin_rate", 1.0).unwrap_err();
+        assert!(e.message().contains("has no hyper-parameter 'learnin_rate'"), "{e}");
+        assert!(o.set("learning_rate", -1.0).unwrap_err().message().contains("must be >= 0"));
+        assert!(o.set("accumulate_steps", 1.5).unwrap_err().message().contains("integer >= 1"));
+        assert!(o.scale_gradients("([", 2.0).unwrap_err().message().contains("not a regular expression"));
+        assert!(o.get("bogus").is_err());
+    }
+    // A schedule from a callback: halve the learning rate after every epoch.
+    let probe = Probe::default();
+    let model = make_model(&probe, How::Plain);
+    let o = Optimizer::new("sgd").unwrap();
+    o.set("learning_rate", 0.08).unwrap();
+    o.set("clip_global_norm", 1.0).unwrap();
+    o.set("accumulate_steps", 2.0).unwrap();
+    o.scale_gradients("^b$", 0.5).unwrap();
+    model.set_optimizer(&o).unwrap();
+    let mut t = Trainer::new(&options(8, 3)).unwrap();
+    t.set_model(&model, input(16)).unwrap();
+    t.add_callback(
+        Callback::new("halve_lr", Events::TRIGGER, true, |_, _, _| {
+            o.set("learning_rate", o.get("learning_rate")? / 2.0)?;
+            Ok(Flow::Continue)
+        })
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    assert!((o.get("learning_rate").unwrap() - 0.01).abs() < 1e-12);
+    assert_eq!(t.scalar_history("cost").unwrap().len(), 24);
+    assert!(format!("{o:?}").contains("learning_rate"));
+}
+
+#[test]
+fn value_types_cross_threads() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<Tensor>();
+    send_sync::<InputSpec>();
+    send_sync::<VariableOptions>();
+    send_sync::<tptrain::LayerOptions>();
+    send_sync::<tptrain::ops::Arg<'static>>();
+}
