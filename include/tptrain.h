@@ -878,7 +878,8 @@ typedef struct tpt_layer_options {
   int32_t use_bias;          /* 1 */
   tpt_activation activation; /* TPT_ACT_NONE */
   double alpha;              /* leaky ReLU slope (0.2) */
-  tpt_init kernel_init;      /* TPT_INIT_HE_NORMAL */
+  tpt_init kernel_init;      /* TPT_INIT_HE_NORMAL (He uses alpha with leaky ReLU; uniform
+                                is [-0.05, 0.05), normal and truncated normal std 0.05) */
   tpt_init bias_init;        /* TPT_INIT_ZEROS */
   /* convolutions */
   int64_t kernel[2];         /* {3, 3} */

@@ -10,6 +10,7 @@ import "C"
 import (
 	"fmt"
 	"runtime"
+	"runtime/cgo"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,9 @@ type Model struct {
 	mu  sync.RWMutex
 	ptr *C.tpt_model
 	st  *stash
+	// borrowed: the handle belongs to the library (the init hook's model);
+	// Close only forgets it.
+	borrowed bool
 }
 
 // towerFunc is what the tower trampoline finds behind its handle.
@@ -71,18 +75,39 @@ func NewModel(inputs []InputSpec, tower func(t *Tower, inputs []*Tensor) error) 
 	if tower == nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "NewModel: tower is nil"}
 	}
+	specs, n, free := cSpecs(inputs)
+	defer free()
+	st := &stash{}
+	h := newHandle(&towerFunc{fn: tower, st: st})
+	var out *C.tpt_model
+	// The library deletes h (also when this fails).
+	if err := statusError(C.tptgo_model_new(&out, specs, n, C.uintptr_t(h))); err != nil {
+		return nil, err
+	}
+	return newModel(out, st), nil
+}
+
+// newModel wraps a model handle owned by the caller.
+func newModel(ptr *C.tpt_model, st *stash) *Model {
+	m := &Model{ptr: ptr, st: st}
+	runtime.SetFinalizer(m, (*Model).Close)
+	return m
+}
+
+// cSpecs copies a signature into C memory (it holds pointers) and returns
+// the first spec (nil for none), their number, and the function that frees
+// them once the library has copied them.
+func cSpecs(inputs []InputSpec) (*C.tpt_input_spec, C.size_t, func()) {
 	var size uintptr
 	for _, in := range inputs {
 		size += arenaSize(uintptr(len(in.Name))+1) + arenaSize(uintptr(len(in.Shape))*8)
 	}
 	size += arenaSize(uintptr(len(inputs)) * unsafe.Sizeof(C.tpt_input_spec{}))
 	a := newArena(size)
-	defer a.free()
-	// The signature lives in C memory: it holds pointers.
-	var specs []C.tpt_input_spec
-	if len(inputs) > 0 {
-		specs = unsafe.Slice((*C.tpt_input_spec)(a.alloc(uintptr(len(inputs))*unsafe.Sizeof(C.tpt_input_spec{}))), len(inputs))
+	if len(inputs) == 0 {
+		return nil, 0, a.free
 	}
+	specs := unsafe.Slice((*C.tpt_input_spec)(a.alloc(uintptr(len(inputs))*unsafe.Sizeof(C.tpt_input_spec{}))), len(inputs))
 	for i, in := range inputs {
 		d := in.DType
 		if d == 0 {
@@ -95,20 +120,7 @@ func NewModel(inputs []InputSpec, tower func(t *Tower, inputs []*Tensor) error) 
 			ndim:  C.size_t(len(in.Shape)),
 		}
 	}
-	st := &stash{}
-	h := newHandle(&towerFunc{fn: tower, st: st})
-	var out *C.tpt_model
-	var first *C.tpt_input_spec
-	if len(specs) > 0 {
-		first = &specs[0]
-	}
-	// The library deletes h (also when this fails).
-	if err := statusError(C.tptgo_model_new(&out, first, C.size_t(len(inputs)), C.uintptr_t(h))); err != nil {
-		return nil, err
-	}
-	m := &Model{ptr: out, st: st}
-	runtime.SetFinalizer(m, (*Model).Close)
-	return m, nil
+	return &specs[0], C.size_t(len(inputs)), a.free
 }
 
 // Close drops the caller's reference to the model (tpt_model_free); the
@@ -121,9 +133,11 @@ func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.ptr != nil {
-		C.tpt_model_free(m.ptr)
+		if !m.borrowed {
+			C.tpt_model_free(m.ptr)
+			runtime.SetFinalizer(m, nil)
+		}
 		m.ptr = nil
-		runtime.SetFinalizer(m, nil)
 	}
 	return nil
 }
@@ -553,6 +567,47 @@ func ManualSeed(seed uint64) error {
 	return statusError(C.tpt_manual_seed(C.uint64_t(seed)))
 }
 
+// ---- TorchScript models.
+
+// ModelFromTorchScript loads a module saved with torch.jit.save (for
+// example from Python) as a model with the signature inputs
+// (tpt_model_from_torchscript). Its forward(*inputs) returns the cost, or a
+// tuple (cost, outputs) with outputs a Dict[str, Tensor] of named outputs.
+// Its parameters become trainable variables and its buffers model-only
+// variables, named by their path with "/" ("fc1.weight" -> "fc1/weight");
+// they exist from the start (there is no build call). The module runs in
+// train() mode in training towers and eval() mode in inference. A file that
+// cannot be read or is not a TorchScript archive is an *Error of CodeIO.
+// Close the model when done.
+func ModelFromTorchScript(path string, inputs []InputSpec) (*Model, error) {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	specs, n, free := cSpecs(inputs)
+	defer free()
+	var out *C.tpt_model
+	if err := statusError(C.tpt_model_from_torchscript(&out, cpath, specs, n)); err != nil {
+		return nil, err
+	}
+	return newModel(out, &stash{}), nil
+}
+
+// SaveTorchScript saves the module of a model made by ModelFromTorchScript,
+// with its current (trained) values, for torch.jit.load or
+// ModelFromTorchScript (tpt_model_save_torchscript). A model made by
+// NewModel is an *Error of CodeUnsupported.
+func (m *Model) SaveTorchScript(path string) error {
+	ptr, err := m.rlock("SaveTorchScript")
+	if err != nil {
+		return err
+	}
+	defer m.mu.RUnlock()
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	st := C.tpt_model_save_torchscript(ptr, cpath)
+	runtime.KeepAlive(m)
+	return statusError(st)
+}
+
 // ---- Optimizers.
 
 // Optimizer is an optimizer made by kind and configured by hyper-parameter
@@ -796,6 +851,163 @@ func (t *Trainer) SetModel(model *Model, input *Input) error {
 		t.stashes = append(t.stashes, ist)
 	}
 	return nil
+}
+
+// ---- TrainConfig and launch.
+
+// TrainConfig describes a training, as tensorpack's TrainConfig
+// (tpt_train_config), for NewTrainerFromConfig and LaunchTrain.
+type TrainConfig struct {
+	// Options are the trainer's options; nil means the defaults, with
+	// StepsPerEpoch from the input.
+	Options *TrainerOptions
+	// Model is the model to train (required); the trainer takes its own
+	// reference: the caller still owns Model.
+	Model *Model
+	// Input gives the batches (required); it is taken over.
+	Input *Input
+	// Callbacks are registered as user callbacks, in order; taken over.
+	Callbacks []*Callback
+	// Monitors are registered after the default monitors; taken over.
+	Monitors []*Callback
+	// Init, if not nil, is the init / restore hook (tensorpack's
+	// session_init): it runs once on the chief, after the model's build call
+	// and before BEFORE_TRAIN, e.g. to load weights with Model.SetVariable.
+	// Its *Model is the library's handle on the model, valid during the
+	// call only. It returns nil, Stop(reason) to end training gracefully,
+	// or an error that fails it: Run returns that very value. A panic makes
+	// Run panic again with the same value, as for callbacks.
+	Init func(m *Model) error
+}
+
+// initFunc is what the init trampoline finds behind its handle.
+type initFunc struct {
+	ctx *Context
+	fn  func(*Model) error
+	st  *stash // the model's: errors and panics of its tower function
+}
+
+// NewTrainerFromConfig makes tensorpack's simple trainer from a config
+// without running it (tpt_trainer_from_config): the trainer of cfg.Model fed
+// by cfg.Input (as SetModel), with cfg.Callbacks registered in order, then
+// cfg.Monitors, and the init hook. Add more callbacks if needed, then Run;
+// Close the trainer when done.
+//
+// The input, the callbacks and the monitors are taken over, also when it
+// fails: a nil Model or Input is reported by the library, and everything
+// else handed over is still released. The trainer keeps the init hook until
+// it is closed.
+func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
+	if cfg == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "NewTrainerFromConfig: cfg is nil"}
+	}
+	const who = "NewTrainerFromConfig"
+	var firstErr error
+	note := func(err error) {
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	// Take everything handed over first: it is released whatever happens.
+	var iptr *C.tpt_input
+	var ist *stash
+	if cfg.Input != nil { // nil: the library says so
+		var err error
+		if iptr, ist, err = cfg.Input.take(who); err != nil {
+			note(err)
+		}
+	}
+	var funcs []*hostFunc
+	takeAll := func(cbs []*Callback, what string) []*C.tpt_callback {
+		ptrs := make([]*C.tpt_callback, 0, len(cbs))
+		for i, cb := range cbs {
+			ptr, fs, _, err := cb.take(who + ": " + what + "[" + strconv.Itoa(i) + "]")
+			if err != nil {
+				note(err)
+				continue
+			}
+			ptrs = append(ptrs, ptr)
+			funcs = append(funcs, fs...)
+		}
+		return ptrs
+	}
+	callbacks := takeAll(cfg.Callbacks, "Callbacks")
+	monitors := takeAll(cfg.Monitors, "Monitors")
+	var mptr *C.tpt_model
+	var mst *stash
+	if m := cfg.Model; m != nil { // nil: the library says so
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		if mptr, mst = m.ptr, m.st; mptr == nil {
+			note(&Error{Code: CodeInvalidArgument, Message: who + ": use of closed Model"})
+		}
+	}
+	if firstErr != nil {
+		C.tpt_input_free(iptr)
+		for _, p := range append(callbacks, monitors...) {
+			C.tpt_callback_free(p)
+		}
+		return nil, firstErr
+	}
+	var optp *C.tpt_trainer_options
+	if cfg.Options != nil {
+		copts, free := cTrainerOptions(cfg.Options)
+		defer free()
+		optp = &copts
+	}
+	ctx := &Context{}
+	for _, f := range funcs {
+		f.ctx = ctx
+	}
+	var h cgo.Handle
+	if cfg.Init != nil {
+		h = newHandle(&initFunc{ctx: ctx, fn: cfg.Init, st: mst})
+	}
+	var out *C.tpt_trainer
+	// Go memory holding C pointers only: the library reads the arrays
+	// during the call and takes the input and every callback (also when it
+	// fails). It only borrows h, which the trainer deletes when closed.
+	st := C.tptgo_trainer_from_config(&out, optp, mptr, iptr, firstCallback(callbacks), C.size_t(len(callbacks)),
+		firstCallback(monitors), C.size_t(len(monitors)), C.uintptr_t(h))
+	runtime.KeepAlive(cfg.Model)
+	if err := statusError(st); err != nil {
+		if h != 0 {
+			deleteHandle(h) // no trainer refers to it any more
+		}
+		return nil, err
+	}
+	t := newTrainer(out, ctx)
+	t.initHandle = h
+	t.stashes = []*stash{mst}
+	if ist != nil {
+		t.stashes = append(t.stashes, ist)
+	}
+	return t, nil
+}
+
+func firstCallback(ptrs []*C.tpt_callback) **C.tpt_callback {
+	if len(ptrs) == 0 {
+		return nil
+	}
+	return &ptrs[0]
+}
+
+// LaunchTrain is tensorpack's launch_train_with_config: it makes the trainer
+// of cfg (NewTrainerFromConfig), runs it and closes it, as tpt_launch_train
+// does. It returns nil when training finished or was stopped, or the error
+// that ended it (an error returned by a callback, the init hook, the tower
+// or the feed function comes back unchanged); a panic in one of them makes
+// LaunchTrain panic again with the same value once training has ended. It
+// takes cfg's input, callbacks and monitors over, also when it fails.
+func LaunchTrain(cfg *TrainConfig) error {
+	// Not a call of tpt_launch_train itself: the Go side of the trainer
+	// (its Context, the stashes of errors and panics) is Trainer's.
+	t, err := NewTrainerFromConfig(cfg)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	return t.Run()
 }
 
 // ---- Errors and panics of functions that may run on other threads.

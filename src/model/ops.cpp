@@ -413,7 +413,7 @@ size_t guaranteed_outputs(const c10::FunctionSchema &schema) {
 
 [[noreturn]] void unsupported_result(const c10::OperatorHandle &op, const c10::IValue &v) {
   tpt::fail(TPT_ERR_UNSUPPORTED,
-            full_name(op.schema().name(), op.schema().overload_name()) + " returned a " +
+            full_name(op.schema().name(), op.schema().overload_name()) + " returned " +
                 v.type()->str() + ", which tpt_op_call cannot give as tensors");
 }
 

@@ -141,6 +141,99 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_record, value), 24 + sizeof(void *));
   ABI_EQ(offsetof(tpt_record, tensor), 32 + sizeof(void *));
   ABI_EQ(sizeof(tpt_record), 32 + 2 * sizeof(void *));
+  /* operators */
+  ABI_EQ(TPT_ARG_NONE, 0);
+  ABI_EQ(TPT_ARG_TENSOR, 1);
+  ABI_EQ(TPT_ARG_INT, 2);
+  ABI_EQ(TPT_ARG_DOUBLE, 3);
+  ABI_EQ(TPT_ARG_BOOL, 4);
+  ABI_EQ(TPT_ARG_INT_LIST, 5);
+  ABI_EQ(TPT_ARG_DOUBLE_LIST, 6);
+  ABI_EQ(TPT_ARG_TENSOR_LIST, 7);
+  ABI_EQ(TPT_ARG_STRING, 8);
+  ABI_EQ(TPT_ARG_DTYPE, 9);
+  ABI_EQ(offsetof(tpt_arg, kind), 0);
+  ABI_EQ(offsetof(tpt_arg, name), 8);
+  ABI_EQ(offsetof(tpt_arg, tensor), 8 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_arg, i), 8 + 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_arg, d), 16 + 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_arg, list), 24 + 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_arg, len), 24 + 3 * sizeof(void *));
+  ABI_EQ(sizeof(tpt_arg), 24 + 3 * sizeof(void *) + sizeof(size_t));
+  /* models */
+  ABI_EQ(offsetof(tpt_input_spec, name), 0);
+  ABI_EQ(offsetof(tpt_input_spec, dtype), sizeof(void *));
+  ABI_EQ(offsetof(tpt_input_spec, shape), 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_input_spec, ndim), 3 * sizeof(void *));
+  ABI_EQ(sizeof(tpt_input_spec), 3 * sizeof(void *) + sizeof(size_t));
+  ABI_EQ(TPT_INIT_ZEROS, 1);
+  ABI_EQ(TPT_INIT_CONSTANT, 2);
+  ABI_EQ(TPT_INIT_UNIFORM, 3);
+  ABI_EQ(TPT_INIT_NORMAL, 4);
+  ABI_EQ(TPT_INIT_TRUNCATED_NORMAL, 5);
+  ABI_EQ(TPT_INIT_GLOROT_UNIFORM, 6);
+  ABI_EQ(TPT_INIT_GLOROT_NORMAL, 7);
+  ABI_EQ(TPT_INIT_HE_UNIFORM, 8);
+  ABI_EQ(TPT_INIT_HE_NORMAL, 9);
+  ABI_EQ(TPT_VARIABLE_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_variable_options, version), 0);
+  ABI_EQ(offsetof(tpt_variable_options, dtype), 4);
+  ABI_EQ(offsetof(tpt_variable_options, init), 8);
+  ABI_EQ(offsetof(tpt_variable_options, trainable), 12);
+  ABI_EQ(offsetof(tpt_variable_options, a), 16);
+  ABI_EQ(offsetof(tpt_variable_options, b), 24);
+  ABI_EQ(sizeof(tpt_variable_options), 32);
+  {
+    tpt_variable_options v = TPT_VARIABLE_OPTIONS_INIT;
+    ABI_EQ(v.dtype, TPT_DTYPE_F32);
+    ABI_EQ(v.init, TPT_INIT_GLOROT_UNIFORM);
+    ABI_EQ(v.trainable, 1);
+  }
+  /* layers */
+  ABI_EQ(TPT_ACT_NONE, 0);
+  ABI_EQ(TPT_ACT_RELU, 1);
+  ABI_EQ(TPT_ACT_LEAKY_RELU, 2);
+  ABI_EQ(TPT_ACT_SIGMOID, 3);
+  ABI_EQ(TPT_ACT_TANH, 4);
+  ABI_EQ(TPT_ACT_GELU, 5);
+  ABI_EQ(TPT_ACT_SOFTMAX, 6);
+  ABI_EQ(TPT_PADDING_SAME, 0);
+  ABI_EQ(TPT_PADDING_VALID, 1);
+  ABI_EQ(TPT_LAYER_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_layer_options, version), 0);
+  ABI_EQ(offsetof(tpt_layer_options, use_bias), 4);
+  ABI_EQ(offsetof(tpt_layer_options, activation), 8);
+  ABI_EQ(offsetof(tpt_layer_options, alpha), 16);
+  ABI_EQ(offsetof(tpt_layer_options, kernel_init), 24);
+  ABI_EQ(offsetof(tpt_layer_options, bias_init), 28);
+  ABI_EQ(offsetof(tpt_layer_options, kernel), 32);
+  ABI_EQ(offsetof(tpt_layer_options, stride), 48);
+  ABI_EQ(offsetof(tpt_layer_options, dilation), 64);
+  ABI_EQ(offsetof(tpt_layer_options, groups), 80);
+  ABI_EQ(offsetof(tpt_layer_options, padding), 88);
+  ABI_EQ(sizeof(tpt_layer_options), 96);
+  {
+    tpt_layer_options l = TPT_LAYER_OPTIONS_INIT;
+    ABI_EQ(l.use_bias, 1);
+    ABI_EQ(l.kernel[0], 3);
+    ABI_EQ(l.stride[1], 1);
+    ABI_EQ(l.groups, 1);
+    ABI_EQ(l.padding, TPT_PADDING_SAME);
+    ABI_EQ(l.kernel_init, TPT_INIT_HE_NORMAL);
+  }
+  /* TrainConfig */
+  ABI_EQ(TPT_TRAIN_CONFIG_VERSION, 1);
+  ABI_EQ(offsetof(tpt_train_config, version), 0);
+  ABI_EQ(offsetof(tpt_train_config, options), 8);
+  ABI_EQ(offsetof(tpt_train_config, model), 8 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_train_config, input), 8 + 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_train_config, callbacks), 8 + 3 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_train_config, n_callbacks), 8 + 4 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_train_config, monitors), 8 + 4 * sizeof(void *) + sizeof(size_t));
+  ABI_EQ(offsetof(tpt_train_config, n_monitors), 8 + 5 * sizeof(void *) + sizeof(size_t));
+  ABI_EQ(offsetof(tpt_train_config, init), 8 + 5 * sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(offsetof(tpt_train_config, init_user_data), 8 + 6 * sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(sizeof(tpt_train_config), 8 + 7 * sizeof(void *) + 2 * sizeof(size_t));
   /* header and library agree */
   ABI_EQ(tpt_version(), TPT_VERSION_NUMBER);
   ABI_EQ(tpt_abi_version(), TPT_ABI_VERSION);

@@ -652,8 +652,8 @@ static void test_layer_norm(void **state) {
   tpt_model_free(m);
 }
 
-/* dropout after a batch norm (something to train) */
-static tpt_status *bn_dropout(ctx *c, tpt_tower *tw, const tpt_tensor *x, tpt_tensor **y) {
+/* dropout after an fc layer (something to train) */
+static tpt_status *fc_dropout(ctx *c, tpt_tower *tw, const tpt_tensor *x, tpt_tensor **y) {
   tpt_tensor *h = NULL;
   tpt_status *st = tpt_layer_fc(&h, tw, "fc", x, 64, &c->opts);
   if (!st) st = tpt_layer_dropout(y, tw, h, c->a);
@@ -664,7 +664,7 @@ static tpt_status *bn_dropout(ctx *c, tpt_tower *tw, const tpt_tensor *x, tpt_te
 static void test_dropout(void **state) {
   (void)state;
   ctx c = layer_ctx(DROPOUT, "", 0);
-  c.body = bn_dropout;
+  c.body = fc_dropout;
   c.a = 0.5;
   c.opts.use_bias = 0;
   c.opts.kernel_init = TPT_INIT_ZEROS;

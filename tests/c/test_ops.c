@@ -459,9 +459,42 @@ static void test_dtypes_and_numbers(void **state) {
   assert_int_equal(dtype_of(out[0]), TPT_DTYPE_F64);
   check_tensor("item", out[0], SCALAR, VALS(0.5));
   tpt_tensor_free(out[0]);
+  tpt_tensor *two[2] = {NULL, NULL};
+  call_op(two, 2, "aten::_choose_qparams_per_tensor", NULL, ARGS(T(a)));
+  assert_int_equal(dtype_of(two[0]), TPT_DTYPE_F64); /* (float scale, int zero_point) */
+  assert_int_equal(dtype_of(two[1]), TPT_DTYPE_I64);
+  check_tensor("scale", two[0], SCALAR, NOVALS);
+  tpt_tensor_free(two[0]);
+  tpt_tensor_free(two[1]);
+  /* results that are not tensors, numbers or bools */
+  tpt_tensor *nested[1] = {NULL};
+  call_op(nested, 1, "aten::_nested_tensor_from_tensor_list", NULL, ARGS(TL(a, b)));
+  size_t n = 9;
+  expect_status(tpt_op_call(out, 1, &n, "aten::_nested_tensor_offsets", NULL, ARGS(T(nested[0]))),
+                TPT_ERR_UNSUPPORTED, "aten::_nested_tensor_offsets returned int[]",
+                "cannot give as tensors");
+  assert_null(out[0]);
+  tpt_tensor_free(nested[0]);
   /* a ScalarType result is the tpt_dtype number */
   call_op(out, 1, "aten::result_type", "Tensor", ARGS(T(a), T(idx)));
   check_tensor("result_type", out[0], SCALAR, VALS(TPT_DTYPE_F32));
+  tpt_tensor_free(out[0]);
+  free_all();
+}
+
+static void test_undefined_results_are_null(void **state) {
+  (void)state;
+  make_fixture();
+  /* output_mask [1, 0, 0] (a bool[3] from an int list): only grad_input is computed */
+  tpt_tensor *grad = F32(SHAPE(1, 1, 3, 3), VALS(1, 1, 1, 1, 1, 1, 1, 1, 1));
+  tpt_tensor *out[3] = {NULL, NULL, NULL};
+  call_op(out, 3, "aten::convolution_backward", NULL,
+          ARGS(T(grad), T(img), T(w), NONE(), IL(1, 1), IL(0, 0), IL(1, 1), B(0), IL(0, 0), I(1),
+               IL(1, 0, 0)));
+  check_tensor("grad_input", out[0], SHAPE(1, 1, 4, 4),
+               VALS(1, 2, 2, 1, 2, 4, 4, 2, 2, 4, 4, 2, 1, 2, 2, 1));
+  assert_null(out[1]);
+  assert_null(out[2]);
   tpt_tensor_free(out[0]);
   free_all();
 }
@@ -703,6 +736,7 @@ int main(void) {
       cmocka_unit_test(test_shapes_and_indexing),
       cmocka_unit_test(test_nn),
       cmocka_unit_test(test_dtypes_and_numbers),
+      cmocka_unit_test(test_undefined_results_are_null),
       cmocka_unit_test(test_in_place_and_out),
       cmocka_unit_test(test_table_is_large),
       cmocka_unit_test(test_unknown_operator),

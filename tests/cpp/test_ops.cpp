@@ -130,12 +130,11 @@ std::vector<at::Tensor> call(const char *op, std::vector<tpt_arg> args, const ch
 
 // ---------------------------------------------------------------- against ATen
 
-TEST(OpsVsAten, TwentyOperatorsOnRandomInputs) {
+TEST(OpsVsAten, ElementwiseAndLinearAlgebraOnRandomInputs) {
   at::manual_seed(20240611);
   Handles h;
   at::Tensor a = at::randn({3, 4}), b = at::randn({3, 4}), m = at::randn({4, 5});
   at::Tensor sq = at::randn({4, 4}), bat = at::randn({2, 3, 4}), bat2 = at::randn({2, 4, 3});
-  at::Tensor img = at::randn({2, 3, 8, 8}), w = at::randn({5, 3, 3, 3}), bias = at::randn({5});
   auto ta = targ(h(a)), tb = targ(h(b));
 
   EXPECT_SAME("aten::add", (std::vector<tpt_arg>{ta, tb}), at::add(a, b));
@@ -163,6 +162,14 @@ TEST(OpsVsAten, TwentyOperatorsOnRandomInputs) {
   EXPECT_SAME("aten::leaky_relu", (std::vector<tpt_arg>{ta, darg(0.2)}), at::leaky_relu(a, 0.2));
   EXPECT_SAME("aten::pow", (std::vector<tpt_arg>{ta, iarg(3)}), at::pow(a, 3));
   EXPECT_SAME("aten::clamp", (std::vector<tpt_arg>{ta, darg(-0.5), darg(0.5)}), at::clamp(a, -0.5, 0.5));
+}
+
+TEST(OpsVsAten, ReductionsIndexingAndNnOnRandomInputs) {
+  at::manual_seed(20240612);
+  Handles h;
+  at::Tensor a = at::randn({3, 4}), b = at::randn({3, 4}), m = at::randn({4, 5});
+  at::Tensor img = at::randn({2, 3, 8, 8}), w = at::randn({5, 3, 3, 3}), bias = at::randn({5});
+  auto ta = targ(h(a)), tb = targ(h(b));
   EXPECT_SAME("aten::sum", (std::vector<tpt_arg>{ta}), at::sum(a));
   EXPECT_SAME("aten::sum", (std::vector<tpt_arg>{ta, ilarg({1}), barg(true)}), at::sum(a, at::IntArrayRef{1}, true));
   EXPECT_SAME("aten::mean", (std::vector<tpt_arg>{ta, kw("dim", ilarg({0}))}), at::mean(a, at::IntArrayRef{0}));

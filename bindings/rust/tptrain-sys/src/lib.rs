@@ -389,6 +389,49 @@ pub type tpt_feed_fn = Option<
     unsafe extern "C" fn(batch: *mut *mut tpt_tensor, n_inputs: usize, user_data: *mut c_void) -> *mut tpt_status,
 >;
 
+// ---- TrainConfig and launch
+/// `tpt_init_fn`: the init / restore hook of a train config.
+pub type tpt_init_fn = Option<unsafe extern "C" fn(model: *mut tpt_model, user_data: *mut c_void) -> *mut tpt_status>;
+
+pub const TPT_TRAIN_CONFIG_VERSION: u32 = 1;
+/// Describes a training for `tpt_trainer_from_config` and `tpt_launch_train`.
+/// The input, callbacks and monitors are taken (also on failure);
+/// `init_user_data` is borrowed and must outlive the trainer.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_train_config {
+    pub version: u32,
+    /// NULL: defaults (steps_per_epoch from the input).
+    pub options: *const tpt_trainer_options,
+    /// Required; the trainer takes a reference.
+    pub model: *mut tpt_model,
+    /// Required; taken.
+    pub input: *mut tpt_input,
+    /// Taken; registered as user callbacks, in order.
+    pub callbacks: *const *mut tpt_callback,
+    pub n_callbacks: usize,
+    /// Taken; registered after the default monitors.
+    pub monitors: *const *mut tpt_callback,
+    pub n_monitors: usize,
+    /// None: no init hook.
+    pub init: tpt_init_fn,
+    /// Borrowed: must outlive the trainer.
+    pub init_user_data: *mut c_void,
+}
+/// `TPT_TRAIN_CONFIG_INIT`
+pub const TPT_TRAIN_CONFIG_INIT: tpt_train_config = tpt_train_config {
+    version: TPT_TRAIN_CONFIG_VERSION,
+    options: std::ptr::null(),
+    model: std::ptr::null_mut(),
+    input: std::ptr::null_mut(),
+    callbacks: std::ptr::null(),
+    n_callbacks: 0,
+    monitors: std::ptr::null(),
+    n_monitors: 0,
+    init: None,
+    init_user_data: std::ptr::null_mut(),
+};
+
 extern "C" {
     pub fn tpt_version() -> u32;
     pub fn tpt_version_string() -> *const c_char;
@@ -609,6 +652,15 @@ extern "C" {
     ) -> *mut tpt_status;
     pub fn tpt_manual_seed(seed: u64) -> *mut tpt_status;
 
+    // TorchScript models
+    pub fn tpt_model_from_torchscript(
+        out: *mut *mut tpt_model,
+        path: *const c_char,
+        inputs: *const tpt_input_spec,
+        n_inputs: usize,
+    ) -> *mut tpt_status;
+    pub fn tpt_model_save_torchscript(model: *const tpt_model, path: *const c_char) -> *mut tpt_status;
+
     // Layers, losses and metrics
     pub fn tpt_layer_fc(
         out: *mut *mut tpt_tensor,
@@ -754,6 +806,10 @@ extern "C" {
         model: *mut tpt_model,
         input: *mut tpt_input,
     ) -> *mut tpt_status;
+
+    // TrainConfig and launch
+    pub fn tpt_trainer_from_config(out: *mut *mut tpt_trainer, config: *const tpt_train_config) -> *mut tpt_status;
+    pub fn tpt_launch_train(config: *const tpt_train_config) -> *mut tpt_status;
 }
 
 #[cfg(test)]
@@ -848,6 +904,42 @@ mod tests {
         assert_eq!(size_of::<tpt_input_spec>(), 32);
         assert_eq!(size_of::<tpt_tower_fn>(), size_of::<usize>());
         assert_eq!(size_of::<tpt_feed_fn>(), size_of::<usize>());
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn train_config_layout_matches_c() {
+        // Checked against the header with offsetof.
+        assert_eq!(offset_of!(tpt_train_config, version), 0);
+        assert_eq!(offset_of!(tpt_train_config, options), 8);
+        assert_eq!(offset_of!(tpt_train_config, model), 16);
+        assert_eq!(offset_of!(tpt_train_config, input), 24);
+        assert_eq!(offset_of!(tpt_train_config, callbacks), 32);
+        assert_eq!(offset_of!(tpt_train_config, n_callbacks), 40);
+        assert_eq!(offset_of!(tpt_train_config, monitors), 48);
+        assert_eq!(offset_of!(tpt_train_config, n_monitors), 56);
+        assert_eq!(offset_of!(tpt_train_config, init), 64);
+        assert_eq!(offset_of!(tpt_train_config, init_user_data), 72);
+        assert_eq!(size_of::<tpt_train_config>(), 80);
+        assert_eq!(size_of::<tpt_init_fn>(), size_of::<usize>());
+        let c = TPT_TRAIN_CONFIG_INIT;
+        assert_eq!((c.version, c.n_callbacks, c.n_monitors), (1, 0, 0));
+        assert!(c.options.is_null() && c.model.is_null() && c.input.is_null() && c.init.is_none());
+        assert!(c.callbacks.is_null() && c.monitors.is_null() && c.init_user_data.is_null());
+    }
+
+    #[test]
+    fn launch_train_without_a_config_is_an_error() {
+        unsafe {
+            let st = tpt_launch_train(std::ptr::null());
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+            let mut out = std::ptr::null_mut();
+            let st = tpt_trainer_from_config(&mut out, std::ptr::null());
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            assert!(out.is_null());
+            tpt_status_free(st);
+        }
     }
 
     #[test]

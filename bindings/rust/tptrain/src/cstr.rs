@@ -3,6 +3,7 @@
 use crate::error::{Code, Error, Result};
 use std::ffi::CString;
 use std::os::raw::c_char;
+use std::path::Path;
 
 /// Calls `f` with `s` as a NUL-terminated string. `what` names the argument
 /// in the error for an interior NUL byte.
@@ -26,4 +27,21 @@ pub(crate) fn with_cstr<R>(s: &str, what: &str, f: impl FnOnce(*const c_char) ->
 pub(crate) fn from_buf(buf: &[u8]) -> String {
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// A path as a C string. `what` names it in the error for an interior NUL
+/// byte (or, off Unix, a path that is not UTF-8).
+#[cfg(unix)]
+pub(crate) fn path_to_cstring(p: &Path, what: &str) -> Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| Error::new(Code::InvalidArgument, format!("{what} {p:?} contains a NUL byte")))
+}
+
+/// A path as a C string. `what` names it in the error for an interior NUL
+/// byte (or, off Unix, a path that is not UTF-8).
+#[cfg(not(unix))]
+pub(crate) fn path_to_cstring(p: &Path, what: &str) -> Result<CString> {
+    let s = p.to_str().ok_or_else(|| Error::new(Code::InvalidArgument, format!("{what} {p:?} is not UTF-8")))?;
+    CString::new(s).map_err(|_| Error::new(Code::InvalidArgument, format!("{what} {p:?} contains a NUL byte")))
 }

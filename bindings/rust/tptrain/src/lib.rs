@@ -48,9 +48,11 @@
 //!
 //! Models put a tower function, variables and an optimizer behind the loop
 //! (tensorpack's ModelDesc and SimpleTrainer): see [`Model`], [`Tower`],
-//! [`Optimizer`], [`Input`] and [`Trainer::set_model`]; layers, losses and
-//! metrics are in [`nn`], and any ATen operator is reachable through
-//! [`ops::call`].
+//! [`Optimizer`], [`Input`] and [`Trainer::set_model`], or describe the
+//! whole training in a [`TrainConfig`] for [`Trainer::from_config`] and
+//! [`launch_train`]; [`Model::from_torchscript`] trains a module saved with
+//! `torch.jit.save`. Layers, losses and metrics are in [`nn`], and any ATen
+//! operator is reachable through [`ops::call`].
 
 mod callback;
 mod context;
@@ -73,7 +75,9 @@ pub use runtime::{
     abi_version, build_info, has_feature, num_threads, set_num_threads, version, version_string, Feature,
 };
 pub use tensor::{DType, Element, Tensor, TensorOptions};
-pub use trainer::{LogdirAction, Progress, RunOutcome, StopHandle, Trainer, TrainerOptions};
+pub use trainer::{
+    launch_train, InitFn, LogdirAction, Progress, RunOutcome, StopHandle, TrainConfig, Trainer, TrainerOptions,
+};
 
 /// The raw FFI crate, for what the safe API does not cover yet.
 pub use tptrain_sys as sys;

@@ -28,7 +28,7 @@
 //! # Ok::<(), tptrain::Error>(())
 //! ```
 
-use crate::cstr::{from_buf, with_cstr};
+use crate::cstr::{from_buf, path_to_cstring, with_cstr};
 use crate::error::{call, Code, Error, Result};
 use crate::panic;
 use crate::tensor::{DType, Tensor};
@@ -37,7 +37,9 @@ use std::cell::UnsafeCell;
 use std::ffi::CString;
 use std::fmt;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::os::raw::{c_char, c_void};
+use std::path::Path;
 use std::ptr::{self, NonNull};
 use tptrain_sys as sys;
 
@@ -162,6 +164,32 @@ impl VariableOptions {
 
 // ------------------------------------------------------------------ models
 
+/// The C signature of `inputs`, and the names it points into (the specs
+/// also point into `inputs`' shapes): keep both alive while it is used.
+fn raw_specs(inputs: &[InputSpec]) -> Result<(Vec<CString>, Vec<sys::tpt_input_spec>)> {
+    let names = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            CString::new(s.name.as_str()).map_err(|_| {
+                Error::new(Code::InvalidArgument, format!("inputs[{i}].name contains a NUL byte: {:?}", s.name))
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // A CString's buffer does not move when the Vec does.
+    let specs = inputs
+        .iter()
+        .zip(&names)
+        .map(|(s, n)| sys::tpt_input_spec {
+            name: n.as_ptr(),
+            dtype: s.dtype.to_raw(),
+            shape: s.shape.as_ptr(),
+            ndim: s.shape.len(),
+        })
+        .collect();
+    Ok((names, specs))
+}
+
 /// A model (`tpt_model`): an input signature, a tower function and an
 /// optimizer. Freed on drop; trainers that use it keep their own reference
 /// (and with it the tower closure).
@@ -240,25 +268,7 @@ impl<'a> Model<'a> {
     where
         F: Fn(&mut Tower, &[Tensor]) -> Result<Flow> + Send + Sync + 'a,
     {
-        let names = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                CString::new(s.name.as_str()).map_err(|_| {
-                    Error::new(Code::InvalidArgument, format!("inputs[{i}].name contains a NUL byte: {:?}", s.name))
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let specs: Vec<sys::tpt_input_spec> = inputs
-            .iter()
-            .zip(&names)
-            .map(|(s, n)| sys::tpt_input_spec {
-                name: n.as_ptr(),
-                dtype: s.dtype.to_raw(),
-                shape: s.shape.as_ptr(),
-                ndim: s.shape.len(),
-            })
-            .collect();
+        let (_names, specs) = raw_specs(inputs)?;
         let user_data = Box::into_raw(Box::new(tower)).cast::<c_void>();
         let had = panic::pending();
         let mut out = ptr::null_mut();
@@ -277,8 +287,51 @@ impl<'a> Model<'a> {
         };
         panic::resume_if_new(had);
         unsafe { Error::check(st) }?;
+        Model::wrap(out)
+    }
+
+    fn wrap(out: *mut sys::tpt_model) -> Result<Model<'a>> {
         let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no model"))?;
         Ok(Model { raw, _marker: PhantomData })
+    }
+
+    /// A model that does not own `raw`: a handle the library lends for a
+    /// call (the init hook's), never freed through it. `None` for NULL.
+    ///
+    /// # Safety
+    /// `raw` is NULL or a live model that outlives the result.
+    pub(crate) unsafe fn borrowed(raw: *mut sys::tpt_model) -> Option<ManuallyDrop<Model<'a>>> {
+        NonNull::new(raw).map(|raw| ManuallyDrop::new(Model { raw, _marker: PhantomData }))
+    }
+
+    /// Loads a TorchScript module saved with `torch.jit.save` (for example
+    /// from Python) as a model with the signature `inputs`
+    /// (`tpt_model_from_torchscript`). Its `forward(*inputs)` returns the
+    /// cost, or a tuple `(cost, outputs)` with `outputs` a
+    /// `Dict[str, Tensor]` of named outputs. Its parameters become trainable
+    /// variables and its buffers model-only variables, named by their path
+    /// with "/" ("fc1.weight" -> "fc1/weight"); they exist from the start
+    /// (there is no build call). The module runs in train() mode in training
+    /// towers and eval() mode in inference. A file that cannot be read or is
+    /// not a TorchScript archive is a [`Code::Io`] error.
+    pub fn from_torchscript(path: impl AsRef<Path>, inputs: &[InputSpec]) -> Result<Model<'a>> {
+        let path = path_to_cstring(path.as_ref(), "path")?;
+        let (_names, specs) = raw_specs(inputs)?;
+        let mut out = ptr::null_mut();
+        // SAFETY: the specs point into `_names` and `inputs`, alive for the
+        // call (the signature is copied).
+        call!(sys::tpt_model_from_torchscript(&mut out, path.as_ptr(), specs.as_ptr(), specs.len()))?;
+        Model::wrap(out)
+    }
+
+    /// Saves the TorchScript module of a model made by
+    /// [`from_torchscript`](Self::from_torchscript), with its current
+    /// (trained) values, for `torch.jit.load` or `from_torchscript`
+    /// (`tpt_model_save_torchscript`). [`Code::Unsupported`] for a model
+    /// made from a Rust tower function.
+    pub fn save_torchscript(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path_to_cstring(path.as_ref(), "path")?;
+        call!(sys::tpt_model_save_torchscript(self.as_ptr(), path.as_ptr()))
     }
 
     /// The raw handle, valid while `self` lives.

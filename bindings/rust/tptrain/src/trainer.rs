@@ -2,6 +2,7 @@
 
 use crate::callback::Callback;
 use crate::context::{Context, StepContext};
+use crate::cstr::path_to_cstring;
 use crate::error::{call, Code, Error, Result};
 use crate::model::{Input, Model};
 use crate::panic;
@@ -116,19 +117,6 @@ impl Default for TrainerOptions {
     }
 }
 
-#[cfg(unix)]
-fn path_to_cstring(p: &std::path::Path) -> Result<CString> {
-    use std::os::unix::ffi::OsStrExt;
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|_| Error::new(Code::InvalidArgument, format!("logdir {p:?} contains a NUL byte")))
-}
-
-#[cfg(not(unix))]
-fn path_to_cstring(p: &std::path::Path) -> Result<CString> {
-    let s = p.to_str().ok_or_else(|| Error::new(Code::InvalidArgument, format!("logdir {p:?} is not UTF-8")))?;
-    CString::new(s).map_err(|_| Error::new(Code::InvalidArgument, format!("logdir {p:?} contains a NUL byte")))
-}
-
 /// How a run ended when it did not fail.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RunOutcome {
@@ -159,7 +147,105 @@ impl RunOutcome {
 pub struct Trainer<'a> {
     raw: NonNull<sys::tpt_trainer>,
     stop: OnceCell<Arc<StopShared>>,
+    /// The init hook of a trainer made from a config: the C trainer borrows
+    /// it, so it is dropped after the C trainer is freed.
+    init: Option<NonNull<InitHook<'a>>>,
     _marker: PhantomData<(&'a (), *mut ())>,
+}
+
+/// The init / restore hook of a [`TrainConfig`] (tensorpack's
+/// `session_init`): it runs once on the chief, after the model's build call
+/// and before BEFORE_TRAIN, e.g. to load weights with
+/// [`Model::set_variable`]. It gets the model and returns
+/// [`Flow::Continue`], [`Flow::Stop`] to end training gracefully, or an error
+/// that fails it with its code and message.
+pub type InitFn<'a> = Box<dyn FnMut(&Model<'_>) -> Result<Flow> + 'a>;
+
+/// The boxed user data of an init hook (one thin pointer for C).
+struct InitHook<'a>(InitFn<'a>);
+
+unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut c_void) -> *mut sys::tpt_status {
+    // SAFETY: user_data is the InitHook the trainer owns, alive while the C
+    // trainer is; the hook runs once per run, never re-entered.
+    let hook = &mut *user_data.cast::<InitHook<'_>>();
+    panic::guard(&|| "the init hook".to_owned(), || {
+        // SAFETY: the library lends its own live handle for the call.
+        let model = Model::borrowed(model)
+            .ok_or_else(|| Error::new(Code::Internal, "the init hook was called without a model"))?;
+        (hook.0)(&model)
+    })
+}
+
+/// A training described as tensorpack's `TrainConfig`
+/// (`tpt_train_config`), for [`Trainer::from_config`] and [`launch_train`].
+///
+/// ```no_run
+/// use tptrain::{launch_train, Callback, Events, Flow, Input, Model, Tensor, TrainConfig, TrainerOptions};
+/// # fn demo(model: &Model<'_>, x: &Tensor, y: &Tensor) -> tptrain::Result<()> {
+/// let config = TrainConfig {
+///     options: Some(TrainerOptions { max_epoch: 10, ..Default::default() }),
+///     callbacks: vec![Callback::new("report", Events::TRIGGER_EPOCH, true, |ctx, _, _| {
+///         ctx.log(&format!("epoch {} done", ctx.epoch_num()))?;
+///         Ok(Flow::Continue)
+///     })?],
+///     init: Some(Box::new(|model| {
+///         model.set_variable("b", &Tensor::from_slice(&[1f32], &[1])?)?;
+///         Ok(Flow::Continue)
+///     })),
+///     ..TrainConfig::new(model, Input::from_tensors(&[x, y], 16, Some(42))?)
+/// };
+/// launch_train(config)?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct TrainConfig<'m, 'a> {
+    /// `None`: the defaults, with steps_per_epoch from the input.
+    pub options: Option<TrainerOptions>,
+    /// The model; the trainer keeps its own reference.
+    pub model: &'m Model<'a>,
+    /// Where the batches come from; taken.
+    pub input: Input<'a>,
+    /// Registered as user callbacks, in order; taken.
+    pub callbacks: Vec<Callback<'a>>,
+    /// Registered after the default monitors; taken.
+    pub monitors: Vec<Callback<'a>>,
+    /// The init / restore hook; `None`: none.
+    pub init: Option<InitFn<'a>>,
+}
+
+impl<'m, 'a> TrainConfig<'m, 'a> {
+    /// A config of `model` fed by `input`, with default options, no
+    /// callbacks, no monitors and no init hook.
+    pub fn new(model: &'m Model<'a>, input: Input<'a>) -> TrainConfig<'m, 'a> {
+        TrainConfig { options: None, model, input, callbacks: Vec::new(), monitors: Vec::new(), init: None }
+    }
+}
+
+impl fmt::Debug for TrainConfig<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TrainConfig")
+            .field("options", &self.options)
+            .field("model", &self.model)
+            .field("input", &self.input)
+            .field("callbacks", &self.callbacks)
+            .field("monitors", &self.monitors)
+            .field("init", &self.init.as_ref().map(|_| "FnMut"))
+            .finish()
+    }
+}
+
+/// tensorpack's `launch_train_with_config`: makes the trainer of `config`
+/// ([`Trainer::from_config`]), runs it and frees it, as
+/// `tpt_launch_train` does. Returns how the run ended, or the error that
+/// ended it (a closure's error comes back unchanged).
+///
+/// # Panics
+/// Resumes the panic of a closure (the init hook included) once the C loop
+/// has returned, as [`Trainer::run`] does.
+pub fn launch_train(config: TrainConfig<'_, '_>) -> Result<RunOutcome> {
+    // Not a call of tpt_launch_train itself: that frees the trainer before
+    // the stop reason can be read.
+    Trainer::from_config(config)?.run()
 }
 
 unsafe extern "C" fn run_step_trampoline<F>(
@@ -174,15 +260,16 @@ where
     panic::guard(&|| "run_step".to_owned(), || f(StepContext::from_ptr(trainer)))
 }
 
-impl<'a> Trainer<'a> {
-    /// Makes a trainer (`tpt_trainer_new`).
-    pub fn new(options: &TrainerOptions) -> Result<Trainer<'a>> {
-        let logdir = options.logdir.as_deref().map(path_to_cstring).transpose()?;
+impl TrainerOptions {
+    /// The C options, and the C string their `logdir` points into (keep it
+    /// alive while the options are used).
+    fn to_raw(&self) -> Result<(sys::tpt_trainer_options, Option<CString>)> {
+        let logdir = self.logdir.as_deref().map(|p| path_to_cstring(p, "logdir")).transpose()?;
         let mut o = sys::TPT_TRAINER_OPTIONS_INIT;
-        o.is_chief = options.is_chief as i32;
-        o.starting_epoch = options.starting_epoch;
-        o.max_epoch = options.max_epoch;
-        o.steps_per_epoch = match options.steps_per_epoch {
+        o.is_chief = self.is_chief as i32;
+        o.starting_epoch = self.starting_epoch;
+        o.max_epoch = self.max_epoch;
+        o.steps_per_epoch = match self.steps_per_epoch {
             Some(n) if n < 0 => {
                 return Err(Error::new(
                     Code::InvalidArgument,
@@ -192,16 +279,81 @@ impl<'a> Trainer<'a> {
             Some(n) => n,
             None => -1,
         };
+        // The CString's buffer does not move when the CString does.
         o.logdir = logdir.as_ref().map_or(ptr::null(), |c| c.as_ptr());
-        o.logdir_action = options.logdir_action.to_raw();
-        o.progress = options.progress.to_raw();
-        o.console = options.console as i32;
-        o.default_callbacks = options.default_callbacks as i32;
-        o.default_monitors = options.default_monitors as i32;
+        o.logdir_action = self.logdir_action.to_raw();
+        o.progress = self.progress.to_raw();
+        o.console = self.console as i32;
+        o.default_callbacks = self.default_callbacks as i32;
+        o.default_monitors = self.default_monitors as i32;
+        Ok((o, logdir))
+    }
+}
+
+impl<'a> Trainer<'a> {
+    /// Makes a trainer (`tpt_trainer_new`).
+    pub fn new(options: &TrainerOptions) -> Result<Trainer<'a>> {
+        let (o, _logdir) = options.to_raw()?;
         let mut out = ptr::null_mut();
         call!(sys::tpt_trainer_new(&mut out, &o))?;
         let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no trainer"))?;
-        Ok(Trainer { raw, stop: OnceCell::new(), _marker: PhantomData })
+        Ok(Trainer { raw, stop: OnceCell::new(), init: None, _marker: PhantomData })
+    }
+
+    /// Makes tensorpack's simple trainer from a config without running it
+    /// (`tpt_trainer_from_config`): the trainer of `config.model` fed by
+    /// `config.input` (as [`set_model`](Self::set_model)), with the config's
+    /// callbacks registered in order, then its monitors, and its init hook.
+    /// Add more callbacks if needed, then [`run`](Self::run).
+    ///
+    /// The input, the callbacks and the monitors are taken, also on failure
+    /// (their closures are then dropped before this returns). The trainer
+    /// owns the init hook and drops it after the C trainer is freed; a
+    /// failure drops it at once.
+    pub fn from_config(config: TrainConfig<'_, 'a>) -> Result<Trainer<'a>> {
+        let TrainConfig { options, model, input, callbacks, monitors, init } = config;
+        // Everything that can fail in Rust first: on an error here the
+        // config is dropped, which frees what C would have taken.
+        let options = options.as_ref().map(TrainerOptions::to_raw).transpose()?;
+        let input = input.into_raw();
+        let callbacks: Vec<*mut sys::tpt_callback> = callbacks.into_iter().map(Callback::into_raw).collect();
+        let monitors: Vec<*mut sys::tpt_callback> = monitors.into_iter().map(Callback::into_raw).collect();
+        let hook = init.map(|f| NonNull::from(Box::leak(Box::new(InitHook(f)))));
+        let list = |v: &Vec<*mut sys::tpt_callback>| if v.is_empty() { ptr::null() } else { v.as_ptr() };
+        let mut c = sys::TPT_TRAIN_CONFIG_INIT;
+        c.options = options.as_ref().map_or(ptr::null(), |(o, _)| o as *const sys::tpt_trainer_options);
+        c.model = model.as_ptr();
+        c.input = input;
+        c.callbacks = list(&callbacks);
+        c.n_callbacks = callbacks.len();
+        c.monitors = list(&monitors);
+        c.n_monitors = monitors.len();
+        if let Some(h) = hook {
+            c.init = Some(init_trampoline);
+            c.init_user_data = h.as_ptr().cast();
+        }
+        let had = panic::pending();
+        let mut out = ptr::null_mut();
+        // SAFETY: the arrays and options live for the call; the library
+        // takes the input and the callbacks (also on failure) and only
+        // borrows the hook, which the trainer keeps until it is freed.
+        let st = unsafe { sys::tpt_trainer_from_config(&mut out, &c) };
+        let made = unsafe { Error::check(st) }
+            .and_then(|()| NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no trainer")));
+        let result = match made {
+            Ok(raw) => Ok(Trainer { raw, stop: OnceCell::new(), init: hook, _marker: PhantomData }),
+            Err(e) => {
+                if let Some(h) = hook {
+                    // SAFETY: no C trainer refers to the hook any more.
+                    unsafe { panic::drop_box::<InitHook<'a>>(h.as_ptr().cast()) };
+                }
+                Err(e)
+            }
+        };
+        // A drop that panicked (a closure of a callback the library freed):
+        // resumed here, after the trainer (if any) is owned by `result`.
+        panic::resume_if_new(had);
+        result
     }
 
     /// The raw handle, valid while `self` lives.
@@ -317,7 +469,7 @@ impl DerefMut for Trainer<'_> {
     }
 }
 
-impl Drop for Trainer<'_> {
+impl<'a> Drop for Trainer<'a> {
     fn drop(&mut self) {
         if let Some(shared) = self.stop.get() {
             // Wait for a request_stop in progress; later ones find None.
@@ -326,6 +478,10 @@ impl Drop for Trainer<'_> {
         let had = panic::pending();
         // SAFETY: we own the trainer; its closures are dropped here.
         unsafe { sys::tpt_trainer_free(self.raw.as_ptr()) };
+        if let Some(hook) = self.init.take() {
+            // SAFETY: the C trainer that borrowed the hook is gone.
+            unsafe { panic::drop_box::<InitHook<'a>>(hook.as_ptr().cast()) };
+        }
         panic::resume_if_new(had);
     }
 }

@@ -1,15 +1,18 @@
 //! Models from Rust: the tower closure, tensorpack's variable rules, scopes,
 //! initializers, optimizers and schedules, in-memory and feed inputs,
-//! inference, errors unchanged and panics resumed where the C call returns.
-//! The C twin is tests/c/test_model.c.
+//! inference, errors unchanged and panics resumed where the C call returns;
+//! TrainConfig and launch with the init hook; TorchScript modules. The C
+//! twin is tests/c/test_model.c.
 
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tptrain::ops::{self, Arg};
 use tptrain::{
-    Callback, Code, DType, Error, Events, Flow, Input, InputSpec, Model, Optimizer, Progress, Result, RunOutcome,
-    Tensor, Tower, Trainer, TrainerOptions, VariableOptions,
+    launch_train, Callback, Code, DType, Error, Events, Flow, InitFn, Input, InputSpec, Model, Optimizer, Progress,
+    Result, RunOutcome, Tensor, Tower, TrainConfig, Trainer, TrainerOptions, VariableOptions,
 };
 
 // ------------------------------------------------------------ helpers
@@ -605,4 +608,338 @@ fn value_types_cross_threads() {
     send_sync::<VariableOptions>();
     send_sync::<tptrain::LayerOptions>();
     send_sync::<tptrain::ops::Arg<'static>>();
+}
+
+// ------------------------------------------------------------ TrainConfig and launch
+
+/// Quiet options whose steps_per_epoch comes from the input.
+fn config_options(max_epoch: i64) -> Option<TrainerOptions> {
+    Some(TrainerOptions { steps_per_epoch: None, ..options(0, max_epoch) })
+}
+
+fn drop_counting_feed(drops: &Arc<AtomicUsize>) -> Input<'static> {
+    let guard = DropGuard(Arc::clone(drops));
+    Input::from_feed(move |_| {
+        let _keep = &guard;
+        Ok(None)
+    })
+    .unwrap()
+}
+
+fn drop_counting_callback<'a>(drops: &Arc<AtomicUsize>, name: &str, events: Events) -> Callback<'a> {
+    let guard = DropGuard(Arc::clone(drops));
+    Callback::new(name, events, true, move |_, _, _| {
+        let _keep = &guard;
+        Ok(Flow::Continue)
+    })
+    .unwrap()
+}
+
+#[test]
+fn a_train_config_runs_the_init_hook_once_before_before_train() {
+    let probe = Probe::default();
+    let model = make_model(&probe, How::Plain);
+    model.set_optimizer(&Optimizer::new("adam").unwrap()).unwrap();
+    let seen = RefCell::new(Vec::<String>::new());
+    let records = Cell::new(0usize);
+    let init_calls = Cell::new(0usize);
+    let drops = Arc::new(AtomicUsize::new(0));
+    // The init hook sets b to 7; the BEFORE_TRAIN callback must see it.
+    let init = || -> InitFn<'_> {
+        let guard = DropGuard(Arc::clone(&drops));
+        let (seen, init_calls, probe) = (&seen, &init_calls, &probe);
+        Box::new(move |m| {
+            let _keep = &guard;
+            init_calls.set(init_calls.get() + 1);
+            assert_eq!(probe.builds.load(Ordering::SeqCst), 1, "the hook runs after the build call");
+            assert_eq!(m.variable_names()?, vec!["W", "b"]);
+            m.set_variable("b", &Tensor::from_slice(&[7f32], &[1])?)?;
+            seen.borrow_mut().push("init".to_owned());
+            Ok(Flow::Continue)
+        })
+    };
+    let callback = Callback::new("check_b", Events::SETUP | Events::BEFORE_TRAIN, true, |_, event, _| {
+        let b = model.variable("b")?.to_vec::<f32>()?;
+        seen.borrow_mut().push(format!("{event:?} b={}", b[0]));
+        Ok(Flow::Continue)
+    })
+    .unwrap();
+    let monitor = Callback::new("count_costs", Events::RECORD, true, |_, _, record| {
+        if record.is_some_and(|r| r.name == "cost") {
+            records.set(records.get() + 1);
+        }
+        Ok(Flow::Continue)
+    })
+    .unwrap();
+    let config = TrainConfig {
+        options: config_options(2),
+        callbacks: vec![callback],
+        monitors: vec![monitor],
+        init: Some(init()),
+        ..TrainConfig::new(&model, input(16))
+    };
+    assert!(format!("{config:?}").starts_with("TrainConfig { options: Some("));
+    let mut t = Trainer::from_config(config).unwrap();
+    assert_eq!(init_calls.get(), 0); // not before run
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    assert_eq!(t.global_step(), 8); // steps_per_epoch from the input: 64 / 16 = 4
+    assert_eq!(init_calls.get(), 1);
+    assert_eq!(*seen.borrow(), vec!["Setup b=0.5", "init", "BeforeTrain b=7"]);
+    assert_eq!(records.get(), 8); // the monitor got every "cost"
+    assert_eq!(drops.load(Ordering::SeqCst), 0); // the trainer owns the hook
+    drop(t);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+
+    // launch_train: the same in one call; a stop comes back as the outcome.
+    let stopper =
+        Callback::new("stop", Events::TRIGGER_EPOCH, true, |_, _, _| Ok(Flow::stop("one epoch is enough"))).unwrap();
+    let config = TrainConfig {
+        options: config_options(5),
+        callbacks: vec![stopper],
+        init: Some(init()),
+        ..TrainConfig::new(&model, input(16))
+    };
+    assert_eq!(launch_train(config).unwrap(), RunOutcome::Stopped("one epoch is enough".into()));
+    assert_eq!(init_calls.get(), 2);
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+    // Without an init hook and options.
+    assert_eq!(
+        launch_train(TrainConfig { options: config_options(1), ..TrainConfig::new(&model, input(32)) }).unwrap(),
+        RunOutcome::Finished
+    );
+    assert_eq!(init_calls.get(), 2);
+}
+
+#[test]
+fn the_init_hook_error_and_stop_come_back_unchanged() {
+    let probe = Probe::default();
+    let model = make_model(&probe, How::Plain);
+    model.set_optimizer(&sgd(0.1)).unwrap();
+    let after_train = Cell::new(0usize);
+    let after = || {
+        Callback::new("after", Events::AFTER_TRAIN, true, |_, _, _| {
+            after_train.set(after_train.get() + 1);
+            Ok(Flow::Continue)
+        })
+        .unwrap()
+    };
+    let config = TrainConfig {
+        options: config_options(3),
+        callbacks: vec![after()],
+        init: Some(Box::new(|_| Err(Error::new(Code::Io, "no checkpoint to restore")))),
+        ..TrainConfig::new(&model, input(16))
+    };
+    assert_eq!(launch_train(config).unwrap_err(), Error::new(Code::Io, "no checkpoint to restore"));
+    assert_eq!(after_train.get(), 1);
+    let config = TrainConfig {
+        options: config_options(3),
+        callbacks: vec![after()],
+        init: Some(Box::new(|_| Ok(Flow::stop("nothing to train")))),
+        ..TrainConfig::new(&model, input(16))
+    };
+    let mut t = Trainer::from_config(config).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Stopped("nothing to train".into()));
+    assert_eq!(t.global_step(), 0);
+    assert_eq!(after_train.get(), 2);
+}
+
+#[test]
+fn a_bad_train_config_still_takes_the_input_callbacks_monitors_and_hook() {
+    let probe = Probe::default();
+    let model = make_model(&probe, How::Plain);
+    let drops = Arc::new(AtomicUsize::new(0));
+    let init_calls = Cell::new(0usize);
+    let config = |options: TrainerOptions| {
+        let guard = DropGuard(Arc::clone(&drops));
+        let init_calls = &init_calls;
+        TrainConfig {
+            options: Some(options),
+            callbacks: vec![drop_counting_callback(&drops, "a", Events::ALL)],
+            monitors: vec![drop_counting_callback(&drops, "m", Events::RECORD)],
+            init: Some(Box::new(move |_| {
+                let _keep = &guard;
+                init_calls.set(init_calls.get() + 1);
+                Ok(Flow::Continue)
+            })),
+            ..TrainConfig::new(&model, drop_counting_feed(&drops))
+        }
+    };
+    // Refused by the library (tpt_trainer_new): everything is freed.
+    let e = Trainer::from_config(config(TrainerOptions { starting_epoch: 0, ..options(1, 1) })).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("starting_epoch"), "{e}");
+    assert_eq!(drops.load(Ordering::SeqCst), 4);
+    let e = launch_train(config(TrainerOptions { starting_epoch: 0, ..options(1, 1) })).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(drops.load(Ordering::SeqCst), 8);
+    // Refused by the binding before any C call: dropped the same.
+    let e = Trainer::from_config(config(options(-1, 1))).unwrap_err();
+    assert!(e.message().contains("steps_per_epoch must be >= 0"), "{e}");
+    assert_eq!(drops.load(Ordering::SeqCst), 12);
+    assert_eq!(init_calls.get(), 0);
+
+    // No model (only the raw API can say that): tpt_launch_train takes the
+    // input and the callbacks all the same.
+    let drops = Arc::new(AtomicUsize::new(0));
+    let callbacks = [drop_counting_callback(&drops, "a", Events::ALL).into_raw()];
+    let mut c = tptrain::sys::TPT_TRAIN_CONFIG_INIT;
+    c.input = drop_counting_feed(&drops).into_raw();
+    c.callbacks = callbacks.as_ptr();
+    c.n_callbacks = 1;
+    let e = unsafe { Error::check(tptrain::sys::tpt_launch_train(&c)) }.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("argument 'config->model' is NULL"), "{e}");
+    assert_eq!(drops.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_panic_in_the_init_hook_is_resumed() {
+    let probe = Probe::default();
+    let model = make_model(&probe, How::Plain);
+    model.set_optimizer(&sgd(0.1)).unwrap();
+    let after_train = Cell::new(0usize);
+    let config = || TrainConfig {
+        options: config_options(3),
+        callbacks: vec![Callback::new("after", Events::AFTER_TRAIN, true, |_, _, _| {
+            after_train.set(after_train.get() + 1);
+            Ok(Flow::Continue)
+        })
+        .unwrap()],
+        init: Some(Box::new(|m| panic!("init boom with {} variables", m.variable_names().unwrap().len()))),
+        ..TrainConfig::new(&model, input(16))
+    };
+    let mut t = Trainer::from_config(config()).unwrap();
+    let payload = catch_unwind(AssertUnwindSafe(|| t.run())).unwrap_err();
+    assert_eq!(panic_message(&*payload), "init boom with 2 variables");
+    assert_eq!(after_train.get(), 1); // AFTER_TRAIN still ran
+    assert_eq!(t.global_step(), 0);
+    drop(t);
+    let payload = catch_unwind(AssertUnwindSafe(|| launch_train(config()))).unwrap_err();
+    assert_eq!(panic_message(&*payload), "init boom with 2 variables");
+    assert_eq!(after_train.get(), 2);
+    // Nothing is left pending.
+    assert_eq!(train(&model, 2, 1).unwrap(), RunOutcome::Finished);
+}
+
+// ------------------------------------------------------------ TorchScript models
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("tptrain-rs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The module of tests/py/test_torchscript.py, smaller: y ~ fc(x) with a
+/// buffer, forward returning (cost, {"prediction": p}).
+const SCRIPT: &str = r#"
+import sys
+from typing import Dict, Tuple
+
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 1)
+        self.register_buffer("scale", torch.ones(1))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        p = self.fc(x) * self.scale
+        return torch.nn.functional.mse_loss(p, y), {"prediction": p}
+
+
+torch.manual_seed(0)
+torch.jit.save(torch.jit.script(Net()), sys.argv[1])
+"#;
+
+const PYTHON: &str = "/usr/bin/python3";
+
+/// Scripts and saves the module into `dir` with Debian's python3-torch;
+/// `None` (the test is skipped) when /usr/bin/python3 cannot import torch.
+fn scripted_module(dir: &Path) -> Option<PathBuf> {
+    match std::process::Command::new(PYTHON).args(["-c", "import torch"]).output() {
+        Ok(o) if o.status.success() => {}
+        _ => {
+            eprintln!("skipped: {PYTHON} cannot import torch (install python3-torch)");
+            return None;
+        }
+    }
+    let script = dir.join("make_module.py");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let path = dir.join("module.pt");
+    let out = std::process::Command::new(PYTHON).arg(&script).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Some(path)
+}
+
+#[test]
+fn a_torchscript_module_trains_saves_and_loads_again() {
+    let dir = TempDir::new("torchscript");
+    let Some(path) = scripted_module(&dir.0) else { return };
+    let model = Model::from_torchscript(&path, &signature()).unwrap();
+    let mut names = model.variable_names().unwrap(); // no build call needed
+    names.sort();
+    assert_eq!(names, vec!["fc/bias", "fc/weight", "scale"]);
+    let before = model.variable("fc/weight").unwrap().to_vec::<f32>().unwrap();
+    model.set_optimizer(&sgd(0.1)).unwrap();
+    let mut t = Trainer::new(&options(4, 5)).unwrap();
+    t.set_model(&model, input(16)).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    let costs = t.scalar_history("cost").unwrap();
+    assert_eq!(costs.len(), 20);
+    assert!(costs[19].value < costs[0].value, "{costs:?}");
+    let trained = model.variable("fc/weight").unwrap().to_vec::<f32>().unwrap();
+    assert_ne!(trained, before);
+    assert_eq!(model.variable("scale").unwrap().to_vec::<f32>().unwrap(), vec![1.0]); // a buffer: not trained
+
+    let saved = dir.0.join("trained.pt");
+    model.save_torchscript(&saved).unwrap();
+    let again = Model::from_torchscript(&saved, &signature()).unwrap();
+    assert_eq!(again.variable("fc/weight").unwrap().to_vec::<f32>().unwrap(), trained);
+    assert_eq!(
+        again.variable("fc/bias").unwrap().to_vec::<f32>().unwrap(),
+        model.variable("fc/bias").unwrap().to_vec::<f32>().unwrap()
+    );
+    // Both infer the same, with the outputs of the Dict.
+    let (x, y) = regression_data(4);
+    let a = model.infer(&[&x, &y], &["prediction", "cost"]).unwrap();
+    let b = again.infer(&[&x, &y], &["prediction", "cost"]).unwrap();
+    assert_eq!(a[0].shape().unwrap(), vec![4, 1]);
+    assert_eq!(a[0].to_vec::<f32>().unwrap(), b[0].to_vec::<f32>().unwrap());
+    assert_eq!(a[1].item().unwrap(), b[1].item().unwrap());
+    // The signature is checked as for any model.
+    let e = again.infer(&[&y, &x], &["prediction"]).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+}
+
+#[test]
+fn torchscript_errors() {
+    let e = Model::from_torchscript("/nonexistent/model.pt", &signature()).unwrap_err();
+    assert_eq!(e.code(), Code::Io);
+    assert!(e.message().contains("cannot load the TorchScript module /nonexistent/model.pt"), "{e}");
+    let dir = TempDir::new("torchscript-errors");
+    let garbage = dir.0.join("garbage.pt");
+    std::fs::write(&garbage, b"garbage").unwrap();
+    assert_eq!(Model::from_torchscript(&garbage, &signature()).unwrap_err().code(), Code::Io);
+    let e = Model::from_torchscript("a\0b.pt", &signature()).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("contains a NUL byte"), "{e}");
+    let probe = Probe::default();
+    let m = make_model(&probe, How::Plain);
+    let e = m.save_torchscript(dir.0.join("x.pt")).unwrap_err();
+    assert_eq!(e.code(), Code::Unsupported);
+    assert!(e.message().contains("not made from TorchScript"), "{e}");
 }
