@@ -300,8 +300,9 @@ TPT_API TPT_NODISCARD tpt_status *tpt_tensor_from_dlpack(tpt_tensor **out,
 /* TorchScript does: positionally, then by keyword (tpt_arg.name); missing   */
 /* arguments take the schema's defaults; an int or double goes where the     */
 /* schema wants a Scalar; one int fills an int[N]. Without an overload name, */
-/* the first overload whose schema accepts the arguments is called ("out"    */
-/* overloads only when named).                                               */
+/* the overload that accepts the arguments with the fewest conversions      */
+/* (int to float, number to Scalar, ...) is called, ties going to the plain  */
+/* overload ("out" overloads only when named).                               */
 /* ------------------------------------------------------------------------ */
 
 typedef enum tpt_arg_kind {
@@ -332,12 +333,14 @@ typedef struct tpt_arg {
 } tpt_arg;
 
 /* Calls operator `op` ("namespace::name"; a bare name means "aten::name"),
- * with `overload` ("Tensor", "Scalar", "out", ...; NULL or "" picks the first
- * that fits). The results are returned as tensors: a Tensor result as it is,
- * a tuple or list of tensors as several outputs, a number or bool as a 0-d
- * tensor (f64, i64 or bool). On success *n_outputs is the number of results
- * and the first min(n, capacity) are stored in outputs[] (owned by the
- * caller); it is an error if capacity is smaller than n. Unknown operators,
+ * with `overload` ("Tensor", "Scalar", "out", ...; NULL or "" picks one as
+ * above). The results are returned as tensors: a Tensor result as it is, a
+ * tuple or list of tensors as several outputs, a number or bool as a 0-d
+ * tensor (f64, i64 or bool); an undefined tensor result is a NULL output (it
+ * counts), a None result no output. On success *n_outputs is the number of
+ * results, stored in outputs[] (owned by the caller). If capacity is smaller,
+ * the call fails, *n_outputs still says how many are needed, and nothing is
+ * left allocated. Unknown operators,
  * wrong argument counts, kinds or names are TPT_ERR_INVALID_ARGUMENT with a
  * message that lists the schemas tried; errors raised by the operator itself
  * are TPT_ERR_BACKEND. Any thread (the operator's own rules apply). */

@@ -109,6 +109,24 @@ func tptgoPredicate(_ *C.tpt_trainer, handle C.uintptr_t) (r C.int32_t) {
 	return r
 }
 
+//export tptgoInit
+func tptgoInit(model *C.tpt_model, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*initFunc)
+	c := f.ctx
+	m := &Model{ptr: model, st: f.st, borrowed: true}
+	returned := false
+	defer func() {
+		// The handle is the library's: invalid from now on.
+		m.Close()
+		if !returned {
+			st = c.recovered(recover(), "init hook")
+		}
+	}()
+	st = c.status(f.fn(m))
+	returned = true
+	return st
+}
+
 //export tptgoDeleteHandle
 func tptgoDeleteHandle(handle C.uintptr_t) {
 	deleteHandle(cgo.Handle(handle))

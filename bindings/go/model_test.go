@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -865,4 +869,367 @@ func TestTowerErrorMessages(t *testing.T) {
 	})).of(t)
 	defer m.Close()
 	ok(t, m.Build())
+}
+
+// ---- TrainConfig and launch.
+
+func float32Value(m *Model, name string) (float32, error) {
+	v, err := m.Variable(name)
+	if err != nil {
+		return 0, err
+	}
+	defer v.Close()
+	vals, err := v.Float32s()
+	if err != nil {
+		return 0, err
+	}
+	return vals[0], nil
+}
+
+func TestTrainConfigAndLaunch(t *testing.T) {
+	checkHandles(t)
+	r := &regression{}
+	m := newRegressionModel(t, r)
+	setOptimizer(t, m, "adam", 0.001)
+	var seen []string
+	initCalls := 0
+	// The init hook sets b to 7; the BEFORE_TRAIN callback must see it.
+	init := func(hm *Model) error {
+		initCalls++
+		if b := r.builds.Load(); b != 1 {
+			t.Errorf("the init hook ran after %d build calls, want 1", b)
+		}
+		names, err := hm.VariableNames()
+		if err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(names, []string{"W", "b"}) {
+			t.Errorf("the init hook's model has variables %q", names)
+		}
+		seven, err := FromFloat32([]float32{7}, 1)
+		if err != nil {
+			return err
+		}
+		defer seven.Close()
+		seen = append(seen, "init")
+		return hm.SetVariable("b", seven)
+	}
+	checkB := func() *Callback {
+		return must(NewCallback("check_b", EventSetup|EventBeforeTrain, true, func(ctx *Context, e Event, _ *Record) error {
+			b, err := float32Value(m, "b")
+			seen = append(seen, fmt.Sprintf("%v b=%v", e, b))
+			return err
+		})).of(t)
+	}
+	records := 0
+	monitor := must(NewCallback("count_costs", EventRecord, true, func(ctx *Context, e Event, rec *Record) error {
+		if rec != nil && rec.Name == "cost" {
+			records++
+		}
+		return nil
+	})).of(t)
+	tr := must(NewTrainerFromConfig(&TrainConfig{
+		Options:   quietOptions(1, 2, -1), // StepsPerEpoch from the input: 64 / 16 = 4
+		Model:     m,
+		Input:     regressionInput(t, 16, 64),
+		Callbacks: []*Callback{checkB()},
+		Monitors:  []*Callback{monitor},
+		Init:      init,
+	})).of(t)
+	t.Cleanup(func() { tr.Close() })
+	if initCalls != 0 {
+		t.Errorf("the init hook ran %d times before Run", initCalls)
+	}
+	ok(t, tr.Run())
+	if g := tr.GlobalStep(); g != 8 {
+		t.Errorf("GlobalStep() = %d, want 8", g)
+	}
+	if initCalls != 1 {
+		t.Errorf("the init hook ran %d times, want 1", initCalls)
+	}
+	if want := []string{"SETUP b=0.5", "init", "BEFORE_TRAIN b=7"}; !reflect.DeepEqual(seen, want) {
+		t.Errorf("seen %q, want %q", seen, want)
+	}
+	if records != 8 {
+		t.Errorf("the monitor got %d cost records, want 8", records)
+	}
+	// Close releases the Context, the two callbacks and the init hook.
+	before := liveHandles.Load()
+	ok(t, tr.Close())
+	if n := before - liveHandles.Load(); n != 4 {
+		t.Errorf("Close released %d handles, want 4", n)
+	}
+
+	// LaunchTrain: the same in one call.
+	stopper := must(NewCallback("stop", EventTriggerEpoch, true, func(*Context, Event, *Record) error {
+		return Stop("one epoch is enough")
+	})).of(t)
+	ok(t, LaunchTrain(&TrainConfig{Options: quietOptions(1, 5, -1), Model: m, Input: regressionInput(t, 16, 64),
+		Callbacks: []*Callback{stopper}, Init: init}))
+	if initCalls != 2 {
+		t.Errorf("the init hook ran %d times, want 2", initCalls)
+	}
+	// Without options (the defaults) and without a hook: made, not run (the
+	// default console would write into the test's output).
+	tr = must(NewTrainerFromConfig(&TrainConfig{Model: m, Input: regressionInput(t, 32, 64)})).of(t)
+	if e, g := tr.EpochNum(), tr.GlobalStep(); e != 0 || g != 0 {
+		t.Errorf("EpochNum(), GlobalStep() = %d, %d", e, g)
+	}
+	ok(t, tr.Close())
+
+	// The hook's error comes back unchanged, after AFTER_TRAIN.
+	afterTrain := 0
+	after := func() *Callback {
+		return must(NewCallback("after", EventAfterTrain, true, func(*Context, Event, *Record) error {
+			afterTrain++
+			return nil
+		})).of(t)
+	}
+	noCheckpoint := errors.New("no checkpoint to restore")
+	err := LaunchTrain(&TrainConfig{Options: quietOptions(1, 3, -1), Model: m, Input: regressionInput(t, 16, 64),
+		Callbacks: []*Callback{after()}, Init: func(*Model) error { return noCheckpoint }})
+	if err != noCheckpoint {
+		t.Errorf("LaunchTrain() = %#v, want %#v", err, noCheckpoint)
+	}
+	if afterTrain != 1 {
+		t.Errorf("AFTER_TRAIN ran %d times, want 1", afterTrain)
+	}
+	// A stop from the hook ends training gracefully.
+	tr = must(NewTrainerFromConfig(&TrainConfig{Options: quietOptions(1, 3, -1), Model: m,
+		Input: regressionInput(t, 16, 64), Callbacks: []*Callback{after()},
+		Init: func(*Model) error { return Stop("nothing to train") }})).of(t)
+	defer tr.Close()
+	ok(t, tr.Run())
+	if reason, stopped := tr.StopReason(); !stopped || reason != "nothing to train" || tr.GlobalStep() != 0 {
+		t.Errorf("StopReason() = %q, %v after %d steps", reason, stopped, tr.GlobalStep())
+	}
+}
+
+func TestBadTrainConfigReleasesEverything(t *testing.T) {
+	checkHandles(t)
+	base := liveHandles.Load()
+	initCalled := false
+	parts := func() (*Input, *Callback, *Callback) {
+		in := must(InputFromFeed(func(int) ([]*Tensor, error) { return nil, io.EOF })).of(t)
+		cb := must(NewCallback("a", EventAll, true, func(*Context, Event, *Record) error { return nil })).of(t)
+		mon := must(NewCallback("m", EventRecord, true, func(*Context, Event, *Record) error { return nil })).of(t)
+		return in, cb, mon
+	}
+	hook := func(*Model) error { initCalled = true; return nil }
+	// No model: the library says so, and releases the input and the callbacks.
+	in, cb, mon := parts()
+	err := LaunchTrain(&TrainConfig{Input: in, Callbacks: []*Callback{cb}, Monitors: []*Callback{mon}, Init: hook})
+	wantError(t, err, CodeInvalidArgument, "argument 'config->model' is NULL")
+	if n := liveHandles.Load() - base; n != 0 {
+		t.Errorf("%d handles live after a config without a model, want 0", n)
+	}
+	// They are spent.
+	other := must(NewTrainer(nil)).of(t)
+	wantError(t, other.AddCallback(cb), CodeInvalidArgument, "the Callback 'a' was closed or already given away")
+	ok(t, other.Close())
+	_, err = NewTrainerFromConfig(&TrainConfig{Input: in})
+	wantError(t, err, CodeInvalidArgument, "NewTrainerFromConfig: the Input was closed or already given away")
+
+	m := newRegressionModel(t, &regression{})
+	// Refused by the library with a model: the same.
+	in, cb, mon = parts()
+	o := quietOptions(0, 1, -1)
+	_, err = NewTrainerFromConfig(&TrainConfig{Options: o, Model: m, Input: in, Callbacks: []*Callback{cb},
+		Monitors: []*Callback{mon}, Init: hook})
+	wantError(t, err, CodeInvalidArgument, "starting_epoch")
+	if n := liveHandles.Load() - base; n != 1 { // the model's tower function
+		t.Errorf("%d handles live after a refused config, want 1", n)
+	}
+	// Refused by the binding (a spent callback, a nil one): what could be
+	// taken is released.
+	in, cb, mon = parts()
+	_, err = NewTrainerFromConfig(&TrainConfig{Model: m, Input: in, Callbacks: []*Callback{cb, cb},
+		Monitors: []*Callback{mon, nil}, Init: hook})
+	wantError(t, err, CodeInvalidArgument, "NewTrainerFromConfig: Callbacks[1]: the Callback 'a' was closed or already given away")
+	if n := liveHandles.Load() - base; n != 1 {
+		t.Errorf("%d handles live after a spent callback, want 1", n)
+	}
+	closed := must(NewModel(regressionSpec(), (&regression{}).tower)).of(t)
+	closed.Close()
+	in, cb, mon = parts()
+	_, err = NewTrainerFromConfig(&TrainConfig{Model: closed, Input: in, Callbacks: []*Callback{cb}})
+	wantError(t, err, CodeInvalidArgument, "NewTrainerFromConfig: use of closed Model")
+	if n := liveHandles.Load() - base; n != 2 { // and the monitor not handed over
+		t.Errorf("%d handles live after a closed model, want 2", n)
+	}
+	ok(t, mon.Close())
+	_, err = NewTrainerFromConfig(nil)
+	wantError(t, err, CodeInvalidArgument, "cfg is nil")
+	if initCalled {
+		t.Error("the init hook ran")
+	}
+}
+
+func TestPanicInInitHook(t *testing.T) {
+	checkHandles(t)
+	m := newRegressionModel(t, &regression{})
+	setOptimizer(t, m, "sgd", 0.1)
+	value := &panicValue{"init"}
+	var r recorder
+	cfg := func() *TrainConfig {
+		return &TrainConfig{Options: quietOptions(1, 3, -1), Model: m, Input: regressionInput(t, 16, 64),
+			Callbacks: []*Callback{recordingCallback(t, &r, "A", EventAfterTrain, nil)},
+			Init:      func(*Model) error { panic(value) }}
+	}
+	tr := must(NewTrainerFromConfig(cfg())).of(t)
+	defer tr.Close()
+	_, p := runAndRecover(tr)
+	if p != value {
+		t.Fatalf("Run panicked with %#v, want %#v", p, value)
+	}
+	if n := r.count("A", EventAfterTrain); n != 1 {
+		t.Errorf("AFTER_TRAIN %d times, want 1", n)
+	}
+	if g := tr.GlobalStep(); g != 0 {
+		t.Errorf("GlobalStep() = %d, want 0", g)
+	}
+	p = func() (p any) {
+		defer func() { p = recover() }()
+		return LaunchTrain(cfg())
+	}()
+	if p != value {
+		t.Fatalf("LaunchTrain panicked with %#v, want %#v", p, value)
+	}
+	if n := r.count("A", EventAfterTrain); n != 2 {
+		t.Errorf("AFTER_TRAIN %d times, want 2", n)
+	}
+}
+
+// ---- TorchScript models.
+
+const python = "/usr/bin/python3"
+
+// torchScriptSource is the module of tests/py/test_torchscript.py, smaller:
+// y ~ fc(x) with a buffer, forward returning (cost, {"prediction": p}).
+const torchScriptSource = `
+import sys
+from typing import Dict, Tuple
+
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 1)
+        self.register_buffer("scale", torch.ones(1))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        p = self.fc(x) * self.scale
+        return torch.nn.functional.mse_loss(p, y), {"prediction": p}
+
+
+torch.manual_seed(0)
+torch.jit.save(torch.jit.script(Net()), sys.argv[1])
+`
+
+// scriptedModule scripts and saves the module into dir with Debian's
+// python3-torch, and skips the test when /usr/bin/python3 cannot import torch.
+func scriptedModule(t *testing.T, dir string) string {
+	t.Helper()
+	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
+		t.Skipf("%s cannot import torch (install python3-torch): %v: %s", python, err, out)
+	}
+	script := filepath.Join(dir, "make_module.py")
+	ok(t, os.WriteFile(script, []byte(torchScriptSource), 0o644))
+	path := filepath.Join(dir, "module.pt")
+	if out, err := exec.Command(python, script, path).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v: %s", python, script, err, out)
+	}
+	return path
+}
+
+func TestTorchScriptTrainSaveLoad(t *testing.T) {
+	checkHandles(t)
+	dir := t.TempDir()
+	path := scriptedModule(t, dir)
+	m := must(ModelFromTorchScript(path, regressionSpec())).of(t)
+	defer m.Close()
+	names := must(m.VariableNames()).of(t) // no build call needed
+	sort.Strings(names)
+	if want := []string{"fc/bias", "fc/weight", "scale"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("VariableNames() = %q, want %q", names, want)
+	}
+	weight := func(m *Model, name string) []float32 {
+		t.Helper()
+		v := must(m.Variable(name)).of(t)
+		defer closeT(t, v)
+		return must(v.Float32s()).of(t)
+	}
+	before := weight(m, "fc/weight")
+	setOptimizer(t, m, "sgd", 0.1)
+	tr := newQuietTrainer(t, 1, 5, 4)
+	ok(t, tr.SetModel(m, regressionInput(t, 16, 64)))
+	ok(t, tr.Run())
+	_, costs := must2(tr.ScalarHistory("cost"))(t)
+	if len(costs) != 20 || !(costs[19] < costs[0]) {
+		t.Errorf("costs %v: want 20, decreasing", costs)
+	}
+	trained := weight(m, "fc/weight")
+	if reflect.DeepEqual(trained, before) {
+		t.Error("training did not change fc/weight")
+	}
+	if s := weight(m, "scale"); !reflect.DeepEqual(s, []float32{1}) {
+		t.Errorf("the buffer changed: %v", s)
+	}
+
+	saved := filepath.Join(dir, "trained.pt")
+	ok(t, m.SaveTorchScript(saved))
+	again := must(ModelFromTorchScript(saved, regressionSpec())).of(t)
+	defer again.Close()
+	if w := weight(again, "fc/weight"); !reflect.DeepEqual(w, trained) {
+		t.Errorf("the saved fc/weight is %v, want %v", w, trained)
+	}
+	if b, want := weight(again, "fc/bias"), weight(m, "fc/bias"); !reflect.DeepEqual(b, want) {
+		t.Errorf("the saved fc/bias is %v, want %v", b, want)
+	}
+	// Both infer the same, with the outputs of the Dict.
+	xs, ys := regressionData(4)
+	x := must(FromFloat32(xs, 4, 3)).of(t)
+	defer closeT(t, x)
+	y := must(FromFloat32(ys, 4, 1)).of(t)
+	defer closeT(t, y)
+	a := must(m.Infer([]*Tensor{x, y}, []string{"prediction", "cost"})).of(t)
+	defer closeAll(a)
+	b := must(again.Infer([]*Tensor{x, y}, []string{"prediction", "cost"})).of(t)
+	defer closeAll(b)
+	if pa, pb := must(a[0].Float32s()).of(t), must(b[0].Float32s()).of(t); len(pa) != 4 || !reflect.DeepEqual(pa, pb) {
+		t.Errorf("predictions %v and %v", pa, pb)
+	}
+	if ca, cb := must(a[1].Item()).of(t), must(b[1].Item()).of(t); ca != cb {
+		t.Errorf("costs %v and %v", ca, cb)
+	}
+	// The signature is checked as for any model.
+	_, err := again.Infer([]*Tensor{y, x}, []string{"prediction"})
+	wantError(t, err, CodeInvalidArgument, "input 'x'")
+}
+
+func must2[A, B any](a A, b B, err error) func(testing.TB) (A, B) {
+	return func(t testing.TB) (A, B) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, b
+	}
+}
+
+func TestTorchScriptErrors(t *testing.T) {
+	checkHandles(t)
+	_, err := ModelFromTorchScript("/nonexistent/model.pt", regressionSpec())
+	wantError(t, err, CodeIO, "cannot load the TorchScript module /nonexistent/model.pt")
+	garbage := filepath.Join(t.TempDir(), "garbage.pt")
+	ok(t, os.WriteFile(garbage, []byte("garbage"), 0o644))
+	_, err = ModelFromTorchScript(garbage, regressionSpec())
+	wantError(t, err, CodeIO, "cannot load the TorchScript module")
+	m := must(NewModel(regressionSpec(), (&regression{}).tower)).of(t)
+	err = m.SaveTorchScript(filepath.Join(t.TempDir(), "x.pt"))
+	wantError(t, err, CodeUnsupported, "not made from TorchScript")
+	m.Close()
+	wantError(t, m.SaveTorchScript("x.pt"), CodeInvalidArgument, "use of closed Model")
 }

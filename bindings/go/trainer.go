@@ -105,6 +105,9 @@ type Trainer struct {
 	// function (SetModel), which Run consults for the errors and panics
 	// behind the status it gets back.
 	stashes []*stash
+	// The handle of the init hook of a trainer made from a config: the
+	// library borrows it, so Close deletes it after freeing the trainer.
+	initHandle cgo.Handle
 }
 
 // Context is what run_step, hooked steps, callbacks and predicates receive:
@@ -142,6 +145,18 @@ func NewTrainer(opts *TrainerOptions) (*Trainer, error) {
 	if opts != nil {
 		o = *opts
 	}
+	copts, free := cTrainerOptions(&o)
+	defer free()
+	var ptr *C.tpt_trainer
+	if err := statusError(C.tpt_trainer_new(&ptr, &copts)); err != nil {
+		return nil, err
+	}
+	return newTrainer(ptr, &Context{}), nil
+}
+
+// cTrainerOptions returns the C options of o, and the function that frees
+// the C string their logdir points to.
+func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func()) {
 	copts := C.tpt_trainer_options{
 		version:           C.TPT_TRAINER_OPTIONS_VERSION,
 		is_chief:          cBool(o.IsChief),
@@ -154,20 +169,22 @@ func NewTrainer(opts *TrainerOptions) (*Trainer, error) {
 		default_callbacks: cBool(o.DefaultCallbacks),
 		default_monitors:  cBool(o.DefaultMonitors),
 	}
-	if o.Logdir != "" {
-		logdir := C.CString(o.Logdir)
-		defer C.free(unsafe.Pointer(logdir))
-		copts.logdir = logdir
+	if o.Logdir == "" {
+		return copts, func() {}
 	}
-	var ptr *C.tpt_trainer
-	if err := statusError(C.tpt_trainer_new(&ptr, &copts)); err != nil {
-		return nil, err
-	}
-	ctx := &Context{ptr: ptr}
+	logdir := C.CString(o.Logdir)
+	copts.logdir = logdir
+	return copts, func() { C.free(unsafe.Pointer(logdir)) }
+}
+
+// newTrainer wraps a new trainer handle, with ctx (whose functions may
+// already refer to it) as its Context.
+func newTrainer(ptr *C.tpt_trainer, ctx *Context) *Trainer {
+	ctx.ptr = ptr
 	ctx.self = newHandle(ctx)
 	t := &Trainer{ptr: ptr, ctx: ctx}
 	runtime.SetFinalizer(t, (*Trainer).Close)
-	return t, nil
+	return t
 }
 
 func cBool(b bool) C.int32_t {
@@ -177,7 +194,7 @@ func cBool(b bool) C.int32_t {
 	return 0
 }
 
-// Close releases the trainer, its run_step and its callbacks
+// Close releases the trainer, its run_step, its callbacks and its init hook
 // (tpt_trainer_free); each Go function given to it is released exactly once.
 // It is idempotent. It fails, changing nothing, while Run is in progress.
 func (t *Trainer) Close() error {
@@ -194,6 +211,10 @@ func (t *Trainer) Close() error {
 		t.ptr = nil
 		t.ctx.ptr = nil
 		deleteHandle(t.ctx.self)
+		if t.initHandle != 0 {
+			deleteHandle(t.initHandle)
+			t.initHandle = 0
+		}
 		runtime.SetFinalizer(t, nil)
 	}
 	return nil

@@ -105,3 +105,27 @@ tpt_status *tptgo_model_new(tpt_model **out, const tpt_input_spec *inputs, size_
 tpt_status *tptgo_input_from_feed(tpt_input **out, uintptr_t handle) {
   return tpt_input_from_feed(out, feed_trampoline, (void *)handle, delete_handle);
 }
+
+/* ---- TrainConfig ---- */
+
+static tpt_status *init_trampoline(tpt_model *model, void *user_data) {
+  return tptgoInit(model, (uintptr_t)user_data);
+}
+
+tpt_status *tptgo_trainer_from_config(tpt_trainer **out, const tpt_trainer_options *options, tpt_model *model,
+                                      tpt_input *input, tpt_callback **callbacks, size_t n_callbacks,
+                                      tpt_callback **monitors, size_t n_monitors, uintptr_t init_handle) {
+  tpt_train_config config = TPT_TRAIN_CONFIG_INIT;
+  config.options = options;
+  config.model = model;
+  config.input = input;
+  config.callbacks = callbacks;
+  config.n_callbacks = n_callbacks;
+  config.monitors = monitors;
+  config.n_monitors = n_monitors;
+  if (init_handle != 0) {
+    config.init = init_trampoline;
+    config.init_user_data = (void *)init_handle;
+  }
+  return tpt_trainer_from_config(out, &config);
+}
