@@ -207,9 +207,9 @@ static void test_trains_and_reuses_variables(void **state) {
   ok(tpt_tensor_copy_to(&bv, sizeof bv, b));
   assert_true(fabsf(wv[0] - 1) < 0.05f && fabsf(wv[1] + 2) < 0.05f && fabsf(wv[2] - 3) < 0.05f);
   assert_true(fabsf(bv - 1) < 0.05f);
-  tpt_tensor *missing = NULL;
-  expect_code(tpt_model_variable(&missing, m, "nope"), TPT_ERR_NOT_FOUND, "no variable 'nope'");
-  assert_null(missing);
+  tpt_tensor *absent = NULL;
+  expect_code(tpt_model_variable(&absent, m, "nope"), TPT_ERR_NOT_FOUND, "no variable 'nope'");
+  assert_null(absent);
   tpt_tensor_free(w);
   tpt_tensor_free(b);
 
