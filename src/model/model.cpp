@@ -192,7 +192,7 @@ void Tower::set_cost(const at::Tensor &cost) {
   if (cost.numel() != 1) invalid_argument("the cost must have one element, got shape " + shape_text(cost.sizes()));
   if (!c10::isFloatingType(cost.scalar_type()))
     invalid_argument(std::string("the cost must be floating point, got ") + c10::toString(cost.scalar_type()));
-  cost_ = cost.reshape({});
+  cost_ = cost.dim() == 0 ? cost : cost.reshape({});  // no extra view op in the common case
 }
 
 void Tower::set_output(const std::string &name, const at::Tensor &value) {

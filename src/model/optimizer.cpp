@@ -138,11 +138,13 @@ void Optimizer::push_options() {
 }
 
 bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
-  std::vector<at::Tensor> params;
-  for (const auto &v : vars)
-    if (v.trainable) params.push_back(v.value);
-  if (params.empty()) fail(TPT_ERR_STATE, "the model has no trainable variables to optimise");
-  if (!opt_) make(params);
+  if (!opt_) {
+    for (const auto &v : vars)
+      if (v.trainable) params_list_.push_back(v.value);
+    if (params_list_.empty()) fail(TPT_ERR_STATE, "the model has no trainable variables to optimise");
+    make(params_list_);
+  }
+  const std::vector<at::Tensor> &params = params_list_;
   int64_t accumulate = static_cast<int64_t>(params_.at("accumulate_steps"));
   if (++micro_steps_ < accumulate) return false;
   micro_steps_ = 0;

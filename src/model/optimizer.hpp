@@ -43,6 +43,7 @@ class Optimizer {
   std::vector<std::pair<std::regex, double>> scales_;
   std::vector<std::string> scale_patterns_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
+  std::vector<at::Tensor> params_list_;  // the trainable variables, fixed at the first update
   int64_t micro_steps_ = 0;
 };
 

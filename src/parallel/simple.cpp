@@ -33,6 +33,7 @@ class Simple final : public Strategy {
   void setup(Trainer &) override {
     if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
     model_->build();
+    vars_ = model_->variables().all();  // fixed once built: variables are only created in the build call
   }
 
   void run_step(Trainer &t) override {
@@ -57,7 +58,7 @@ class Simple final : public Strategy {
     if (!cost.requires_grad())
       fail(TPT_ERR_STATE, "the cost does not depend on any trainable variable (nothing to train)");
     cost.backward();
-    opt.apply(model_->variables().all(), t.global_step());
+    opt.apply(vars_, t.global_step());
     Output c;
     c.scalar = cost_;
     t.set_output("cost", std::move(c));
@@ -70,6 +71,7 @@ class Simple final : public Strategy {
 
   std::shared_ptr<model::Model> model_;
   std::unique_ptr<input::Input> input_;
+  std::vector<model::Variable> vars_;
   double cost_ = 0;
 };
 
