@@ -70,6 +70,10 @@ void Optimizer::set(const std::string &name, double value) {
        name == "weight_decay" || name == "momentum") && value < 0)
     invalid_argument("hyper-parameter '" + name + "' must be >= 0, got " + std::to_string(value));
   it->second = value;
+  processing_.accumulate_steps = static_cast<int64_t>(params_.at("accumulate_steps"));
+  processing_.check_numerics = static_cast<int>(params_.at("check_numerics"));
+  processing_.clip_value = params_.at("clip_value");
+  processing_.clip_global_norm = params_.at("clip_global_norm");
   if (opt_) push_options();
 }
 
@@ -145,12 +149,12 @@ bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
     make(params_list_);
   }
   const std::vector<at::Tensor> &params = params_list_;
-  int64_t accumulate = static_cast<int64_t>(params_.at("accumulate_steps"));
+  int64_t accumulate = processing_.accumulate_steps;
   if (++micro_steps_ < accumulate) return false;
   micro_steps_ = 0;
   c10::NoGradGuard no_grad;
-  bool check = params_.at("check_numerics") >= 2;  // 1 checks the cost only (the strategy does that)
-  double clip_value = params_.at("clip_value");
+  bool check = processing_.check_numerics >= 2;  // 1 checks the cost only (the strategy does that)
+  double clip_value = processing_.clip_value;
   at::Tensor total;  // the sum of every gradient: finite iff they all are (one sync, not one per variable)
   for (const auto &v : vars) {
     if (!v.trainable) continue;
@@ -170,7 +174,7 @@ bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
   if (clip_value > 0)
     for (const auto &p : params)
       if (p.grad().defined()) p.grad().clamp_(-clip_value, clip_value);
-  double max_norm = params_.at("clip_global_norm");
+  double max_norm = processing_.clip_global_norm;
   if (max_norm > 0) {
     double total = 0;
     for (const auto &p : params)

@@ -25,6 +25,13 @@ class Optimizer {
   ~Optimizer();
 
   const std::string &kind() const { return kind_; }
+  // The gradient processors' settings, read on every step (kept out of the name map).
+  struct Processing {
+    int64_t accumulate_steps = 1;
+    int check_numerics = 1;
+    double clip_value = 0, clip_global_norm = 0;
+  };
+  const Processing &processing() const { return processing_; }
   void set(const std::string &name, double value);
   double get(const std::string &name) const;
   void scale_gradients(const std::string &pattern, double factor);
@@ -40,6 +47,7 @@ class Optimizer {
 
   std::string kind_;
   std::map<std::string, double> params_;
+  Processing processing_;
   std::vector<std::pair<std::regex, double>> scales_;
   std::vector<std::string> scale_patterns_;
   std::unique_ptr<torch::optim::Optimizer> opt_;

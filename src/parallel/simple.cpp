@@ -53,7 +53,7 @@ class Simple final : public Strategy {
     const at::Tensor &cost = *tower.cost();
     cost_ = cost.item<double>();
     model::Optimizer &opt = *model_->optimizer();
-    if (opt.get("check_numerics") != 0 && !std::isfinite(cost_))
+    if (opt.processing().check_numerics != 0 && !std::isfinite(cost_))
       fail(TPT_ERR_BACKEND, "the cost is " + std::to_string(cost_) + " at global_step " + std::to_string(t.global_step()));
     if (!cost.requires_grad())
       fail(TPT_ERR_STATE, "the cost does not depend on any trainable variable (nothing to train)");

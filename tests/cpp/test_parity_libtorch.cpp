@@ -24,10 +24,6 @@ namespace {
 
 constexpr int64_t N = 128, D = 6, H = 10, B = 16, STEPS = 200;
 
-void ok(tpt_status *st) {
-  ASSERT_EQ(st, nullptr) << tpt_status_message(st);
-}
-
 tpt_arg T(const tpt_tensor *t) {
   tpt_arg a;
   std::memset(&a, 0, sizeof a);
@@ -83,7 +79,9 @@ Run through_c_api(const at::Tensor &x, const at::Tensor &y, const std::vector<at
   tpt_optimizer *opt = nullptr;
   EXPECT_EQ(tpt_optimizer_new(&opt, kind.c_str()), nullptr);
   EXPECT_EQ(tpt_optimizer_set(opt, "learning_rate", kind == "sgd" ? 0.05 : 0.01), nullptr);
-  if (kind == "sgd") EXPECT_EQ(tpt_optimizer_set(opt, "momentum", 0.9), nullptr);
+  if (kind == "sgd") {
+    EXPECT_EQ(tpt_optimizer_set(opt, "momentum", 0.9), nullptr);
+  }
   EXPECT_EQ(tpt_model_set_optimizer(model, opt), nullptr);
   tpt_optimizer_free(opt);
   tpt_tensor tx(x), ty(y);
