@@ -7,49 +7,7 @@
  * [1, H], b2.bin [1] (raw little-endian f32) and dims.txt "N D H". OPTIMIZER
  * is "sgd" (lr 0.05, momentum 0.9) or "adam" (lr 0.01). Batches are taken in
  * order. Writes losses.bin (STEPS f32 costs) and w1.out ... b2.out. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "tptrain.h"
-
-static void die(tpt_status *st, const char *what) {
-  if (!st) return;
-  fprintf(stderr, "%s: %s (%s)\n", what, tpt_status_message(st), tpt_code_name(tpt_status_code(st)));
-  exit(3);
-}
-#define CHECK(call) die((call), #call)
-
-static tpt_tensor *load(const char *dir, const char *name, const int64_t *shape, size_t ndim) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  size_t n = 1;
-  for (size_t i = 0; i < ndim; ++i) n *= (size_t)shape[i];
-  float *buf = malloc(n * sizeof(float));
-  FILE *f = fopen(path, "rb");
-  if (!f || fread(buf, sizeof(float), n, f) != n) {
-    fprintf(stderr, "cannot read %s\n", path);
-    exit(3);
-  }
-  fclose(f);
-  tpt_tensor *t = NULL;
-  CHECK(tpt_tensor_from_data(&t, buf, n * sizeof(float), shape, ndim, NULL));
-  free(buf);
-  return t;
-}
-
-static void save(const char *dir, const char *name, const tpt_tensor *t) {
-  int64_t n = 0;
-  CHECK(tpt_tensor_numel(&n, t));
-  float *buf = malloc((size_t)n * sizeof(float));
-  CHECK(tpt_tensor_copy_to(buf, (size_t)n * sizeof(float), t));
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "wb");
-  fwrite(buf, sizeof(float), (size_t)n, f);
-  fclose(f);
-  free(buf);
-}
+#include "parity_common.h"
 
 static int64_t N, D, H;
 
@@ -102,19 +60,6 @@ done:
   return st;
 }
 
-static float *losses;
-static tpt_status *record_loss(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
-  (void)e;
-  (void)r;
-  (void)ud;
-  int64_t g;
-  double c;
-  die(tpt_trainer_global_step(&g, t), "global_step");
-  die(tpt_trainer_output_scalar(&c, t, "cost"), "cost");
-  losses[g - 1] = (float)c;
-  return NULL;
-}
-
 int main(int argc, char **argv) {
   if (argc != 5) {
     fprintf(stderr, "usage: parity_mlp DIR OPTIMIZER STEPS BATCH\n");
@@ -131,7 +76,7 @@ int main(int argc, char **argv) {
   CHECK(tpt_set_num_threads(1));
 
   const int64_t sx[] = {N, D}, sy[] = {N, 1}, sw1[] = {H, D}, sb1[] = {H}, sw2[] = {1, H}, sb2[] = {1};
-  tpt_tensor *x = load(dir, "x.bin", sx, 2), *y = load(dir, "y.bin", sy, 2);
+  tpt_tensor *x = parity_load(dir, "x.bin", sx, 2, TPT_DTYPE_F32), *y = parity_load(dir, "y.bin", sy, 2, TPT_DTYPE_F32);
   const int64_t in_x[] = {-1, D}, in_y[] = {-1, 1};
   tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, in_x, 2}, {"y", TPT_DTYPE_F32, in_y, 2}};
   tpt_model *model = NULL;
@@ -142,56 +87,22 @@ int main(int argc, char **argv) {
   const int64_t *shapes[] = {sw1, sb1, sw2, sb2};
   const size_t ndims[] = {2, 1, 2, 1};
   for (int i = 0; i < 4; ++i) {
-    tpt_tensor *init = load(dir, files[i], shapes[i], ndims[i]);
+    tpt_tensor *init = parity_load(dir, files[i], shapes[i], ndims[i], TPT_DTYPE_F32);
     CHECK(tpt_model_set_variable(model, names[i], init));
     tpt_tensor_free(init);
   }
-  tpt_optimizer *opt = NULL;
-  CHECK(tpt_optimizer_new(&opt, kind));
-  if (strcmp(kind, "sgd") == 0) {
-    CHECK(tpt_optimizer_set(opt, "learning_rate", 0.05));
-    CHECK(tpt_optimizer_set(opt, "momentum", 0.9));
-  } else {
-    CHECK(tpt_optimizer_set(opt, "learning_rate", 0.01));
-  }
-  CHECK(tpt_model_set_optimizer(model, opt));
-  tpt_optimizer_free(opt);
+  parity_set_optimizer(model, kind);
+  parity_train(dir, model, x, y, steps, batch);
 
-  const tpt_tensor *data[] = {x, y};
-  tpt_input *input = NULL;
-  CHECK(tpt_input_from_tensors(&input, data, 2, batch, 0, 0));
-  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
-  o.steps_per_epoch = steps;
-  o.max_epoch = 1;
-  o.console = 0;
-  o.progress = TPT_PROGRESS_OFF;
-  tpt_trainer *trainer = NULL;
-  CHECK(tpt_trainer_new(&trainer, &o));
-  CHECK(tpt_trainer_set_model(trainer, model, input));
-  losses = calloc((size_t)steps, sizeof(float));
-  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
-  d.events = TPT_EVENT_AFTER_RUN;
-  d.fn = record_loss;
-  tpt_callback *cb = NULL;
-  CHECK(tpt_callback_new(&cb, &d));
-  CHECK(tpt_trainer_add_callback(trainer, cb));
-  CHECK(tpt_trainer_run(trainer));
-  tpt_trainer_free(trainer);
-
-  snprintf(path, sizeof path, "%s/losses.bin", dir);
-  f = fopen(path, "wb");
-  fwrite(losses, sizeof(float), (size_t)steps, f);
-  fclose(f);
   const char *outs[] = {"w1.out", "b1.out", "w2.out", "b2.out"};
   for (int i = 0; i < 4; ++i) {
     tpt_tensor *v = NULL;
     CHECK(tpt_model_variable(&v, model, names[i]));
-    save(dir, outs[i], v);
+    parity_save(dir, outs[i], v);
     tpt_tensor_free(v);
   }
   tpt_model_free(model);
   tpt_tensor_free(x);
   tpt_tensor_free(y);
-  free(losses);
   return 0;
 }

@@ -1,0 +1,106 @@
+/* What the parity programs (parity_mlp.c, parity_cnn.c, parity_torchscript.c)
+ * share: exit on error, raw tensor files in the test's directory, the
+ * optimizer settings the Python references use, and one training run whose
+ * per-step costs are written to DIR/losses.bin (STEPS f32). */
+#ifndef TPT_TESTS_PARITY_COMMON_H
+#define TPT_TESTS_PARITY_COMMON_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tptrain.h"
+
+static inline void parity_die(tpt_status *st, const char *what) {
+  if (!st) return;
+  fprintf(stderr, "%s: %s (%s)\n", what, tpt_status_message(st), tpt_code_name(tpt_status_code(st)));
+  exit(3);
+}
+#define CHECK(call) parity_die((call), #call)
+
+/* DIR/NAME as a tensor of `dtype` (raw little-endian, C order). */
+static inline tpt_tensor *parity_load(const char *dir, const char *name, const int64_t *shape, size_t ndim, tpt_dtype dtype) {
+  size_t n = 1;
+  for (size_t i = 0; i < ndim; ++i) n *= (size_t)shape[i];
+  size_t bytes = n * tpt_dtype_size(dtype);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  void *buf = malloc(bytes);
+  FILE *f = fopen(path, "rb");
+  if (!f || fread(buf, 1, bytes, f) != bytes) {
+    fprintf(stderr, "cannot read %s\n", path);
+    exit(3);
+  }
+  fclose(f);
+  tpt_tensor_options o = TPT_TENSOR_OPTIONS_INIT;
+  o.dtype = dtype;
+  tpt_tensor *t = NULL;
+  CHECK(tpt_tensor_from_data(&t, buf, bytes, shape, ndim, &o));
+  free(buf);
+  return t;
+}
+
+static inline void parity_write(const char *dir, const char *name, const void *data, size_t bytes) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(data, 1, bytes, f) != bytes) {
+    fprintf(stderr, "cannot write %s\n", path);
+    exit(3);
+  }
+  fclose(f);
+}
+
+/* An f32 tensor to DIR/NAME. */
+static inline void parity_save(const char *dir, const char *name, const tpt_tensor *t) {
+  int64_t n = 0;
+  CHECK(tpt_tensor_numel(&n, t));
+  float *buf = malloc((size_t)n * sizeof(float));
+  CHECK(tpt_tensor_copy_to(buf, (size_t)n * sizeof(float), t));
+  parity_write(dir, name, buf, (size_t)n * sizeof(float));
+  free(buf);
+}
+
+/* "sgd": lr 0.05, momentum 0.9; "adam": lr 0.01 (as the Python references). */
+static inline void parity_set_optimizer(tpt_model *model, const char *kind) {
+  tpt_optimizer *opt = NULL;
+  CHECK(tpt_optimizer_new(&opt, kind));
+  if (strcmp(kind, "sgd") == 0) {
+    CHECK(tpt_optimizer_set(opt, "learning_rate", 0.05));
+    CHECK(tpt_optimizer_set(opt, "momentum", 0.9));
+  } else {
+    CHECK(tpt_optimizer_set(opt, "learning_rate", 0.01));
+  }
+  CHECK(tpt_model_set_optimizer(model, opt));
+  tpt_optimizer_free(opt);
+}
+
+/* STEPS steps (one epoch) on in-order batches of (x, y); the costs go to
+ * DIR/losses.bin. */
+static inline void parity_train(const char *dir, tpt_model *model, const tpt_tensor *x, const tpt_tensor *y, long steps,
+                         int64_t batch) {
+  const tpt_tensor *data[] = {x, y};
+  tpt_input *input = NULL;
+  CHECK(tpt_input_from_tensors(&input, data, 2, batch, 0, 0));
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.steps_per_epoch = steps;
+  o.max_epoch = 1;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_trainer *trainer = NULL;
+  CHECK(tpt_trainer_new(&trainer, &o));
+  CHECK(tpt_trainer_set_model(trainer, model, input));
+  CHECK(tpt_trainer_run(trainer));
+  size_t count = 0;
+  CHECK(tpt_trainer_scalar_history(&count, NULL, NULL, 0, trainer, "cost"));
+  double *costs = malloc(count * sizeof(double));
+  float *losses = malloc(count * sizeof(float));
+  CHECK(tpt_trainer_scalar_history(&count, NULL, costs, count, trainer, "cost"));
+  for (size_t i = 0; i < count; ++i) losses[i] = (float)costs[i];
+  parity_write(dir, "losses.bin", losses, count * sizeof(float));
+  free(costs);
+  free(losses);
+  tpt_trainer_free(trainer);
+}
+
+#endif
