@@ -299,16 +299,18 @@ TPT_API TPT_NODISCARD tpt_status *tpt_tensor_from_dlpack(tpt_tensor **out,
 /* Rust and Go. Arguments are matched against the operator's schemas like    */
 /* TorchScript does: positionally, then by keyword (tpt_arg.name); missing   */
 /* arguments take the schema's defaults; an int or double goes where the     */
-/* schema wants a Scalar; one int fills an int[N]. Without an overload name, */
-/* the overload that accepts the arguments with the fewest conversions      */
-/* (int to float, number to Scalar, ...) is called, ties going to the plain  */
+/* schema wants a Scalar; one int where it wants an int[N] of fixed length N */
+/* is repeated N times, as in Python (stride=2 for `int[2] stride` gives     */
+/* [2, 2]; an int[] without N takes only a list). Without an overload name,  */
+/* the overload that accepts the arguments with the fewest conversions (int  */
+/* to float, number to Scalar, ...) is called, ties going to the plain       */
 /* overload ("out" overloads only when named).                               */
 /* ------------------------------------------------------------------------ */
 
 typedef enum tpt_arg_kind {
   TPT_ARG_NONE = 0,        /* None (an optional argument left out explicitly) */
   TPT_ARG_TENSOR = 1,      /* .tensor */
-  TPT_ARG_INT = 2,         /* .i */
+  TPT_ARG_INT = 2,         /* .i (also fills an int[N], see above) */
   TPT_ARG_DOUBLE = 3,      /* .d */
   TPT_ARG_BOOL = 4,        /* .i (0 or 1) */
   TPT_ARG_INT_LIST = 5,    /* .list: const int64_t *, .len */
@@ -832,13 +834,38 @@ TPT_API TPT_NODISCARD tpt_status *tpt_manual_seed(uint64_t seed);
  * their path with "/" ("fc1.weight" -> "fc1/weight"); they are the module's
  * own tensors, so tpt_model_save_torchscript writes the trained module. The
  * module runs in train() mode in training towers and eval() mode in
- * inference. There is no build call: the variables exist from the start. */
+ * inference. There is no build call: the variables exist from the start.
+ * forward's arguments must take the signature's tensors (their number and
+ * types are checked when the model is made). */
 
 /* Loads `path` as a model with the given input signature (the signature is
  * checked against each batch, as for any model). */
 TPT_API TPT_NODISCARD tpt_status *tpt_model_from_torchscript(tpt_model **out, const char *path,
                                                              const tpt_input_spec *inputs,
                                                              size_t n_inputs);
+
+/* A parameter or buffer of a module compiled from source: a flat attribute
+ * name (a TorchScript identifier, used as self.<name> in the source), its
+ * shape, and how it is made (NULL: TPT_VARIABLE_OPTIONS_INIT; trainable
+ * ones become parameters, model-only ones buffers). */
+typedef struct tpt_torchscript_param {
+  const char *name;
+  const int64_t *shape;
+  size_t ndim;
+  const tpt_variable_options *options;
+} tpt_torchscript_param;
+
+/* Compiles TorchScript source into a model: `source` defines forward(self,
+ * ...) (and any helper methods) over the attributes in params, which are
+ * created and initialised first (with LibTorch's default generator, see
+ * tpt_manual_seed). Same conventions as tpt_model_from_torchscript;
+ * self.training is the train()/eval() flag. A compile error is
+ * TPT_ERR_INVALID_ARGUMENT with the compiler's message, as are names that
+ * are not identifiers, are reserved (Python's keywords, self, forward,
+ * training) or repeated, and dimensions < 1. */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_from_torchscript_source(
+    tpt_model **out, const char *source, const tpt_torchscript_param *params, size_t n_params,
+    const tpt_input_spec *inputs, size_t n_inputs);
 
 /* Saves a TorchScript model's module, with its current (trained) values, for
  * torch.jit.load or tpt_model_from_torchscript. TPT_ERR_UNSUPPORTED for a
@@ -1024,10 +1051,282 @@ TPT_API TPT_NODISCARD tpt_status *tpt_model_set_optimizer(tpt_model *model,
                                                           tpt_optimizer *optimizer);
 
 /* ------------------------------------------------------------------------ */
+/* Dataflows: the input pipeline                                             */
+/*                                                                           */
+/* tensorpack's DataFlow library. A dataflow yields datapoints, each a list  */
+/* of components (tensors; a scalar is a 0-d tensor). It is iterated in      */
+/* passes: tpt_dataflow_next gives the pass's datapoints, then TPT_STOP once */
+/* at its end; the next call starts another pass. A dataflow may be finite   */
+/* or infinite and may know its size (datapoints per pass).                  */
+/*                                                                           */
+/* Handles are shared: a combinator keeps its own reference to the dataflows */
+/* it reads, so the caller may free its handles at any time. A dataflow has  */
+/* one consumer: using it in a second combinator or input, or iterating it   */
+/* directly once it has one, is an error (tensorpack's "not reentrant").     */
+/*                                                                           */
+/* Randomness is seeded: tpt_dataflow_set_seed on the outermost dataflow     */
+/* seeds every random part of the pipeline (each gets its own stream, mixed  */
+/* from the seed and its place in the pipeline); without it the seed comes  */
+/* from LibTorch's default generator (tpt_manual_seed), so a seeded program */
+/* repeats its data. The random state can be saved and restored.            */
+/*                                                                           */
+/* Threads: a dataflow is iterated by one thread at a time. Callbacks of    */
+/* sources run on the thread that iterates; map callbacks of                */
+/* tpt_dataflow_parallel_map run on its worker threads, several at once.     */
+/* Threads a dataflow starts (parallel map, prefetch, the queue input) are   */
+/* joined when it is reset again, when its consumer stops, or when its last */
+/* reference goes; none outlives it.                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tpt_dataflow tpt_dataflow;
+typedef struct tpt_datapoint tpt_datapoint;
+
+/* ---- Datapoints --------------------------------------------------------- */
+
+/* An empty datapoint (for tpt_dataflow_next). The caller owns it. */
+TPT_API TPT_NODISCARD tpt_status *tpt_datapoint_new(tpt_datapoint **out);
+TPT_API void tpt_datapoint_free(tpt_datapoint *dp);
+/* The number of components (0 for NULL). */
+TPT_API size_t tpt_datapoint_size(const tpt_datapoint *dp);
+/* A new handle on component `index` (the caller frees it). */
+TPT_API TPT_NODISCARD tpt_status *tpt_datapoint_get(tpt_tensor **out, const tpt_datapoint *dp,
+                                                    size_t index);
+/* Sets component `index` to `value` (shared, not copied); index ==
+ * tpt_datapoint_size appends. */
+TPT_API TPT_NODISCARD tpt_status *tpt_datapoint_set(tpt_datapoint *dp, size_t index,
+                                                    const tpt_tensor *value);
+/* Keeps the first `size` components (0 empties it: a map callback that
+ * leaves the datapoint empty drops it). */
+TPT_API TPT_NODISCARD tpt_status *tpt_datapoint_truncate(tpt_datapoint *dp, size_t size);
+
+/* ---- Sources ------------------------------------------------------------ */
+
+/* A dataflow from C callbacks. next fills `dp` (empty on entry) with the
+ * next datapoint, or returns TPT_STOP at the end of the pass (any other
+ * status is an error that ends the consumer with its message). reset (may
+ * be NULL) is called by every reset of the dataflow with the seed the source
+ * should use for its randomness. size (may be NULL: unknown) returns the
+ * datapoints per pass, or -1. Initialise with TPT_DATAFLOW_CALLBACKS_INIT. */
+#define TPT_DATAFLOW_CALLBACKS_VERSION 1
+typedef struct tpt_dataflow_callbacks {
+  uint32_t version; /* TPT_DATAFLOW_CALLBACKS_VERSION */
+  tpt_status *(*next)(tpt_datapoint *dp, void *user_data);
+  tpt_status *(*reset)(uint64_t seed, void *user_data);
+  int64_t (*size)(void *user_data);
+} tpt_dataflow_callbacks;
+#define TPT_DATAFLOW_CALLBACKS_INIT { TPT_DATAFLOW_CALLBACKS_VERSION, NULL, NULL, NULL }
+
+/* The library owns user_data (destroy exactly once: when the dataflow's
+ * last reference goes, or at once on failure). */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out,
+                                                              const tpt_dataflow_callbacks *callbacks,
+                                                              void *user_data,
+                                                              void (*destroy)(void *user_data));
+
+/* Rows of in-memory tensors (dimension 0): datapoint i is (tensors[0][i],
+ * tensors[1][i], ...), in order or reshuffled every pass. Host arrays come in
+ * through tpt_tensor_from_blob. The tensors are shared, not copied. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_from_tensors(tpt_dataflow **out,
+                                                            const tpt_tensor *const *tensors,
+                                                            size_t n_tensors, int32_t shuffle);
+
+/* Rows of IDX files (the MNIST format; gzip-compressed when the name ends in
+ * .gz): datapoint i is (row i of paths[0], row i of paths[1], ...) in the
+ * files' element types (u8 for MNIST). The files are read at this call; a
+ * missing, truncated, wrong-magic or wrong-size file, or files with
+ * different row counts, give TPT_ERR_IO or TPT_ERR_INVALID_ARGUMENT naming
+ * the file. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_from_idx(tpt_dataflow **out,
+                                                        const char *const *paths, size_t n_paths,
+                                                        int32_t shuffle);
+
+/* MNIST or Fashion-MNIST (the same files) in `dir`: split "train" (60,000)
+ * or "test" (10,000). Datapoints (image f32 [1, 28, 28] in [0, 1], label
+ * i64 scalar). */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_mnist(tpt_dataflow **out, const char *dir,
+                                                     const char *split, int32_t shuffle);
+
+/* Decodes file `path` (number `index` in the list) into `dp` (empty on
+ * entry). Called on the thread that iterates, or on worker threads when
+ * n_threads > 0 (several at once). */
+typedef tpt_status *(*tpt_decode_fn)(tpt_datapoint *dp, const char *path, size_t index,
+                                     void *user_data);
+
+/* A list of files decoded by `decode` (the paths are copied), in order or
+ * shuffled every pass; with n_threads > 0 they are decoded by that many
+ * threads, in order. The library owns user_data. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_from_files(tpt_dataflow **out,
+                                                          const char *const *paths, size_t n_paths,
+                                                          int32_t shuffle, int32_t n_threads,
+                                                          tpt_decode_fn decode, void *user_data,
+                                                          void (*destroy)(void *user_data));
+
+/* `size` datapoints per pass of the given shapes and dtypes (names are
+ * ignored; -1 is not allowed), for benchmarks: uniform in [low, high)
+ * (integers: [low, high) rounded down), new every datapoint when `random`,
+ * else one constant datapoint repeated. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_fake(tpt_dataflow **out,
+                                                    const tpt_input_spec *components,
+                                                    size_t n_components, int64_t size,
+                                                    int32_t random, double low, double high);
+
+/* ---- Combinators -------------------------------------------------------- */
+
+/* Stacks `batch_size` datapoints into one along a new dimension 0 (each
+ * component; shapes and dtypes must agree, else an error naming both
+ * shapes). A short last batch is dropped, or emitted when `remainder`. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_batch(tpt_dataflow **out, tpt_dataflow *df,
+                                                     int64_t batch_size, int32_t remainder);
+
+/* A map callback: changes `dp` in place (set, truncate, append). Leaving it
+ * empty drops the datapoint. */
+typedef tpt_status *(*tpt_map_fn)(tpt_datapoint *dp, void *user_data);
+
+/* Applies `fn` to every datapoint on the iterating thread. The library owns
+ * user_data. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_map(tpt_dataflow **out, tpt_dataflow *df,
+                                                   tpt_map_fn fn, void *user_data,
+                                                   void (*destroy)(void *user_data));
+
+/* Replaces component `index` with what `fn` makes of it (*out: a new
+ * tensor that the library takes, or NULL to drop the datapoint). */
+typedef tpt_status *(*tpt_component_fn)(tpt_tensor **out, const tpt_tensor *value,
+                                        void *user_data);
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_map_component(tpt_dataflow **out,
+                                                             tpt_dataflow *df, size_t index,
+                                                             tpt_component_fn fn, void *user_data,
+                                                             void (*destroy)(void *user_data));
+
+/* Options of tpt_dataflow_parallel_map. Initialise with
+ * TPT_PARALLEL_MAP_OPTIONS_INIT. */
+#define TPT_PARALLEL_MAP_OPTIONS_VERSION 1
+typedef struct tpt_parallel_map_options {
+  uint32_t version;     /* TPT_PARALLEL_MAP_OPTIONS_VERSION */
+  int32_t n_threads;    /* >= 1; default 2 */
+  int32_t buffer_size;  /* datapoints in flight; default 200 */
+  int32_t ordered;      /* nonzero: outputs in input order (default 0) */
+  int32_t strict;       /* nonzero: each pass maps exactly the input's pass
+                           (the buffer drains at its end); 0 (default): the
+                           input repeats forever and passes blend */
+} tpt_parallel_map_options;
+#define TPT_PARALLEL_MAP_OPTIONS_INIT { TPT_PARALLEL_MAP_OPTIONS_VERSION, 2, 200, 0, 0 }
+
+/* tensorpack's MultiThreadMapData: `fn` runs on n_threads worker threads.
+ * In strict mode a drop is an error. Workers start at reset. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_parallel_map(tpt_dataflow **out, tpt_dataflow *df,
+                                                            tpt_map_fn fn, void *user_data,
+                                                            void (*destroy)(void *user_data),
+                                                            const tpt_parallel_map_options *options);
+
+/* Iterates `df` on a background thread, up to `capacity` datapoints ahead
+ * (tensorpack's PrefetchData with one worker; passes are kept apart). */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_prefetch(tpt_dataflow **out, tpt_dataflow *df,
+                                                        int64_t capacity);
+
+/* Shuffles within a buffer of `buffer_size` datapoints, each read
+ * `n_reuse` times (>= 1); reads `df` over and over, so it is infinite; its
+ * size is size(df) * n_reuse (tensorpack's LocallyShuffleData). */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_local_shuffle(tpt_dataflow **out,
+                                                             tpt_dataflow *df,
+                                                             int64_t buffer_size, int64_t n_reuse);
+
+/* Keeps the first pass of `df` in memory and replays it, reshuffled every
+ * pass when `shuffle` (tensorpack's CacheData). */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_cache(tpt_dataflow **out, tpt_dataflow *df,
+                                                     int32_t shuffle);
+
+/* `n` passes of `df` as one pass (n = -1: forever, infinite). */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_repeat(tpt_dataflow **out, tpt_dataflow *df,
+                                                      int64_t n);
+
+/* Exactly `size` datapoints per pass, restarting `df` when it ends; with
+ * keep_state the next pass goes on where this one stopped, else restarts. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_fixed_size(tpt_dataflow **out, tpt_dataflow *df,
+                                                          int64_t size, int32_t keep_state);
+
+/* One after the other. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_concat(tpt_dataflow **out,
+                                                      tpt_dataflow *const *dfs, size_t n);
+
+/* Side by side: the components of dfs[0], then of dfs[1], ...; the pass
+ * ends with the shortest. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_join(tpt_dataflow **out, tpt_dataflow *const *dfs,
+                                                    size_t n);
+
+/* Components indices[0], indices[1], ... in that order (repeats allowed). */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_select(tpt_dataflow **out, tpt_dataflow *df,
+                                                      const size_t *indices, size_t n);
+
+/* ---- Image augmentation ------------------------------------------------- */
+
+/* Image augmentors, applied in order to an image component of shape
+ * [C, H, W] or [H, W] (any real dtype; TO_FLOAT converts). */
+typedef enum tpt_augment_kind {
+  TPT_AUGMENT_TO_FLOAT = 1,    /* f32, times `scale` (e.g. 1/255) */
+  TPT_AUGMENT_NORMALIZE = 2,   /* (x - mean[c]) / std[c]; n_channels 1 applies to all */
+  TPT_AUGMENT_RANDOM_CROP = 3, /* pad by `padding` (zeros), crop height x width at random */
+  TPT_AUGMENT_FLIP = 4,        /* flip horizontally with `probability` */
+  TPT_AUGMENT_FORCE32 = 0x7fffffff
+} tpt_augment_kind;
+
+/* One augmentor: the fields its kind uses (see tpt_augment_kind). */
+typedef struct tpt_augmentor {
+  tpt_augment_kind kind;
+  double scale;
+  const double *mean; /* copied */
+  const double *std;  /* copied */
+  size_t n_channels;
+  int64_t height, width, padding;
+  double probability;
+} tpt_augmentor;
+
+/* Applies `augmentors` to component `index` of every datapoint (tensorpack's
+ * AugmentImageComponent). Each datapoint's randomness is drawn in input
+ * order, so the result does not depend on n_threads: 0 augments on the
+ * iterating thread, n > 0 on n worker threads (in order). */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_augment(tpt_dataflow **out, tpt_dataflow *df,
+                                                       size_t index,
+                                                       const tpt_augmentor *augmentors,
+                                                       size_t n_augmentors, int32_t n_threads);
+
+/* ---- Iterating, seeds and state ----------------------------------------- */
+
+/* Prepares `df` (and what it reads) for iteration: seeds its randomness
+ * (from the seed, or the restored state), starts its threads, starts a new
+ * pass. tensorpack calls it once per consumer; here a later reset starts
+ * over (threads are joined and restarted). tpt_dataflow_next resets a
+ * dataflow that never was. Not while another thread iterates it. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_reset_state(tpt_dataflow *df);
+
+/* The next datapoint of the pass into `dp` (its previous components are
+ * replaced); TPT_STOP at the end of the pass. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_next(tpt_dataflow *df, tpt_datapoint *dp);
+
+/* Datapoints per pass, or -1 when unknown or infinite. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_size(int64_t *out, const tpt_dataflow *df);
+
+/* Seeds the pipeline (see above) at its next reset. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_set_seed(tpt_dataflow *df, uint64_t seed);
+
+/* The random state of every part of the pipeline, as a u8 tensor (save it
+ * with the rest of a checkpoint). With threads that read ahead (prefetch,
+ * parallel map, queue input) it is the state of what has been read, which
+ * is ahead of what has been consumed. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df);
+
+/* Restores a state from tpt_dataflow_get_state of the same pipeline; the
+ * next reset continues from it instead of reseeding. An error if the
+ * pipeline's shape differs. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_set_state(tpt_dataflow *df, const tpt_tensor *state);
+
+/* Drops the caller's reference. NULL is a no-op. */
+TPT_API void tpt_dataflow_free(tpt_dataflow *df);
+
+/* ------------------------------------------------------------------------ */
 /* Inputs and the simple trainer                                             */
 /*                                                                           */
-/* An input gives the tower its batches. For now: tensors in memory, or a C */
-/* feed callback (the DataFlow library adds more). tpt_trainer_set_model     */
+/* An input gives the tower its batches: tensors in memory, a C feed        */
+/* callback, or a dataflow (queued or fed). tpt_trainer_set_model            */
 /* turns a trainer into tensorpack's SimpleTrainer: each run_step is one     */
 /* hooked step that takes a batch, runs the tower function, back-propagates  */
 /* the cost and applies the optimizer; the cost is the step output "cost"    */
@@ -1058,6 +1357,47 @@ TPT_API TPT_NODISCARD tpt_status *tpt_input_from_feed(tpt_input **out, tpt_feed_
                                                       void *user_data,
                                                       void (*destroy)(void *user_data));
 
+/* How a dataflow feeds the towers. */
+typedef enum tpt_input_kind {
+  TPT_INPUT_QUEUE = 1, /* QueueInput: a background thread fills a bounded queue */
+  TPT_INPUT_FEED = 2,  /* FeedInput: the training thread reads the dataflow */
+  TPT_INPUT_KIND_FORCE32 = 0x7fffffff
+} tpt_input_kind;
+
+/* Options of tpt_input_from_dataflow. Initialise with TPT_INPUT_OPTIONS_INIT. */
+#define TPT_INPUT_OPTIONS_VERSION 1
+typedef struct tpt_input_options {
+  uint32_t version;    /* TPT_INPUT_OPTIONS_VERSION */
+  tpt_input_kind kind; /* default TPT_INPUT_QUEUE */
+  int64_t capacity;    /* queue capacity in batches; default 50 */
+  int32_t repeat;      /* nonzero (default): pass after pass, forever; 0: the
+                          end of the first pass ends training gracefully */
+} tpt_input_options;
+#define TPT_INPUT_OPTIONS_INIT { TPT_INPUT_OPTIONS_VERSION, TPT_INPUT_QUEUE, 50, 1 }
+
+/* An input fed by a dataflow of batches (its components in signature order;
+ * usually a tpt_dataflow_batch). The input keeps a reference to `df` and
+ * resets it at SETUP. The queue's thread starts at BEFORE_TRAIN and is joined
+ * at AFTER_TRAIN (also when training fails or stops); the queue input puts
+ * the scalar "QueueInput/queue_size" (an EMA of the queue's fill, decay 0.5,
+ * tensorpack's throughput diagnostic) every step. A dataflow error ends
+ * training with its message. A pass that yields nothing ends training
+ * gracefully (end of data). Its size (the dataflow's) is the default
+ * steps_per_epoch. */
+TPT_API TPT_NODISCARD tpt_status *tpt_input_from_dataflow(tpt_input **out, tpt_dataflow *df,
+                                                          const tpt_input_options *options);
+
+/* tensorpack's StagingInput: copies the next batch of `input` to `device`
+ * (NULL: the tower's device) ahead of time, on a side stream with events on
+ * CUDA; a plain pass-through on the CPU. Takes `input` (also on failure). */
+TPT_API TPT_NODISCARD tpt_status *tpt_input_staging(tpt_input **out, tpt_input *input,
+                                                    const char *device);
+
+/* tensorpack's DummyConstantInput: the same zero tensors of the signature's
+ * shapes (free dimensions become batch_size) every step, to benchmark the
+ * model without data. */
+TPT_API TPT_NODISCARD tpt_status *tpt_input_dummy(tpt_input **out, int64_t batch_size);
+
 TPT_API void tpt_input_free(tpt_input *input);
 
 /* Makes `trainer` a simple (single-tower) trainer of `model` fed by
@@ -1067,6 +1407,17 @@ TPT_API void tpt_input_free(tpt_input *input);
  * (dtype, rank, fixed dimensions). Before run. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model,
                                                         tpt_input *input);
+
+/* A minimal InferenceRunner: at every TRIGGER (the end of each epoch) it runs
+ * one pass of `df` (batches in signature order; it must be finite) through
+ * the model's inference tower and puts, for each name in outputs, the mean of
+ * that output over all rows as the scalar "validation_<name>" (an output of
+ * one element per batch is weighted by the batch's rows, one of one element
+ * per row is averaged). Keeps references to model and df. */
+TPT_API TPT_NODISCARD tpt_status *tpt_inference_runner_new(tpt_callback **out, tpt_model *model,
+                                                           tpt_dataflow *df,
+                                                           const char *const *outputs,
+                                                           size_t n_outputs);
 
 /* ---- TrainConfig and launch ------------------------------------------------
  * tensorpack's high-level interface: describe the training in a config and
@@ -1078,20 +1429,25 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tp
 typedef tpt_status *(*tpt_init_fn)(tpt_model *model, void *user_data);
 
 /* Initialise with TPT_TRAIN_CONFIG_INIT. */
-#define TPT_TRAIN_CONFIG_VERSION 1
+#define TPT_TRAIN_CONFIG_VERSION 2
 typedef struct tpt_train_config {
   uint32_t version;                      /* TPT_TRAIN_CONFIG_VERSION */
   const tpt_trainer_options *options;    /* NULL: defaults (steps_per_epoch from the input) */
   tpt_model *model;                      /* required; the trainer takes a reference */
-  tpt_input *input;                      /* required; taken */
+  tpt_input *input;                      /* this or dataflow; taken */
   tpt_callback *const *callbacks;        /* taken; registered as user callbacks, in order */
   size_t n_callbacks;
   tpt_callback *const *monitors;         /* taken; registered after the default monitors */
   size_t n_monitors;
   tpt_init_fn init;                      /* NULL: none */
   void *init_user_data;                  /* borrowed: must outlive the trainer */
+  /* version 2: */
+  tpt_dataflow *dataflow;                /* this or input: batches in signature order,
+                                            wrapped in a queue input (tensorpack's automatic
+                                            QueueInput); the trainer takes a reference */
 } tpt_train_config;
-#define TPT_TRAIN_CONFIG_INIT { TPT_TRAIN_CONFIG_VERSION, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL }
+#define TPT_TRAIN_CONFIG_INIT \
+  { TPT_TRAIN_CONFIG_VERSION, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL }
 
 /* Makes a simple trainer from a config without running it (add callbacks,
  * then tpt_trainer_run). The input and every callback and monitor are taken,

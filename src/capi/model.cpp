@@ -19,15 +19,10 @@
 #include "trainer_handle.hpp"
 
 inline constexpr uint64_t kOptimizerMagic = 0x747074496f707469ull;  // "tptIopti"
-inline constexpr uint64_t kInputMagic = 0x747074496e707574ull;      // "tptInput"
 
 struct tpt_optimizer {
   uint64_t magic = kOptimizerMagic;
   std::shared_ptr<tpt::model::Optimizer> optimizer;
-};
-struct tpt_input {
-  uint64_t magic = kInputMagic;
-  std::unique_ptr<tpt::input::Input> input;
 };
 
 using tpt::capi::guard;
@@ -97,6 +92,26 @@ std::vector<tpt::model::InputSpec> signature_arg(const tpt_input_spec *inputs, s
   return specs;
 }
 
+// NULL: TPT_VARIABLE_OPTIONS_INIT. `name` names the pointer in messages.
+tpt::model::VariableOptions variable_options_arg(const tpt_variable_options *options, const std::string &name) {
+  tpt_variable_options o = TPT_VARIABLE_OPTIONS_INIT;
+  if (options) {
+    if (options->version < 1 || options->version > TPT_VARIABLE_OPTIONS_VERSION)
+      tpt::invalid_argument(name + "->version is " + std::to_string(options->version) +
+                            " (initialise with TPT_VARIABLE_OPTIONS_INIT)");
+    o = *options;
+  }
+  auto type = tpt::capi::scalar_type_of(o.dtype);
+  if (!type) tpt::invalid_argument(name + "->dtype " + std::to_string(static_cast<int>(o.dtype)) + " is not a tpt_dtype");
+  tpt::model::VariableOptions vo;
+  vo.dtype = *type;
+  vo.init = o.init;
+  vo.trainable = o.trainable != 0;
+  vo.a = o.a;
+  vo.b = o.b;
+  return vo;
+}
+
 }  // namespace
 
 extern "C" {
@@ -131,6 +146,30 @@ tpt_status *tpt_model_from_torchscript(tpt_model **out, const char *path, const 
     *out = nullptr;
     std::vector<tpt::model::InputSpec> specs = signature_arg(inputs, n_inputs);
     auto model = tpt::model::load_torchscript(require(path, "path"), std::move(specs));
+    auto *m = new tpt_model;
+    m->model = std::move(model);
+    *out = m;
+  });
+}
+
+tpt_status *tpt_model_from_torchscript_source(tpt_model **out, const char *source, const tpt_torchscript_param *params,
+                                             size_t n_params, const tpt_input_spec *inputs, size_t n_inputs) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(source, "source");
+    if (n_params > 0) require(params, "params");
+    std::vector<tpt::model::TorchScriptParam> ps;
+    for (size_t i = 0; i < n_params; ++i) {
+      std::string where = "params[" + std::to_string(i) + "]";
+      const tpt_torchscript_param &p = params[i];
+      if (!p.name) tpt::invalid_argument(where + ".name is NULL");
+      if (p.ndim > 0 && !p.shape) tpt::invalid_argument(where + ".shape is NULL");
+      ps.push_back({p.name, std::vector<int64_t>(p.shape, p.shape + p.ndim),
+                    variable_options_arg(p.options, where + ".options")});
+    }
+    std::vector<tpt::model::InputSpec> specs = signature_arg(inputs, n_inputs);
+    auto model = tpt::model::compile_torchscript(source, ps, std::move(specs));
     auto *m = new tpt_model;
     m->model = std::move(model);
     *out = m;
@@ -277,21 +316,7 @@ tpt_status *tpt_tower_variable(tpt_tensor **out, tpt_tower *tower, const char *n
     tpt::model::Tower &t = tower_arg(tower);
     std::string key = name_arg(name, "name");
     if (ndim > 0) require(shape, "shape");
-    tpt_variable_options o = TPT_VARIABLE_OPTIONS_INIT;
-    if (options) {
-      if (options->version < 1 || options->version > TPT_VARIABLE_OPTIONS_VERSION)
-        tpt::invalid_argument("options->version is " + std::to_string(options->version) +
-                              " (initialise with TPT_VARIABLE_OPTIONS_INIT)");
-      o = *options;
-    }
-    auto type = tpt::capi::scalar_type_of(o.dtype);
-    if (!type) tpt::invalid_argument("options->dtype " + std::to_string(static_cast<int>(o.dtype)) + " is not a tpt_dtype");
-    tpt::model::VariableOptions vo;
-    vo.dtype = *type;
-    vo.init = o.init;
-    vo.trainable = o.trainable != 0;
-    vo.a = o.a;
-    vo.b = o.b;
+    tpt::model::VariableOptions vo = variable_options_arg(options, "options");
     tpt::capi::give(out, t.variable(key, std::vector<int64_t>(shape, shape + ndim), vo));
   });
 }
@@ -410,7 +435,7 @@ tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_in
       tpt::capi::throw_not_live("input", "tpt_input");
     }
     if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
-    in->set_width(m->inputs().size());
+    in->set_signature(m->inputs());
     if (auto n = in->size()) t.default_steps_per_epoch(*n);
     tpt::parallel::attach(t, tpt::parallel::simple(std::move(m), std::move(in)));
   });
@@ -454,8 +479,13 @@ tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *c
       tpt::invalid_argument("config->version is " + std::to_string(config->version) +
                             " (initialise with TPT_TRAIN_CONFIG_INIT)");
     require(config->model, "config->model");
-    require(config->input, "config->input");
+    tpt_dataflow *df = config->version >= 2 ? config->dataflow : nullptr;
+    if (config->input && df) tpt::invalid_argument("config->input and config->dataflow are both set (give one)");
+    if (!config->input && !df) tpt::invalid_argument("config->input and config->dataflow are both NULL (give one)");
   });
+  // A dataflow becomes a queue input (tensorpack's automatic QueueInput for
+  // the simple trainer).
+  if (!st && !input) st = tpt_input_from_dataflow(&input, config->dataflow, nullptr);
   if (!st) st = tpt_trainer_new(&trainer, config->options);
   if (!st) {
     st = tpt_trainer_set_model(trainer, config->model, input);

@@ -1,19 +1,26 @@
-// The model and tower handles, shared by the C API files of the sections
-// "Models" (model.cpp) and "Layers, losses and metrics" (layers.cpp).
+// The model, tower and input handles, shared by the C API files of the
+// sections "Models" (model.cpp), "Layers, losses and metrics" (layers.cpp)
+// and "Dataflows" (data.cpp).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "handles.hpp"
+#include "input/input.hpp"
 #include "model/model.hpp"
 
 inline constexpr uint64_t kModelMagic = 0x7470744d6f64656cull;  // "tptModel"
 inline constexpr uint64_t kTowerMagic = 0x74707454776572ull;    // "tptTwer"
+inline constexpr uint64_t kInputMagic = 0x747074496e707574ull;   // "tptInput"
 
 struct tpt_model {
   uint64_t magic = kModelMagic;
   std::shared_ptr<tpt::model::Model> model;
+};
+struct tpt_input {
+  uint64_t magic = kInputMagic;
+  std::unique_ptr<tpt::input::Input> input;
 };
 struct tpt_tower {
   uint64_t magic = kTowerMagic;
@@ -33,6 +40,10 @@ H &live(H *h, uint64_t magic, const char *name, const char *type) {
 
 inline tpt::model::Model &model_arg(const tpt_model *m) {
   return *live(const_cast<tpt_model *>(m), kModelMagic, "model", "tpt_model").model;
+}
+
+inline std::shared_ptr<tpt::model::Model> model_arg_ptr(const tpt_model *m, const char *name = "model") {
+  return live(const_cast<tpt_model *>(m), kModelMagic, name, "tpt_model").model;
 }
 
 inline tpt::model::Tower &tower_arg(const tpt_tower *t) {

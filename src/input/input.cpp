@@ -4,6 +4,7 @@
 #include <ATen/ops/randperm.h>
 
 #include "core/error.hpp"
+#include "model/model.hpp"
 
 namespace tpt::input {
 
@@ -65,7 +66,7 @@ class FunctionInput final : public Input {
  public:
   explicit FunctionInput(std::function<std::vector<at::Tensor>(size_t)> fn) : fn_(std::move(fn)) {}
   std::vector<at::Tensor> next() override { return fn_(width_); }
-  void set_width(size_t width) override { width_ = width; }
+  void set_signature(const std::vector<model::InputSpec> &sig) override { width_ = sig.size(); }
 
  private:
   std::function<std::vector<at::Tensor>(size_t)> fn_;

@@ -1,14 +1,26 @@
-// Input sources: what gives the towers their batches. The DataFlow library
-// and the prefetching sources (QueueInput, StagingInput) will add kinds.
+// Input sources: what gives the towers their batches (tensorpack's
+// InputSource): in-memory tensors, a feed function, dataflows fed or queued,
+// staging to a device, dummy data.
 #pragma once
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
+
+namespace tpt {
+class Trainer;
+}
+namespace tpt::model {
+struct InputSpec;
+}
+namespace tpt::data {
+class DataFlow;
+}
 
 namespace tpt::input {
 
@@ -20,9 +32,15 @@ class Input {
   virtual std::vector<at::Tensor> next() = 0;
   // Batches per pass over the data, when known.
   virtual std::optional<int64_t> size() const { return std::nullopt; }
-  // Tells the input how many tensors each batch has (the signature's width),
-  // before the first next().
-  virtual void set_width(size_t) {}
+  // Tells the input the model's signature, before the first next().
+  virtual void set_signature(const std::vector<model::InputSpec> &) {}
+  // The training's life cycle, driven by the strategy: SETUP (reset the
+  // data), BEFORE_TRAIN (start threads), after each hooked step (put
+  // scalars), AFTER_TRAIN (join threads; also after a failure).
+  virtual void setup() {}
+  virtual void before_train() {}
+  virtual void after_step(Trainer &) {}
+  virtual void after_train() {}
 };
 
 // Batches of rows of in-memory tensors, in order or reshuffled each pass.
@@ -32,5 +50,19 @@ std::unique_ptr<Input> from_tensors(std::vector<at::Tensor> tensors, int64_t bat
 // Batches from a function given the batch width (tensorpack's FeedInput); it
 // throws StopTraining at the end.
 std::unique_ptr<Input> from_function(std::function<std::vector<at::Tensor>(size_t width)> fn);
+
+// A dataflow of batches read on the training thread (FeedInput) or by a
+// background thread into a bounded queue (QueueInput). With `repeat` the
+// dataflow is read pass after pass; without, its end ends training.
+std::unique_ptr<Input> feed(std::shared_ptr<data::DataFlow> df, bool repeat);
+std::unique_ptr<Input> queue(std::shared_ptr<data::DataFlow> df, int64_t capacity, bool repeat);
+// Copies the inner input's next batch to `device` ahead of time
+// (StagingInput); nullopt: the towers' device (the CPU for now).
+std::unique_ptr<Input> staging(std::unique_ptr<Input> inner, std::optional<c10::Device> device);
+// Zeros of the signature's shapes, free dimensions set to batch_size.
+std::unique_ptr<Input> dummy(int64_t batch_size);
+// What a dataflow given to a TrainConfig becomes for `n_towers` towers on
+// `device` (tensorpack's automatic wrapping).
+std::unique_ptr<Input> auto_wrap(std::shared_ptr<data::DataFlow> df, int n_towers, c10::Device device);
 
 }  // namespace tpt::input

@@ -88,6 +88,17 @@ void initialize(at::Tensor &t, const VariableOptions &o) {
 
 }  // namespace
 
+at::Tensor new_variable(const std::vector<int64_t> &shape, const VariableOptions &opts) {
+  at::Tensor value;
+  {
+    c10::NoGradGuard no_grad;
+    value = at::empty(shape, at::TensorOptions().dtype(opts.dtype));
+    initialize(value, opts);
+  }
+  if (opts.trainable) value.set_requires_grad(true);
+  return value;
+}
+
 // ------------------------------------------------------------------ store
 
 at::Tensor VariableStore::get(const std::string &name, const std::vector<int64_t> &shape,
@@ -112,13 +123,7 @@ at::Tensor VariableStore::get(const std::string &name, const std::vector<int64_t
     if (d < 0) invalid_argument("variable '" + name + "' has a negative dimension: " + shape_text(shape));
   if (opts.trainable && !c10::isFloatingType(opts.dtype))
     invalid_argument("trainable variable '" + name + "' needs a floating dtype, got " + c10::toString(opts.dtype));
-  at::Tensor value;
-  {
-    c10::NoGradGuard no_grad;
-    value = at::empty(shape, at::TensorOptions().dtype(opts.dtype));
-    initialize(value, opts);
-  }
-  if (opts.trainable) value.set_requires_grad(true);
+  at::Tensor value = new_variable(shape, opts);
   index_[name] = vars_.size();
   vars_.push_back(Variable{name, value, opts.trainable});
   return value;

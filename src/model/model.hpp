@@ -36,6 +36,11 @@ struct VariableOptions {
   double a = 0, b = 0;
 };
 
+// A new variable's value: `shape` of `opts.dtype`, filled by `opts.init`
+// (from LibTorch's default generator), requiring gradients when trainable.
+// Throws TPT_ERR_INVALID_ARGUMENT for bad initializer parameters.
+at::Tensor new_variable(const std::vector<int64_t> &shape, const VariableOptions &opts);
+
 struct Variable {
   std::string name;
   at::Tensor value;

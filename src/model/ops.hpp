@@ -4,14 +4,16 @@
 // Arguments are matched against the operator's schemas as TorchScript does:
 // positional arguments first, then keyword arguments by name; kwarg-only
 // arguments (after `*`) only by keyword; missing arguments take the schema's
-// default. Without an overload name every overload is tried (out variants
-// excepted) and the one that needs the fewest implicit conversions wins; ties
-// go to the first in a stable order (the plain overload, then the others by
-// name). Errors are tpt::Error: TPT_ERR_INVALID_ARGUMENT for an unknown
-// operator or arguments no schema accepts (the message gives the reason for
-// each schema), TPT_ERR_UNSUPPORTED for a result that is not a tensor, a list
-// or tuple of tensors, a number or a bool. Whatever the operator itself
-// throws (c10::Error, ...) propagates unchanged.
+// default; one int where the schema wants int[N] (a fixed N, as `int[2]
+// stride`) is repeated N times, as Python does. Without an overload name
+// every overload is tried (out variants excepted) and the one that needs the
+// fewest implicit conversions wins; ties go to the first in a stable order
+// (the plain overload, then the others by name). Errors are tpt::Error:
+// TPT_ERR_INVALID_ARGUMENT for an unknown operator or arguments no schema
+// accepts (the message gives the reason for each schema),
+// TPT_ERR_UNSUPPORTED for a result that is not a tensor, a list or tuple of
+// tensors, a number or a bool. Whatever the operator itself throws
+// (c10::Error, ...) propagates unchanged.
 #pragma once
 
 #include <ATen/core/Tensor.h>

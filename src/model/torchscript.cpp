@@ -4,7 +4,10 @@
 #include <torch/csrc/jit/serialization/import.h>
 
 #include <algorithm>
+#include <cctype>
 #include <mutex>
+#include <new>
+#include <set>
 
 #include "core/error.hpp"
 
@@ -48,16 +51,33 @@ void run_forward(torch::jit::Module &module, std::mutex &mu, Tower &tower, const
   tower.set_cost(cost.toTensor());
 }
 
-}  // namespace
-
-std::shared_ptr<Model> load_torchscript(const std::string &path, std::vector<InputSpec> inputs) {
-  auto module = std::make_shared<torch::jit::Module>();
-  try {
-    *module = torch::jit::load(path);
-  } catch (const c10::Error &e) {
-    fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": " + e.what_without_backtrace());
+// The forward method's inputs (after self) must take the signature's tensors.
+void check_forward(const torch::jit::Module &module, const std::string &what, size_t n_inputs) {
+  auto forward = module.find_method("forward");
+  if (!forward) invalid_argument(what + " has no forward method");
+  const auto &args = forward->function().getSchema().arguments();
+  size_t n = args.empty() ? 0 : args.size() - 1, required = 0;
+  std::string names;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (!args[i].default_value()) required = i;
+    names += (i > 1 ? ", " : "") + args[i].name();
   }
-  if (!module->find_method("forward")) invalid_argument("the TorchScript module " + path + " has no forward method");
+  if (n_inputs < required || n_inputs > n)
+    invalid_argument(what + ": forward(self" + (names.empty() ? "" : ", ") + names + ") takes " +
+                     (required == n ? std::to_string(n) : std::to_string(required) + " to " + std::to_string(n)) +
+                     (required == n && n == 1 ? " input" : " inputs") + ", the input signature has " +
+                     std::to_string(n_inputs));
+  for (size_t i = 1; i <= n_inputs; ++i)
+    if (!c10::TensorType::get()->isSubtypeOf(*args[i].type()))
+      invalid_argument(what + ": forward's argument '" + args[i].name() + "' is " + args[i].type()->annotation_str() +
+                       "; the inputs are tensors");
+}
+
+// What both constructors share: the tower function running forward, the
+// module's parameters and buffers as variables, the saver.
+std::shared_ptr<Model> from_module(std::shared_ptr<torch::jit::Module> module, const std::string &what,
+                                   std::vector<InputSpec> inputs) {
+  check_forward(*module, what, inputs.size());
   auto mu = std::make_shared<std::mutex>();
   TowerFn fn = [module, mu](Tower &tower, const std::vector<at::Tensor> &batch) {
     run_forward(*module, *mu, tower, batch);
@@ -73,6 +93,83 @@ std::shared_ptr<Model> load_torchscript(const std::string &path, std::vector<Inp
     }
   };
   return model;
+}
+
+// Python's keywords and TorchScript's reserved words: not attribute names.
+bool reserved(const std::string &name) {
+  static const std::set<std::string> words = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def",
+      "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda",
+      "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with", "yield", "self", "forward",
+      "training"};
+  return words.count(name) > 0;
+}
+
+bool identifier(const std::string &name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+}  // namespace
+
+std::shared_ptr<Model> load_torchscript(const std::string &path, std::vector<InputSpec> inputs) {
+  auto module = std::make_shared<torch::jit::Module>();
+  try {
+    *module = torch::jit::load(path);
+  } catch (const c10::Error &e) {
+    fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": " + e.what_without_backtrace());
+  }
+  return from_module(std::move(module), "the TorchScript module " + path, std::move(inputs));
+}
+
+std::shared_ptr<Model> compile_torchscript(const std::string &source, const std::vector<TorchScriptParam> &params,
+                                           std::vector<InputSpec> inputs) {
+  std::set<std::string> seen;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const TorchScriptParam &p = params[i];
+    std::string where = "params[" + std::to_string(i) + "]";
+    if (!identifier(p.name)) invalid_argument(where + ".name '" + p.name + "' is not a TorchScript identifier");
+    if (reserved(p.name)) invalid_argument(where + ".name '" + p.name + "' is a reserved word");
+    if (!seen.insert(p.name).second) invalid_argument(where + ".name '" + p.name + "' is used twice");
+    for (int64_t d : p.shape)
+      if (d < 1) invalid_argument(where + ".shape " + shape_text(p.shape) + " ('" + p.name + "'): dimensions are >= 1");
+    if (p.options.trainable && !c10::isFloatingType(p.options.dtype))
+      invalid_argument(where + " ('" + p.name + "') is trainable and needs a floating dtype, got " +
+                       c10::toString(p.options.dtype));
+  }
+  auto module = std::make_shared<torch::jit::Module>("__torch__.TptModule");
+  // What scripted nn.Modules have, and what train()/eval() set.
+  module->register_attribute("training", c10::BoolType::get(), true);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const TorchScriptParam &p = params[i];
+    at::Tensor value;
+    try {
+      value = new_variable(p.shape, p.options);
+    } catch (const Error &e) {
+      invalid_argument("params[" + std::to_string(i) + "] ('" + p.name + "'): " + e.what());
+    }
+    if (p.options.trainable)
+      module->register_parameter(p.name, value, /*is_buffer=*/false);
+    else
+      module->register_buffer(p.name, value);
+  }
+  auto compile_error = [](const char *message) {
+    std::string text = message;
+    text.erase(0, text.find_first_not_of(" \n"));
+    invalid_argument("cannot compile the TorchScript source: " + text);
+  };
+  try {
+    module->define(source);
+  } catch (const std::bad_alloc &) {
+    throw;
+  } catch (const c10::Error &e) {
+    compile_error(e.what_without_backtrace());
+  } catch (const std::exception &e) {  // torch::jit::ErrorReport, with the source's line
+    compile_error(e.what());
+  }
+  return from_module(std::move(module), "the TorchScript source", std::move(inputs));
 }
 
 }  // namespace tpt::model

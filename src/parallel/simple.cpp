@@ -19,8 +19,12 @@ namespace {
 class StrategySetup final : public Callback {
  public:
   explicit StrategySetup(std::shared_ptr<Strategy> s) : Callback("TowerSetup", false), s_(std::move(s)) {}
-  uint32_t events() const override { return TPT_EVENT_SETUP; }
-  void on_event(Trainer &t, tpt_event, const Record *) override { s_->setup(t); }
+  uint32_t events() const override { return TPT_EVENT_SETUP | TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_AFTER_TRAIN; }
+  void on_event(Trainer &t, tpt_event e, const Record *) override {
+    if (e == TPT_EVENT_SETUP) s_->setup(t);
+    else if (e == TPT_EVENT_BEFORE_TRAIN) s_->before_train(t);
+    else if (e == TPT_EVENT_AFTER_TRAIN) s_->after_train(t);
+  }
 
  private:
   std::shared_ptr<Strategy> s_;
@@ -34,11 +38,16 @@ class Simple final : public Strategy {
     if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
     model_->build();
     vars_ = model_->variables().all();  // fixed once built: variables are only created in the build call
+    input_->setup();
   }
+
+  void before_train(Trainer &) override { input_->before_train(); }
+  void after_train(Trainer &) override { input_->after_train(); }
 
   void run_step(Trainer &t) override {
     t.hooked_step(&Simple::step, this);
     t.put_scalar("cost", cost_);
+    input_->after_step(t);
   }
 
  private:

@@ -25,10 +25,15 @@ class Strategy {
   virtual void setup(Trainer &trainer) = 0;
   // One run_step.
   virtual void run_step(Trainer &trainer) = 0;
+  // At BEFORE_TRAIN (start input threads) and AFTER_TRAIN (join them; also
+  // after a failure).
+  virtual void before_train(Trainer &) {}
+  virtual void after_train(Trainer &) {}
 };
 
-// Makes `strategy` the trainer's run_step and hooks its setup into SETUP
-// (as a trainer callback, ahead of the user's callbacks).
+// Makes `strategy` the trainer's run_step and hooks its setup, before_train
+// and after_train into the loop (as a trainer callback, ahead of the user's
+// callbacks).
 void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy);
 
 // tensorpack's SimpleTrainer: one tower, one batch per step.

@@ -189,6 +189,11 @@ static int abi_run(const char *lang) {
     ABI_EQ(v.init, TPT_INIT_GLOROT_UNIFORM);
     ABI_EQ(v.trainable, 1);
   }
+  ABI_EQ(offsetof(tpt_torchscript_param, name), 0);
+  ABI_EQ(offsetof(tpt_torchscript_param, shape), sizeof(void *));
+  ABI_EQ(offsetof(tpt_torchscript_param, ndim), 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_torchscript_param, options), 2 * sizeof(void *) + sizeof(size_t));
+  ABI_EQ(sizeof(tpt_torchscript_param), 3 * sizeof(void *) + sizeof(size_t));
   /* layers */
   ABI_EQ(TPT_ACT_NONE, 0);
   ABI_EQ(TPT_ACT_RELU, 1);
@@ -222,7 +227,7 @@ static int abi_run(const char *lang) {
     ABI_EQ(l.kernel_init, TPT_INIT_HE_NORMAL);
   }
   /* TrainConfig */
-  ABI_EQ(TPT_TRAIN_CONFIG_VERSION, 1);
+  ABI_EQ(TPT_TRAIN_CONFIG_VERSION, 2);
   ABI_EQ(offsetof(tpt_train_config, version), 0);
   ABI_EQ(offsetof(tpt_train_config, options), 8);
   ABI_EQ(offsetof(tpt_train_config, model), 8 + sizeof(void *));
@@ -233,7 +238,54 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_train_config, n_monitors), 8 + 5 * sizeof(void *) + sizeof(size_t));
   ABI_EQ(offsetof(tpt_train_config, init), 8 + 5 * sizeof(void *) + 2 * sizeof(size_t));
   ABI_EQ(offsetof(tpt_train_config, init_user_data), 8 + 6 * sizeof(void *) + 2 * sizeof(size_t));
-  ABI_EQ(sizeof(tpt_train_config), 8 + 7 * sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(offsetof(tpt_train_config, dataflow), 8 + 7 * sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(sizeof(tpt_train_config), 8 + 8 * sizeof(void *) + 2 * sizeof(size_t));
+  /* Dataflows */
+  ABI_EQ(TPT_DATAFLOW_CALLBACKS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_dataflow_callbacks, version), 0);
+  ABI_EQ(offsetof(tpt_dataflow_callbacks, next), 8);
+  ABI_EQ(offsetof(tpt_dataflow_callbacks, reset), 8 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_dataflow_callbacks, size), 8 + 2 * sizeof(void *));
+  ABI_EQ(sizeof(tpt_dataflow_callbacks), 8 + 3 * sizeof(void *));
+  ABI_EQ(TPT_PARALLEL_MAP_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_parallel_map_options, n_threads), 4);
+  ABI_EQ(offsetof(tpt_parallel_map_options, buffer_size), 8);
+  ABI_EQ(offsetof(tpt_parallel_map_options, ordered), 12);
+  ABI_EQ(offsetof(tpt_parallel_map_options, strict), 16);
+  ABI_EQ(sizeof(tpt_parallel_map_options), 20);
+  {
+    tpt_parallel_map_options o = TPT_PARALLEL_MAP_OPTIONS_INIT;
+    ABI_EQ(o.n_threads, 2);
+    ABI_EQ(o.buffer_size, 200);
+    ABI_EQ(o.ordered, 0);
+    ABI_EQ(o.strict, 0);
+  }
+  ABI_EQ(TPT_AUGMENT_TO_FLOAT, 1);
+  ABI_EQ(TPT_AUGMENT_FLIP, 4);
+  ABI_EQ(offsetof(tpt_augmentor, kind), 0);
+  ABI_EQ(offsetof(tpt_augmentor, scale), 8);
+  ABI_EQ(offsetof(tpt_augmentor, mean), 16);
+  ABI_EQ(offsetof(tpt_augmentor, std), 16 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_augmentor, n_channels), 16 + 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_augmentor, height), 16 + 2 * sizeof(void *) + sizeof(size_t));
+  ABI_EQ(offsetof(tpt_augmentor, width), 24 + 2 * sizeof(void *) + sizeof(size_t));
+  ABI_EQ(offsetof(tpt_augmentor, padding), 32 + 2 * sizeof(void *) + sizeof(size_t));
+  ABI_EQ(offsetof(tpt_augmentor, probability), 40 + 2 * sizeof(void *) + sizeof(size_t));
+  ABI_EQ(sizeof(tpt_augmentor), 48 + 2 * sizeof(void *) + sizeof(size_t));
+  /* Inputs */
+  ABI_EQ(TPT_INPUT_QUEUE, 1);
+  ABI_EQ(TPT_INPUT_FEED, 2);
+  ABI_EQ(TPT_INPUT_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_input_options, kind), 4);
+  ABI_EQ(offsetof(tpt_input_options, capacity), 8);
+  ABI_EQ(offsetof(tpt_input_options, repeat), 16);
+  ABI_EQ(sizeof(tpt_input_options), 24);
+  {
+    tpt_input_options o = TPT_INPUT_OPTIONS_INIT;
+    ABI_EQ(o.kind, TPT_INPUT_QUEUE);
+    ABI_EQ(o.capacity, 50);
+    ABI_EQ(o.repeat, 1);
+  }
   /* header and library agree */
   ABI_EQ(tpt_version(), TPT_VERSION_NUMBER);
   ABI_EQ(tpt_abi_version(), TPT_ABI_VERSION);

@@ -1,7 +1,8 @@
 /* Models from C: the tower function, tensorpack's variable rules, scopes,
  * initializers, the optimizer's hyper-parameters, inputs, inference, and
  * the errors of bad input (signature mismatch, NaN cost, failing or
- * cost-less tower functions). */
+ * cost-less tower functions); TorchScript models, loaded or compiled from
+ * source. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
@@ -640,6 +641,331 @@ static void test_torchscript_errors(void **state) {
   expect_code(tpt_model_from_torchscript(&m, NULL, spec, 1), TPT_ERR_INVALID_ARGUMENT, "argument 'path' is NULL");
 }
 
+/* A two-layer MLP compiled from source, with a helper method, a buffer, and
+ * an output that says which mode (train or eval) the module ran in. */
+static const char *mlp_source =
+    "def hidden(self, x):\n"
+    "    return torch.relu(torch.matmul(x, self.W1.t()) + self.b1)\n"
+    "\n"
+    "def forward(self, x, y):\n"
+    "    p = (torch.matmul(self.hidden(x), self.W2.t()) + self.b2) * self.scale\n"
+    "    mode = torch.full([1], 1.0 if self.training else 0.0)\n"
+    "    return torch.mean((p - y) * (p - y)), {\"prediction\": p, \"mode\": mode}\n";
+
+static const int64_t mlp_w1[] = {8, 3}, mlp_b1[] = {8}, mlp_w2[] = {1, 8}, mlp_b2[] = {1};
+
+static tpt_status *compile_mlp(tpt_model **out, const char *source) {
+  static tpt_variable_options he, zeros, half, scale;
+  he = (tpt_variable_options)TPT_VARIABLE_OPTIONS_INIT;
+  he.init = TPT_INIT_HE_NORMAL;
+  zeros = (tpt_variable_options)TPT_VARIABLE_OPTIONS_INIT;
+  zeros.init = TPT_INIT_ZEROS;
+  half = (tpt_variable_options)TPT_VARIABLE_OPTIONS_INIT;
+  half.init = TPT_INIT_CONSTANT;
+  half.a = 0.5;
+  scale = half;
+  scale.a = 1;
+  scale.trainable = 0;
+  const int64_t one[] = {1};
+  tpt_torchscript_param params[] = {{"W1", mlp_w1, 2, &he},
+                                    {"b1", mlp_b1, 1, &zeros},
+                                    {"W2", mlp_w2, 2, NULL}, /* glorot uniform */
+                                    {"b2", mlp_b2, 1, &half},
+                                    {"scale", one, 1, &scale}};
+  const int64_t sx[] = {-1, 3}, sy[] = {-1, 1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 2}, {"y", TPT_DTYPE_F32, sy, 2}};
+  return tpt_model_from_torchscript_source(out, source, params, 5, spec, 2);
+}
+
+static void expect_shape(const tpt_model *m, const char *name, const int64_t *want, size_t ndim) {
+  tpt_tensor *v = NULL;
+  ok(tpt_model_variable(&v, m, name));
+  size_t n = 0;
+  int64_t dims[4];
+  ok(tpt_tensor_ndim(&n, v));
+  assert_int_equal(n, ndim);
+  ok(tpt_tensor_shape(dims, 4, v));
+  for (size_t i = 0; i < ndim; ++i) assert_int_equal(dims[i], want[i]);
+  tpt_tensor_free(v);
+}
+
+/* The values of variable `name` (at most 64 floats). */
+static size_t values_of(float *buf, const tpt_model *m, const char *name) {
+  tpt_tensor *v = NULL;
+  int64_t n = 0;
+  ok(tpt_model_variable(&v, m, name));
+  ok(tpt_tensor_numel(&n, v));
+  assert_true(n <= 64);
+  ok(tpt_tensor_copy_to(buf, (size_t)n * sizeof(float), v));
+  tpt_tensor_free(v);
+  return (size_t)n;
+}
+
+static void test_torchscript_source_trains_saves_loads(void **state) {
+  (void)state;
+  ok(tpt_manual_seed(7));
+  tpt_model *m = NULL;
+  ok(compile_mlp(&m, mlp_source));
+  assert_non_null(m);
+  char names[64];
+  ok(tpt_model_variable_names(names, sizeof names, NULL, m)); /* no build call */
+  assert_string_equal(names, "W1\nb1\nW2\nb2\nscale\n");
+  expect_shape(m, "W1", mlp_w1, 2);
+  expect_shape(m, "b1", mlp_b1, 1);
+  expect_shape(m, "W2", mlp_w2, 2);
+  expect_shape(m, "b2", mlp_b2, 1);
+  float v[64];
+  assert_int_equal(values_of(v, m, "b1"), 8);
+  for (int i = 0; i < 8; ++i) assert_true(v[i] == 0); /* zeros */
+  values_of(v, m, "b2");
+  assert_true(v[0] == 0.5f); /* constant */
+  values_of(v, m, "scale");
+  assert_true(v[0] == 1.0f);
+  values_of(v, m, "W2"); /* glorot uniform for [1, 8]: bound sqrt(6 / 9) */
+  for (int i = 0; i < 8; ++i) assert_true(fabsf(v[i]) <= sqrtf(6.0f / 9.0f) && v[i] != 0);
+  /* the same seed draws the same values */
+  tpt_model *m2 = NULL;
+  float w1[24], w1b[24];
+  values_of(w1, m, "W1");
+  ok(tpt_manual_seed(7));
+  ok(compile_mlp(&m2, mlp_source));
+  values_of(w1b, m2, "W1");
+  assert_memory_equal(w1, w1b, sizeof w1);
+  tpt_model_free(m2);
+
+  /* training: the cost goes down, the buffer stays */
+  tpt_optimizer *opt = NULL;
+  ok(tpt_optimizer_new(&opt, "adam"));
+  ok(tpt_optimizer_set(opt, "learning_rate", 0.05));
+  ok(tpt_model_set_optimizer(m, opt));
+  tpt_optimizer_free(opt);
+  tpt_trainer *t = make_trainer(20, 4);
+  ok(tpt_trainer_set_model(t, m, make_input(16, 64)));
+  ok(tpt_trainer_run(t));
+  double costs[80];
+  size_t count = 0;
+  ok(tpt_trainer_scalar_history(&count, NULL, costs, 80, t, "cost"));
+  assert_int_equal(count, 80);
+  tpt_trainer_free(t);
+  double first = (costs[0] + costs[1] + costs[2] + costs[3]) / 4, last = (costs[76] + costs[77] + costs[78] + costs[79]) / 4;
+  if (!(last < 0.25 * first)) fail_msg("the cost went from %g to %g", first, last);
+  values_of(v, m, "scale");
+  assert_true(v[0] == 1.0f);
+  float trained[24];
+  values_of(trained, m, "W1");
+  assert_memory_not_equal(trained, w1, sizeof w1);
+
+  /* saved and loaded again: the same values, the same predictions */
+  char path[] = "/tmp/tpt_ts_sourceXXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  ok(tpt_model_save_torchscript(m, path));
+  const int64_t sx[] = {-1, 3}, sy[] = {-1, 1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 2}, {"y", TPT_DTYPE_F32, sy, 2}};
+  tpt_model *again = NULL;
+  expect_code(tpt_model_from_torchscript(&again, path, spec, 1), TPT_ERR_INVALID_ARGUMENT,
+              "forward(self, x, y) takes 2 inputs, the input signature has 1"); /* checked on load too */
+  assert_null(again);
+  ok(tpt_model_from_torchscript(&again, path, spec, 2));
+  unlink(path);
+  ok(tpt_model_variable_names(names, sizeof names, NULL, again));
+  assert_string_equal(names, "W1\nb1\nW2\nb2\nscale\n");
+  const char *vars[] = {"W1", "b1", "W2", "b2", "scale"};
+  for (int i = 0; i < 5; ++i) {
+    float a[64], b[64];
+    size_t n = values_of(a, m, vars[i]);
+    assert_int_equal(values_of(b, again, vars[i]), n);
+    assert_memory_equal(a, b, n * sizeof(float));
+  }
+  const float x[] = {1, 0, 0, 0, 1, 0}, y[] = {2, -1};
+  const int64_t s23[] = {2, 3}, s21[] = {2, 1};
+  tpt_tensor *tx = NULL, *ty = NULL, *outs[3] = {NULL, NULL, NULL}, *outs2[3] = {NULL, NULL, NULL};
+  ok(tpt_tensor_from_data(&tx, x, sizeof x, s23, 2, NULL));
+  ok(tpt_tensor_from_data(&ty, y, sizeof y, s21, 2, NULL));
+  const tpt_tensor *ins[] = {tx, ty};
+  const char *want[] = {"prediction", "cost", "mode"};
+  ok(tpt_model_infer(outs, m, ins, 2, want, 3));
+  ok(tpt_model_infer(outs2, again, ins, 2, want, 3));
+  float pa[2], pb[2], ca, cb, mode;
+  ok(tpt_tensor_copy_to(pa, sizeof pa, outs[0]));
+  ok(tpt_tensor_copy_to(pb, sizeof pb, outs2[0]));
+  assert_memory_equal(pa, pb, sizeof pa);
+  ok(tpt_tensor_copy_to(&ca, sizeof ca, outs[1]));
+  ok(tpt_tensor_copy_to(&cb, sizeof cb, outs2[1]));
+  assert_true(ca == cb && ca == ((pa[0] - 2) * (pa[0] - 2) + (pa[1] + 1) * (pa[1] + 1)) / 2);
+  ok(tpt_tensor_copy_to(&mode, sizeof mode, outs[2]));
+  assert_true(mode == 0); /* eval() in inference */
+  for (int i = 0; i < 3; ++i) {
+    tpt_tensor_free(outs[i]);
+    tpt_tensor_free(outs2[i]);
+  }
+  tpt_tensor_free(tx);
+  tpt_tensor_free(ty);
+  tpt_model_free(again);
+  tpt_model_free(m);
+}
+
+/* self.training is true in training towers and false in inference: the
+ * cost says which (1 or 0). */
+static void test_torchscript_source_train_mode(void **state) {
+  (void)state;
+  const char *src =
+      "def forward(self, x):\n"
+      "    c = torch.sum(x * self.w) * 0.0 + (1.0 if self.training else 0.0)\n"
+      "    return c\n";
+  const int64_t one[] = {1};
+  tpt_torchscript_param p[] = {{"w", one, 1, NULL}};
+  const int64_t sx[] = {-1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 1}};
+  tpt_model *m = NULL;
+  ok(tpt_model_from_torchscript_source(&m, src, p, 1, spec, 1));
+  const float xv[] = {1, 2, 3, 4};
+  const int64_t s4[] = {4};
+  tpt_tensor *x = NULL;
+  ok(tpt_tensor_from_data(&x, xv, sizeof xv, s4, 1, NULL));
+  const tpt_tensor *data[] = {x};
+  tpt_input *in = NULL;
+  ok(tpt_input_from_tensors(&in, data, 1, 2, 0, 0));
+  tpt_optimizer *opt = NULL;
+  ok(tpt_optimizer_new(&opt, "sgd"));
+  ok(tpt_model_set_optimizer(m, opt));
+  tpt_optimizer_free(opt);
+  tpt_trainer *t = make_trainer(2, 1);
+  ok(tpt_trainer_set_model(t, m, in));
+  ok(tpt_trainer_run(t));
+  double costs[2];
+  size_t count = 0;
+  ok(tpt_trainer_scalar_history(&count, NULL, costs, 2, t, "cost"));
+  assert_int_equal(count, 2);
+  assert_true(costs[0] == 1 && costs[1] == 1);
+  tpt_trainer_free(t);
+  tpt_tensor *c = NULL;
+  const char *names[] = {"cost"};
+  ok(tpt_model_infer(&c, m, data, 1, names, 1));
+  float cv = -1;
+  ok(tpt_tensor_copy_to(&cv, sizeof cv, c));
+  assert_true(cv == 0);
+  tpt_tensor_free(c);
+  tpt_tensor_free(x);
+  tpt_model_free(m);
+}
+
+/* A module with one parameter (`name`, shape, options) that it does not use. */
+static tpt_status *compile_one(tpt_model **m, const char *name, const int64_t *shape, size_t ndim,
+                               const tpt_variable_options *o) {
+  tpt_torchscript_param p[] = {{name, shape, ndim, o}};
+  const int64_t sx[] = {-1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 1}};
+  return tpt_model_from_torchscript_source(m, "def forward(self, x):\n    return torch.sum(x)\n", p, 1, spec, 1);
+}
+
+static void test_torchscript_source_errors(void **state) {
+  (void)state;
+  const int64_t s2[] = {2}, s0[] = {0}, sneg[] = {2, -1};
+  tpt_model *m = (tpt_model *)&m; /* overwritten with NULL on failure */
+  const tpt_code BAD = TPT_ERR_INVALID_ARGUMENT;
+  expect_code(compile_one(&m, NULL, s2, 1, NULL), BAD, "tpt_model_from_torchscript_source: params[0].name is NULL");
+  assert_null(m);
+  expect_code(compile_one(&m, "", s2, 1, NULL), BAD, "params[0].name '' is not a TorchScript identifier");
+  expect_code(compile_one(&m, "1w", s2, 1, NULL), BAD, "params[0].name '1w' is not a TorchScript identifier");
+  expect_code(compile_one(&m, "fc.w", s2, 1, NULL), BAD, "params[0].name 'fc.w' is not a TorchScript identifier");
+  expect_code(compile_one(&m, "a b", s2, 1, NULL), BAD, "params[0].name 'a b' is not a TorchScript identifier");
+  expect_code(compile_one(&m, "def", s2, 1, NULL), BAD, "params[0].name 'def' is a reserved word");
+  expect_code(compile_one(&m, "training", s2, 1, NULL), BAD, "params[0].name 'training' is a reserved word");
+  expect_code(compile_one(&m, "forward", s2, 1, NULL), BAD, "params[0].name 'forward' is a reserved word");
+  expect_code(compile_one(&m, "w", s0, 1, NULL), BAD, "params[0].shape [0] ('w'): dimensions are >= 1");
+  expect_code(compile_one(&m, "w", sneg, 2, NULL), BAD, "params[0].shape [2, -1] ('w'): dimensions are >= 1");
+  expect_code(compile_one(&m, "w", NULL, 1, NULL), BAD, "params[0].shape is NULL");
+  tpt_variable_options o = TPT_VARIABLE_OPTIONS_INIT;
+  o.dtype = TPT_DTYPE_I64;
+  expect_code(compile_one(&m, "w", s2, 1, &o), BAD, "params[0] ('w') is trainable and needs a floating dtype, got Long");
+  o.trainable = 0; /* a model-only integer buffer is fine */
+  o.init = TPT_INIT_ZEROS;
+  ok(compile_one(&m, "w", s2, 1, &o));
+  tpt_model_free(m);
+  o = (tpt_variable_options)TPT_VARIABLE_OPTIONS_INIT;
+  o.version = 0;
+  expect_code(compile_one(&m, "w", s2, 1, &o), BAD, "params[0].options->version is 0 (initialise with TPT_VARIABLE_OPTIONS_INIT)");
+  o = (tpt_variable_options)TPT_VARIABLE_OPTIONS_INIT;
+  o.dtype = (tpt_dtype)99;
+  expect_code(compile_one(&m, "w", s2, 1, &o), BAD, "params[0].options->dtype 99 is not a tpt_dtype");
+  o = (tpt_variable_options)TPT_VARIABLE_OPTIONS_INIT;
+  o.init = TPT_INIT_UNIFORM;
+  o.a = 1;
+  o.b = 1;
+  expect_code(compile_one(&m, "w", s2, 1, &o), BAD, "params[0] ('w'): a uniform initializer needs a < b");
+  o.init = (tpt_init)77;
+  expect_code(compile_one(&m, "w", s2, 1, &o), BAD, "params[0] ('w'): init 77 is not a tpt_init");
+  /* the second of two with the same name */
+  tpt_torchscript_param twice[] = {{"w", s2, 1, NULL}, {"v", s2, 1, NULL}, {"w", s2, 1, NULL}};
+  const int64_t sx[] = {-1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 1}};
+  const char *sum = "def forward(self, x):\n    return torch.sum(x)\n";
+  expect_code(tpt_model_from_torchscript_source(&m, sum, twice, 3, spec, 1), BAD, "params[2].name 'w' is used twice");
+  assert_null(m);
+
+  /* compile errors carry the compiler's message */
+  tpt_torchscript_param w[] = {{"w", s2, 1, NULL}};
+  expect_code(tpt_model_from_torchscript_source(&m, "def forward(self, x):\n    return x +\n", w, 1, spec, 1), BAD,
+              "tpt_model_from_torchscript_source: cannot compile the TorchScript source: ");
+  assert_null(m);
+  tpt_status *st = tpt_model_from_torchscript_source(&m, "def forward(self, x):\n    return x * self.nope\n", w, 1,
+                                                     spec, 1);
+  assert_non_null(st);
+  assert_int_equal(tpt_status_code(st), BAD);
+  assert_non_null(strstr(tpt_status_message(st), "cannot compile the TorchScript source"));
+  assert_non_null(strstr(tpt_status_message(st), "nope")); /* the compiler names what it could not find */
+  tpt_status_free(st);
+  st = tpt_model_from_torchscript_source(&m, "def forward(self, x):\n    return torch.no_such_op(x)\n", w, 1, spec, 1);
+  assert_non_null(st);
+  assert_int_equal(tpt_status_code(st), BAD);
+  assert_non_null(strstr(tpt_status_message(st), "no_such_op"));
+  tpt_status_free(st);
+  expect_code(tpt_model_from_torchscript_source(&m, "", w, 1, spec, 1), BAD,
+              "the TorchScript source has no forward method");
+  expect_code(tpt_model_from_torchscript_source(&m, "def helper(self, x):\n    return x\n", w, 1, spec, 1), BAD,
+              "the TorchScript source has no forward method");
+  /* forward's inputs against the signature */
+  tpt_input_spec two[] = {{"x", TPT_DTYPE_F32, sx, 1}, {"y", TPT_DTYPE_F32, sx, 1}};
+  expect_code(tpt_model_from_torchscript_source(&m, sum, w, 1, two, 2), BAD,
+              "the TorchScript source: forward(self, x) takes 1 input, the input signature has 2");
+  expect_code(tpt_model_from_torchscript_source(&m, sum, w, 1, NULL, 0), BAD,
+              "forward(self, x) takes 1 input, the input signature has 0");
+  const char *defaults = "def forward(self, x, y: Optional[Tensor] = None, z: int = 2):\n    return torch.sum(x)\n";
+  tpt_input_spec four[] = {{"x", TPT_DTYPE_F32, sx, 1}, {"y", TPT_DTYPE_F32, sx, 1}, {"z", TPT_DTYPE_F32, sx, 1},
+                           {"w", TPT_DTYPE_F32, sx, 1}};
+  expect_code(tpt_model_from_torchscript_source(&m, defaults, NULL, 0, four, 0), BAD,
+              "forward(self, x, y, z) takes 1 to 3 inputs, the input signature has 0");
+  expect_code(tpt_model_from_torchscript_source(&m, defaults, NULL, 0, four, 4), BAD,
+              "forward(self, x, y, z) takes 1 to 3 inputs, the input signature has 4");
+  expect_code(tpt_model_from_torchscript_source(&m, defaults, NULL, 0, four, 3), BAD,
+              "the TorchScript source: forward's argument 'z' is int; the inputs are tensors");
+  ok(tpt_model_from_torchscript_source(&m, defaults, NULL, 0, four, 2)); /* Optional[Tensor] takes a tensor */
+  tpt_model_free(m);
+  ok(tpt_model_from_torchscript_source(&m, defaults, NULL, 0, four, 1)); /* the others take their defaults */
+  tpt_model_free(m);
+  /* a bad input signature, as for every model */
+  tpt_input_spec unnamed[] = {{"", TPT_DTYPE_F32, sx, 1}};
+  expect_code(tpt_model_from_torchscript_source(&m, sum, w, 1, unnamed, 1), BAD, "inputs[0].name is NULL or empty");
+  /* no params at all: params may be NULL */
+  ok(tpt_model_from_torchscript_source(&m, sum, NULL, 0, spec, 1));
+  char names[8];
+  ok(tpt_model_variable_names(names, sizeof names, NULL, m));
+  assert_string_equal(names, "");
+  tpt_model_free(m);
+  /* what forward returns is checked when it runs */
+  ok(tpt_model_from_torchscript_source(&m, "def forward(self, x):\n    return (x, x, x)\n", NULL, 0, spec, 1));
+  const float xv[] = {1, 2};
+  const int64_t sx2[] = {2};
+  tpt_tensor *x = NULL;
+  ok(tpt_tensor_from_data(&x, xv, sizeof xv, sx2, 1, NULL));
+  const tpt_tensor *ins[] = {x};
+  expect_code(tpt_model_infer(NULL, m, ins, 1, NULL, 0), BAD, "forward must return the cost or (cost, Dict[str, Tensor])");
+  tpt_tensor_free(x);
+  tpt_model_free(m);
+}
+
 #define NULL_ARG(call, fn, arg) expect_code((call), TPT_ERR_INVALID_ARGUMENT, fn ": argument '" arg "' is NULL")
 
 static void test_null_arguments(void **state) {
@@ -692,6 +1018,18 @@ static void test_null_arguments(void **state) {
   tpt_trainer *tr = make_trainer(1, 1);
   NULL_ARG(tpt_trainer_set_model(tr, NULL, NULL), "tpt_trainer_set_model", "model");
   NULL_ARG(tpt_trainer_set_model(tr, m, NULL), "tpt_trainer_set_model", "input");
+  {
+    const char *src = "def forward(self, x):\n    return torch.sum(x)\n";
+    const int64_t s1[] = {1}, sx[] = {-1};
+    tpt_torchscript_param p[] = {{"w", s1, 1, NULL}};
+    tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 1}};
+    tpt_model *ts = NULL;
+    NULL_ARG(tpt_model_from_torchscript_source(NULL, src, p, 1, spec, 1), "tpt_model_from_torchscript_source", "out");
+    NULL_ARG(tpt_model_from_torchscript_source(&ts, NULL, p, 1, spec, 1), "tpt_model_from_torchscript_source", "source");
+    NULL_ARG(tpt_model_from_torchscript_source(&ts, src, NULL, 1, spec, 1), "tpt_model_from_torchscript_source", "params");
+    NULL_ARG(tpt_model_from_torchscript_source(&ts, src, p, 1, NULL, 1), "tpt_model_from_torchscript_source", "inputs");
+    assert_null(ts);
+  }
   tpt_trainer_free(tr);
   tpt_input_free(NULL);
   tpt_model_free(NULL);
@@ -712,6 +1050,9 @@ int main(void) {
       cmocka_unit_test(test_input_validation),
       cmocka_unit_test(test_train_config_and_launch),
       cmocka_unit_test(test_torchscript_errors),
+      cmocka_unit_test(test_torchscript_source_trains_saves_loads),
+      cmocka_unit_test(test_torchscript_source_train_mode),
+      cmocka_unit_test(test_torchscript_source_errors),
       cmocka_unit_test(test_null_arguments),
   };
   return cmocka_run_group_tests_name("model", tests, NULL, NULL);

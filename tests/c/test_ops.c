@@ -427,6 +427,69 @@ static void test_nn(void **state) {
   free_all();
 }
 
+/* Runs `op` with `one` (ints where the schema wants int[N]) and with `list`
+ * (the same as int lists): the results are equal. */
+static void same_as_lists(const char *op, const tpt_arg *one, size_t n_one, const tpt_arg *list, size_t n_list) {
+  tpt_tensor *p = NULL, *q = NULL;
+  size_t n = 0;
+  expect_ok(tpt_op_call(&p, 1, &n, op, NULL, one, n_one));
+  assert_int_equal(n, 1);
+  expect_ok(tpt_op_call(&q, 1, &n, op, NULL, list, n_list));
+  size_t dp = 0, dq = 0;
+  int64_t sp[8], sq[8];
+  expect_ok(tpt_tensor_ndim(&dp, p));
+  expect_ok(tpt_tensor_ndim(&dq, q));
+  assert_int_equal(dp, dq);
+  expect_ok(tpt_tensor_shape(sp, 8, p));
+  expect_ok(tpt_tensor_shape(sq, 8, q));
+  assert_memory_equal(sp, sq, dp * sizeof(int64_t));
+  double vp[64], vq[64];
+  size_t np = values_f64(p, vp, 64), nq = values_f64(q, vq, 64);
+  assert_int_equal(np, nq);
+  assert_memory_equal(vp, vq, np * sizeof(double));
+  tpt_tensor_free(p);
+  tpt_tensor_free(q);
+}
+
+/* Python's int packing: one int where the schema wants int[N] (a fixed N,
+ * as `int[2] stride`) is repeated N times, as PyTorch does for stride=2;
+ * positional or by keyword. An int[] without N takes no single int. */
+static void test_one_int_fills_int_n(void **state) {
+  (void)state;
+  make_fixture();
+  tpt_tensor *im = iota(SHAPE(1, 1, 6, 6)), *k = iota(SHAPE(1, 1, 2, 2));
+  /* max_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, ...) */
+  same_as_lists("aten::max_pool2d", ARGS(T(im), I(2)), ARGS(T(im), IL(2, 2)));
+  same_as_lists("aten::max_pool2d", ARGS(T(im), I(3), I(2), I(1)), ARGS(T(im), IL(3, 3), IL(2, 2), IL(1, 1)));
+  same_as_lists("aten::max_pool2d", ARGS(T(im), KW("kernel_size", I(3)), KW("stride", I(2)), KW("padding", I(1))),
+                ARGS(T(im), IL(3, 3), IL(2, 2), IL(1, 1)));
+  same_as_lists("aten::max_pool2d", ARGS(T(im), IL(3, 2), KW("dilation", I(2))),
+                ARGS(T(im), IL(3, 2), KW("dilation", IL(2, 2))));
+  /* windows of 3 with stride 2 and padding 1: the maximum is each window's last row and column */
+  check_op("aten::max_pool2d", NULL, ARGS(T(im), I(3), KW("stride", I(2)), KW("padding", I(1))), 1,
+           SHAPE(1, 1, 3, 3), VALS(8, 10, 12, 20, 22, 24, 32, 34, 36));
+  same_as_lists("aten::avg_pool2d", ARGS(T(im), I(2), I(1)), ARGS(T(im), IL(2, 2), IL(1, 1)));
+  /* conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, ...) */
+  same_as_lists("aten::conv2d", ARGS(T(im), T(k), NONE(), I(2), I(1), I(2)),
+                ARGS(T(im), T(k), NONE(), IL(2, 2), IL(1, 1), IL(2, 2)));
+  same_as_lists("aten::conv2d", ARGS(T(im), T(k), KW("padding", I(1))), ARGS(T(im), T(k), KW("padding", IL(1, 1))));
+  /* int[1] (sum's dim) too */
+  same_as_lists("aten::sum", ARGS(T(im), I(3)), ARGS(T(im), IL(3)));
+
+  /* permute(Tensor self, int[] dims): no fixed length, no packing */
+  tpt_tensor *out[1] = {NULL};
+  size_t n = 0;
+  expect_status(tpt_op_call(out, 1, &n, "aten::permute", NULL, ARGS(T(a), I(0))), TPT_ERR_INVALID_ARGUMENT,
+                "argument 'dims' (args[1]) wants int[], got int", NULL);
+  /* only an int is packed: not a double, not a bool */
+  expect_status(tpt_op_call(out, 1, &n, "aten::max_pool2d", NULL, ARGS(T(im), D(2.0))), TPT_ERR_INVALID_ARGUMENT,
+                "argument 'kernel_size' (args[1]) wants int[], got double", NULL);
+  expect_status(tpt_op_call(out, 1, &n, "aten::max_pool2d", NULL, ARGS(T(im), B(1))), TPT_ERR_INVALID_ARGUMENT,
+                "argument 'kernel_size' (args[1]) wants int[], got bool", NULL);
+  assert_null(out[0]);
+  free_all();
+}
+
 static void test_dtypes_and_numbers(void **state) {
   (void)state;
   make_fixture();
@@ -735,6 +798,7 @@ int main(void) {
       cmocka_unit_test(test_reductions),
       cmocka_unit_test(test_shapes_and_indexing),
       cmocka_unit_test(test_nn),
+      cmocka_unit_test(test_one_int_fills_int_n),
       cmocka_unit_test(test_dtypes_and_numbers),
       cmocka_unit_test(test_undefined_results_are_null),
       cmocka_unit_test(test_in_place_and_out),

@@ -1,0 +1,150 @@
+/* Fashion-MNIST with tensorpack's mnist-convnet recipe, trained by tptrain.
+ *
+ * Data: Debian's dataset-fashion-mnist (IDX files under
+ * /usr/share/datasets/fashion-mnist). The training dataflow reads the 60,000
+ * images in a new order each epoch, normalises them to [-1, 1] and batches
+ * them by 128; the trainer wraps it in a queue input, so a background thread
+ * prepares batches while the model trains. After each epoch an inference
+ * runner measures accuracy and cost on the 10,000 test images
+ * (validation_accuracy and validation_cost in stats.json).
+ *
+ * The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
+ * max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
+ * each conv and fc0; softmax cross-entropy (the validation "cost").
+ * Adam at 1e-3, times 0.6 after each epoch from the third.
+ *
+ *   build/examples/fashion_mnist [LOGDIR] [DATA_DIR] [EPOCHS]
+ *     (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 8)
+ *
+ * Exits 0 when the final test accuracy is at least 90 %. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tptrain_util.h"
+
+enum { BATCH = 128, CLASSES = 10 };
+
+static tpt_status *tower(tpt_tower *tower, const tpt_tensor *const *inputs, size_t n, void *user_data) {
+  (void)n;
+  (void)user_data;
+  tpt_layer_options conv = TPT_LAYER_OPTIONS_INIT; /* SAME padding, He init, bias */
+  conv.activation = TPT_ACT_RELU;
+  tpt_layer_options conv5 = conv;
+  conv5.kernel[0] = conv5.kernel[1] = 5;
+  tpt_layer_options fc = TPT_LAYER_OPTIONS_INIT;
+  fc.activation = TPT_ACT_RELU;
+  tpt_status *st = NULL;
+  tpt_tensor *c0 = NULL, *p0 = NULL, *c1 = NULL, *c2 = NULL, *p1 = NULL, *c3 = NULL, *f = NULL, *fc0 = NULL,
+             *d = NULL, *logits = NULL, *xent = NULL, *acc = NULL;
+  TPT_TRY(st, tpt_layer_conv2d(&c0, tower, "conv0", inputs[0], 32, &conv5), done);
+  TPT_TRY(st, tpt_layer_max_pool(&p0, c0, 2, 2, TPT_PADDING_VALID), done);
+  TPT_TRY(st, tpt_layer_conv2d(&c1, tower, "conv1", p0, 32, &conv), done);
+  TPT_TRY(st, tpt_layer_conv2d(&c2, tower, "conv2", c1, 32, &conv), done);
+  TPT_TRY(st, tpt_layer_max_pool(&p1, c2, 2, 2, TPT_PADDING_VALID), done);
+  TPT_TRY(st, tpt_layer_conv2d(&c3, tower, "conv3", p1, 32, &conv), done);
+  TPT_TRY(st, tpt_layer_flatten(&f, c3), done);
+  TPT_TRY(st, tpt_layer_fc(&fc0, tower, "fc0", f, 512, &fc), done);
+  TPT_TRY(st, tpt_layer_dropout(&d, tower, fc0, 0.5), done);
+  TPT_TRY(st, tpt_layer_fc(&logits, tower, "fc1", d, CLASSES, NULL), done);
+  TPT_TRY(st, tpt_loss_softmax_cross_entropy(&xent, logits, inputs[1]), done);
+  TPT_TRY(st, tpt_metric_accuracy(&acc, logits, inputs[1]), done);
+  TPT_TRY(st, tpt_tower_set_cost(tower, xent), done);
+  TPT_TRY(st, tpt_tower_set_output(tower, "accuracy", acc), done);
+done:
+  tpt_tensor_free(c0);
+  tpt_tensor_free(p0);
+  tpt_tensor_free(c1);
+  tpt_tensor_free(c2);
+  tpt_tensor_free(p1);
+  tpt_tensor_free(c3);
+  tpt_tensor_free(f);
+  tpt_tensor_free(fc0);
+  tpt_tensor_free(d);
+  tpt_tensor_free(logits);
+  tpt_tensor_free(xent);
+  tpt_tensor_free(acc);
+  return st;
+}
+
+/* After each epoch from the second on: learning rate times 0.6. */
+static tpt_status *schedule(tpt_trainer *trainer, tpt_event event, const tpt_record *record, void *user_data) {
+  (void)event;
+  (void)record;
+  int64_t epoch = 0;
+  double lr = 0;
+  TPT_RETURN_IF_ERROR(tpt_trainer_epoch_num(&epoch, trainer));
+  TPT_RETURN_IF_ERROR(tpt_optimizer_get(&lr, user_data, "learning_rate"));
+  if (epoch >= 2) {
+    lr *= 0.6;
+    TPT_RETURN_IF_ERROR(tpt_optimizer_set(user_data, "learning_rate", lr));
+  }
+  return tpt_trainer_put_scalar(trainer, "learning_rate", lr);
+}
+
+/* Images normalised to [-1, 1], batched; shuffled each epoch for training. */
+static tpt_dataflow *pipeline(const char *dir, const char *split, int train) {
+  tpt_dataflow *raw = NULL, *norm = NULL, *batched = NULL;
+  TPT_CHECK_OR_DIE(tpt_dataflow_mnist(&raw, dir, split, train));
+  const double mean = 0.5, std = 0.5;
+  tpt_augmentor a = {TPT_AUGMENT_NORMALIZE, 1, &mean, &std, 1, 0, 0, 0, 0};
+  TPT_CHECK_OR_DIE(tpt_dataflow_augment(&norm, raw, 0, &a, 1, 0));
+  TPT_CHECK_OR_DIE(tpt_dataflow_batch(&batched, norm, BATCH, !train));
+  tpt_dataflow_free(raw);
+  tpt_dataflow_free(norm);
+  return batched;
+}
+
+int main(int argc, char **argv) {
+  const char *logdir = argc > 1 ? argv[1] : "train_log/fashion_mnist";
+  const char *dir = argc > 2 ? argv[2] : "/usr/share/datasets/fashion-mnist";
+  const int64_t epochs = argc > 3 ? atoll(argv[3]) : 8;
+  TPT_CHECK_OR_DIE(tpt_manual_seed(1));
+
+  const int64_t sx[] = {-1, 1, 28, 28}, sy[] = {-1};
+  tpt_input_spec spec[] = {{"image", TPT_DTYPE_F32, sx, 4}, {"label", TPT_DTYPE_I64, sy, 1}};
+  tpt_model *model = NULL;
+  TPT_CHECK_OR_DIE(tpt_model_new(&model, spec, 2, tower, NULL, NULL));
+  tpt_optimizer *adam = NULL;
+  TPT_CHECK_OR_DIE(tpt_optimizer_new(&adam, "adam"));
+  TPT_CHECK_OR_DIE(tpt_optimizer_set(adam, "learning_rate", 1e-3));
+  TPT_CHECK_OR_DIE(tpt_model_set_optimizer(model, adam));
+
+  tpt_dataflow *train = pipeline(dir, "train", 1), *test = pipeline(dir, "test", 0);
+
+  tpt_callback *cbs[2] = {NULL, NULL};
+  const char *outputs[] = {"accuracy", "cost"};
+  TPT_CHECK_OR_DIE(tpt_inference_runner_new(&cbs[0], model, test, outputs, 2));
+  tpt_callback_desc desc = TPT_CALLBACK_DESC_INIT;
+  desc.name = "lr_schedule";
+  desc.events = TPT_EVENT_TRIGGER;
+  desc.fn = schedule;
+  desc.user_data = adam;
+  TPT_CHECK_OR_DIE(tpt_callback_new(&cbs[1], &desc));
+
+  tpt_trainer_options opts = TPT_TRAINER_OPTIONS_INIT;
+  opts.max_epoch = epochs;
+  opts.logdir = logdir;
+  opts.logdir_action = TPT_LOGDIR_DELETE;
+  tpt_train_config config = TPT_TRAIN_CONFIG_INIT;
+  config.options = &opts;
+  config.model = model;
+  config.dataflow = train; /* wrapped in a queue input */
+  config.callbacks = cbs;
+  config.n_callbacks = 2;
+  tpt_trainer *trainer = NULL;
+  TPT_CHECK_OR_DIE(tpt_trainer_from_config(&trainer, &config));
+  TPT_CHECK_OR_DIE(tpt_trainer_run(trainer));
+
+  double accuracy = 0;
+  int64_t step = 0;
+  TPT_CHECK_OR_DIE(tpt_trainer_scalar_latest(&accuracy, &step, trainer, "validation_accuracy"));
+  printf("test accuracy: %.2f %% on the 10,000 Fashion-MNIST test images (step %lld)\n", 100 * accuracy,
+         (long long)step);
+
+  tpt_trainer_free(trainer);
+  tpt_dataflow_free(train);
+  tpt_dataflow_free(test);
+  tpt_optimizer_free(adam);
+  tpt_model_free(model);
+  return accuracy >= 0.9 ? 0 : 1;
+}

@@ -1,0 +1,638 @@
+// C API section "Dataflows", the dataflow inputs of "Inputs and the simple
+// trainer", and the minimal inference runner.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/trainer.hpp"
+#include "data/dataflow.hpp"
+#include "dtype.hpp"
+#include "input/input.hpp"
+#include "model_handle.hpp"
+#include "trainer_handle.hpp"
+
+inline constexpr uint64_t kDataflowMagic = 0x7470744461746166ull;   // "tptDataf"
+inline constexpr uint64_t kDatapointMagic = 0x74707444706f6e74ull;  // "tptDpont"
+
+struct tpt_dataflow {
+  uint64_t magic = kDataflowMagic;
+  std::shared_ptr<tpt::data::DataFlow> df;
+};
+struct tpt_datapoint {
+  uint64_t magic = kDatapointMagic;
+  tpt::data::Datapoint dp;
+};
+
+using tpt::capi::guard;
+using tpt::capi::live;
+using tpt::capi::raise_status;
+using tpt::capi::require;
+using tpt::capi::tensor_arg;
+using tpt::capi::UserData;
+using tpt::data::DataFlowPtr;
+using tpt::data::Datapoint;
+
+namespace {
+
+DataFlowPtr df_arg(const tpt_dataflow *d, const char *name = "df") {
+  return live(const_cast<tpt_dataflow *>(d), kDataflowMagic, name, "tpt_dataflow").df;
+}
+
+tpt_datapoint &dp_arg(const tpt_datapoint *d, const char *name = "dp") {
+  return live(const_cast<tpt_datapoint *>(d), kDatapointMagic, name, "tpt_datapoint");
+}
+
+// The dataflow iterated from C: not one that a combinator or input reads.
+tpt::data::DataFlow &own_df_arg(tpt_dataflow *d) {
+  DataFlowPtr df = df_arg(d);
+  if (df->claimed())
+    tpt::invalid_argument("this " + df->kind() +
+                          " is read by another dataflow or an input; iterate that one (a dataflow has one consumer)");
+  return *df;
+}
+
+void give(tpt_dataflow **out, DataFlowPtr df) {
+  auto *h = new tpt_dataflow;
+  h->df = std::move(df);
+  *out = h;
+}
+
+// Lends `dp` to host code as a tpt_datapoint for one call.
+template <class F>
+tpt_status *with_datapoint(Datapoint &dp, F &&call) {
+  tpt_datapoint h;
+  h.dp = std::move(dp);
+  tpt_status *st = call(&h);
+  dp = std::move(h.dp);
+  h.magic = 0;
+  return st;
+}
+
+std::vector<DataFlowPtr> dfs_arg(tpt_dataflow *const *dfs, size_t n) {
+  require(dfs, "dfs");
+  if (n == 0) tpt::invalid_argument("n is 0");
+  std::vector<DataFlowPtr> out;
+  for (size_t i = 0; i < n; ++i) {
+    std::string entry = "dfs[" + std::to_string(i) + "]";
+    out.push_back(df_arg(dfs[i], entry.c_str()));
+  }
+  return out;
+}
+
+tpt::data::MapFn map_fn(tpt_map_fn fn, std::shared_ptr<UserData> ud) {
+  return [fn, ud](Datapoint &dp) { raise_status(with_datapoint(dp, [&](tpt_datapoint *h) { return fn(h, ud->data); })); };
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ datapoints
+
+tpt_status *tpt_datapoint_new(tpt_datapoint **out) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = new tpt_datapoint;
+  });
+}
+
+void tpt_datapoint_free(tpt_datapoint *dp) {
+  if (dp == nullptr || dp->magic != kDatapointMagic) return;
+  dp->magic = 0;
+  delete dp;
+}
+
+size_t tpt_datapoint_size(const tpt_datapoint *dp) {
+  if (dp == nullptr || dp->magic != kDatapointMagic) return 0;
+  return dp->dp.size();
+}
+
+tpt_status *tpt_datapoint_get(tpt_tensor **out, const tpt_datapoint *dp, size_t index) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    const Datapoint &d = dp_arg(dp).dp;
+    if (index >= d.size())
+      tpt::fail(TPT_ERR_NOT_FOUND,
+                "index " + std::to_string(index) + " is out of range (the datapoint has " + std::to_string(d.size()) + " components)");
+    tpt::capi::give(out, d[index]);
+  });
+}
+
+tpt_status *tpt_datapoint_set(tpt_datapoint *dp, size_t index, const tpt_tensor *value) {
+  return guard(__func__, [&] {
+    Datapoint &d = dp_arg(dp).dp;
+    const at::Tensor &v = tensor_arg(value, "value");
+    if (index > d.size())
+      tpt::invalid_argument("index " + std::to_string(index) + " is past the end (the datapoint has " +
+                            std::to_string(d.size()) + " components; index == size appends)");
+    if (index == d.size()) d.push_back(v);
+    else d[index] = v;
+  });
+}
+
+tpt_status *tpt_datapoint_truncate(tpt_datapoint *dp, size_t size) {
+  return guard(__func__, [&] {
+    Datapoint &d = dp_arg(dp).dp;
+    if (size < d.size()) d.resize(size);
+  });
+}
+
+// ------------------------------------------------------------------ sources
+
+tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out, const tpt_dataflow_callbacks *callbacks,
+                                        void *user_data, void (*destroy)(void *)) {
+  auto ud = std::make_shared<UserData>(user_data, destroy);
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(callbacks, "callbacks");
+    if (callbacks->version < 1 || callbacks->version > TPT_DATAFLOW_CALLBACKS_VERSION)
+      tpt::invalid_argument("callbacks->version is " + std::to_string(callbacks->version) +
+                            " (initialise with TPT_DATAFLOW_CALLBACKS_INIT)");
+    require(reinterpret_cast<void *>(callbacks->next), "callbacks->next");
+    tpt::data::SourceFns fns;
+    auto next = callbacks->next;
+    fns.next = [next, ud](Datapoint &dp) {
+      tpt_status *st = with_datapoint(dp, [&](tpt_datapoint *h) { return next(h, ud->data); });
+      if (st && tpt_status_code(st) == TPT_STOP) {
+        tpt_status_free(st);
+        return false;
+      }
+      raise_status(st);
+      if (dp.empty()) tpt::fail(TPT_ERR_CALLBACK, "the dataflow's next callback returned no component (return TPT_STOP at the end of a pass)");
+      return true;
+    };
+    if (auto reset = callbacks->reset) fns.reset = [reset, ud](uint64_t seed) { raise_status(reset(seed, ud->data)); };
+    if (auto size = callbacks->size) fns.size = [size, ud] { return size(ud->data); };
+    give(out, tpt::data::from_functions(std::move(fns)));
+  });
+}
+
+tpt_status *tpt_dataflow_from_tensors(tpt_dataflow **out, const tpt_tensor *const *tensors, size_t n_tensors,
+                                      int32_t shuffle) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(tensors, "tensors");
+    if (n_tensors == 0) tpt::invalid_argument("n_tensors is 0");
+    std::vector<at::Tensor> ts;
+    for (size_t i = 0; i < n_tensors; ++i) {
+      std::string entry = "tensors[" + std::to_string(i) + "]";
+      ts.push_back(tensor_arg(tensors[i], entry.c_str()));
+    }
+    give(out, tpt::data::from_tensors(std::move(ts), shuffle != 0));
+  });
+}
+
+tpt_status *tpt_dataflow_from_idx(tpt_dataflow **out, const char *const *paths, size_t n_paths, int32_t shuffle) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(paths, "paths");
+    if (n_paths == 0) tpt::invalid_argument("n_paths is 0");
+    std::vector<std::string> ps;
+    for (size_t i = 0; i < n_paths; ++i) {
+      std::string entry = "paths[" + std::to_string(i) + "]";
+      ps.push_back(require(paths[i], entry.c_str()));
+    }
+    give(out, tpt::data::from_idx(ps, shuffle != 0));
+  });
+}
+
+tpt_status *tpt_dataflow_mnist(tpt_dataflow **out, const char *dir, const char *split, int32_t shuffle) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(dir, "dir");
+    require(split, "split");
+    give(out, tpt::data::mnist(dir, split, shuffle != 0));
+  });
+}
+
+tpt_status *tpt_dataflow_from_files(tpt_dataflow **out, const char *const *paths, size_t n_paths, int32_t shuffle,
+                                    int32_t n_threads, tpt_decode_fn decode, void *user_data, void (*destroy)(void *)) {
+  auto ud = std::make_shared<UserData>(user_data, destroy);
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(paths, "paths");
+    require(reinterpret_cast<void *>(decode), "decode");
+    if (n_threads < 0) tpt::invalid_argument("n_threads must be >= 0, got " + std::to_string(n_threads));
+    auto list = std::make_shared<std::vector<std::string>>();
+    for (size_t i = 0; i < n_paths; ++i) {
+      std::string entry = "paths[" + std::to_string(i) + "]";
+      list->push_back(require(paths[i], entry.c_str()));
+    }
+    tpt::data::SeededMapFn fn = [list, decode, ud](Datapoint &dp, uint64_t) {
+      const size_t index = static_cast<size_t>(dp.at(0).item<int64_t>());
+      dp.clear();
+      raise_status(with_datapoint(dp, [&](tpt_datapoint *h) { return decode(h, (*list)[index].c_str(), index, ud->data); }));
+      if (dp.empty())
+        tpt::fail(TPT_ERR_CALLBACK, "the decode callback returned no component for " + (*list)[index]);
+    };
+    DataFlowPtr src = tpt::data::indices(static_cast<int64_t>(list->size()), shuffle != 0);
+    if (n_threads == 0) {
+      give(out, tpt::data::seeded_map(std::move(src), std::move(fn), "DataFromFiles"));
+    } else {
+      tpt::data::ParallelMapOptions o;
+      o.n_threads = n_threads;
+      o.ordered = true;
+      o.strict = true;
+      give(out, tpt::data::parallel_map(std::move(src), std::move(fn), o, "DataFromFiles"));
+    }
+  });
+}
+
+tpt_status *tpt_dataflow_fake(tpt_dataflow **out, const tpt_input_spec *components, size_t n_components, int64_t size,
+                              int32_t random, double low, double high) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(components, "components");
+    std::vector<tpt::data::FakeSpec> specs;
+    for (size_t i = 0; i < n_components; ++i) {
+      const tpt_input_spec &c = components[i];
+      std::string entry = "components[" + std::to_string(i) + "]";
+      if (c.ndim > 0) require(c.shape, (entry + ".shape").c_str());
+      auto type = tpt::capi::scalar_type_of(c.dtype);
+      if (!type) tpt::invalid_argument(entry + ".dtype is not a tpt_dtype");
+      specs.push_back({*type, std::vector<int64_t>(c.shape, c.shape + c.ndim)});
+    }
+    give(out, tpt::data::fake(std::move(specs), size, random != 0, low, high));
+  });
+}
+
+// ------------------------------------------------------------------ combinators
+
+tpt_status *tpt_dataflow_batch(tpt_dataflow **out, tpt_dataflow *df, int64_t batch_size, int32_t remainder) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give(out, tpt::data::batch(df_arg(df), batch_size, remainder != 0));
+  });
+}
+
+tpt_status *tpt_dataflow_map(tpt_dataflow **out, tpt_dataflow *df, tpt_map_fn fn, void *user_data,
+                             void (*destroy)(void *)) {
+  auto ud = std::make_shared<UserData>(user_data, destroy);
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    DataFlowPtr in = df_arg(df);
+    require(reinterpret_cast<void *>(fn), "fn");
+    give(out, tpt::data::map(std::move(in), map_fn(fn, ud)));
+  });
+}
+
+tpt_status *tpt_dataflow_map_component(tpt_dataflow **out, tpt_dataflow *df, size_t index, tpt_component_fn fn,
+                                       void *user_data, void (*destroy)(void *)) {
+  auto ud = std::make_shared<UserData>(user_data, destroy);
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    DataFlowPtr in = df_arg(df);
+    require(reinterpret_cast<void *>(fn), "fn");
+    auto f = [index, fn, ud](Datapoint &dp) {
+      if (index >= dp.size())
+        tpt::invalid_argument("MapDataComponent: component " + std::to_string(index) + " asked for, the datapoint has " +
+                              std::to_string(dp.size()));
+      tpt_tensor value(dp[index]);
+      tpt_tensor *made = nullptr;
+      tpt_status *st = fn(&made, &value, ud->data);
+      value.magic = 0;
+      at::Tensor result;
+      if (made && made->magic == kTensorMagic) result = made->value;
+      tpt_tensor_free(made);
+      raise_status(st);
+      if (!result.defined()) dp.clear();  // dropped
+      else dp[index] = std::move(result);
+    };
+    give(out, tpt::data::map(std::move(in), std::move(f), "MapDataComponent"));
+  });
+}
+
+tpt_status *tpt_dataflow_parallel_map(tpt_dataflow **out, tpt_dataflow *df, tpt_map_fn fn, void *user_data,
+                                      void (*destroy)(void *), const tpt_parallel_map_options *options) {
+  auto ud = std::make_shared<UserData>(user_data, destroy);
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    DataFlowPtr in = df_arg(df);
+    require(reinterpret_cast<void *>(fn), "fn");
+    tpt_parallel_map_options o = TPT_PARALLEL_MAP_OPTIONS_INIT;
+    if (options) {
+      if (options->version < 1 || options->version > TPT_PARALLEL_MAP_OPTIONS_VERSION)
+        tpt::invalid_argument("options->version is " + std::to_string(options->version) +
+                              " (initialise with TPT_PARALLEL_MAP_OPTIONS_INIT)");
+      o = *options;
+    }
+    tpt::data::ParallelMapOptions po;
+    po.n_threads = o.n_threads;
+    po.buffer_size = o.buffer_size;
+    po.ordered = o.ordered != 0;
+    po.strict = o.strict != 0;
+    tpt::data::MapFn f = map_fn(fn, ud);
+    give(out, tpt::data::parallel_map(
+                  std::move(in), [f](Datapoint &dp, uint64_t) { f(dp); }, po));
+  });
+}
+
+tpt_status *tpt_dataflow_prefetch(tpt_dataflow **out, tpt_dataflow *df, int64_t capacity) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give(out, tpt::data::prefetch(df_arg(df), capacity));
+  });
+}
+
+tpt_status *tpt_dataflow_local_shuffle(tpt_dataflow **out, tpt_dataflow *df, int64_t buffer_size, int64_t n_reuse) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give(out, tpt::data::local_shuffle(df_arg(df), buffer_size, n_reuse));
+  });
+}
+
+tpt_status *tpt_dataflow_cache(tpt_dataflow **out, tpt_dataflow *df, int32_t shuffle) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give(out, tpt::data::cache(df_arg(df), shuffle != 0));
+  });
+}
+
+tpt_status *tpt_dataflow_repeat(tpt_dataflow **out, tpt_dataflow *df, int64_t n) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give(out, tpt::data::repeat(df_arg(df), n));
+  });
+}
+
+tpt_status *tpt_dataflow_fixed_size(tpt_dataflow **out, tpt_dataflow *df, int64_t size, int32_t keep_state) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give(out, tpt::data::fixed_size(df_arg(df), size, keep_state != 0));
+  });
+}
+
+tpt_status *tpt_dataflow_concat(tpt_dataflow **out, tpt_dataflow *const *dfs, size_t n) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give(out, tpt::data::concat(dfs_arg(dfs, n)));
+  });
+}
+
+tpt_status *tpt_dataflow_join(tpt_dataflow **out, tpt_dataflow *const *dfs, size_t n) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give(out, tpt::data::join(dfs_arg(dfs, n)));
+  });
+}
+
+tpt_status *tpt_dataflow_select(tpt_dataflow **out, tpt_dataflow *df, const size_t *indices, size_t n) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    DataFlowPtr in = df_arg(df);
+    require(indices, "indices");
+    give(out, tpt::data::select(std::move(in), std::vector<size_t>(indices, indices + n)));
+  });
+}
+
+tpt_status *tpt_dataflow_augment(tpt_dataflow **out, tpt_dataflow *df, size_t index, const tpt_augmentor *augmentors,
+                                 size_t n_augmentors, int32_t n_threads) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    DataFlowPtr in = df_arg(df);
+    require(augmentors, "augmentors");
+    std::vector<tpt::data::Augmentor> augs;
+    for (size_t i = 0; i < n_augmentors; ++i) {
+      const tpt_augmentor &a = augmentors[i];
+      const std::string entry = "augmentors[" + std::to_string(i) + "]";
+      tpt::data::Augmentor g;
+      g.kind = static_cast<tpt::data::Augmentor::Kind>(a.kind);
+      g.scale = a.scale;
+      if (a.kind == TPT_AUGMENT_NORMALIZE) {
+        if (a.n_channels == 0) tpt::invalid_argument(entry + ".n_channels is 0");
+        require(a.mean, (entry + ".mean").c_str());
+        require(a.std, (entry + ".std").c_str());
+        g.mean.assign(a.mean, a.mean + a.n_channels);
+        g.std.assign(a.std, a.std + a.n_channels);
+      }
+      g.height = a.height;
+      g.width = a.width;
+      g.padding = a.padding;
+      g.probability = a.probability;
+      augs.push_back(std::move(g));
+    }
+    give(out, tpt::data::augment(std::move(in), index, std::move(augs), n_threads));
+  });
+}
+
+// ------------------------------------------------------------------ iterating
+
+tpt_status *tpt_dataflow_reset_state(tpt_dataflow *df) {
+  return guard(__func__, [&] { own_df_arg(df).reset_state(); });
+}
+
+tpt_status *tpt_dataflow_next(tpt_dataflow *df, tpt_datapoint *dp) {
+  return guard(__func__, [&] {
+    tpt::data::DataFlow &d = own_df_arg(df);
+    Datapoint &p = dp_arg(dp).dp;
+    if (!d.was_reset()) d.reset_state();
+    if (!d.next(p)) {
+      p.clear();
+      throw tpt::StopTraining("end of the pass");
+    }
+  });
+}
+
+tpt_status *tpt_dataflow_size(int64_t *out, const tpt_dataflow *df) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    auto n = df_arg(df)->size();
+    *out = n ? *n : -1;
+  });
+}
+
+tpt_status *tpt_dataflow_set_seed(tpt_dataflow *df, uint64_t seed) {
+  return guard(__func__, [&] { df_arg(df)->set_seed(seed); });
+}
+
+tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    std::vector<uint8_t> bytes = df_arg(df)->get_state();
+    at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    tpt::capi::give(out, std::move(t));
+  });
+}
+
+tpt_status *tpt_dataflow_set_state(tpt_dataflow *df, const tpt_tensor *state) {
+  return guard(__func__, [&] {
+    DataFlowPtr d = df_arg(df);
+    at::Tensor t = tensor_arg(state, "state");
+    if (t.scalar_type() != at::kByte || t.dim() != 1)
+      tpt::invalid_argument("state must be a 1-d u8 tensor (from tpt_dataflow_get_state)");
+    t = t.contiguous().cpu();
+    d->set_state(t.data_ptr<uint8_t>(), static_cast<size_t>(t.numel()));
+  });
+}
+
+void tpt_dataflow_free(tpt_dataflow *df) {
+  if (df == nullptr || df->magic != kDataflowMagic) return;
+  df->magic = 0;
+  delete df;
+}
+
+// ------------------------------------------------------------------ inputs
+
+tpt_status *tpt_input_from_dataflow(tpt_input **out, tpt_dataflow *df, const tpt_input_options *options) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    DataFlowPtr d = df_arg(df);
+    tpt_input_options o = TPT_INPUT_OPTIONS_INIT;
+    if (options) {
+      if (options->version < 1 || options->version > TPT_INPUT_OPTIONS_VERSION)
+        tpt::invalid_argument("options->version is " + std::to_string(options->version) +
+                              " (initialise with TPT_INPUT_OPTIONS_INIT)");
+      o = *options;
+    }
+    std::unique_ptr<tpt::input::Input> in;
+    if (o.kind == TPT_INPUT_QUEUE) in = tpt::input::queue(std::move(d), o.capacity, o.repeat != 0);
+    else if (o.kind == TPT_INPUT_FEED) in = tpt::input::feed(std::move(d), o.repeat != 0);
+    else tpt::invalid_argument("options->kind " + std::to_string(static_cast<int>(o.kind)) + " is not a tpt_input_kind");
+    auto *h = new tpt_input;
+    h->input = std::move(in);
+    *out = h;
+  });
+}
+
+tpt_status *tpt_input_staging(tpt_input **out, tpt_input *input, const char *device) {
+  std::unique_ptr<tpt::input::Input> inner;  // taken in every case
+  if (input && input->magic == kInputMagic) {
+    inner = std::move(input->input);
+    tpt_input_free(input);
+  }
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    if (!inner) {
+      require(input, "input");
+      tpt::capi::throw_not_live("input", "tpt_input");
+    }
+    std::optional<c10::Device> dev;
+    if (device) {
+      try {
+        dev = c10::Device(std::string(device));
+      } catch (const c10::Error &) {
+        tpt::invalid_argument(std::string("device \"") + device + "\" is not a device (\"cpu\", \"cuda:0\", ...)");
+      }
+    }
+    auto *h = new tpt_input;
+    h->input = tpt::input::staging(std::move(inner), dev);
+    *out = h;
+  });
+}
+
+tpt_status *tpt_input_dummy(tpt_input **out, int64_t batch_size) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    auto in = tpt::input::dummy(batch_size);
+    auto *h = new tpt_input;
+    h->input = std::move(in);
+    *out = h;
+  });
+}
+
+// ------------------------------------------------------------------ inference
+
+namespace {
+
+class InferenceRunner final : public tpt::Callback {
+ public:
+  InferenceRunner(std::shared_ptr<tpt::model::Model> model, DataFlowPtr df, std::vector<std::string> names)
+      : Callback("InferenceRunner", true), model_(std::move(model)), df_(std::move(df)), names_(std::move(names)) {
+    df_->claim("InferenceRunner");
+  }
+  ~InferenceRunner() override {
+    df_->stop();
+    df_->release();
+  }
+  uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER | TPT_EVENT_AFTER_TRAIN; }
+  void on_event(tpt::Trainer &t, tpt_event e, const tpt::Record *) override {
+    if (e == TPT_EVENT_BEFORE_TRAIN) df_->reset_state();
+    else if (e == TPT_EVENT_AFTER_TRAIN) df_->stop();
+    else run(t);
+  }
+
+ private:
+  void run(tpt::Trainer &t) {
+    if (!df_->was_reset()) df_->reset_state();
+    if (!complete_) df_->restart();  // a run that failed half-way starts over
+    complete_ = false;
+    std::vector<double> sum(names_.size(), 0.0), weight(names_.size(), 0.0);
+    Datapoint batch;
+    while (df_->next(batch)) {
+      if (batch.empty() || batch[0].dim() < 1) tpt::invalid_argument("InferenceRunner: a batch needs a first dimension (rows)");
+      const int64_t rows = batch[0].size(0);
+      std::vector<at::Tensor> outs = model_->infer(batch, names_);
+      for (size_t i = 0; i < names_.size(); ++i) {
+        const at::Tensor &o = outs[i];
+        if (o.numel() == 1) {
+          sum[i] += o.item<double>() * static_cast<double>(rows);
+        } else if (o.numel() == rows) {
+          sum[i] += o.to(at::kDouble).sum().item<double>();
+        } else {
+          tpt::invalid_argument("InferenceRunner: the output \"" + names_[i] + "\" has " + std::to_string(o.numel()) +
+                                " elements for a batch of " + std::to_string(rows) + " rows (1 or one per row expected)");
+        }
+        weight[i] += static_cast<double>(rows);
+      }
+    }
+    complete_ = true;
+    for (size_t i = 0; i < names_.size(); ++i)
+      if (weight[i] > 0) t.put_scalar("validation_" + names_[i], sum[i] / weight[i]);
+  }
+
+  std::shared_ptr<tpt::model::Model> model_;
+  DataFlowPtr df_;
+  std::vector<std::string> names_;
+  bool complete_ = true;
+};
+
+}  // namespace
+
+tpt_status *tpt_inference_runner_new(tpt_callback **out, tpt_model *model, tpt_dataflow *df,
+                                     const char *const *outputs, size_t n_outputs) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
+    DataFlowPtr d = df_arg(df);
+    require(outputs, "outputs");
+    if (n_outputs == 0) tpt::invalid_argument("n_outputs is 0");
+    std::vector<std::string> names;
+    for (size_t i = 0; i < n_outputs; ++i) {
+      std::string entry = "outputs[" + std::to_string(i) + "]";
+      names.push_back(tpt::capi::name_arg(outputs[i], entry.c_str()));
+    }
+    auto cb = std::make_unique<InferenceRunner>(std::move(m), std::move(d), std::move(names));
+    auto *h = new tpt_callback;
+    h->callback = std::move(cb);
+    *out = h;
+  });
+}

@@ -1,0 +1,830 @@
+// The DataFlow base (reset, restart, seeds and state) and the sequential
+// sources and combinators. Threads live in parallel.cpp, image augmentation
+// in augment.cpp, the IDX reader in idx.cpp.
+#include "data/dataflow.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/stack.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace tpt::data {
+
+// ------------------------------------------------------------------ Rng
+
+namespace {
+uint64_t splitmix(uint64_t &x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+uint64_t mix_seed(uint64_t a, uint64_t b) {
+  uint64_t x = a ^ (b * 0xd1b54a32d192ed03ull);
+  return splitmix(x);
+}
+
+void Rng::seed(uint64_t seed) {
+  uint64_t x = seed;
+  for (auto &w : s) w = splitmix(x);
+}
+
+uint64_t Rng::next() {
+  const uint64_t result = rotl(s[1] * 5, 7) * 9;
+  const uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
+
+uint64_t Rng::below(uint64_t n) {
+  if (n <= 1) return 0;
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;  // rejection keeps it unbiased
+  uint64_t x;
+  do x = next();
+  while (x >= limit);
+  return x % n;
+}
+
+std::vector<int64_t> Rng::permutation(int64_t n) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[below(static_cast<uint64_t>(i) + 1)]);
+  return p;
+}
+
+// ------------------------------------------------------------------ base
+
+void DataFlow::reset_state() {
+  uint64_t base = seed_ ? *seed_ : at::detail::getDefaultCPUGenerator().current_seed();
+  uint64_t index = 0;
+  reset_tree(base, index);
+}
+
+void DataFlow::reset_tree(uint64_t base, uint64_t &index) {
+  stop_threads();
+  node_seed_ = mix_seed(base, index++);
+  for (DataFlow *c : children()) c->reset_tree(base, index);
+  if (Rng *r = rng(); r && !restored_) r->seed(node_seed_);
+  restored_ = false;
+  on_reset();
+  clear_pass();
+  start_threads();
+  was_reset_ = true;
+}
+
+void DataFlow::restart() { restart_tree(); }
+
+void DataFlow::restart_tree() {
+  stop_threads();
+  for (DataFlow *c : children()) c->restart_tree();
+  clear_pass();
+  start_threads();
+}
+
+void DataFlow::stop() { stop_tree(); }
+
+void DataFlow::stop_tree() {
+  stop_threads();
+  for (DataFlow *c : children()) c->stop_tree();
+  was_reset_ = false;
+}
+
+void DataFlow::collect(std::vector<DataFlow *> &out) {
+  out.push_back(this);
+  for (DataFlow *c : children()) c->collect(out);
+}
+
+void DataFlow::claim(const std::string &consumer) {
+  if (!consumer_.empty())
+    invalid_argument("this " + kind_ + " is already read by " + consumer_ +
+                     " (a dataflow has one consumer; make another dataflow)");
+  consumer_ = consumer;
+}
+
+namespace {
+constexpr char kStateMagic[8] = {'T', 'P', 'T', 'D', 'F', 'S', '0', '1'};
+uint64_t fnv1a(const std::string &s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+void put_u64(std::vector<uint8_t> &out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+}  // namespace
+
+// Layout: magic, node count, then per node (preorder): hash of its kind, a
+// flag, and the 4 words of its generator when the flag is 1.
+std::vector<uint8_t> DataFlow::get_state() const {
+  std::vector<DataFlow *> nodes;
+  const_cast<DataFlow *>(this)->collect(nodes);
+  std::vector<uint8_t> out(kStateMagic, kStateMagic + 8);
+  put_u64(out, nodes.size());
+  for (DataFlow *n : nodes) {
+    put_u64(out, fnv1a(n->kind()));
+    Rng *r = n->rng();
+    put_u64(out, r ? 1 : 0);
+    if (r)
+      for (uint64_t w : r->s) put_u64(out, w);
+  }
+  return out;
+}
+
+void DataFlow::set_state(const uint8_t *data, size_t size) {
+  std::vector<DataFlow *> nodes;
+  collect(nodes);
+  auto bad = [](const std::string &why) { invalid_argument("not a state of this dataflow: " + why); };
+  if (size < 16 || std::memcmp(data, kStateMagic, 8) != 0) bad("it does not start with a dataflow state's tag");
+  if (get_u64(data + 8) != nodes.size())
+    bad("it has " + std::to_string(get_u64(data + 8)) + " parts, this pipeline has " + std::to_string(nodes.size()));
+  size_t pos = 16;
+  std::vector<std::pair<Rng *, Rng>> restore;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (pos + 16 > size) bad("it is truncated");
+    if (get_u64(data + pos) != fnv1a(nodes[i]->kind()))
+      bad("part " + std::to_string(i) + " is a " + nodes[i]->kind() + " here and something else in the state");
+    uint64_t flag = get_u64(data + pos + 8);
+    pos += 16;
+    Rng *r = nodes[i]->rng();
+    if ((flag == 1) != (r != nullptr)) bad("part " + std::to_string(i) + " (" + nodes[i]->kind() + ") differs");
+    if (r) {
+      if (pos + 32 > size) bad("it is truncated");
+      Rng v;
+      for (int k = 0; k < 4; ++k) v.s[k] = get_u64(data + pos + 8 * k);
+      pos += 32;
+      restore.emplace_back(r, v);
+    }
+  }
+  if (pos != size) bad("it has " + std::to_string(size - pos) + " bytes too many");
+  for (auto &[r, v] : restore) *r = v;  // all checked: apply
+  for (DataFlow *n : nodes)
+    if (n->rng()) n->restored_ = true;
+}
+
+namespace {
+
+std::string shape_str(const at::Tensor &t) {
+  std::ostringstream s;
+  s << t.sizes() << " (" << c10::toString(t.scalar_type()) << ")";
+  return s.str();
+}
+
+// ------------------------------------------------------------------ sources
+
+class TensorSource final : public DataFlow {
+ public:
+  TensorSource(std::vector<at::Tensor> tensors, bool shuffle, std::string kind)
+      : DataFlow(std::move(kind)), tensors_(std::move(tensors)), shuffle_(shuffle) {
+    if (tensors_.empty()) invalid_argument("no tensors given");
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      if (!tensors_[i].defined() || tensors_[i].dim() < 1)
+        invalid_argument("tensors[" + std::to_string(i) + "] needs at least one dimension (the rows)");
+      if (tensors_[i].size(0) != tensors_[0].size(0))
+        invalid_argument("tensors[" + std::to_string(i) + "] has " + std::to_string(tensors_[i].size(0)) +
+                         " rows, tensors[0] has " + std::to_string(tensors_[0].size(0)));
+    }
+    rows_ = tensors_[0].size(0);
+  }
+  bool next(Datapoint &dp) override {
+    if (need_pass_) {
+      if (shuffle_) order_ = rng_.permutation(rows_);
+      pos_ = 0;
+      need_pass_ = false;
+    }
+    if (pos_ >= rows_) {
+      need_pass_ = true;
+      return false;
+    }
+    int64_t row = shuffle_ ? order_[pos_] : pos_;
+    ++pos_;
+    dp.clear();
+    for (const auto &t : tensors_) dp.push_back(t.select(0, row));
+    return true;
+  }
+  std::optional<int64_t> size() const override { return rows_; }
+
+ protected:
+  void clear_pass() override { need_pass_ = true; }
+  Rng *rng() override { return shuffle_ ? &rng_ : nullptr; }
+
+ private:
+  std::vector<at::Tensor> tensors_;
+  bool shuffle_;
+  int64_t rows_ = 0, pos_ = 0;
+  bool need_pass_ = true;
+  std::vector<int64_t> order_;
+  Rng rng_;
+};
+
+class FunctionSource final : public DataFlow {
+ public:
+  explicit FunctionSource(SourceFns fns) : DataFlow("DataFromCallbacks"), fns_(std::move(fns)) {}
+  bool next(Datapoint &dp) override {
+    dp.clear();
+    return fns_.next(dp);
+  }
+  std::optional<int64_t> size() const override {
+    if (!fns_.size) return std::nullopt;
+    int64_t n = fns_.size();
+    if (n < 0) return std::nullopt;
+    return n;
+  }
+
+ protected:
+  void on_reset() override {
+    if (fns_.reset) fns_.reset(node_seed());
+  }
+
+ private:
+  SourceFns fns_;
+};
+
+class FakeSource final : public DataFlow {
+ public:
+  FakeSource(std::vector<FakeSpec> specs, int64_t size, bool random, double low, double high)
+      : DataFlow("FakeData"), specs_(std::move(specs)), size_(size), random_(random), low_(low), high_(high) {
+    if (specs_.empty()) invalid_argument("no components given");
+    if (size_ < 1) invalid_argument("size must be >= 1, got " + std::to_string(size_));
+    if (!(low_ < high_)) invalid_argument("low must be < high");
+    for (size_t i = 0; i < specs_.size(); ++i)
+      for (int64_t d : specs_[i].shape)
+        if (d < 0) invalid_argument("components[" + std::to_string(i) + "] has a free dimension (-1)");
+  }
+  bool next(Datapoint &dp) override {
+    if (pos_ >= size_) {
+      pos_ = 0;
+      return false;
+    }
+    ++pos_;
+    if (!random_) {
+      if (constant_.empty()) constant_ = make();
+      dp = constant_;
+    } else {
+      dp = make();
+    }
+    return true;
+  }
+  std::optional<int64_t> size() const override { return size_; }
+
+ protected:
+  void clear_pass() override { pos_ = 0; }
+  void on_reset() override { constant_.clear(); }
+  Rng *rng() override { return &rng_; }
+
+ private:
+  Datapoint make() {
+    Datapoint dp;
+    for (const auto &s : specs_) {
+      at::Tensor v = at::empty(s.shape, at::TensorOptions().dtype(at::kDouble));
+      double *p = v.data_ptr<double>();
+      const bool integral = !c10::isFloatingType(s.dtype) && !c10::isComplexType(s.dtype);
+      for (int64_t i = 0, n = v.numel(); i < n; ++i) {
+        double x = low_ + (high_ - low_) * rng_.uniform();
+        p[i] = integral ? std::floor(x) : x;
+      }
+      dp.push_back(v.to(s.dtype));
+    }
+    return dp;
+  }
+  std::vector<FakeSpec> specs_;
+  int64_t size_;
+  bool random_;
+  double low_, high_;
+  int64_t pos_ = 0;
+  Datapoint constant_;
+  Rng rng_;
+};
+
+class IndexSource final : public DataFlow {
+ public:
+  IndexSource(int64_t n, bool shuffle) : DataFlow("DataFromList"), n_(n), shuffle_(shuffle) {
+    if (n_ < 0) invalid_argument("negative count");
+  }
+  bool next(Datapoint &dp) override {
+    if (need_pass_) {
+      if (shuffle_) order_ = rng_.permutation(n_);
+      pos_ = 0;
+      need_pass_ = false;
+    }
+    if (pos_ >= n_) {
+      need_pass_ = true;
+      return false;
+    }
+    int64_t i = shuffle_ ? order_[pos_] : pos_;
+    ++pos_;
+    dp.assign(1, at::scalar_tensor(i, at::TensorOptions().dtype(at::kLong)));
+    return true;
+  }
+  std::optional<int64_t> size() const override { return n_; }
+
+ protected:
+  void clear_pass() override { need_pass_ = true; }
+  Rng *rng() override { return shuffle_ ? &rng_ : nullptr; }
+
+ private:
+  int64_t n_, pos_ = 0;
+  bool shuffle_, need_pass_ = true;
+  std::vector<int64_t> order_;
+  Rng rng_;
+};
+
+// ------------------------------------------------------------------ combinators
+
+// A node with one input.
+class Proxy : public DataFlow {
+ public:
+  Proxy(std::string kind, DataFlowPtr df) : DataFlow(std::move(kind)), df_(std::move(df)) {
+    if (!df_) invalid_argument("no input dataflow");
+    df_->claim(this->kind());
+  }
+  // Also runs when a derived constructor rejects its arguments: a failed call
+  // leaves the input free for another consumer.
+  ~Proxy() override { df_->release(); }
+  std::optional<int64_t> size() const override { return df_->size(); }
+
+ protected:
+  std::vector<DataFlow *> children() const override { return {df_.get()}; }
+  DataFlowPtr df_;
+};
+
+class Batch final : public Proxy {
+ public:
+  Batch(DataFlowPtr df, int64_t bs, bool remainder) : Proxy("BatchData", std::move(df)), bs_(bs), rem_(remainder) {
+    if (bs_ < 1) invalid_argument("batch_size must be >= 1, got " + std::to_string(bs_));
+    auto n = df_->size();
+    if (!rem_ && n && bs_ > *n)
+      invalid_argument("batch_size " + std::to_string(bs_) + " is larger than the " + std::to_string(*n) +
+                       " datapoints of a pass (and remainder is off)");
+    parts_.reserve(static_cast<size_t>(std::min<int64_t>(bs_, 4096)));
+  }
+  bool next(Datapoint &dp) override {
+    if (ended_) {  // the input's pass ended inside the short batch given last
+      ended_ = false;
+      return false;
+    }
+    parts_.clear();
+    Datapoint x;
+    bool more = true;
+    while (static_cast<int64_t>(parts_.size()) < bs_ && (more = df_->next(x))) parts_.push_back(std::move(x));
+    if (parts_.empty() || (static_cast<int64_t>(parts_.size()) < bs_ && !rem_)) {
+      parts_.clear();
+      return false;
+    }
+    ended_ = !more;
+    const Datapoint &first = parts_[0];
+    for (size_t i = 1; i < parts_.size(); ++i)
+      if (parts_[i].size() != first.size())
+        invalid_argument("BatchData: datapoint " + std::to_string(i) + " of the batch has " +
+                         std::to_string(parts_[i].size()) + " components, the first has " +
+                         std::to_string(first.size()));
+    dp.assign(first.size(), at::Tensor());
+    std::vector<at::Tensor> col(parts_.size());
+    for (size_t c = 0; c < first.size(); ++c) {
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        const at::Tensor &t = parts_[i][c];
+        if (!t.defined()) invalid_argument("BatchData: component " + std::to_string(c) + " is not set");
+        if (i > 0 && (t.sizes() != first[c].sizes() || t.scalar_type() != first[c].scalar_type()))
+          invalid_argument("BatchData: datapoint " + std::to_string(i) + " of the batch has component " +
+                           std::to_string(c) + " of shape " + shape_str(t) + ", the first has " +
+                           shape_str(first[c]));
+        col[i] = t;
+      }
+      dp[c] = at::stack(col);
+    }
+    parts_.clear();
+    return true;
+  }
+  std::optional<int64_t> size() const override {
+    auto n = df_->size();
+    if (!n) return std::nullopt;
+    return *n / bs_ + ((rem_ && *n % bs_) ? 1 : 0);
+  }
+
+ protected:
+  void clear_pass() override { ended_ = false; }
+
+ private:
+  int64_t bs_;
+  bool rem_;
+  bool ended_ = false;
+  std::vector<Datapoint> parts_;
+};
+
+class Map final : public Proxy {
+ public:
+  Map(DataFlowPtr df, MapFn fn, std::string kind) : Proxy(std::move(kind), std::move(df)), fn_(std::move(fn)) {}
+  bool next(Datapoint &dp) override {
+    for (;;) {
+      if (!df_->next(dp)) return false;
+      fn_(dp);
+      if (!dp.empty()) return true;
+    }
+  }
+
+ private:
+  MapFn fn_;
+};
+
+class SeededMap final : public Proxy {
+ public:
+  SeededMap(DataFlowPtr df, SeededMapFn fn, std::string kind) : Proxy(std::move(kind), std::move(df)), fn_(std::move(fn)) {}
+  bool next(Datapoint &dp) override {
+    for (;;) {
+      if (!df_->next(dp)) return false;
+      fn_(dp, rng_.next());
+      if (!dp.empty()) return true;
+    }
+  }
+
+ protected:
+  Rng *rng() override { return &rng_; }
+
+ private:
+  SeededMapFn fn_;
+  Rng rng_;
+};
+
+class LocalShuffle final : public Proxy {
+ public:
+  LocalShuffle(DataFlowPtr df, int64_t buffer, int64_t reuse)
+      : Proxy("LocallyShuffleData", std::move(df)), buffer_(buffer), reuse_(reuse) {
+    if (buffer_ < 1) invalid_argument("buffer_size must be >= 1, got " + std::to_string(buffer_));
+    if (reuse_ < 1) invalid_argument("n_reuse must be >= 1, got " + std::to_string(reuse_));
+  }
+  bool next(Datapoint &dp) override {
+    while (static_cast<int64_t>(buf_.size()) < buffer_ && pull()) {
+    }
+    if (buf_.empty()) return false;  // the input has no data at all
+    size_t j = static_cast<size_t>(rng_.below(buf_.size()));
+    std::swap(buf_[j], buf_.back());
+    dp = std::move(buf_.back());
+    buf_.pop_back();
+    return true;
+  }
+  std::optional<int64_t> size() const override {
+    auto n = df_->size();
+    if (!n) return std::nullopt;
+    return *n * reuse_;
+  }
+
+ protected:
+  void clear_pass() override {
+    buf_.clear();
+    got_ = 0;
+  }
+  Rng *rng() override { return &rng_; }
+
+ private:
+  // Reads one datapoint into the buffer (n_reuse times), going on to the
+  // input's next pass at the end of one; false if a whole pass was empty.
+  bool pull() {
+    Datapoint x;
+    if (!df_->next(x)) {
+      if (got_ == 0) return false;
+      got_ = 0;
+      if (!df_->next(x)) return false;
+    }
+    ++got_;
+    for (int64_t k = 1; k < reuse_; ++k) buf_.push_back(x);
+    buf_.push_back(std::move(x));
+    return true;
+  }
+  int64_t buffer_, reuse_;
+  int64_t got_ = 0;
+  std::vector<Datapoint> buf_;
+  Rng rng_;
+};
+
+class Cache final : public Proxy {
+ public:
+  Cache(DataFlowPtr df, bool shuffle) : Proxy("CacheData", std::move(df)), shuffle_(shuffle) {}
+  bool next(Datapoint &dp) override {
+    if (!filled_) {
+      if (df_->next(dp)) {
+        cached_.push_back(dp);
+        return true;
+      }
+      filled_ = true;
+      pos_ = 0;
+      order_.clear();
+      return false;
+    }
+    if (pos_ == 0 && order_.empty() && shuffle_) order_ = rng_.permutation(static_cast<int64_t>(cached_.size()));
+    if (pos_ >= cached_.size()) {
+      pos_ = 0;
+      order_.clear();
+      return false;
+    }
+    dp = cached_[shuffle_ ? static_cast<size_t>(order_[pos_]) : pos_];
+    ++pos_;
+    return true;
+  }
+  std::optional<int64_t> size() const override {
+    if (filled_) return static_cast<int64_t>(cached_.size());
+    return df_->size();
+  }
+
+ protected:
+  void clear_pass() override {
+    if (!filled_) cached_.clear();  // a first pass cut short is read again
+    pos_ = 0;
+    order_.clear();
+  }
+  void on_reset() override {
+    filled_ = false;
+    cached_.clear();
+  }
+  Rng *rng() override { return shuffle_ ? &rng_ : nullptr; }
+
+ private:
+  bool shuffle_, filled_ = false;
+  std::vector<Datapoint> cached_;
+  size_t pos_ = 0;
+  std::vector<int64_t> order_;
+  Rng rng_;
+};
+
+class Repeat final : public Proxy {
+ public:
+  Repeat(DataFlowPtr df, int64_t n) : Proxy("RepeatedData", std::move(df)), n_(n) {
+    if (n_ < 1 && n_ != -1) invalid_argument("n must be >= 1 or -1 (forever), got " + std::to_string(n_));
+  }
+  bool next(Datapoint &dp) override {
+    for (;;) {
+      if (df_->next(dp)) {
+        got_ = true;
+        return true;
+      }
+      bool empty = !got_;
+      got_ = false;
+      ++done_;
+      if (empty || (n_ > 0 && done_ >= n_)) {  // an empty input would repeat forever
+        done_ = 0;
+        return false;
+      }
+    }
+  }
+  std::optional<int64_t> size() const override {
+    auto n = df_->size();
+    if (!n || n_ < 0) return std::nullopt;
+    return *n * n_;
+  }
+
+ protected:
+  void clear_pass() override {
+    done_ = 0;
+    got_ = false;
+  }
+
+ private:
+  int64_t n_, done_ = 0;
+  bool got_ = false;
+};
+
+class FixedSize final : public Proxy {
+ public:
+  FixedSize(DataFlowPtr df, int64_t size, bool keep) : Proxy("FixedSizeData", std::move(df)), size_(size), keep_(keep) {
+    if (size_ < 1) invalid_argument("size must be >= 1, got " + std::to_string(size_));
+  }
+  bool next(Datapoint &dp) override {
+    if (count_ >= size_) {
+      count_ = 0;
+      if (!keep_) df_->restart();
+      return false;
+    }
+    for (;;) {
+      if (df_->next(dp)) {
+        got_ = true;
+        ++count_;
+        return true;
+      }
+      if (!got_) {  // the input is empty
+        count_ = 0;
+        return false;
+      }
+      got_ = false;
+    }
+  }
+  std::optional<int64_t> size() const override { return size_; }
+
+ protected:
+  void clear_pass() override {
+    count_ = 0;
+    got_ = false;
+  }
+
+ private:
+  int64_t size_, count_ = 0;
+  bool keep_, got_ = false;
+};
+
+class Many : public DataFlow {
+ public:
+  Many(std::string kind, std::vector<DataFlowPtr> dfs) : DataFlow(std::move(kind)), dfs_(std::move(dfs)) {
+    if (dfs_.empty()) invalid_argument("no dataflows given");
+    for (size_t i = 0; i < dfs_.size(); ++i) {
+      if (!dfs_[i]) invalid_argument("dfs[" + std::to_string(i) + "] is NULL");
+      for (size_t j = 0; j < i; ++j)
+        if (dfs_[j] == dfs_[i]) invalid_argument("dfs[" + std::to_string(j) + "] and dfs[" + std::to_string(i) + "] are the same dataflow");
+    }
+    size_t claimed = 0;
+    try {
+      for (; claimed < dfs_.size(); ++claimed) dfs_[claimed]->claim(this->kind());
+    } catch (...) {  // one is read by another consumer: leave the others free
+      for (size_t i = 0; i < claimed; ++i) dfs_[i]->release();
+      throw;
+    }
+  }
+  ~Many() override {
+    for (auto &d : dfs_) d->release();
+  }
+
+ protected:
+  std::vector<DataFlow *> children() const override {
+    std::vector<DataFlow *> out;
+    for (const auto &d : dfs_) out.push_back(d.get());
+    return out;
+  }
+  std::vector<DataFlowPtr> dfs_;
+};
+
+class Concat final : public Many {
+ public:
+  explicit Concat(std::vector<DataFlowPtr> dfs) : Many("ConcatData", std::move(dfs)) {}
+  bool next(Datapoint &dp) override {
+    while (cur_ < dfs_.size()) {
+      if (dfs_[cur_]->next(dp)) return true;
+      ++cur_;
+    }
+    cur_ = 0;
+    return false;
+  }
+  std::optional<int64_t> size() const override {
+    int64_t total = 0;
+    for (const auto &d : dfs_) {
+      auto n = d->size();
+      if (!n) return std::nullopt;
+      total += *n;
+    }
+    return total;
+  }
+
+ protected:
+  void clear_pass() override { cur_ = 0; }
+
+ private:
+  size_t cur_ = 0;
+};
+
+class Join final : public Many {
+ public:
+  explicit Join(std::vector<DataFlowPtr> dfs) : Many("JoinData", std::move(dfs)) {}
+  bool next(Datapoint &dp) override {
+    dp.clear();
+    Datapoint part;
+    for (size_t i = 0; i < dfs_.size(); ++i) {
+      if (!dfs_[i]->next(part)) {
+        // The shortest ended: the others start their next pass with it.
+        for (size_t j = 0; j < dfs_.size(); ++j)
+          if (j != i) dfs_[j]->restart();
+        dp.clear();
+        return false;
+      }
+      dp.insert(dp.end(), std::make_move_iterator(part.begin()), std::make_move_iterator(part.end()));
+    }
+    return true;
+  }
+  std::optional<int64_t> size() const override {
+    std::optional<int64_t> m;
+    for (const auto &d : dfs_) {
+      auto n = d->size();
+      if (!n) return std::nullopt;
+      m = m ? std::min(*m, *n) : *n;
+    }
+    return m;
+  }
+};
+
+}  // namespace
+
+void DataFlow::on_reset() {}
+
+DataFlowPtr from_tensors(std::vector<at::Tensor> tensors, bool shuffle) {
+  return std::make_shared<TensorSource>(std::move(tensors), shuffle, "DataFromTensors");
+}
+
+DataFlowPtr from_functions(SourceFns fns) {
+  if (!fns.next) invalid_argument("no next function");
+  return std::make_shared<FunctionSource>(std::move(fns));
+}
+
+DataFlowPtr from_idx(const std::vector<std::string> &paths, bool shuffle) {
+  if (paths.empty()) invalid_argument("no files given");
+  std::vector<at::Tensor> tensors;
+  for (const auto &p : paths) {
+    tensors.push_back(read_idx(p));
+    if (tensors.back().size(0) != tensors[0].size(0))
+      invalid_argument("the IDX file " + p + " has " + std::to_string(tensors.back().size(0)) + " rows, " + paths[0] +
+                       " has " + std::to_string(tensors[0].size(0)));
+  }
+  return std::make_shared<TensorSource>(std::move(tensors), shuffle, "IDXData");
+}
+
+DataFlowPtr fake(std::vector<FakeSpec> specs, int64_t size, bool random, double low, double high) {
+  return std::make_shared<FakeSource>(std::move(specs), size, random, low, high);
+}
+
+DataFlowPtr indices(int64_t n, bool shuffle) { return std::make_shared<IndexSource>(n, shuffle); }
+
+DataFlowPtr batch(DataFlowPtr df, int64_t bs, bool remainder) {
+  return std::make_shared<Batch>(std::move(df), bs, remainder);
+}
+
+DataFlowPtr map(DataFlowPtr df, MapFn fn, std::string kind) {
+  if (!fn) invalid_argument("no map function");
+  return std::make_shared<Map>(std::move(df), std::move(fn), std::move(kind));
+}
+
+DataFlowPtr seeded_map(DataFlowPtr df, SeededMapFn fn, std::string kind) {
+  if (!fn) invalid_argument("no map function");
+  return std::make_shared<SeededMap>(std::move(df), std::move(fn), std::move(kind));
+}
+
+DataFlowPtr local_shuffle(DataFlowPtr df, int64_t buffer, int64_t reuse) {
+  return std::make_shared<LocalShuffle>(std::move(df), buffer, reuse);
+}
+
+DataFlowPtr cache(DataFlowPtr df, bool shuffle) { return std::make_shared<Cache>(std::move(df), shuffle); }
+
+DataFlowPtr repeat(DataFlowPtr df, int64_t n) { return std::make_shared<Repeat>(std::move(df), n); }
+
+DataFlowPtr fixed_size(DataFlowPtr df, int64_t size, bool keep) {
+  return std::make_shared<FixedSize>(std::move(df), size, keep);
+}
+
+DataFlowPtr concat(std::vector<DataFlowPtr> dfs) { return std::make_shared<Concat>(std::move(dfs)); }
+
+DataFlowPtr join(std::vector<DataFlowPtr> dfs) { return std::make_shared<Join>(std::move(dfs)); }
+
+DataFlowPtr select(DataFlowPtr df, std::vector<size_t> idx) {
+  if (idx.empty()) invalid_argument("no component indices given");
+  return map(
+      std::move(df),
+      [idx](Datapoint &dp) {
+        Datapoint out;
+        out.reserve(idx.size());
+        for (size_t i : idx) {
+          if (i >= dp.size())
+            invalid_argument("SelectComponent: component " + std::to_string(i) + " asked for, the datapoint has " +
+                             std::to_string(dp.size()));
+          out.push_back(dp[i]);
+        }
+        dp = std::move(out);
+      },
+      "SelectComponent");
+}
+
+DataFlowPtr mnist(const std::string &dir, const std::string &split, bool shuffle) {
+  std::string prefix;
+  if (split == "train") prefix = "train";
+  else if (split == "test") prefix = "t10k";
+  else invalid_argument("split must be \"train\" or \"test\", got \"" + split + "\"");
+  auto pick = [&](const std::string &base) {
+    std::string plain = dir + "/" + base;
+    std::FILE *f = std::fopen((plain + ".gz").c_str(), "rb");
+    if (f) {
+      std::fclose(f);
+      return plain + ".gz";
+    }
+    return plain;  // read_idx names it if it is missing too
+  };
+  DataFlowPtr raw = from_idx({pick(prefix + "-images-idx3-ubyte"), pick(prefix + "-labels-idx1-ubyte")}, shuffle);
+  return map(
+      std::move(raw),
+      [](Datapoint &dp) {
+        dp[0] = dp[0].to(at::kFloat).div_(255.0).unsqueeze_(0);
+        dp[1] = dp[1].to(at::kLong);
+      },
+      "Mnist");
+}
+
+}  // namespace tpt::data

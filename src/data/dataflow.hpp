@@ -1,0 +1,160 @@
+// The DataFlow library (tensorpack's dataflow/): sources, combinators,
+// parallel maps and prefetching, seeded randomness whose state can be saved.
+//
+// A dataflow is a cursor over passes: next() gives the pass's datapoints and
+// then false once; the call after that starts a new pass. Nodes form a tree
+// (each has at most one consumer); the consumer resets the root, which
+// resets the whole tree: threads are stopped, every node is seeded (or keeps
+// its restored state) and passes start afresh.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tpt::data {
+
+using Datapoint = std::vector<at::Tensor>;
+
+// xoshiro256**: small, fast, and its whole state (4 words) is easy to save.
+struct Rng {
+  uint64_t s[4] = {1, 2, 3, 4};
+  void seed(uint64_t seed);
+  uint64_t next();
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  uint64_t below(uint64_t n);                                                // [0, n)
+  std::vector<int64_t> permutation(int64_t n);
+};
+
+// splitmix64 finaliser: mixes a seed with a node's place in the tree.
+uint64_t mix_seed(uint64_t a, uint64_t b);
+
+class DataFlow {
+ public:
+  explicit DataFlow(std::string kind) : kind_(std::move(kind)) {}
+  virtual ~DataFlow() = default;
+  DataFlow(const DataFlow &) = delete;
+  DataFlow &operator=(const DataFlow &) = delete;
+
+  const std::string &kind() const { return kind_; }
+
+  // The next datapoint of the pass, or false at its end.
+  virtual bool next(Datapoint &dp) = 0;
+  // Datapoints per pass; nullopt when unknown or infinite.
+  virtual std::optional<int64_t> size() const { return std::nullopt; }
+
+  // The consumer's reset of the whole tree (see the file comment).
+  void reset_state();
+  bool was_reset() const { return was_reset_; }
+  // Drops the rest of the current pass (and what threads read ahead); the
+  // next next() starts a new pass. Keeps the random state.
+  void restart();
+  // Joins this tree's threads (the consumer is done).
+  void stop();
+
+  void set_seed(uint64_t seed) { seed_ = seed; }
+  std::vector<uint8_t> get_state() const;
+  void set_state(const uint8_t *data, size_t size);
+
+  // Records that `consumer` reads this dataflow; a second consumer is an error.
+  void claim(const std::string &consumer);
+  bool claimed() const { return !consumer_.empty(); }
+  // The consumer is gone (or its construction failed): another may read it.
+  void release() { consumer_.clear(); }
+
+ protected:
+  // Hooks of a node. Children are reset/restarted by the base between
+  // stop_threads() and clear_pass().
+  virtual std::vector<DataFlow *> children() const { return {}; }
+  virtual void stop_threads() {}
+  virtual void clear_pass() {}   // forget the current pass (positions, buffers)
+  virtual void start_threads() {}
+  // Called at every reset (not at a restart), after seeding.
+  virtual void on_reset();
+  // Nodes with randomness return their generator; the base seeds it at reset
+  // and saves / restores it.
+  virtual Rng *rng() { return nullptr; }
+  // The seed given to the node at its last reset (for sources that seed
+  // something else, such as a C callback).
+  uint64_t node_seed() const { return node_seed_; }
+
+ private:
+  void reset_tree(uint64_t base, uint64_t &index);
+  void restart_tree();
+  void stop_tree();
+  void collect(std::vector<DataFlow *> &out);
+
+  std::string kind_;
+  std::string consumer_;
+  std::optional<uint64_t> seed_;
+  uint64_t node_seed_ = 0;
+  bool was_reset_ = false;
+  bool restored_ = false;
+};
+
+using DataFlowPtr = std::shared_ptr<DataFlow>;
+
+// ---- sources
+// Rows of tensors (dimension 0).
+DataFlowPtr from_tensors(std::vector<at::Tensor> tensors, bool shuffle);
+// A source made of functions: next fills dp or returns false; reset gets the
+// node's seed; size returns -1 when unknown.
+struct SourceFns {
+  std::function<bool(Datapoint &)> next;
+  std::function<void(uint64_t seed)> reset;
+  std::function<int64_t()> size;
+};
+DataFlowPtr from_functions(SourceFns fns);
+// The tensor stored in an IDX file (gzip when the name ends in .gz).
+at::Tensor read_idx(const std::string &path);
+DataFlowPtr from_idx(const std::vector<std::string> &paths, bool shuffle);
+DataFlowPtr mnist(const std::string &dir, const std::string &split, bool shuffle);
+struct FakeSpec {
+  c10::ScalarType dtype;
+  std::vector<int64_t> shape;
+};
+DataFlowPtr fake(std::vector<FakeSpec> specs, int64_t size, bool random, double low, double high);
+// Datapoints (index as an i64 scalar) for 0 .. n-1, in order or shuffled.
+DataFlowPtr indices(int64_t n, bool shuffle);
+
+// ---- combinators
+DataFlowPtr batch(DataFlowPtr df, int64_t batch_size, bool remainder);
+// fn changes dp in place; an empty dp is dropped.
+using MapFn = std::function<void(Datapoint &dp)>;
+DataFlowPtr map(DataFlowPtr df, MapFn fn, std::string kind = "MapData");
+// A map that also gets a seed drawn for each datapoint in input order.
+using SeededMapFn = std::function<void(Datapoint &dp, uint64_t seed)>;
+DataFlowPtr seeded_map(DataFlowPtr df, SeededMapFn fn, std::string kind);
+struct ParallelMapOptions {
+  int n_threads = 2;
+  int buffer_size = 200;
+  bool ordered = false;
+  bool strict = false;
+};
+DataFlowPtr parallel_map(DataFlowPtr df, SeededMapFn fn, ParallelMapOptions options,
+                         std::string kind = "MultiThreadMapData");
+DataFlowPtr prefetch(DataFlowPtr df, int64_t capacity);
+DataFlowPtr local_shuffle(DataFlowPtr df, int64_t buffer_size, int64_t n_reuse);
+DataFlowPtr cache(DataFlowPtr df, bool shuffle);
+DataFlowPtr repeat(DataFlowPtr df, int64_t n);
+DataFlowPtr fixed_size(DataFlowPtr df, int64_t size, bool keep_state);
+DataFlowPtr concat(std::vector<DataFlowPtr> dfs);
+DataFlowPtr join(std::vector<DataFlowPtr> dfs);
+DataFlowPtr select(DataFlowPtr df, std::vector<size_t> indices);
+
+// ---- image augmentation (augment.cpp)
+struct Augmentor {
+  enum Kind { ToFloat = 1, Normalize = 2, RandomCrop = 3, Flip = 4 } kind = ToFloat;
+  double scale = 1;
+  std::vector<double> mean, std;
+  int64_t height = 0, width = 0, padding = 0;
+  double probability = 0.5;
+};
+DataFlowPtr augment(DataFlowPtr df, size_t index, std::vector<Augmentor> augmentors, int n_threads);
+
+}  // namespace tpt::data

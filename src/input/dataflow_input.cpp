@@ -1,0 +1,271 @@
+// Inputs fed by dataflows (FeedInput, QueueInput), StagingInput and
+// DummyConstantInput.
+#include <ATen/ops/zeros.h>
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <exception>
+#include <thread>
+
+#include "core/callback.hpp"
+#include "core/error.hpp"
+#include "core/trainer.hpp"
+#include "data/dataflow.hpp"
+#include "data/queue.hpp"
+#include "input/input.hpp"
+#include "model/model.hpp"
+
+namespace tpt::input {
+
+namespace {
+
+// What ends a pass that yielded nothing, and what a non-repeating input says
+// at the end of its pass.
+const char *kEmptyPass = "end of data: a pass of the dataflow yielded no batch";
+const char *kEndOfPass = "end of data: the dataflow's pass ended (the input does not repeat)";
+
+class FeedInput final : public Input {
+ public:
+  FeedInput(std::shared_ptr<data::DataFlow> df, bool repeat) : df_(std::move(df)), repeat_(repeat) {
+    if (!df_) invalid_argument("no dataflow");
+    df_->claim("FeedInput");
+  }
+  ~FeedInput() override {
+    df_->stop();
+    df_->release();
+  }
+
+  void setup() override { df_->reset_state(); }
+  void after_train() override { df_->stop(); }
+  std::optional<int64_t> size() const override { return df_->size(); }
+
+  std::vector<at::Tensor> next() override {
+    if (!df_->was_reset()) df_->reset_state();
+    data::Datapoint b;
+    if (df_->next(b)) {
+      got_ = true;
+      return b;
+    }
+    const bool empty = !got_;
+    got_ = false;
+    if (empty) throw StopTraining(kEmptyPass);
+    if (!repeat_) throw StopTraining(kEndOfPass);
+    if (!df_->next(b)) throw StopTraining(kEmptyPass);
+    got_ = true;
+    return b;
+  }
+
+ private:
+  std::shared_ptr<data::DataFlow> df_;
+  bool repeat_;
+  bool got_ = false;
+};
+
+class QueueInput final : public Input {
+ public:
+  QueueInput(std::shared_ptr<data::DataFlow> df, int64_t capacity, bool repeat)
+      : df_(std::move(df)), q_(static_cast<size_t>(capacity < 1 ? 1 : capacity)), repeat_(repeat) {
+    if (!df_) invalid_argument("no dataflow");
+    if (capacity < 1) invalid_argument("the queue's capacity must be >= 1, got " + std::to_string(capacity));
+    df_->claim("QueueInput");
+  }
+  ~QueueInput() override {
+    stop();
+    df_->release();
+  }
+
+  void setup() override { df_->reset_state(); }
+  void before_train() override { start(); }
+  void after_train() override { stop(); }
+  std::optional<int64_t> size() const override { return df_->size(); }
+
+  std::vector<at::Tensor> next() override {
+    if (error_) std::rethrow_exception(error_);
+    if (!thread_.joinable()) start();
+    const double fill = static_cast<double>(q_.size());
+    ema_ = have_ema_ ? 0.5 * ema_ + 0.5 * fill : fill;
+    have_ema_ = true;
+    Item it;
+    if (!q_.pop(it)) fail(TPT_ERR_STATE, "QueueInput: the queue was closed");
+    if (it.error) {
+      error_ = it.error;
+      std::rethrow_exception(error_);
+    }
+    if (it.end) {
+      error_ = std::make_exception_ptr(StopTraining(it.reason));
+      std::rethrow_exception(error_);
+    }
+    return std::move(it.batch);
+  }
+
+  void after_step(Trainer &t) override {
+    if (have_ema_) t.put_scalar("QueueInput/queue_size", ema_);
+  }
+
+ private:
+  struct Item {
+    data::Datapoint batch;
+    bool end = false;
+    std::string reason;
+    std::exception_ptr error;
+  };
+
+  void start() {
+    if (thread_.joinable()) return;
+    if (!df_->was_reset()) df_->reset_state();
+    q_.reset();
+    error_ = nullptr;
+    thread_ = std::thread([this] { produce(); });
+  }
+
+  void stop() {
+    q_.close();
+    if (thread_.joinable()) thread_.join();
+    df_->stop();
+  }
+
+  void produce() {
+    try {
+      bool got = false;
+      for (;;) {
+        Item it;
+        if (df_->next(it.batch)) {
+          got = true;
+          if (!q_.push(std::move(it))) return;
+          continue;
+        }
+        if (got && repeat_) {
+          got = false;
+          continue;
+        }
+        it.end = true;
+        it.reason = got ? kEndOfPass : kEmptyPass;
+        q_.push(std::move(it));
+        return;
+      }
+    } catch (...) {
+      Item it;
+      it.error = std::current_exception();
+      q_.push(std::move(it));
+    }
+  }
+
+  std::shared_ptr<data::DataFlow> df_;
+  data::BoundedQueue<Item> q_;
+  bool repeat_;
+  std::thread thread_;
+  std::exception_ptr error_;
+  double ema_ = 0;
+  bool have_ema_ = false;
+};
+
+// On the CPU a pass-through. On an accelerator the next batch is copied on a
+// side stream while the current one is used; an event orders the two
+// (device-generic c10 streams and events: CUDA's when LibTorch has CUDA).
+class StagingInput final : public Input {
+ public:
+  StagingInput(std::unique_ptr<Input> inner, std::optional<c10::Device> device)
+      : inner_(std::move(inner)), device_(device.value_or(c10::Device(c10::kCPU))) {
+    if (!inner_) invalid_argument("no input to stage");
+  }
+
+  void set_signature(const std::vector<model::InputSpec> &sig) override { inner_->set_signature(sig); }
+  void setup() override {
+    inner_->setup();
+    if (device_.type() != c10::kCPU) {
+      const c10::impl::DeviceGuardImplInterface *impl = c10::impl::getDeviceGuardImpl(device_.type());
+      side_ = impl->getStreamFromGlobalPool(device_, /*isHighPriority=*/false);
+      event_.emplace(device_.type());
+    }
+  }
+  void before_train() override { inner_->before_train(); }
+  void after_step(Trainer &t) override { inner_->after_step(t); }
+  void after_train() override {
+    staged_.clear();
+    inner_->after_train();
+  }
+  std::optional<int64_t> size() const override { return inner_->size(); }
+
+  std::vector<at::Tensor> next() override {
+    if (device_.type() == c10::kCPU) return inner_->next();
+    if (stop_) std::rethrow_exception(stop_);
+    if (staged_.empty()) stage();
+    if (stop_ && staged_.empty()) std::rethrow_exception(stop_);
+    const c10::Stream current = c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_);
+    event_->block(current);
+    std::vector<at::Tensor> batch = std::move(staged_);
+    staged_.clear();
+    // The batch was allocated on the side stream and is used on this one.
+    for (auto &t : batch) t.record_stream(current);
+    stage();
+    return batch;
+  }
+
+ private:
+  void stage() {
+    std::vector<at::Tensor> b;
+    try {
+      b = inner_->next();
+    } catch (const StopTraining &) {
+      stop_ = std::current_exception();  // hand out what is staged first
+      return;
+    }
+    c10::StreamGuard guard(*side_);
+    for (auto &t : b) t = t.to(device_, /*non_blocking=*/true);
+    event_->record(*side_);
+    staged_ = std::move(b);
+  }
+
+  std::unique_ptr<Input> inner_;
+  c10::Device device_;
+  std::optional<c10::Stream> side_;
+  std::optional<c10::Event> event_;
+  std::vector<at::Tensor> staged_;
+  std::exception_ptr stop_;
+};
+
+class DummyInput final : public Input {
+ public:
+  explicit DummyInput(int64_t batch) : batch_(batch) {
+    if (batch_ < 1) invalid_argument("batch_size must be >= 1, got " + std::to_string(batch_));
+  }
+  void set_signature(const std::vector<model::InputSpec> &sig) override {
+    tensors_.clear();
+    for (const auto &s : sig) {
+      std::vector<int64_t> shape = s.shape;
+      for (auto &d : shape)
+        if (d < 0) d = batch_;
+      tensors_.push_back(at::zeros(shape, at::TensorOptions().dtype(s.dtype)));
+    }
+  }
+  std::vector<at::Tensor> next() override { return tensors_; }
+
+ private:
+  int64_t batch_;
+  std::vector<at::Tensor> tensors_;
+};
+
+}  // namespace
+
+std::unique_ptr<Input> feed(std::shared_ptr<data::DataFlow> df, bool repeat) {
+  return std::make_unique<FeedInput>(std::move(df), repeat);
+}
+
+std::unique_ptr<Input> queue(std::shared_ptr<data::DataFlow> df, int64_t capacity, bool repeat) {
+  return std::make_unique<QueueInput>(std::move(df), capacity, repeat);
+}
+
+std::unique_ptr<Input> staging(std::unique_ptr<Input> inner, std::optional<c10::Device> device) {
+  return std::make_unique<StagingInput>(std::move(inner), device);
+}
+
+std::unique_ptr<Input> dummy(int64_t batch_size) { return std::make_unique<DummyInput>(batch_size); }
+
+std::unique_ptr<Input> auto_wrap(std::shared_ptr<data::DataFlow> df, int n_towers, c10::Device device) {
+  std::unique_ptr<Input> in = queue(std::move(df), 50, true);
+  if (n_towers > 1 || device.type() != c10::kCPU) in = staging(std::move(in), device);
+  return in;
+}
+
+}  // namespace tpt::input
