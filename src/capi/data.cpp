@@ -418,6 +418,9 @@ tpt_status *tpt_dataflow_augment(tpt_dataflow **out, tpt_dataflow *df, size_t in
     for (size_t i = 0; i < n_augmentors; ++i) {
       const tpt_augmentor &a = augmentors[i];
       const std::string entry = "augmentors[" + std::to_string(i) + "]";
+      // Checked before the cast: a value outside Augmentor::Kind's range is undefined behaviour.
+      if (a.kind < TPT_AUGMENT_TO_FLOAT || a.kind > TPT_AUGMENT_FLIP)
+        tpt::invalid_argument(entry + ": unknown kind " + std::to_string(static_cast<int64_t>(a.kind)));
       tpt::data::Augmentor g;
       g.kind = static_cast<tpt::data::Augmentor::Kind>(a.kind);
       g.scale = a.scale;

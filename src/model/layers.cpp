@@ -36,8 +36,16 @@ namespace tpt::model::layers {
 
 namespace {
 
-// "conv2d 'conv1'"
-std::string layer_name(const char *layer, const std::string &name) { return std::string(layer) + " '" + name + "'"; }
+// What an error message is about ("conv2d 'conv1'"), made into text only
+// when there is an error (not on every call).
+struct Who {
+  const char *layer;
+  const std::string *name = nullptr;
+  Who(const char *l) : layer(l) {}  // NOLINT: implicit from a literal
+  Who(const char *l, const std::string &n) : layer(l), name(&n) {}
+  std::string str() const { return name ? std::string(layer) + " '" + *name + "'" : std::string(layer); }
+};
+std::string operator+(const Who &w, const char *s) { return w.str() + s; }
 
 // The C API's names of dtypes.
 std::string type_name(c10::ScalarType t) {
@@ -60,18 +68,18 @@ std::string num(double v) {
   return s.str();
 }
 
-void need_defined(const at::Tensor &x, const std::string &who, const char *arg) {
+void need_defined(const at::Tensor &x, const Who &who, const char *arg) {
   if (!x.defined()) invalid_argument(who + ": " + arg + " is an undefined tensor");
 }
 
-void need_floating(const at::Tensor &x, const std::string &who, const char *arg) {
+void need_floating(const at::Tensor &x, const Who &who, const char *arg) {
   need_defined(x, who, arg);
   if (!c10::isFloatingType(x.scalar_type()))
     invalid_argument(who + ": " + arg + " must be floating point, got " + type_name(x.scalar_type()) + " " +
                      shape_text(x.sizes()));
 }
 
-void need_image(const at::Tensor &x, const std::string &who) {
+void need_image(const at::Tensor &x, const Who &who) {
   need_floating(x, who, "x");
   if (x.dim() != 4) invalid_argument(who + ": x must be [N, C, H, W], got " + shape_text(x.sizes()));
   if (x.size(2) < 1 || x.size(3) < 1)
@@ -127,7 +135,7 @@ VariableOptions constant(c10::ScalarType dtype, double value, bool trainable) {
   return v;
 }
 
-at::Tensor activate(const at::Tensor &x, tpt_activation act, double alpha, const std::string &who) {
+at::Tensor activate(const at::Tensor &x, tpt_activation act, double alpha, const Who &who) {
   switch (act) {
     case TPT_ACT_NONE: return x;
     case TPT_ACT_RELU: return at::relu(x);
@@ -144,12 +152,15 @@ at::Tensor activate(const at::Tensor &x, tpt_activation act, double alpha, const
   invalid_argument(who + ": activation " + std::to_string(static_cast<int>(act)) + " is not a tpt_activation");
 }
 
-void need_at_least(int64_t v, int64_t min, const std::string &who, const std::string &what) {
-  if (v < min) invalid_argument(who + ": " + what + " must be >= " + std::to_string(min) + ", got " + std::to_string(v));
+// `index` >= 0 names an entry of `what` ("kernel[1]").
+void need_at_least(int64_t v, int64_t min, const Who &who, const char *what, int index = -1) {
+  if (v >= min) return;
+  std::string field = index >= 0 ? std::string(what) + "[" + std::to_string(index) + "]" : std::string(what);
+  invalid_argument(who + ": " + field + " must be >= " + std::to_string(min) + ", got " + std::to_string(v));
 }
 
 // Logits [N, K] (floating) and labels [N] (i64).
-void check_classification(const at::Tensor &logits, const at::Tensor &labels, const std::string &who) {
+void check_classification(const at::Tensor &logits, const at::Tensor &labels, const Who &who) {
   need_floating(logits, who, "logits");
   need_defined(labels, who, "labels");
   if (logits.dim() != 2) invalid_argument(who + ": logits must be [N, K], got " + shape_text(logits.sizes()));
@@ -162,7 +173,7 @@ void check_classification(const at::Tensor &logits, const at::Tensor &labels, co
 }
 
 // Prediction and target of the same shape; the target takes the prediction's dtype.
-at::Tensor check_pair(const at::Tensor &prediction, const at::Tensor &target, const std::string &who,
+at::Tensor check_pair(const at::Tensor &prediction, const at::Tensor &target, const Who &who,
                       const char *pname, const char *tname) {
   need_floating(prediction, who, pname);
   need_defined(target, who, tname);
@@ -183,7 +194,10 @@ double pytorch_momentum(double momentum) { return std::round((1 - momentum) * 1e
 
 // ------------------------------------------------------------------ options
 
-void validate(const LayerOptions &o, const std::string &who) {
+void validate(const LayerOptions &o, const Who &who);
+void validate(const LayerOptions &o, const std::string &who) { validate(o, Who(who.c_str())); }
+
+void validate(const LayerOptions &o, const Who &who) {
   if (!valid_activation(o.activation))
     invalid_argument(who + ": activation " + std::to_string(static_cast<int>(o.activation)) + " is not a tpt_activation");
   if (!std::isfinite(o.alpha)) invalid_argument(who + ": alpha must be finite, got " + num(o.alpha));
@@ -192,10 +206,9 @@ void validate(const LayerOptions &o, const std::string &who) {
   if (!valid_init(o.bias_init))
     invalid_argument(who + ": bias_init " + std::to_string(static_cast<int>(o.bias_init)) + " is not a tpt_init");
   for (int i = 0; i < 2; ++i) {
-    std::string at = "[" + std::to_string(i) + "]";
-    need_at_least(o.kernel[i], 1, who, "kernel" + at);
-    need_at_least(o.stride[i], 1, who, "stride" + at);
-    need_at_least(o.dilation[i], 1, who, "dilation" + at);
+    need_at_least(o.kernel[i], 1, who, "kernel", i);
+    need_at_least(o.stride[i], 1, who, "stride", i);
+    need_at_least(o.dilation[i], 1, who, "dilation", i);
   }
   need_at_least(o.groups, 1, who, "groups");
   if (!valid_padding(o.padding))
@@ -211,7 +224,7 @@ std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t kernel, int64_t str
 // ------------------------------------------------------------------ layers with weights
 
 at::Tensor fc(Tower &tower, const std::string &name, const at::Tensor &x, int64_t units, const LayerOptions &o) {
-  std::string who = layer_name("fc", name);
+  const Who who("fc", name);
   validate(o, who);
   need_at_least(units, 1, who, "units");
   need_floating(x, who, "x");
@@ -229,7 +242,7 @@ at::Tensor fc(Tower &tower, const std::string &name, const at::Tensor &x, int64_
 
 at::Tensor conv2d(Tower &tower, const std::string &name, const at::Tensor &x, int64_t filters,
                   const LayerOptions &o) {
-  std::string who = layer_name("conv2d", name);
+  const Who who("conv2d", name);
   validate(o, who);
   need_at_least(filters, 1, who, "filters");
   need_image(x, who);
@@ -265,7 +278,7 @@ at::Tensor conv2d(Tower &tower, const std::string &name, const at::Tensor &x, in
 
 at::Tensor conv2d_transpose(Tower &tower, const std::string &name, const at::Tensor &x, int64_t filters,
                             const LayerOptions &o) {
-  std::string who = layer_name("conv2d_transpose", name);
+  const Who who("conv2d_transpose", name);
   validate(o, who);
   need_at_least(filters, 1, who, "filters");
   need_image(x, who);
@@ -312,7 +325,7 @@ at::Tensor conv2d_transpose(Tower &tower, const std::string &name, const at::Ten
 namespace {
 
 at::Tensor pool(bool is_max, const at::Tensor &x, int64_t kernel, int64_t stride, tpt_padding padding) {
-  std::string who = is_max ? "max_pool" : "avg_pool";
+  const Who who(is_max ? "max_pool" : "avg_pool");
   need_image(x, who);
   need_at_least(kernel, 1, who, "kernel");
   need_at_least(stride, 1, who, "stride");
@@ -366,7 +379,7 @@ at::Tensor global_avg_pool(const at::Tensor &x) {
 // ------------------------------------------------------------------ normalisation
 
 at::Tensor batch_norm(Tower &tower, const std::string &name, const at::Tensor &x, double momentum, double eps) {
-  std::string who = layer_name("batch_norm", name);
+  const Who who("batch_norm", name);
   need_floating(x, who, "x");
   if (x.dim() < 2)
     invalid_argument(who + ": x must be [N, C] or [N, C, H, W], got " + shape_text(x.sizes()));
@@ -392,7 +405,7 @@ at::Tensor batch_norm(Tower &tower, const std::string &name, const at::Tensor &x
 }
 
 at::Tensor layer_norm(Tower &tower, const std::string &name, const at::Tensor &x, double eps) {
-  std::string who = layer_name("layer_norm", name);
+  const Who who("layer_norm", name);
   need_floating(x, who, "x");
   if (x.dim() < 1 || x.size(-1) < 1)
     invalid_argument(who + ": x must have a non-empty last dimension, got " + shape_text(x.sizes()));
@@ -450,7 +463,7 @@ at::Tensor concat(const std::vector<at::Tensor> &xs, int64_t dim) {
 // ------------------------------------------------------------------ losses
 
 at::Tensor softmax_cross_entropy(const at::Tensor &logits, const at::Tensor &labels) {
-  const std::string who = "softmax_cross_entropy";
+  const Who who("softmax_cross_entropy");
   check_classification(logits, labels, who);
   int64_t k = logits.size(1);
   if (labels.numel() > 0 && labels.device().is_cpu()) {

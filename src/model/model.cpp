@@ -102,10 +102,11 @@ at::Tensor new_variable(const std::vector<int64_t> &shape, const VariableOptions
 // ------------------------------------------------------------------ store
 
 at::Tensor VariableStore::get(const std::string &name, const std::vector<int64_t> &shape,
-                              const VariableOptions &opts, bool may_create) {
+                              const VariableOptions &opts, bool may_create, size_t *index) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(name);
   if (it != index_.end()) {
+    if (index) *index = it->second;
     const Variable &v = vars_[it->second];
     if (v.value.sizes() != c10::IntArrayRef(shape))
       invalid_argument("variable '" + name + "' exists with shape " + shape_text(v.value.sizes()) +
@@ -124,6 +125,7 @@ at::Tensor VariableStore::get(const std::string &name, const std::vector<int64_t
   if (opts.trainable && !c10::isFloatingType(opts.dtype))
     invalid_argument("trainable variable '" + name + "' needs a floating dtype, got " + c10::toString(opts.dtype));
   at::Tensor value = new_variable(shape, opts);
+  if (index) *index = vars_.size();
   index_[name] = vars_.size();
   vars_.push_back(Variable{name, value, opts.trainable});
   return value;
@@ -166,29 +168,30 @@ Tower::Tower(Model &model, std::string name, int index, bool training, bool buil
     : model_(model), name_(std::move(name)), index_(index), training_(training), building_(building),
       device_(device) {}
 
-std::string Tower::scoped(const std::string &name) const {
-  std::string full;
-  for (const auto &s : scopes_) full += s + "/";
-  return full + name;
-}
+std::string Tower::scoped(const std::string &name) const { return prefix_ + name; }
 
 void Tower::push_scope(const std::string &scope) {
   if (scope.empty() || scope.find('/') != std::string::npos)
     invalid_argument("scope '" + scope + "' must be a non-empty name without '/'");
-  scopes_.push_back(scope);
+  scope_ends_.push_back(prefix_.size());
+  prefix_ += scope;
+  prefix_ += '/';
 }
 
 void Tower::pop_scope() {
-  if (scopes_.empty()) fail(TPT_ERR_STATE, "pop_scope without a scope to pop");
-  scopes_.pop_back();
+  if (scope_ends_.empty()) fail(TPT_ERR_STATE, "pop_scope without a scope to pop");
+  prefix_.resize(scope_ends_.back());
+  scope_ends_.pop_back();
 }
 
 at::Tensor Tower::variable(const std::string &name, const std::vector<int64_t> &shape, const VariableOptions &opts) {
   if (name.empty()) invalid_argument("a variable name is empty");
   std::string full = scoped(name);
-  if (used_.count(full)) invalid_argument("variable '" + full + "' is used twice in one call of the tower function");
-  at::Tensor v = model_.variables().get(full, shape, opts, can_create_variables());
-  used_.insert(full);
+  size_t index = 0;
+  at::Tensor v = model_.variables().get(full, shape, opts, can_create_variables(), &index);
+  for (size_t u : used_)
+    if (u == index) invalid_argument("variable '" + full + "' is used twice in one call of the tower function");
+  used_.push_back(index);
   return v;
 }
 

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,8 +53,9 @@ struct Variable {
 class VariableStore {
  public:
   // The variable, creating it when `may_create`. Throws on the rule violations.
+  // *index (if given) receives the variable's index in creation order.
   at::Tensor get(const std::string &name, const std::vector<int64_t> &shape, const VariableOptions &opts,
-                 bool may_create);
+                 bool may_create, size_t *index = nullptr);
   // Registers an existing tensor as a variable (TorchScript parameters).
   void adopt(const std::string &name, const at::Tensor &value, bool trainable);
   const Variable *find(const std::string &name) const;
@@ -64,7 +66,7 @@ class VariableStore {
  private:
   mutable std::mutex mu_;
   std::vector<Variable> vars_;
-  std::map<std::string, size_t> index_;
+  std::unordered_map<std::string, size_t> index_;
 };
 
 // The context of one call of the tower function.
@@ -97,8 +99,9 @@ class Tower {
   int index_;
   bool training_, building_;
   c10::Device device_;
-  std::vector<std::string> scopes_;
-  std::set<std::string> used_;  // variable names used in this call
+  std::string prefix_;              // the scopes joined, each followed by '/'
+  std::vector<size_t> scope_ends_;  // prefix_'s length before each scope
+  std::vector<size_t> used_;        // indices of the variables used in this call (a handful)
   std::optional<at::Tensor> cost_;
   std::vector<std::pair<std::string, at::Tensor>> outputs_;
 };
