@@ -1105,8 +1105,10 @@ TPT_API TPT_NODISCARD tpt_status *tpt_datapoint_truncate(tpt_datapoint *dp, size
  * next datapoint, or returns TPT_STOP at the end of the pass (any other
  * status is an error that ends the consumer with its message). reset (may
  * be NULL) is called by every reset of the dataflow with the seed the source
- * should use for its randomness. size (may be NULL: unknown) returns the
- * datapoints per pass, or -1. Initialise with TPT_DATAFLOW_CALLBACKS_INIT. */
+ * should use for its randomness; a restart of the pass by a consumer (join,
+ * fixed_size without keep_state) does not reach the callbacks, the source
+ * goes on where it was. size (may be NULL: unknown) returns the datapoints
+ * per pass, or -1. Initialise with TPT_DATAFLOW_CALLBACKS_INIT. */
 #define TPT_DATAFLOW_CALLBACKS_VERSION 1
 typedef struct tpt_dataflow_callbacks {
   uint32_t version; /* TPT_DATAFLOW_CALLBACKS_VERSION */
@@ -1179,7 +1181,9 @@ TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_batch(tpt_dataflow **out, tpt_dat
                                                      int64_t batch_size, int32_t remainder);
 
 /* A map callback: changes `dp` in place (set, truncate, append). Leaving it
- * empty drops the datapoint. */
+ * empty drops the datapoint. An error status ends the consumer with its
+ * message. Only a source's next callback may return TPT_STOP; from a map,
+ * component, decode or reset callback it is TPT_ERR_CALLBACK. */
 typedef tpt_status *(*tpt_map_fn)(tpt_datapoint *dp, void *user_data);
 
 /* Applies `fn` to every datapoint on the iterating thread. The library owns
@@ -1302,16 +1306,21 @@ TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_reset_state(tpt_dataflow *df);
  * replaced); TPT_STOP at the end of the pass. */
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_next(tpt_dataflow *df, tpt_datapoint *dp);
 
-/* Datapoints per pass, or -1 when unknown or infinite. */
+/* Datapoints per pass, or -1 when unknown. As tensorpack's len(), it is the
+ * nominal size: an infinite dataflow made from a finite one (local shuffle,
+ * non-strict parallel map) reports its input's size, and a map that drops
+ * datapoints reports what it reads. */
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_size(int64_t *out, const tpt_dataflow *df);
 
-/* Seeds the pipeline (see above) at its next reset. */
+/* Seeds the pipeline (see above) at its next reset. Only the seed of the
+ * dataflow that is reset (the outermost) counts. */
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_set_seed(tpt_dataflow *df, uint64_t seed);
 
 /* The random state of every part of the pipeline, as a u8 tensor (save it
- * with the rest of a checkpoint). With threads that read ahead (prefetch,
- * parallel map, queue input) it is the state of what has been read, which
- * is ahead of what has been consumed. */
+ * with the rest of a checkpoint). Call it while no thread of the pipeline
+ * reads ahead: before the first reset, between passes of a pipeline without
+ * threads, or after its consumer stopped (prefetch, parallel map and queue
+ * input threads change the state as they read ahead). */
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df);
 
 /* Restores a state from tpt_dataflow_get_state of the same pipeline; the
@@ -1389,7 +1398,8 @@ TPT_API TPT_NODISCARD tpt_status *tpt_input_from_dataflow(tpt_input **out, tpt_d
 
 /* tensorpack's StagingInput: copies the next batch of `input` to `device`
  * (NULL: the tower's device) ahead of time, on a side stream with events on
- * CUDA; a plain pass-through on the CPU. Takes `input` (also on failure). */
+ * CUDA; a plain pass-through on the CPU. TPT_ERR_UNSUPPORTED for a device
+ * this LibTorch has no support for. Takes `input` (also on failure). */
 TPT_API TPT_NODISCARD tpt_status *tpt_input_staging(tpt_input **out, tpt_input *input,
                                                     const char *device);
 

@@ -30,6 +30,10 @@ if command -v cargo >/dev/null; then
   check "rust/monte_carlo" "$converged" r monte_carlo "$tmp/mc_rust"
   check "rust/mlp_regression" "final cost (MSE over" r mlp_regression
   check "rust/cnn_classifier" "held-out accuracy" r cnn_classifier
+  # Fashion-MNIST trains for minutes: built only here.
+  rb() { (cd "$s/examples/rust" && TPTRAIN_LIB_DIR=$b CARGO_TARGET_DIR=$b/cargo-target \
+          cargo build --offline -q --bin "$1" && echo "built $1"); }
+  check "rust/fashion_mnist (build only)" "built fashion_mnist" rb fashion_mnist
 fi
 if command -v go >/dev/null; then
   g() { (cd "$s/examples/go" && GOFLAGS=-mod=mod GOPROXY=off GOCACHE=${GOCACHE:-$b/go-cache} \
@@ -38,5 +42,8 @@ if command -v go >/dev/null; then
   check "go/monte_carlo" "$converged" g ./monte_carlo "$tmp/mc_go"
   check "go/mlp_regression" "final cost (MSE over" g ./mlp_regression
   check "go/cnn_classifier" "held-out accuracy" g ./cnn_classifier
+  gb() { (cd "$s/examples/go" && GOFLAGS=-mod=mod GOPROXY=off GOCACHE=${GOCACHE:-$b/go-cache} \
+          PKG_CONFIG_PATH=$b/meson-uninstalled go build -o "$tmp/$1" "./$1" && echo "built $1"); }
+  check "go/fashion_mnist (build only)" "built fashion_mnist" gb fashion_mnist
 fi
 echo "1..$n"

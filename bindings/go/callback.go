@@ -125,6 +125,10 @@ type hostFunc struct {
 	runStep   func(*Context) error
 	callback  func(*Context, Event, *Record) error
 	predicate func(*Context) bool
+	// stashes: where functions the callback runs outside this Context (a
+	// dataflow's, a tower function's) keep their errors and panics; the
+	// trainer that takes the callback consults them in Run.
+	stashes []*stash
 }
 
 // liveHandles counts the handles made by newHandle and not yet deleted; the
@@ -315,6 +319,7 @@ func (t *Trainer) add(method string, cb *Callback, monitor bool) error {
 	defer t.mu.Unlock()
 	for _, f := range funcs {
 		f.ctx = t.ctx
+		t.cbStashes = append(t.cbStashes, f.stashes...)
 	}
 	if monitor {
 		return statusError(C.tpt_trainer_add_monitor(ptr, cptr))

@@ -219,3 +219,126 @@ func tptgoBlobDelete(_ unsafe.Pointer, ctx C.uintptr_t) {
 	}()
 	deleter()
 }
+
+// ---- Dataflows. These run on the thread that iterates a dataflow, which
+// may be one of the library's (prefetch, queue input, parallel map workers,
+// several at once): errors and panics go to the function's stash, which the
+// call that iterates (Next, ResetState, Run) consults.
+
+//export tptgoSourceNext
+func tptgoSourceNext(dp *C.tpt_datapoint, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*dataflowFunc)
+	returned := false
+	defer func() {
+		if !returned {
+			st = f.st.recovered(recover(), f.where)
+		}
+	}()
+	ts, err := f.source.Next()
+	returned = true
+	if err == io.EOF {
+		closeTensors(ts)
+		return newCStatus(codeStop, "end of the pass")
+	}
+	if err != nil {
+		closeTensors(ts)
+		return f.st.status(err)
+	}
+	return f.st.status(fillDatapoint(dp, ts, "the dataflow source's tensor"))
+}
+
+//export tptgoSourceReset
+func tptgoSourceReset(seed C.uint64_t, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*dataflowFunc)
+	returned := false
+	defer func() {
+		if !returned {
+			st = f.st.recovered(recover(), f.where+"'s Reset")
+		}
+	}()
+	st = f.st.status(noStop(f.source.(SourceResetter).Reset(uint64(seed)), f.where+"'s Reset"))
+	returned = true
+	return st
+}
+
+//export tptgoSourceSize
+func tptgoSourceSize(handle C.uintptr_t) (n C.int64_t) {
+	f := cgo.Handle(handle).Value().(*dataflowFunc)
+	returned := false
+	defer func() {
+		if !returned {
+			// C takes no error here: the size is unknown, and DataFlow.Size
+			// raises the panic again. (recover is called here, not in the
+			// arguments of a C call, which cgo wraps in a function literal.)
+			v := recover()
+			C.tpt_status_free(f.st.recovered(v, f.where+"'s Size"))
+			n = -1
+		}
+	}()
+	n = C.int64_t(f.source.(SourceSizer).Size())
+	returned = true
+	return n
+}
+
+//export tptgoMap
+func tptgoMap(dp *C.tpt_datapoint, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*dataflowFunc)
+	d := &Datapoint{ptr: dp, borrowed: true}
+	returned := false
+	defer func() {
+		d.Close() // the library's: invalid from now on
+		if !returned {
+			st = f.st.recovered(recover(), f.where)
+		}
+	}()
+	st = f.st.status(noStop(f.mapFn(d), f.where))
+	returned = true
+	return st
+}
+
+//export tptgoComponent
+func tptgoComponent(out **C.tpt_tensor, value *C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*dataflowFunc)
+	x := &Tensor{ptr: value, borrowed: true}
+	returned := false
+	defer func() {
+		x.Close() // the library's: invalid from now on
+		if !returned {
+			st = f.st.recovered(recover(), f.where)
+		}
+	}()
+	y, err := f.component(x)
+	returned = true
+	if err != nil {
+		if y != x {
+			y.Close()
+		}
+		return f.st.status(noStop(err, f.where))
+	}
+	if y == nil {
+		return nil // *out stays NULL: the datapoint is dropped
+	}
+	// The library takes the result (a borrowed x is shared).
+	p, err := y.take("the component map function's result")
+	if err != nil {
+		return f.st.status(err)
+	}
+	*out = p
+	return nil
+}
+
+//export tptgoDecode
+func tptgoDecode(dp *C.tpt_datapoint, path *C.char, index C.size_t, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*dataflowFunc)
+	d := &Datapoint{ptr: dp, borrowed: true}
+	returned := false
+	defer func() {
+		d.Close()
+		if !returned {
+			st = f.st.recovered(recover(), f.where)
+		}
+	}()
+	st = f.st.status(noStop(f.decode(d, C.GoString(path), int(index)), f.where))
+	returned = true
+	return st
+}

@@ -519,6 +519,29 @@ type VariableOptions struct {
 	A, B      float64 // the initializer's parameters
 }
 
+// c is the C form of o; nil gives the defaults.
+func (o *VariableOptions) c() C.tpt_variable_options {
+	v := VariableOptions{}
+	if o != nil {
+		v = *o
+	}
+	copts := C.tpt_variable_options{
+		version:   C.TPT_VARIABLE_OPTIONS_VERSION,
+		dtype:     C.TPT_DTYPE_F32,
+		init:      C.TPT_INIT_GLOROT_UNIFORM,
+		trainable: cBool(!v.ModelOnly),
+		a:         C.double(v.A),
+		b:         C.double(v.B),
+	}
+	if v.DType != 0 {
+		copts.dtype = C.tpt_dtype(v.DType)
+	}
+	if v.Init != 0 {
+		copts.init = C.tpt_init(v.Init)
+	}
+	return copts
+}
+
 // Variable gets the variable name (prefixed by the current scopes), creating
 // it in the build call with the given shape and options
 // (tpt_tower_variable). The result is a new Tensor on the variable itself
@@ -532,24 +555,7 @@ func (tw *Tower) Variable(name string, shape []int64, opts *VariableOptions) (*T
 		return nil, err
 	}
 	defer tw.mu.Unlock()
-	o := VariableOptions{}
-	if opts != nil {
-		o = *opts
-	}
-	copts := C.tpt_variable_options{
-		version:   C.TPT_VARIABLE_OPTIONS_VERSION,
-		dtype:     C.TPT_DTYPE_F32,
-		init:      C.TPT_INIT_GLOROT_UNIFORM,
-		trainable: cBool(!o.ModelOnly),
-		a:         C.double(o.A),
-		b:         C.double(o.B),
-	}
-	if o.DType != 0 {
-		copts.dtype = C.tpt_dtype(o.DType)
-	}
-	if o.Init != 0 {
-		copts.init = C.tpt_init(o.Init)
-	}
+	copts := opts.c()
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var out *C.tpt_tensor
@@ -591,10 +597,65 @@ func ModelFromTorchScript(path string, inputs []InputSpec) (*Model, error) {
 	return newModel(out, &stash{}), nil
 }
 
-// SaveTorchScript saves the module of a model made by ModelFromTorchScript,
-// with its current (trained) values, for torch.jit.load or
-// ModelFromTorchScript (tpt_model_save_torchscript). A model made by
-// NewModel is an *Error of CodeUnsupported.
+// TorchScriptParam is an attribute of a module compiled by
+// ModelFromTorchScriptSource (tpt_torchscript_param): a flat name (a
+// TorchScript identifier, self.<Name> in the source), a shape whose entries
+// are >= 1, and how it is made (nil Options: the defaults). Trainable ones
+// become parameters, model-only ones buffers.
+type TorchScriptParam struct {
+	Name    string
+	Shape   []int64
+	Options *VariableOptions
+}
+
+// ModelFromTorchScriptSource compiles TorchScript source into a model with
+// the signature inputs (tpt_model_from_torchscript_source): source defines
+// forward(self, ...) (and any helper methods) over the attributes in params,
+// which are created and initialised first, in order, from LibTorch's default
+// generator (ManualSeed). Otherwise as ModelFromTorchScript: the attributes
+// are the model's variables from the start, and SaveTorchScript writes the
+// module. Bad params and compile errors (with the compiler's message) are
+// *Errors of CodeInvalidArgument. Close the model when done.
+func ModelFromTorchScriptSource(source string, params []TorchScriptParam, inputs []InputSpec) (*Model, error) {
+	csource := C.CString(source)
+	defer C.free(unsafe.Pointer(csource))
+	// The params hold pointers: all of them live in C memory.
+	size := arenaSize(uintptr(len(params)) * unsafe.Sizeof(C.tpt_torchscript_param{}))
+	for _, p := range params {
+		size += arenaSize(uintptr(len(p.Name))+1) + arenaSize(uintptr(len(p.Shape))*8) +
+			arenaSize(unsafe.Sizeof(C.tpt_variable_options{}))
+	}
+	a := newArena(size)
+	defer a.free()
+	var cparams *C.tpt_torchscript_param
+	if len(params) > 0 {
+		raw := unsafe.Slice((*C.tpt_torchscript_param)(a.alloc(uintptr(len(params))*unsafe.Sizeof(C.tpt_torchscript_param{}))), len(params))
+		for i, p := range params {
+			o := (*C.tpt_variable_options)(a.alloc(unsafe.Sizeof(C.tpt_variable_options{})))
+			*o = p.Options.c()
+			raw[i] = C.tpt_torchscript_param{
+				name:    a.str(p.Name),
+				shape:   a.int64s(p.Shape),
+				ndim:    C.size_t(len(p.Shape)),
+				options: o,
+			}
+		}
+		cparams = &raw[0]
+	}
+	specs, n, free := cSpecs(inputs)
+	defer free()
+	var out *C.tpt_model
+	st := C.tpt_model_from_torchscript_source(&out, csource, cparams, C.size_t(len(params)), specs, n)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newModel(out, &stash{}), nil
+}
+
+// SaveTorchScript saves the module of a model made by ModelFromTorchScript
+// or ModelFromTorchScriptSource, with its current (trained) values, for
+// torch.jit.load or ModelFromTorchScript (tpt_model_save_torchscript). A
+// model made by NewModel is an *Error of CodeUnsupported.
 func (m *Model) SaveTorchScript(path string) error {
 	ptr, err := m.rlock("SaveTorchScript")
 	if err != nil {
@@ -722,11 +783,13 @@ func (o *Optimizer) ScaleGradients(pattern string, factor float64) error {
 type Input struct {
 	mu  sync.Mutex
 	ptr *C.tpt_input
-	st  *stash // the feed function's errors and panics; nil for tensors
+	// The errors and panics of the feed function or of the dataflow's
+	// functions; none for tensors.
+	stashes []*stash
 }
 
-func newInput(ptr *C.tpt_input, st *stash) *Input {
-	in := &Input{ptr: ptr, st: st}
+func newInput(ptr *C.tpt_input, stashes []*stash) *Input {
+	in := &Input{ptr: ptr, stashes: stashes}
 	runtime.SetFinalizer(in, (*Input).Close)
 	return in
 }
@@ -797,11 +860,11 @@ func InputFromFeed(feed func(n int) ([]*Tensor, error)) (*Input, error) {
 	if err := statusError(C.tptgo_input_from_feed(&out, C.uintptr_t(h))); err != nil {
 		return nil, err
 	}
-	return newInput(out, st), nil
+	return newInput(out, []*stash{st}), nil
 }
 
 // take hands the input over: the caller owns the handle from now on.
-func (in *Input) take(who string) (*C.tpt_input, *stash, error) {
+func (in *Input) take(who string) (*C.tpt_input, []*stash, error) {
 	if in == nil {
 		return nil, nil, &Error{Code: CodeInvalidArgument, Message: who + ": the Input is nil"}
 	}
@@ -813,7 +876,7 @@ func (in *Input) take(who string) (*C.tpt_input, *stash, error) {
 	ptr := in.ptr
 	in.ptr = nil
 	runtime.SetFinalizer(in, nil)
-	return ptr, in.st, nil
+	return ptr, in.stashes, nil
 }
 
 // SetModel makes t tensorpack's SimpleTrainer of model fed by input
@@ -846,10 +909,7 @@ func (t *Trainer) SetModel(model *Model, input *Input) error {
 	if err := statusError(st); err != nil {
 		return err
 	}
-	t.stashes = []*stash{model.st}
-	if ist != nil {
-		t.stashes = append(t.stashes, ist)
-	}
+	t.stashes = append([]*stash{model.st}, ist...)
 	return nil
 }
 
@@ -864,8 +924,14 @@ type TrainConfig struct {
 	// Model is the model to train (required); the trainer takes its own
 	// reference: the caller still owns Model.
 	Model *Model
-	// Input gives the batches (required); it is taken over.
+	// Input gives the batches; it is taken over. Give Input or DataFlow,
+	// not both.
 	Input *Input
+	// DataFlow gives the batches (its components in signature order,
+	// usually a Batch) through a queue input, as tensorpack wraps a
+	// DataFlow in a QueueInput; the trainer keeps its own reference (the
+	// caller still owns DataFlow). Its size is the default StepsPerEpoch.
+	DataFlow *DataFlow
 	// Callbacks are registered as user callbacks, in order; taken over.
 	Callbacks []*Callback
 	// Monitors are registered after the default monitors; taken over.
@@ -889,14 +955,15 @@ type initFunc struct {
 
 // NewTrainerFromConfig makes tensorpack's simple trainer from a config
 // without running it (tpt_trainer_from_config): the trainer of cfg.Model fed
-// by cfg.Input (as SetModel), with cfg.Callbacks registered in order, then
-// cfg.Monitors, and the init hook. Add more callbacks if needed, then Run;
-// Close the trainer when done.
+// by cfg.Input (as SetModel) or by cfg.DataFlow in a queue input (one of the
+// two; both or neither is an *Error of CodeInvalidArgument), with
+// cfg.Callbacks registered in order, then cfg.Monitors, and the init hook.
+// Add more callbacks if needed, then Run; Close the trainer when done.
 //
 // The input, the callbacks and the monitors are taken over, also when it
-// fails: a nil Model or Input is reported by the library, and everything
-// else handed over is still released. The trainer keeps the init hook until
-// it is closed.
+// fails: a nil Model, or neither Input nor DataFlow, is reported by the
+// library, and everything else handed over is still released. The trainer
+// keeps the init hook until it is closed.
 func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 	if cfg == nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "NewTrainerFromConfig: cfg is nil"}
@@ -910,11 +977,22 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 	}
 	// Take everything handed over first: it is released whatever happens.
 	var iptr *C.tpt_input
-	var ist *stash
-	if cfg.Input != nil { // nil: the library says so
+	var ist []*stash
+	if cfg.Input != nil { // nil (with a DataFlow, or none: the library says so)
 		var err error
 		if iptr, ist, err = cfg.Input.take(who); err != nil {
 			note(err)
+		}
+	}
+	var dptr *C.tpt_dataflow
+	var dst []*stash
+	if df := cfg.DataFlow; df != nil {
+		var err error
+		if dptr, err = df.lock(who + ": DataFlow"); err != nil {
+			note(err)
+		} else {
+			defer df.mu.Unlock()
+			dst = df.stashes
 		}
 	}
 	var funcs []*hostFunc
@@ -967,9 +1045,10 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 	// Go memory holding C pointers only: the library reads the arrays
 	// during the call and takes the input and every callback (also when it
 	// fails). It only borrows h, which the trainer deletes when closed.
-	st := C.tptgo_trainer_from_config(&out, optp, mptr, iptr, firstCallback(callbacks), C.size_t(len(callbacks)),
+	st := C.tptgo_trainer_from_config(&out, optp, mptr, iptr, dptr, firstCallback(callbacks), C.size_t(len(callbacks)),
 		firstCallback(monitors), C.size_t(len(monitors)), C.uintptr_t(h))
 	runtime.KeepAlive(cfg.Model)
+	runtime.KeepAlive(cfg.DataFlow)
 	if err := statusError(st); err != nil {
 		if h != 0 {
 			deleteHandle(h) // no trainer refers to it any more
@@ -978,9 +1057,9 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 	}
 	t := newTrainer(out, ctx)
 	t.initHandle = h
-	t.stashes = []*stash{mst}
-	if ist != nil {
-		t.stashes = append(t.stashes, ist)
+	t.stashes = append(append([]*stash{mst}, ist...), dst...)
+	for _, f := range funcs {
+		t.cbStashes = append(t.cbStashes, f.stashes...)
 	}
 	return t, nil
 }

@@ -1233,3 +1233,105 @@ func TestTorchScriptErrors(t *testing.T) {
 	m.Close()
 	wantError(t, m.SaveTorchScript("x.pt"), CodeInvalidArgument, "use of closed Model")
 }
+
+// tsSource is the linear regression as TorchScript source: a helper method,
+// a trainable weight and bias, a model-only buffer.
+const tsSource = `
+def forward(self, x, y):
+    p = self.predict(x) * self.scale
+    return torch.mean((p - y) * (p - y)), {"prediction": p}
+
+def predict(self, x):
+    return torch.matmul(x, self.w.t()) + self.b
+`
+
+func tsParams() []TorchScriptParam {
+	return []TorchScriptParam{
+		{Name: "w", Shape: []int64{1, 3}, Options: &VariableOptions{Init: InitZeros}},
+		{Name: "b", Shape: []int64{1}, Options: &VariableOptions{Init: InitConstant, A: 0.5}},
+		{Name: "scale", Shape: []int64{1}, Options: &VariableOptions{Init: InitConstant, A: 1, ModelOnly: true}},
+	}
+}
+
+func TestTorchScriptSourceTrainSaveLoad(t *testing.T) {
+	checkHandles(t)
+	m := must(ModelFromTorchScriptSource(tsSource, tsParams(), regressionSpec())).of(t)
+	defer m.Close()
+	names := must(m.VariableNames()).of(t) // no build call needed
+	if want := []string{"w", "b", "scale"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("VariableNames() = %q, want %q (parameters, then buffers)", names, want)
+	}
+	values := func(m *Model, name string) []float32 {
+		t.Helper()
+		v := must(m.Variable(name)).of(t)
+		defer closeT(t, v)
+		return must(v.Float32s()).of(t)
+	}
+	if w, b := values(m, "w"), values(m, "b"); !reflect.DeepEqual(w, []float32{0, 0, 0}) || !reflect.DeepEqual(b, []float32{0.5}) {
+		t.Errorf("initial w %v (want zeros), b %v (want 0.5)", w, b)
+	}
+	setOptimizer(t, m, "sgd", 0.1)
+	tr := newQuietTrainer(t, 1, 25, 4)
+	ok(t, tr.SetModel(m, regressionInput(t, 16, 64)))
+	ok(t, tr.Run())
+	_, costs := must2(tr.ScalarHistory("cost"))(t)
+	if len(costs) != 100 || !(costs[99] < 0.1*costs[0]) {
+		t.Errorf("costs %v: want 100, falling tenfold", costs)
+	}
+	w := values(m, "w") // y = x . (1, -2, 3) + 1
+	for i, want := range []float32{1, -2, 3} {
+		if d := w[i] - want; d > 0.1 || d < -0.1 {
+			t.Errorf("w = %v, want about [1 -2 3]", w)
+			break
+		}
+	}
+	if s := values(m, "scale"); !reflect.DeepEqual(s, []float32{1}) {
+		t.Errorf("the buffer changed: %v", s)
+	}
+
+	saved := filepath.Join(t.TempDir(), "trained.pt")
+	ok(t, m.SaveTorchScript(saved))
+	again := must(ModelFromTorchScript(saved, regressionSpec())).of(t)
+	defer again.Close()
+	for _, name := range []string{"w", "b", "scale"} {
+		if got, want := values(again, name), values(m, name); !reflect.DeepEqual(got, want) {
+			t.Errorf("the saved %s is %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestTorchScriptSourceErrors(t *testing.T) {
+	checkHandles(t)
+	bad := func(source string, params []TorchScriptParam, inputs []InputSpec, substr string) {
+		t.Helper()
+		m, err := ModelFromTorchScriptSource(source, params, inputs)
+		if m != nil {
+			t.Errorf("got a model with the error")
+		}
+		wantError(t, err, CodeInvalidArgument, substr)
+	}
+	bad("def forward(self, x, y):\n    return x +\n", tsParams(), regressionSpec(),
+		"tpt_model_from_torchscript_source: cannot compile the TorchScript source: ")
+	bad("def forward(self, x, y):\n    return self.nope\n", nil, regressionSpec(), "nope")
+	bad("def helper(self, x):\n    return x\n", nil, regressionSpec(), "the TorchScript source has no forward method")
+	bad(tsSource, tsParams(), regressionSpec()[:1], "takes 2 inputs, the input signature has 1")
+	one := func(name string, shape []int64, o *VariableOptions) []TorchScriptParam {
+		return []TorchScriptParam{{Name: name, Shape: shape, Options: o}}
+	}
+	bad(tsSource, one("a b", []int64{1}, nil), regressionSpec(), "params[0].name 'a b' is not a TorchScript identifier")
+	bad(tsSource, one("def", []int64{1}, nil), regressionSpec(), "params[0].name 'def' is a reserved word")
+	bad(tsSource, one("w", []int64{0}, nil), regressionSpec(), "params[0].shape [0] ('w'): dimensions are >= 1")
+	bad(tsSource, one("w", []int64{1}, &VariableOptions{DType: DTypeInt64}), regressionSpec(),
+		"params[0] ('w') is trainable and needs a floating dtype, got Long")
+	twice := []TorchScriptParam{{Name: "w", Shape: []int64{1}}, {Name: "w", Shape: []int64{1}}}
+	bad(tsSource, twice, regressionSpec(), "params[1].name 'w' is used twice")
+	// No params at all, and a scalar (0-d) attribute.
+	m := must(ModelFromTorchScriptSource("def forward(self, x, y):\n    return torch.sum(x) * self.s\n",
+		one("s", nil, &VariableOptions{Init: InitConstant, A: 2}), regressionSpec())).of(t)
+	v := must(m.Variable("s")).of(t)
+	if shape := must(v.Shape()).of(t); len(shape) != 0 {
+		t.Errorf("s has shape %v, want []", shape)
+	}
+	closeT(t, v)
+	m.Close()
+}

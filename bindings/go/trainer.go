@@ -105,6 +105,9 @@ type Trainer struct {
 	// function (SetModel), which Run consults for the errors and panics
 	// behind the status it gets back.
 	stashes []*stash
+	// The stashes of callbacks that run functions outside the Context (the
+	// inference runner's dataflow and model), which Run consults too.
+	cbStashes []*stash
 	// The handle of the init hook of a trainer made from a config: the
 	// library borrows it, so Close deletes it after freeing the trainer.
 	initHandle cgo.Handle
@@ -278,7 +281,7 @@ func (t *Trainer) Run() error {
 		return &Error{Code: CodeState, Message: "Trainer.Run: Run is already in progress"}
 	}
 	t.running = true
-	stashes := t.stashes
+	stashes := append(append([]*stash(nil), t.stashes...), t.cbStashes...)
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()

@@ -113,12 +113,14 @@ static tpt_status *init_trampoline(tpt_model *model, void *user_data) {
 }
 
 tpt_status *tptgo_trainer_from_config(tpt_trainer **out, const tpt_trainer_options *options, tpt_model *model,
-                                      tpt_input *input, tpt_callback **callbacks, size_t n_callbacks,
-                                      tpt_callback **monitors, size_t n_monitors, uintptr_t init_handle) {
+                                      tpt_input *input, tpt_dataflow *dataflow, tpt_callback **callbacks,
+                                      size_t n_callbacks, tpt_callback **monitors, size_t n_monitors,
+                                      uintptr_t init_handle) {
   tpt_train_config config = TPT_TRAIN_CONFIG_INIT;
   config.options = options;
   config.model = model;
   config.input = input;
+  config.dataflow = dataflow;
   config.callbacks = callbacks;
   config.n_callbacks = n_callbacks;
   config.monitors = monitors;
@@ -128,4 +130,56 @@ tpt_status *tptgo_trainer_from_config(tpt_trainer **out, const tpt_trainer_optio
     config.init_user_data = (void *)init_handle;
   }
   return tpt_trainer_from_config(out, &config);
+}
+
+/* ---- Dataflows ---- */
+
+static tpt_status *source_next_trampoline(tpt_datapoint *dp, void *user_data) {
+  return tptgoSourceNext(dp, (uintptr_t)user_data);
+}
+
+static tpt_status *source_reset_trampoline(uint64_t seed, void *user_data) {
+  return tptgoSourceReset(seed, (uintptr_t)user_data);
+}
+
+static int64_t source_size_trampoline(void *user_data) { return tptgoSourceSize((uintptr_t)user_data); }
+
+tpt_status *tptgo_dataflow_from_callbacks(tpt_dataflow **out, uintptr_t handle, int32_t has_reset,
+                                          int32_t has_size) {
+  tpt_dataflow_callbacks callbacks = TPT_DATAFLOW_CALLBACKS_INIT;
+  callbacks.next = source_next_trampoline;
+  if (has_reset) callbacks.reset = source_reset_trampoline;
+  if (has_size) callbacks.size = source_size_trampoline;
+  return tpt_dataflow_from_callbacks(out, &callbacks, (void *)handle, delete_handle);
+}
+
+static tpt_status *map_trampoline(tpt_datapoint *dp, void *user_data) {
+  return tptgoMap(dp, (uintptr_t)user_data);
+}
+
+tpt_status *tptgo_dataflow_map(tpt_dataflow **out, tpt_dataflow *df, uintptr_t handle) {
+  return tpt_dataflow_map(out, df, map_trampoline, (void *)handle, delete_handle);
+}
+
+static tpt_status *component_trampoline(tpt_tensor **out, const tpt_tensor *value, void *user_data) {
+  return tptgoComponent(out, (tpt_tensor *)value, (uintptr_t)user_data);
+}
+
+tpt_status *tptgo_dataflow_map_component(tpt_dataflow **out, tpt_dataflow *df, size_t index, uintptr_t handle) {
+  return tpt_dataflow_map_component(out, df, index, component_trampoline, (void *)handle, delete_handle);
+}
+
+tpt_status *tptgo_dataflow_parallel_map(tpt_dataflow **out, tpt_dataflow *df, uintptr_t handle,
+                                        const tpt_parallel_map_options *options) {
+  return tpt_dataflow_parallel_map(out, df, map_trampoline, (void *)handle, delete_handle, options);
+}
+
+static tpt_status *decode_trampoline(tpt_datapoint *dp, const char *path, size_t index, void *user_data) {
+  return tptgoDecode(dp, (char *)path, index, (uintptr_t)user_data);
+}
+
+tpt_status *tptgo_dataflow_from_files(tpt_dataflow **out, char **paths, size_t n_paths, int32_t shuffle,
+                                      int32_t n_threads, uintptr_t handle) {
+  return tpt_dataflow_from_files(out, (const char *const *)paths, n_paths, shuffle, n_threads, decode_trampoline,
+                                 (void *)handle, delete_handle);
 }

@@ -43,8 +43,32 @@ tpt_status *tptgo_input_from_feed(tpt_input **out, uintptr_t handle);
  * trampoline when init_handle is not 0 (borrowed: the caller deletes it
  * after freeing the trainer). */
 tpt_status *tptgo_trainer_from_config(tpt_trainer **out, const tpt_trainer_options *options,
-                                      tpt_model *model, tpt_input *input, tpt_callback **callbacks,
-                                      size_t n_callbacks, tpt_callback **monitors, size_t n_monitors,
+                                      tpt_model *model, tpt_input *input, tpt_dataflow *dataflow,
+                                      tpt_callback **callbacks, size_t n_callbacks,
+                                      tpt_callback **monitors, size_t n_monitors,
                                       uintptr_t init_handle);
+
+/* ---- Dataflows: each deletes its handle through destroy (also when it
+ * fails). */
+
+/* tpt_dataflow_from_callbacks with the source trampolines (reset and size
+ * only when has_reset / has_size). */
+tpt_status *tptgo_dataflow_from_callbacks(tpt_dataflow **out, uintptr_t handle, int32_t has_reset,
+                                          int32_t has_size);
+
+/* tpt_dataflow_map with the map trampoline. */
+tpt_status *tptgo_dataflow_map(tpt_dataflow **out, tpt_dataflow *df, uintptr_t handle);
+
+/* tpt_dataflow_map_component with the component trampoline. */
+tpt_status *tptgo_dataflow_map_component(tpt_dataflow **out, tpt_dataflow *df, size_t index,
+                                         uintptr_t handle);
+
+/* tpt_dataflow_parallel_map with the map trampoline. */
+tpt_status *tptgo_dataflow_parallel_map(tpt_dataflow **out, tpt_dataflow *df, uintptr_t handle,
+                                        const tpt_parallel_map_options *options);
+
+/* tpt_dataflow_from_files with the decode trampoline. */
+tpt_status *tptgo_dataflow_from_files(tpt_dataflow **out, char **paths, size_t n_paths,
+                                      int32_t shuffle, int32_t n_threads, uintptr_t handle);
 
 #endif

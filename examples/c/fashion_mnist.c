@@ -14,7 +14,7 @@
  * Adam at 1e-3, times 0.6 after each epoch from the third.
  *
  *   build/examples/fashion_mnist [LOGDIR] [DATA_DIR] [EPOCHS]
- *     (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 8)
+ *     (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 5)
  *
  * Exits 0 when the final test accuracy is at least 90 %. */
 #include <stdio.h>
@@ -97,7 +97,7 @@ static tpt_dataflow *pipeline(const char *dir, const char *split, int train) {
 int main(int argc, char **argv) {
   const char *logdir = argc > 1 ? argv[1] : "train_log/fashion_mnist";
   const char *dir = argc > 2 ? argv[2] : "/usr/share/datasets/fashion-mnist";
-  const int64_t epochs = argc > 3 ? atoll(argv[3]) : 8;
+  const int64_t epochs = argc > 3 ? atoll(argv[3]) : 5;
   TPT_CHECK_OR_DIE(tpt_manual_seed(1));
 
   const int64_t sx[] = {-1, 1, 28, 28}, sy[] = {-1};

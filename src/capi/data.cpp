@@ -2,6 +2,7 @@
 // trainer", and the minimal inference runner.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <cstring>
 #include <memory>
@@ -84,8 +85,22 @@ std::vector<DataFlowPtr> dfs_arg(tpt_dataflow *const *dfs, size_t n) {
   return out;
 }
 
+// The status of a dataflow callback other than a source's next: TPT_STOP
+// would split a pass in two, so it is an error there.
+void raise_callback_status(tpt_status *st, const char *what) {
+  if (st && tpt_status_code(st) == TPT_STOP) {
+    std::string message = tpt_status_message(st);
+    tpt_status_free(st);
+    tpt::fail(TPT_ERR_CALLBACK, std::string(what) + " returned TPT_STOP (\"" + message +
+                                    "\"); only a source's next callback ends a pass");
+  }
+  raise_status(st);
+}
+
 tpt::data::MapFn map_fn(tpt_map_fn fn, std::shared_ptr<UserData> ud) {
-  return [fn, ud](Datapoint &dp) { raise_status(with_datapoint(dp, [&](tpt_datapoint *h) { return fn(h, ud->data); })); };
+  return [fn, ud](Datapoint &dp) {
+    raise_callback_status(with_datapoint(dp, [&](tpt_datapoint *h) { return fn(h, ud->data); }), "a map callback");
+  };
 }
 
 }  // namespace
@@ -166,7 +181,8 @@ tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out, const tpt_dataflow_c
       if (dp.empty()) tpt::fail(TPT_ERR_CALLBACK, "the dataflow's next callback returned no component (return TPT_STOP at the end of a pass)");
       return true;
     };
-    if (auto reset = callbacks->reset) fns.reset = [reset, ud](uint64_t seed) { raise_status(reset(seed, ud->data)); };
+    if (auto reset = callbacks->reset)
+      fns.reset = [reset, ud](uint64_t seed) { raise_callback_status(reset(seed, ud->data), "the reset callback"); };
     if (auto size = callbacks->size) fns.size = [size, ud] { return size(ud->data); };
     give(out, tpt::data::from_functions(std::move(fns)));
   });
@@ -230,7 +246,9 @@ tpt_status *tpt_dataflow_from_files(tpt_dataflow **out, const char *const *paths
     tpt::data::SeededMapFn fn = [list, decode, ud](Datapoint &dp, uint64_t) {
       const size_t index = static_cast<size_t>(dp.at(0).item<int64_t>());
       dp.clear();
-      raise_status(with_datapoint(dp, [&](tpt_datapoint *h) { return decode(h, (*list)[index].c_str(), index, ud->data); }));
+      raise_callback_status(
+          with_datapoint(dp, [&](tpt_datapoint *h) { return decode(h, (*list)[index].c_str(), index, ud->data); }),
+          "the decode callback");
       if (dp.empty())
         tpt::fail(TPT_ERR_CALLBACK, "the decode callback returned no component for " + (*list)[index]);
     };
@@ -307,7 +325,7 @@ tpt_status *tpt_dataflow_map_component(tpt_dataflow **out, tpt_dataflow *df, siz
       at::Tensor result;
       if (made && made->magic == kTensorMagic) result = made->value;
       tpt_tensor_free(made);
-      raise_status(st);
+      raise_callback_status(st, "a map_component callback");
       if (!result.defined()) dp.clear();  // dropped
       else dp[index] = std::move(result);
     };
@@ -543,6 +561,9 @@ tpt_status *tpt_input_staging(tpt_input **out, tpt_input *input, const char *dev
       } catch (const c10::Error &) {
         tpt::invalid_argument(std::string("device \"") + device + "\" is not a device (\"cpu\", \"cuda:0\", ...)");
       }
+      if (dev->type() != c10::kCPU && !c10::impl::hasDeviceGuardImpl(dev->type()))
+        tpt::fail(TPT_ERR_UNSUPPORTED, std::string("this LibTorch cannot use device \"") + device +
+                                           "\" (built without its backend)");
     }
     auto *h = new tpt_input;
     h->input = tpt::input::staging(std::move(inner), dev);

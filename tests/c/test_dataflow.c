@@ -537,6 +537,12 @@ static tpt_status *negate_drop_odd(tpt_tensor **out, const tpt_tensor *value, vo
   return new_i64(out, -(int64_t)v);
 }
 
+static tpt_status *stop_map(tpt_datapoint *dp, void *ud) {
+  (void)dp;
+  (void)ud;
+  return tpt_status_new(TPT_STOP, "no more");
+}
+
 static void test_map(void **state) {
   (void)state;
   tpt_datapoint *dp = NULL;
@@ -571,6 +577,14 @@ static void test_map(void **state) {
   expect_code(tpt_dataflow_next(df, dp), TPT_ERR_CALLBACK, "the map refused 3");
   tpt_dataflow_free(df);
   assert_int_equal(e.destroyed, 1);
+
+  /* TPT_STOP from a map callback would split a pass: an error */
+  src = range_df(3, 0, 0);
+  ok(tpt_dataflow_map(&df, src, stop_map, NULL, NULL));
+  tpt_dataflow_free(src);
+  expect_code(tpt_dataflow_next(df, dp), TPT_ERR_CALLBACK,
+              "a map callback returned TPT_STOP (\"no more\"); only a source's next callback ends a pass");
+  tpt_dataflow_free(df);
 
   /* map_component: replaces one component, NULL drops */
   tpt_tensor *a = range_tensor(6, 0), *b = range_tensor(6, 1000);
@@ -2801,6 +2815,11 @@ static void test_train_dummy_and_staging(void **state) {
   expect_code(tpt_input_staging(&in, inner, "nonsense"), TPT_ERR_INVALID_ARGUMENT, "device \"nonsense\" is not a device");
   assert_null(in);
   assert_int_equal(destroyed, 1);
+  /* a device this LibTorch has no backend for (XLA: never in a plain build) */
+  ok(tpt_input_from_feed(&inner, feed_stop, &destroyed, count_destroy));
+  expect_code(tpt_input_staging(&in, inner, "xla:0"), TPT_ERR_UNSUPPORTED, "cannot use device \"xla:0\"");
+  assert_null(in);
+  assert_int_equal(destroyed, 2);
   tpt_dataflow *df = range_df(3, 0, 0);
   ok(tpt_input_from_dataflow(&inner, df, NULL));
   expect_code(tpt_input_staging(&in, inner, "nonsense"), TPT_ERR_INVALID_ARGUMENT, "nonsense");

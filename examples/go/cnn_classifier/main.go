@@ -76,7 +76,7 @@ func (ts tensors) close() {
 // cross-entropy. Outputs: "logits" and "accuracy".
 func tower(t *tptrain.Tower, in []*tptrain.Tensor) error {
 	var ts tensors
-	defer ts.close()
+	defer func() { ts.close() }() // not `defer ts.close()`: that would close the list as it is now (empty)
 	img, label := in[0], in[1]
 	x, err := ts.keep(t.Conv2D("conv1", img, 8, &tptrain.LayerOptions{NoBias: true}))
 	if err != nil {

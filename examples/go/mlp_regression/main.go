@@ -64,7 +64,7 @@ func (ts tensors) close() {
 // at once, so it keeps no state of its own.
 func tower(t *tptrain.Tower, in []*tptrain.Tensor) error {
 	var ts tensors
-	defer ts.close()
+	defer func() { ts.close() }() // not `defer ts.close()`: that would close the list as it is now (empty)
 	x, y := in[0], in[1]
 	h, err := ts.keep(t.FC("fc1", x, 32, &tptrain.LayerOptions{Activation: tptrain.ActTanh, KernelInit: tptrain.InitGlorotUniform}))
 	if err != nil {

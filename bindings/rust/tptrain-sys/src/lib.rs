@@ -325,6 +325,16 @@ pub const TPT_VARIABLE_OPTIONS_INIT: tpt_variable_options = tpt_variable_options
     b: 0.0,
 };
 
+/// An attribute of a module compiled from TorchScript source.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_torchscript_param {
+    pub name: *const c_char,
+    pub shape: *const i64,
+    pub ndim: usize,
+    pub options: *const tpt_variable_options,
+}
+
 // ---- Layers, losses and metrics
 pub type tpt_activation = c_int;
 pub const TPT_ACT_NONE: tpt_activation = 0;
@@ -377,6 +387,97 @@ pub struct tpt_optimizer {
     _private: [u8; 0],
 }
 
+// ---- Dataflows: the input pipeline
+/// Opaque (`tpt_dataflow`), reference-counted by the library.
+#[repr(C)]
+pub struct tpt_dataflow {
+    _private: [u8; 0],
+}
+/// Opaque (`tpt_datapoint`).
+#[repr(C)]
+pub struct tpt_datapoint {
+    _private: [u8; 0],
+}
+
+pub const TPT_DATAFLOW_CALLBACKS_VERSION: u32 = 1;
+/// The functions of a dataflow made by `tpt_dataflow_from_callbacks`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_dataflow_callbacks {
+    pub version: u32,
+    /// Fills `dp` (empty on entry), or returns `TPT_STOP` at the end of the pass.
+    pub next: Option<unsafe extern "C" fn(dp: *mut tpt_datapoint, user_data: *mut c_void) -> *mut tpt_status>,
+    /// May be None.
+    pub reset: Option<unsafe extern "C" fn(seed: u64, user_data: *mut c_void) -> *mut tpt_status>,
+    /// May be None (unknown); returns the datapoints per pass or -1.
+    pub size: Option<unsafe extern "C" fn(user_data: *mut c_void) -> i64>,
+}
+/// `TPT_DATAFLOW_CALLBACKS_INIT`
+pub const TPT_DATAFLOW_CALLBACKS_INIT: tpt_dataflow_callbacks =
+    tpt_dataflow_callbacks { version: TPT_DATAFLOW_CALLBACKS_VERSION, next: None, reset: None, size: None };
+
+/// `tpt_decode_fn`
+pub type tpt_decode_fn = Option<
+    unsafe extern "C" fn(
+        dp: *mut tpt_datapoint,
+        path: *const c_char,
+        index: usize,
+        user_data: *mut c_void,
+    ) -> *mut tpt_status,
+>;
+/// `tpt_map_fn`
+pub type tpt_map_fn = Option<unsafe extern "C" fn(dp: *mut tpt_datapoint, user_data: *mut c_void) -> *mut tpt_status>;
+/// `tpt_component_fn`: `*out` is a new tensor the library takes, or NULL to drop the datapoint.
+pub type tpt_component_fn = Option<
+    unsafe extern "C" fn(
+        out: *mut *mut tpt_tensor,
+        value: *const tpt_tensor,
+        user_data: *mut c_void,
+    ) -> *mut tpt_status,
+>;
+
+pub const TPT_PARALLEL_MAP_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_parallel_map_options {
+    pub version: u32,
+    pub n_threads: i32,
+    pub buffer_size: i32,
+    pub ordered: i32,
+    pub strict: i32,
+}
+/// `TPT_PARALLEL_MAP_OPTIONS_INIT`
+pub const TPT_PARALLEL_MAP_OPTIONS_INIT: tpt_parallel_map_options = tpt_parallel_map_options {
+    version: TPT_PARALLEL_MAP_OPTIONS_VERSION,
+    n_threads: 2,
+    buffer_size: 200,
+    ordered: 0,
+    strict: 0,
+};
+
+pub type tpt_augment_kind = c_int;
+pub const TPT_AUGMENT_TO_FLOAT: tpt_augment_kind = 1;
+pub const TPT_AUGMENT_NORMALIZE: tpt_augment_kind = 2;
+pub const TPT_AUGMENT_RANDOM_CROP: tpt_augment_kind = 3;
+pub const TPT_AUGMENT_FLIP: tpt_augment_kind = 4;
+
+/// One image augmentor: the fields its kind uses.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_augmentor {
+    pub kind: tpt_augment_kind,
+    pub scale: f64,
+    /// Copied.
+    pub mean: *const f64,
+    /// Copied.
+    pub std: *const f64,
+    pub n_channels: usize,
+    pub height: i64,
+    pub width: i64,
+    pub padding: i64,
+    pub probability: f64,
+}
+
 // ---- Inputs and the simple trainer
 /// Opaque (`tpt_input`).
 #[repr(C)]
@@ -389,11 +490,30 @@ pub type tpt_feed_fn = Option<
     unsafe extern "C" fn(batch: *mut *mut tpt_tensor, n_inputs: usize, user_data: *mut c_void) -> *mut tpt_status,
 >;
 
+pub type tpt_input_kind = c_int;
+pub const TPT_INPUT_QUEUE: tpt_input_kind = 1;
+pub const TPT_INPUT_FEED: tpt_input_kind = 2;
+
+pub const TPT_INPUT_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_input_options {
+    pub version: u32,
+    pub kind: tpt_input_kind,
+    /// Queue capacity in batches.
+    pub capacity: i64,
+    /// Nonzero: pass after pass, forever; 0: the end of the first pass ends training.
+    pub repeat: i32,
+}
+/// `TPT_INPUT_OPTIONS_INIT`
+pub const TPT_INPUT_OPTIONS_INIT: tpt_input_options =
+    tpt_input_options { version: TPT_INPUT_OPTIONS_VERSION, kind: TPT_INPUT_QUEUE, capacity: 50, repeat: 1 };
+
 // ---- TrainConfig and launch
 /// `tpt_init_fn`: the init / restore hook of a train config.
 pub type tpt_init_fn = Option<unsafe extern "C" fn(model: *mut tpt_model, user_data: *mut c_void) -> *mut tpt_status>;
 
-pub const TPT_TRAIN_CONFIG_VERSION: u32 = 1;
+pub const TPT_TRAIN_CONFIG_VERSION: u32 = 2;
 /// Describes a training for `tpt_trainer_from_config` and `tpt_launch_train`.
 /// The input, callbacks and monitors are taken (also on failure);
 /// `init_user_data` is borrowed and must outlive the trainer.
@@ -405,7 +525,7 @@ pub struct tpt_train_config {
     pub options: *const tpt_trainer_options,
     /// Required; the trainer takes a reference.
     pub model: *mut tpt_model,
-    /// Required; taken.
+    /// This or `dataflow`; taken.
     pub input: *mut tpt_input,
     /// Taken; registered as user callbacks, in order.
     pub callbacks: *const *mut tpt_callback,
@@ -417,6 +537,9 @@ pub struct tpt_train_config {
     pub init: tpt_init_fn,
     /// Borrowed: must outlive the trainer.
     pub init_user_data: *mut c_void,
+    /// (version 2) This or `input`: batches in signature order, wrapped in a
+    /// queue input; the trainer takes a reference.
+    pub dataflow: *mut tpt_dataflow,
 }
 /// `TPT_TRAIN_CONFIG_INIT`
 pub const TPT_TRAIN_CONFIG_INIT: tpt_train_config = tpt_train_config {
@@ -430,6 +553,7 @@ pub const TPT_TRAIN_CONFIG_INIT: tpt_train_config = tpt_train_config {
     n_monitors: 0,
     init: None,
     init_user_data: std::ptr::null_mut(),
+    dataflow: std::ptr::null_mut(),
 };
 
 extern "C" {
@@ -659,6 +783,14 @@ extern "C" {
         inputs: *const tpt_input_spec,
         n_inputs: usize,
     ) -> *mut tpt_status;
+    pub fn tpt_model_from_torchscript_source(
+        out: *mut *mut tpt_model,
+        source: *const c_char,
+        params: *const tpt_torchscript_param,
+        n_params: usize,
+        inputs: *const tpt_input_spec,
+        n_inputs: usize,
+    ) -> *mut tpt_status;
     pub fn tpt_model_save_torchscript(model: *const tpt_model, path: *const c_char) -> *mut tpt_status;
 
     // Layers, losses and metrics
@@ -785,6 +917,133 @@ extern "C" {
     ) -> *mut tpt_status;
     pub fn tpt_model_set_optimizer(model: *mut tpt_model, optimizer: *mut tpt_optimizer) -> *mut tpt_status;
 
+    // Dataflows: datapoints
+    pub fn tpt_datapoint_new(out: *mut *mut tpt_datapoint) -> *mut tpt_status;
+    pub fn tpt_datapoint_free(dp: *mut tpt_datapoint);
+    pub fn tpt_datapoint_size(dp: *const tpt_datapoint) -> usize;
+    pub fn tpt_datapoint_get(out: *mut *mut tpt_tensor, dp: *const tpt_datapoint, index: usize) -> *mut tpt_status;
+    pub fn tpt_datapoint_set(dp: *mut tpt_datapoint, index: usize, value: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_datapoint_truncate(dp: *mut tpt_datapoint, size: usize) -> *mut tpt_status;
+
+    // Dataflows: sources
+    pub fn tpt_dataflow_from_callbacks(
+        out: *mut *mut tpt_dataflow,
+        callbacks: *const tpt_dataflow_callbacks,
+        user_data: *mut c_void,
+        destroy: tpt_destroy_fn,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_from_tensors(
+        out: *mut *mut tpt_dataflow,
+        tensors: *const *const tpt_tensor,
+        n_tensors: usize,
+        shuffle: i32,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_from_idx(
+        out: *mut *mut tpt_dataflow,
+        paths: *const *const c_char,
+        n_paths: usize,
+        shuffle: i32,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_mnist(
+        out: *mut *mut tpt_dataflow,
+        dir: *const c_char,
+        split: *const c_char,
+        shuffle: i32,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_from_files(
+        out: *mut *mut tpt_dataflow,
+        paths: *const *const c_char,
+        n_paths: usize,
+        shuffle: i32,
+        n_threads: i32,
+        decode: tpt_decode_fn,
+        user_data: *mut c_void,
+        destroy: tpt_destroy_fn,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_fake(
+        out: *mut *mut tpt_dataflow,
+        components: *const tpt_input_spec,
+        n_components: usize,
+        size: i64,
+        random: i32,
+        low: f64,
+        high: f64,
+    ) -> *mut tpt_status;
+
+    // Dataflows: combinators
+    pub fn tpt_dataflow_batch(
+        out: *mut *mut tpt_dataflow,
+        df: *mut tpt_dataflow,
+        batch_size: i64,
+        remainder: i32,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_map(
+        out: *mut *mut tpt_dataflow,
+        df: *mut tpt_dataflow,
+        fn_: tpt_map_fn,
+        user_data: *mut c_void,
+        destroy: tpt_destroy_fn,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_map_component(
+        out: *mut *mut tpt_dataflow,
+        df: *mut tpt_dataflow,
+        index: usize,
+        fn_: tpt_component_fn,
+        user_data: *mut c_void,
+        destroy: tpt_destroy_fn,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_parallel_map(
+        out: *mut *mut tpt_dataflow,
+        df: *mut tpt_dataflow,
+        fn_: tpt_map_fn,
+        user_data: *mut c_void,
+        destroy: tpt_destroy_fn,
+        options: *const tpt_parallel_map_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_prefetch(out: *mut *mut tpt_dataflow, df: *mut tpt_dataflow, capacity: i64) -> *mut tpt_status;
+    pub fn tpt_dataflow_local_shuffle(
+        out: *mut *mut tpt_dataflow,
+        df: *mut tpt_dataflow,
+        buffer_size: i64,
+        n_reuse: i64,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_cache(out: *mut *mut tpt_dataflow, df: *mut tpt_dataflow, shuffle: i32) -> *mut tpt_status;
+    pub fn tpt_dataflow_repeat(out: *mut *mut tpt_dataflow, df: *mut tpt_dataflow, n: i64) -> *mut tpt_status;
+    pub fn tpt_dataflow_fixed_size(
+        out: *mut *mut tpt_dataflow,
+        df: *mut tpt_dataflow,
+        size: i64,
+        keep_state: i32,
+    ) -> *mut tpt_status;
+    pub fn tpt_dataflow_concat(out: *mut *mut tpt_dataflow, dfs: *const *mut tpt_dataflow, n: usize)
+        -> *mut tpt_status;
+    pub fn tpt_dataflow_join(out: *mut *mut tpt_dataflow, dfs: *const *mut tpt_dataflow, n: usize) -> *mut tpt_status;
+    pub fn tpt_dataflow_select(
+        out: *mut *mut tpt_dataflow,
+        df: *mut tpt_dataflow,
+        indices: *const usize,
+        n: usize,
+    ) -> *mut tpt_status;
+
+    // Dataflows: image augmentation
+    pub fn tpt_dataflow_augment(
+        out: *mut *mut tpt_dataflow,
+        df: *mut tpt_dataflow,
+        index: usize,
+        augmentors: *const tpt_augmentor,
+        n_augmentors: usize,
+        n_threads: i32,
+    ) -> *mut tpt_status;
+
+    // Dataflows: iterating, seeds and state
+    pub fn tpt_dataflow_reset_state(df: *mut tpt_dataflow) -> *mut tpt_status;
+    pub fn tpt_dataflow_next(df: *mut tpt_dataflow, dp: *mut tpt_datapoint) -> *mut tpt_status;
+    pub fn tpt_dataflow_size(out: *mut i64, df: *const tpt_dataflow) -> *mut tpt_status;
+    pub fn tpt_dataflow_set_seed(df: *mut tpt_dataflow, seed: u64) -> *mut tpt_status;
+    pub fn tpt_dataflow_get_state(out: *mut *mut tpt_tensor, df: *const tpt_dataflow) -> *mut tpt_status;
+    pub fn tpt_dataflow_set_state(df: *mut tpt_dataflow, state: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_dataflow_free(df: *mut tpt_dataflow);
+
     // Inputs and the simple trainer
     pub fn tpt_input_from_tensors(
         out: *mut *mut tpt_input,
@@ -800,11 +1059,26 @@ extern "C" {
         user_data: *mut c_void,
         destroy: tpt_destroy_fn,
     ) -> *mut tpt_status;
+    pub fn tpt_input_from_dataflow(
+        out: *mut *mut tpt_input,
+        df: *mut tpt_dataflow,
+        options: *const tpt_input_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_input_staging(out: *mut *mut tpt_input, input: *mut tpt_input, device: *const c_char)
+        -> *mut tpt_status;
+    pub fn tpt_input_dummy(out: *mut *mut tpt_input, batch_size: i64) -> *mut tpt_status;
     pub fn tpt_input_free(input: *mut tpt_input);
     pub fn tpt_trainer_set_model(
         trainer: *mut tpt_trainer,
         model: *mut tpt_model,
         input: *mut tpt_input,
+    ) -> *mut tpt_status;
+    pub fn tpt_inference_runner_new(
+        out: *mut *mut tpt_callback,
+        model: *mut tpt_model,
+        df: *mut tpt_dataflow,
+        outputs: *const *const c_char,
+        n_outputs: usize,
     ) -> *mut tpt_status;
 
     // TrainConfig and launch
@@ -920,12 +1194,64 @@ mod tests {
         assert_eq!(offset_of!(tpt_train_config, n_monitors), 56);
         assert_eq!(offset_of!(tpt_train_config, init), 64);
         assert_eq!(offset_of!(tpt_train_config, init_user_data), 72);
-        assert_eq!(size_of::<tpt_train_config>(), 80);
+        assert_eq!(offset_of!(tpt_train_config, dataflow), 80);
+        assert_eq!(size_of::<tpt_train_config>(), 88);
         assert_eq!(size_of::<tpt_init_fn>(), size_of::<usize>());
         let c = TPT_TRAIN_CONFIG_INIT;
-        assert_eq!((c.version, c.n_callbacks, c.n_monitors), (1, 0, 0));
+        assert_eq!((c.version, c.n_callbacks, c.n_monitors), (2, 0, 0));
         assert!(c.options.is_null() && c.model.is_null() && c.input.is_null() && c.init.is_none());
+        assert!(c.dataflow.is_null());
         assert!(c.callbacks.is_null() && c.monitors.is_null() && c.init_user_data.is_null());
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn dataflow_structs_layout_matches_c() {
+        // Checked against the header with offsetof.
+        assert_eq!(offset_of!(tpt_dataflow_callbacks, version), 0);
+        assert_eq!(offset_of!(tpt_dataflow_callbacks, next), 8);
+        assert_eq!(offset_of!(tpt_dataflow_callbacks, reset), 16);
+        assert_eq!(offset_of!(tpt_dataflow_callbacks, size), 24);
+        assert_eq!(size_of::<tpt_dataflow_callbacks>(), 32);
+        assert_eq!(offset_of!(tpt_parallel_map_options, n_threads), 4);
+        assert_eq!(offset_of!(tpt_parallel_map_options, buffer_size), 8);
+        assert_eq!(offset_of!(tpt_parallel_map_options, ordered), 12);
+        assert_eq!(offset_of!(tpt_parallel_map_options, strict), 16);
+        assert_eq!(size_of::<tpt_parallel_map_options>(), 20);
+        assert_eq!(offset_of!(tpt_augmentor, kind), 0);
+        assert_eq!(offset_of!(tpt_augmentor, scale), 8);
+        assert_eq!(offset_of!(tpt_augmentor, mean), 16);
+        assert_eq!(offset_of!(tpt_augmentor, std), 24);
+        assert_eq!(offset_of!(tpt_augmentor, n_channels), 32);
+        assert_eq!(offset_of!(tpt_augmentor, height), 40);
+        assert_eq!(offset_of!(tpt_augmentor, width), 48);
+        assert_eq!(offset_of!(tpt_augmentor, padding), 56);
+        assert_eq!(offset_of!(tpt_augmentor, probability), 64);
+        assert_eq!(size_of::<tpt_augmentor>(), 72);
+        assert_eq!(offset_of!(tpt_input_options, kind), 4);
+        assert_eq!(offset_of!(tpt_input_options, capacity), 8);
+        assert_eq!(offset_of!(tpt_input_options, repeat), 16);
+        assert_eq!(size_of::<tpt_input_options>(), 24);
+        let p = TPT_PARALLEL_MAP_OPTIONS_INIT;
+        assert_eq!((p.version, p.n_threads, p.buffer_size, p.ordered, p.strict), (1, 2, 200, 0, 0));
+        let i = TPT_INPUT_OPTIONS_INIT;
+        assert_eq!((i.version, i.kind, i.capacity, i.repeat), (1, TPT_INPUT_QUEUE, 50, 1));
+        let c = TPT_DATAFLOW_CALLBACKS_INIT;
+        assert!(c.version == 1 && c.next.is_none() && c.reset.is_none() && c.size.is_none());
+    }
+
+    #[test]
+    fn dataflow_nulls_are_errors() {
+        unsafe {
+            let mut out = std::ptr::null_mut();
+            let st = tpt_dataflow_batch(&mut out, std::ptr::null_mut(), 2, 0);
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            assert!(out.is_null());
+            tpt_status_free(st);
+            assert_eq!(tpt_datapoint_size(std::ptr::null()), 0);
+            tpt_dataflow_free(std::ptr::null_mut());
+            tpt_datapoint_free(std::ptr::null_mut());
+        }
     }
 
     #[test]
@@ -951,6 +1277,16 @@ mod tests {
         assert_eq!(offset_of!(tpt_variable_options, a), 16);
         assert_eq!(offset_of!(tpt_variable_options, b), 24);
         assert_eq!(size_of::<tpt_variable_options>(), 32);
+    }
+
+    #[test]
+    fn torchscript_param_layout_matches_c() {
+        let p = size_of::<*const u8>();
+        assert_eq!(offset_of!(tpt_torchscript_param, name), 0);
+        assert_eq!(offset_of!(tpt_torchscript_param, shape), p);
+        assert_eq!(offset_of!(tpt_torchscript_param, ndim), 2 * p);
+        assert_eq!(offset_of!(tpt_torchscript_param, options), 2 * p + size_of::<usize>());
+        assert_eq!(size_of::<tpt_torchscript_param>(), 3 * p + size_of::<usize>());
     }
 
     #[test]

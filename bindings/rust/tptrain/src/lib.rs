@@ -51,12 +51,17 @@
 //! [`Optimizer`], [`Input`] and [`Trainer::set_model`], or describe the
 //! whole training in a [`TrainConfig`] for [`Trainer::from_config`] and
 //! [`launch_train`]; [`Model::from_torchscript`] trains a module saved with
-//! `torch.jit.save`. Layers, losses and metrics are in [`nn`], and any ATen
-//! operator is reachable through [`ops::call`].
+//! `torch.jit.save`, [`Model::from_torchscript_source`] one compiled from
+//! TorchScript source. Layers, losses and metrics are in [`nn`], and any ATen
+//! operator is reachable through [`ops::call`]. Input pipelines are
+//! [`DataFlow`]s (tensorpack's DataFlow library), fed to a trainer through
+//! [`Input::from_dataflow`] or [`TrainConfig::from_dataflow`], and validated
+//! by [`Callback::inference_runner`].
 
 mod callback;
 mod context;
 mod cstr;
+mod dataflow;
 mod error;
 mod model;
 pub mod nn;
@@ -68,8 +73,13 @@ mod trainer;
 
 pub use callback::{Callback, Event, Events, Flow, Record, RecordKind};
 pub use context::{Context, HookedContext, Scalar, StepContext};
+pub use dataflow::{
+    Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, InputKind, InputOptions, ParallelMapOptions, Source,
+};
 pub use error::{Code, Error, Result};
-pub use model::{manual_seed, Init, Input, InputSpec, Model, Optimizer, Tower, VariableOptions, END_OF_DATA};
+pub use model::{
+    manual_seed, Init, Input, InputSpec, Model, Optimizer, TorchScriptParam, Tower, VariableOptions, END_OF_DATA,
+};
 pub use nn::{Activation, LayerOptions, Padding};
 pub use runtime::{
     abi_version, build_info, has_feature, num_threads, set_num_threads, version, version_string, Feature,

@@ -162,11 +162,29 @@ impl VariableOptions {
     }
 }
 
+/// An attribute of a module compiled by
+/// [`Model::from_torchscript_source`] (`tpt_torchscript_param`): a flat name
+/// (a TorchScript identifier, `self.<name>` in the source), a shape whose
+/// entries are >= 1, and how it is made; trainable ones become parameters,
+/// model-only ones ([`VariableOptions::model_only`]) buffers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TorchScriptParam {
+    pub name: String,
+    pub shape: Vec<i64>,
+    pub options: VariableOptions,
+}
+
+impl TorchScriptParam {
+    pub fn new(name: impl Into<String>, shape: &[i64], options: VariableOptions) -> TorchScriptParam {
+        TorchScriptParam { name: name.into(), shape: shape.to_vec(), options }
+    }
+}
+
 // ------------------------------------------------------------------ models
 
 /// The C signature of `inputs`, and the names it points into (the specs
 /// also point into `inputs`' shapes): keep both alive while it is used.
-fn raw_specs(inputs: &[InputSpec]) -> Result<(Vec<CString>, Vec<sys::tpt_input_spec>)> {
+pub(crate) fn raw_specs(inputs: &[InputSpec]) -> Result<(Vec<CString>, Vec<sys::tpt_input_spec>)> {
     let names = inputs
         .iter()
         .enumerate()
@@ -324,9 +342,82 @@ impl<'a> Model<'a> {
         Model::wrap(out)
     }
 
+    /// Compiles TorchScript source into a model with the signature `inputs`
+    /// (`tpt_model_from_torchscript_source`): `source` defines
+    /// `forward(self, ...)` (and any helper methods) over the attributes in
+    /// `params`, which are created and initialised first, in order, from
+    /// LibTorch's default generator ([`manual_seed`]). Otherwise as
+    /// [`from_torchscript`](Self::from_torchscript): the attributes are the
+    /// model's variables from the start, and
+    /// [`save_torchscript`](Self::save_torchscript) writes the module. Bad
+    /// params and compile errors (with the compiler's message) are
+    /// [`Code::InvalidArgument`] errors.
+    ///
+    /// ```no_run
+    /// use tptrain::{DType, InputSpec, Model, TorchScriptParam, VariableOptions};
+    ///
+    /// let source = "
+    /// def forward(self, x, y):
+    ///     p = torch.matmul(x, self.w.t()) + self.b
+    ///     return torch.mean((p - y) * (p - y)), {'prediction': p}
+    /// ";
+    /// let params = [
+    ///     TorchScriptParam::new("w", &[1, 3], VariableOptions::default()),
+    ///     TorchScriptParam::new("b", &[1], VariableOptions::zeros()),
+    /// ];
+    /// let inputs = [InputSpec::new("x", DType::F32, &[-1, 3]), InputSpec::new("y", DType::F32, &[-1, 1])];
+    /// let model = Model::from_torchscript_source(source, &params, &inputs)?;
+    /// # let _ = model;
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn from_torchscript_source(
+        source: &str,
+        params: &[TorchScriptParam],
+        inputs: &[InputSpec],
+    ) -> Result<Model<'a>> {
+        let source = CString::new(source)
+            .map_err(|_| Error::new(Code::InvalidArgument, "argument 'source' contains a NUL byte"))?;
+        let names = params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                CString::new(p.name.as_str()).map_err(|_| {
+                    Error::new(Code::InvalidArgument, format!("params[{i}].name contains a NUL byte: {:?}", p.name))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let options: Vec<sys::tpt_variable_options> = params.iter().map(|p| p.options.to_raw()).collect();
+        let raw: Vec<sys::tpt_torchscript_param> = params
+            .iter()
+            .zip(&names)
+            .zip(&options)
+            .map(|((p, n), o)| sys::tpt_torchscript_param {
+                name: n.as_ptr(),
+                shape: p.shape.as_ptr(),
+                ndim: p.shape.len(),
+                options: o,
+            })
+            .collect();
+        let (_names, specs) = raw_specs(inputs)?;
+        let mut out = ptr::null_mut();
+        // SAFETY: `raw` points into `names`, `options` and `params`, and the
+        // specs into `_names` and `inputs`, all alive for the call (both are
+        // copied).
+        call!(sys::tpt_model_from_torchscript_source(
+            &mut out,
+            source.as_ptr(),
+            raw.as_ptr(),
+            raw.len(),
+            specs.as_ptr(),
+            specs.len()
+        ))?;
+        Model::wrap(out)
+    }
+
     /// Saves the TorchScript module of a model made by
-    /// [`from_torchscript`](Self::from_torchscript), with its current
-    /// (trained) values, for `torch.jit.load` or `from_torchscript`
+    /// [`from_torchscript`](Self::from_torchscript) or
+    /// [`from_torchscript_source`](Self::from_torchscript_source), with its
+    /// current (trained) values, for `torch.jit.load` or `from_torchscript`
     /// (`tpt_model_save_torchscript`). [`Code::Unsupported`] for a model
     /// made from a Rust tower function.
     pub fn save_torchscript(&self, path: impl AsRef<Path>) -> Result<()> {
@@ -738,7 +829,7 @@ impl<'a> Input<'a> {
         Input::wrap(out)
     }
 
-    fn wrap(out: *mut sys::tpt_input) -> Result<Input<'a>> {
+    pub(crate) fn wrap(out: *mut sys::tpt_input) -> Result<Input<'a>> {
         NonNull::new(out)
             .map(|raw| Input { raw, _marker: PhantomData })
             .ok_or_else(|| Error::new(Code::Internal, "library returned no input"))

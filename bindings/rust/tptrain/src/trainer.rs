@@ -3,6 +3,7 @@
 use crate::callback::Callback;
 use crate::context::{Context, StepContext};
 use crate::cstr::path_to_cstring;
+use crate::dataflow::DataFlow;
 use crate::error::{call, Code, Error, Result};
 use crate::model::{Input, Model};
 use crate::panic;
@@ -178,6 +179,9 @@ unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut
 
 /// A training described as tensorpack's `TrainConfig`
 /// (`tpt_train_config`), for [`Trainer::from_config`] and [`launch_train`].
+/// The batches come from an [`Input`] ([`TrainConfig::new`]) or from a
+/// [`DataFlow`] of batches ([`TrainConfig::from_dataflow`]), one or the
+/// other.
 ///
 /// ```no_run
 /// use tptrain::{launch_train, Callback, Events, Flow, Input, Model, Tensor, TrainConfig, TrainerOptions};
@@ -203,8 +207,12 @@ pub struct TrainConfig<'m, 'a> {
     pub options: Option<TrainerOptions>,
     /// The model; the trainer keeps its own reference.
     pub model: &'m Model<'a>,
-    /// Where the batches come from; taken.
-    pub input: Input<'a>,
+    /// Where the batches come from; taken. This or `dataflow`.
+    pub input: Option<Input<'a>>,
+    /// This or `input`: a dataflow of batches in signature order, wrapped
+    /// in a queue input (tensorpack's automatic QueueInput); the trainer
+    /// keeps its own reference.
+    pub dataflow: Option<&'m DataFlow<'a>>,
     /// Registered as user callbacks, in order; taken.
     pub callbacks: Vec<Callback<'a>>,
     /// Registered after the default monitors; taken.
@@ -217,7 +225,35 @@ impl<'m, 'a> TrainConfig<'m, 'a> {
     /// A config of `model` fed by `input`, with default options, no
     /// callbacks, no monitors and no init hook.
     pub fn new(model: &'m Model<'a>, input: Input<'a>) -> TrainConfig<'m, 'a> {
-        TrainConfig { options: None, model, input, callbacks: Vec::new(), monitors: Vec::new(), init: None }
+        TrainConfig {
+            options: None,
+            model,
+            input: Some(input),
+            dataflow: None,
+            callbacks: Vec::new(),
+            monitors: Vec::new(),
+            init: None,
+        }
+    }
+
+    /// A config of `model` fed by `dataflow`, a dataflow of batches in
+    /// signature order that the trainer wraps in a queue input (its size is
+    /// the default steps_per_epoch), with default options, no callbacks, no
+    /// monitors and no init hook.
+    pub fn from_dataflow(model: &'m Model<'a>, dataflow: &'m DataFlow<'a>) -> TrainConfig<'m, 'a> {
+        TrainConfig { dataflow: Some(dataflow), input: None, ..TrainConfig::new_empty(model) }
+    }
+
+    fn new_empty(model: &'m Model<'a>) -> TrainConfig<'m, 'a> {
+        TrainConfig {
+            options: None,
+            model,
+            input: None,
+            dataflow: None,
+            callbacks: Vec::new(),
+            monitors: Vec::new(),
+            init: None,
+        }
     }
 }
 
@@ -227,6 +263,7 @@ impl fmt::Debug for TrainConfig<'_, '_> {
             .field("options", &self.options)
             .field("model", &self.model)
             .field("input", &self.input)
+            .field("dataflow", &self.dataflow)
             .field("callbacks", &self.callbacks)
             .field("monitors", &self.monitors)
             .field("init", &self.init.as_ref().map(|_| "FnMut"))
@@ -302,7 +339,9 @@ impl<'a> Trainer<'a> {
 
     /// Makes tensorpack's simple trainer from a config without running it
     /// (`tpt_trainer_from_config`): the trainer of `config.model` fed by
-    /// `config.input` (as [`set_model`](Self::set_model)), with the config's
+    /// `config.input` (as [`set_model`](Self::set_model)) or by
+    /// `config.dataflow` in a queue input (giving both, or neither, is a
+    /// [`Code::InvalidArgument`] error), with the config's
     /// callbacks registered in order, then its monitors, and its init hook.
     /// Add more callbacks if needed, then [`run`](Self::run).
     ///
@@ -311,11 +350,11 @@ impl<'a> Trainer<'a> {
     /// owns the init hook and drops it after the C trainer is freed; a
     /// failure drops it at once.
     pub fn from_config(config: TrainConfig<'_, 'a>) -> Result<Trainer<'a>> {
-        let TrainConfig { options, model, input, callbacks, monitors, init } = config;
+        let TrainConfig { options, model, input, dataflow, callbacks, monitors, init } = config;
         // Everything that can fail in Rust first: on an error here the
         // config is dropped, which frees what C would have taken.
         let options = options.as_ref().map(TrainerOptions::to_raw).transpose()?;
-        let input = input.into_raw();
+        let input = input.map_or(ptr::null_mut(), Input::into_raw);
         let callbacks: Vec<*mut sys::tpt_callback> = callbacks.into_iter().map(Callback::into_raw).collect();
         let monitors: Vec<*mut sys::tpt_callback> = monitors.into_iter().map(Callback::into_raw).collect();
         let hook = init.map(|f| NonNull::from(Box::leak(Box::new(InitHook(f)))));
@@ -324,6 +363,7 @@ impl<'a> Trainer<'a> {
         c.options = options.as_ref().map_or(ptr::null(), |(o, _)| o as *const sys::tpt_trainer_options);
         c.model = model.as_ptr();
         c.input = input;
+        c.dataflow = dataflow.map_or(ptr::null_mut(), DataFlow::as_ptr);
         c.callbacks = list(&callbacks);
         c.n_callbacks = callbacks.len();
         c.monitors = list(&monitors);

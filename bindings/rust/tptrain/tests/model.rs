@@ -1,7 +1,8 @@
 //! Models from Rust: the tower closure, tensorpack's variable rules, scopes,
 //! initializers, optimizers and schedules, in-memory and feed inputs,
 //! inference, errors unchanged and panics resumed where the C call returns;
-//! TrainConfig and launch with the init hook; TorchScript modules. The C
+//! TrainConfig and launch with the init hook; TorchScript modules, loaded or
+//! compiled from source. The C
 //! twin is tests/c/test_model.c.
 
 use std::cell::{Cell, RefCell};
@@ -12,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use tptrain::ops::{self, Arg};
 use tptrain::{
     launch_train, Callback, Code, DType, Error, Events, Flow, InitFn, Input, InputSpec, Model, Optimizer, Progress,
-    Result, RunOutcome, Tensor, Tower, TrainConfig, Trainer, TrainerOptions, VariableOptions,
+    Result, RunOutcome, Tensor, TorchScriptParam, Tower, TrainConfig, Trainer, TrainerOptions, VariableOptions,
 };
 
 // ------------------------------------------------------------ helpers
@@ -942,4 +943,95 @@ fn torchscript_errors() {
     let e = m.save_torchscript(dir.0.join("x.pt")).unwrap_err();
     assert_eq!(e.code(), Code::Unsupported);
     assert!(e.message().contains("not made from TorchScript"), "{e}");
+}
+
+/// The linear regression as TorchScript source: a helper method, a
+/// trainable weight and bias, a model-only buffer.
+const SOURCE: &str = "
+def forward(self, x, y):
+    p = self.predict(x) * self.scale
+    return torch.mean((p - y) * (p - y)), {'prediction': p}
+
+def predict(self, x):
+    return torch.matmul(x, self.w.t()) + self.b
+";
+
+fn source_params() -> Vec<TorchScriptParam> {
+    vec![
+        TorchScriptParam::new("w", &[1, 3], VariableOptions::zeros()),
+        TorchScriptParam::new("b", &[1], VariableOptions::constant(0.5)),
+        TorchScriptParam::new("scale", &[1], VariableOptions::constant(1.0).model_only()),
+    ]
+}
+
+#[test]
+fn a_model_compiled_from_torchscript_source_trains_saves_and_loads_again() {
+    let model = Model::from_torchscript_source(SOURCE, &source_params(), &signature()).unwrap();
+    assert_eq!(model.variable_names().unwrap(), vec!["w", "b", "scale"]); // parameters, then buffers
+    assert_eq!(model.variable("w").unwrap().shape().unwrap(), vec![1, 3]);
+    assert_eq!(model.variable("w").unwrap().to_vec::<f32>().unwrap(), vec![0.0; 3]);
+    assert_eq!(model.variable("b").unwrap().to_vec::<f32>().unwrap(), vec![0.5]);
+    model.set_optimizer(&sgd(0.1)).unwrap();
+    let mut t = Trainer::new(&options(4, 25)).unwrap();
+    t.set_model(&model, input(16)).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    let costs = t.scalar_history("cost").unwrap();
+    assert_eq!(costs.len(), 100);
+    assert!(costs[99].value < 0.1 * costs[0].value, "{costs:?}");
+    // y = x . (1, -2, 3) + 1, learned
+    let w = model.variable("w").unwrap().to_vec::<f32>().unwrap();
+    assert!(close(&w, &[1.0, -2.0, 3.0], 0.1), "{w:?}");
+    assert_eq!(model.variable("scale").unwrap().to_vec::<f32>().unwrap(), vec![1.0]); // a buffer: not trained
+
+    let dir = TempDir::new("torchscript-source");
+    let saved = dir.0.join("trained.pt");
+    model.save_torchscript(&saved).unwrap();
+    let again = Model::from_torchscript(&saved, &signature()).unwrap();
+    for name in ["w", "b", "scale"] {
+        assert_eq!(
+            again.variable(name).unwrap().to_vec::<f32>().unwrap(),
+            model.variable(name).unwrap().to_vec::<f32>().unwrap(),
+            "{name}"
+        );
+    }
+    let (x, y) = regression_data(4);
+    let a = model.infer(&[&x, &y], &["prediction"]).unwrap();
+    let b = again.infer(&[&x, &y], &["prediction"]).unwrap();
+    assert_eq!(a[0].to_vec::<f32>().unwrap(), b[0].to_vec::<f32>().unwrap());
+}
+
+#[test]
+fn torchscript_source_errors() {
+    let bad = |source: &str, params: &[TorchScriptParam], inputs: &[InputSpec], code: Code, fragment: &str| {
+        let e = Model::from_torchscript_source(source, params, inputs).unwrap_err();
+        assert_eq!(e.code(), code, "{e}");
+        assert!(e.message().contains(fragment), "{e} lacks {fragment:?}");
+    };
+    let inv = Code::InvalidArgument;
+    bad(
+        "def forward(self, x, y):\n    return x +\n",
+        &source_params(),
+        &signature(),
+        inv,
+        "tpt_model_from_torchscript_source: cannot compile the TorchScript source: ",
+    );
+    bad("def forward(self, x, y):\n    return self.nope\n", &[], &signature(), inv, "nope");
+    bad("def helper(self, x):\n    return x\n", &[], &signature(), inv, "the TorchScript source has no forward method");
+    bad(SOURCE, &source_params(), &signature()[..1], inv, "takes 2 inputs, the input signature has 1");
+    let one = |name: &str, shape: &[i64], o: VariableOptions| vec![TorchScriptParam::new(name, shape, o)];
+    let d = VariableOptions::default();
+    bad(SOURCE, &one("a b", &[1], d), &signature(), inv, "params[0].name 'a b' is not a TorchScript identifier");
+    bad(SOURCE, &one("def", &[1], d), &signature(), inv, "params[0].name 'def' is a reserved word");
+    bad(SOURCE, &one("w", &[0], d), &signature(), inv, "params[0].shape [0] ('w'): dimensions are >= 1");
+    bad(
+        SOURCE,
+        &one("w", &[1], d.with_dtype(DType::I64)),
+        &signature(),
+        inv,
+        "params[0] ('w') is trainable and needs a floating dtype, got Long",
+    );
+    let twice = [TorchScriptParam::new("w", &[1], d), TorchScriptParam::new("w", &[1], d)];
+    bad(SOURCE, &twice, &signature(), inv, "params[1].name 'w' is used twice");
+    bad("def forward(self, x, y):\0", &[], &signature(), inv, "argument 'source' contains a NUL byte");
+    bad(SOURCE, &one("a\0b", &[1], d), &signature(), inv, "params[0].name contains a NUL byte");
 }

@@ -1,0 +1,1122 @@
+//! Dataflows: the input pipeline (tensorpack's DataFlow library).
+//!
+//! A [`DataFlow`] yields datapoints, each a list of components (tensors; a
+//! scalar is a 0-d tensor), pass after pass: [`DataFlow::iter`] gives one
+//! pass. Sources read tensors in memory ([`DataFlow::from_tensors`]), IDX
+//! files ([`DataFlow::from_idx`], [`DataFlow::mnist`]), files through a
+//! decoding closure ([`DataFlow::from_files`]), or Rust code
+//! ([`DataFlow::from_fn`], [`DataFlow::from_iter`], [`DataFlow::from_source`]);
+//! combinators batch, map (also on several threads), prefetch, shuffle,
+//! cache, repeat, concatenate, join and augment them. A dataflow of batches
+//! feeds a trainer through [`Input::from_dataflow`] or
+//! [`TrainConfig::from_dataflow`](crate::TrainConfig::from_dataflow), and an
+//! inference runner ([`Callback::inference_runner`]) validates a model on one.
+//!
+//! ```
+//! use tptrain::ops::{call1, Arg};
+//! use tptrain::{DataFlow, Tensor};
+//!
+//! let x = Tensor::from_slice(&[0f32, 1., 2., 3., 4., 5., 6., 7.], &[4, 2])?;
+//! let y = Tensor::from_slice(&[0i64, 1, 0, 1], &[4])?;
+//! let rows = DataFlow::from_tensors(&[&x, &y], false)?;
+//! let doubled = rows.map_component(0, |x| Ok(Some(call1("aten::mul", &[Arg::Tensor(x), Arg::Double(2.0)])?)))?;
+//! let batches = doubled.batch(2, false)?;
+//! assert_eq!(batches.size(), Some(2));
+//! let first = batches.iter().next().unwrap()?;
+//! assert_eq!(first[0].to_vec::<f32>()?, vec![0., 2., 4., 6.]);
+//! assert_eq!(first[1].shape()?, vec![2]);
+//! # Ok::<(), tptrain::Error>(())
+//! ```
+//!
+//! Handles are shared: a combinator keeps its own reference to the dataflows
+//! it reads, so they may be dropped at any time; but a dataflow has one
+//! consumer (a second combinator or input reading it, or iterating it once it
+//! has one, is an error).
+//!
+//! Closures run where the library iterates: a source's and a map's on the
+//! thread that iterates the dataflow (which is a background thread under
+//! [`prefetch`](DataFlow::prefetch), a queue input or a parallel map), a
+//! parallel map's and a threaded decoder's on several worker threads at once.
+//! So they are `Send` (and `Sync` where several threads share them). An
+//! error they return reaches the consumer with its code and message
+//! unchanged. A panic fails the call that ran the closure as well; on the
+//! thread of a Rust call that iterates ([`DataFlow::iter`],
+//! [`DataFlow::next_into`], [`DataFlow::reset_state`],
+//! [`Trainer::run`](crate::Trainer::run) with a feed input) it is resumed
+//! once the C call has returned; on a thread of the library's own, only its
+//! message travels, in a [`Code::Callback`] error ("panic in the map function:
+//! ...").
+
+use crate::callback::Callback;
+use crate::cstr::{path_to_cstring, with_cstr};
+use crate::error::{call, Code, Error, Result};
+use crate::model::{raw_specs, Input, InputSpec, Model};
+use crate::panic;
+use crate::tensor::Tensor;
+use crate::Flow;
+use std::cell::UnsafeCell;
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::os::raw::{c_char, c_void};
+use std::path::Path;
+use std::ptr::{self, NonNull};
+use std::sync::Mutex;
+use tptrain_sys as sys;
+
+/// The reason of the `TPT_STOP` a source returns at the end of a pass.
+const END_OF_PASS: &str = "end of the pass";
+
+/// Runs a closure for C on whatever thread the library chose: a panic is
+/// kept for the Rust call that waits on this thread, if any (see
+/// [`panic::entered`]); otherwise only its message travels.
+fn guarded(origin: &dyn Fn() -> String, f: impl FnOnce() -> Result<Flow>) -> *mut sys::tpt_status {
+    if panic::entered() {
+        panic::guard(origin, f)
+    } else {
+        panic::guard_detached(origin, f)
+    }
+}
+
+// ------------------------------------------------------------------ datapoints
+
+/// A datapoint lent by the library (`tpt_datapoint`): what a map closure,
+/// a decoder and a source fill in. Like [`Tower`](crate::Tower) it is a
+/// zero-sized reference type whose address is the C handle, only ever seen
+/// as `&DatapointRef` / `&mut DatapointRef`, so a closure cannot keep it or
+/// trade it for another. An owned [`Datapoint`] derefs to it.
+///
+/// Its components are tensor handles shared with the datapoint: setting one
+/// does not copy it.
+pub struct DatapointRef {
+    _opaque: PhantomData<(UnsafeCell<()>, *mut ())>,
+}
+
+impl DatapointRef {
+    /// # Safety
+    /// `raw` is a live datapoint that outlives `'t`.
+    pub(crate) unsafe fn from_ptr<'t>(raw: *mut sys::tpt_datapoint) -> &'t mut DatapointRef {
+        &mut *raw.cast::<DatapointRef>()
+    }
+
+    /// The raw handle.
+    pub fn as_ptr(&self) -> *mut sys::tpt_datapoint {
+        self as *const DatapointRef as *mut sys::tpt_datapoint
+    }
+
+    /// The number of components (`tpt_datapoint_size`).
+    pub fn len(&self) -> usize {
+        // SAFETY: a live datapoint.
+        unsafe { sys::tpt_datapoint_size(self.as_ptr()) }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A new handle on component `index` ([`Code::NotFound`] past the end)
+    /// (`tpt_datapoint_get`).
+    pub fn get(&self, index: usize) -> Result<Tensor> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_datapoint_get(&mut out, self.as_ptr(), index))?;
+        Tensor::wrap(out)
+    }
+
+    /// Sets component `index` to `value` (shared, not copied); `index ==
+    /// len()` appends (`tpt_datapoint_set`).
+    pub fn set(&mut self, index: usize, value: &Tensor) -> Result<()> {
+        call!(sys::tpt_datapoint_set(self.as_ptr(), index, value.as_ptr()))
+    }
+
+    /// Appends a component (shared, not copied).
+    pub fn push(&mut self, value: &Tensor) -> Result<()> {
+        self.set(self.len(), value)
+    }
+
+    /// Keeps the first `len` components (`tpt_datapoint_truncate`). A map
+    /// closure that leaves the datapoint empty drops it.
+    pub fn truncate(&mut self, len: usize) -> Result<()> {
+        call!(sys::tpt_datapoint_truncate(self.as_ptr(), len))
+    }
+
+    /// Removes every component (a map closure that does this drops the
+    /// datapoint).
+    pub fn clear(&mut self) -> Result<()> {
+        self.truncate(0)
+    }
+
+    /// New handles on all components, in order.
+    pub fn tensors(&self) -> Result<Vec<Tensor>> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+
+    /// Replaces all components with `tensors` (shared, not copied).
+    pub fn assign(&mut self, tensors: &[Tensor]) -> Result<()> {
+        self.clear()?;
+        tensors.iter().try_for_each(|t| self.push(t))
+    }
+}
+
+impl fmt::Debug for DatapointRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.tensors().unwrap_or_default()).finish()
+    }
+}
+
+/// An owned datapoint (`tpt_datapoint`), e.g. for
+/// [`DataFlow::next_into`]; freed on drop. Its methods are
+/// [`DatapointRef`]'s.
+pub struct Datapoint {
+    raw: NonNull<sys::tpt_datapoint>,
+}
+
+// SAFETY: an owned datapoint is a list of tensor handles, which may move
+// between threads; it is changed only through &mut.
+unsafe impl Send for Datapoint {}
+
+impl Datapoint {
+    /// An empty datapoint (`tpt_datapoint_new`).
+    pub fn new() -> Result<Datapoint> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_datapoint_new(&mut out))?;
+        let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no datapoint"))?;
+        Ok(Datapoint { raw })
+    }
+
+    /// A datapoint of these components (shared, not copied).
+    pub fn from_tensors(tensors: &[&Tensor]) -> Result<Datapoint> {
+        let mut dp = Datapoint::new()?;
+        tensors.iter().try_for_each(|t| dp.push(t))?;
+        Ok(dp)
+    }
+
+    /// The components; the datapoint is freed.
+    pub fn into_tensors(self) -> Result<Vec<Tensor>> {
+        self.tensors()
+    }
+}
+
+impl Deref for Datapoint {
+    type Target = DatapointRef;
+    fn deref(&self) -> &DatapointRef {
+        // SAFETY: live while self is.
+        unsafe { DatapointRef::from_ptr(self.raw.as_ptr()) }
+    }
+}
+
+impl DerefMut for Datapoint {
+    fn deref_mut(&mut self) -> &mut DatapointRef {
+        unsafe { DatapointRef::from_ptr(self.raw.as_ptr()) }
+    }
+}
+
+impl Drop for Datapoint {
+    fn drop(&mut self) {
+        // SAFETY: we own it.
+        unsafe { sys::tpt_datapoint_free(self.raw.as_ptr()) }
+    }
+}
+
+impl fmt::Debug for Datapoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+// ------------------------------------------------------------------ options
+
+/// Options of [`DataFlow::parallel_map`] (`tpt_parallel_map_options`);
+/// `Default` gives the C defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ParallelMapOptions {
+    /// Worker threads, >= 1 (default 2).
+    pub n_threads: i32,
+    /// Datapoints in flight (default 200).
+    pub buffer_size: i32,
+    /// Outputs in input order (default false).
+    pub ordered: bool,
+    /// Each pass maps exactly the input's pass (the buffer drains at its
+    /// end; a drop is an error). false (default): the input repeats forever
+    /// and passes blend (tensorpack's default).
+    pub strict: bool,
+}
+
+impl Default for ParallelMapOptions {
+    fn default() -> ParallelMapOptions {
+        let c = sys::TPT_PARALLEL_MAP_OPTIONS_INIT;
+        ParallelMapOptions {
+            n_threads: c.n_threads,
+            buffer_size: c.buffer_size,
+            ordered: c.ordered != 0,
+            strict: c.strict != 0,
+        }
+    }
+}
+
+impl ParallelMapOptions {
+    fn to_raw(self) -> sys::tpt_parallel_map_options {
+        let mut o = sys::TPT_PARALLEL_MAP_OPTIONS_INIT;
+        o.n_threads = self.n_threads;
+        o.buffer_size = self.buffer_size;
+        o.ordered = self.ordered as i32;
+        o.strict = self.strict as i32;
+        o
+    }
+}
+
+/// An image augmentor of [`DataFlow::augment`] (`tpt_augmentor`), applied to
+/// an image component of shape `[C, H, W]` or `[H, W]`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Augmentor {
+    /// To f32, times `scale` (e.g. 1/255).
+    ToFloat { scale: f64 },
+    /// `(x - mean[c]) / std[c]`; one value applies to every channel. `mean`
+    /// and `std` have the same length.
+    Normalize { mean: Vec<f64>, std: Vec<f64> },
+    /// Pads by `padding` zeros, then crops `height` x `width` at random.
+    RandomCrop { height: i64, width: i64, padding: i64 },
+    /// Flips horizontally with `probability`.
+    Flip { probability: f64 },
+}
+
+impl Augmentor {
+    /// The C augmentor; it points into `self`'s vectors.
+    fn to_raw(&self, i: usize) -> Result<sys::tpt_augmentor> {
+        let mut a = sys::tpt_augmentor {
+            kind: 0,
+            scale: 1.0,
+            mean: ptr::null(),
+            std: ptr::null(),
+            n_channels: 0,
+            height: 0,
+            width: 0,
+            padding: 0,
+            probability: 0.5,
+        };
+        match self {
+            Augmentor::ToFloat { scale } => {
+                a.kind = sys::TPT_AUGMENT_TO_FLOAT;
+                a.scale = *scale;
+            }
+            Augmentor::Normalize { mean, std } => {
+                if mean.len() != std.len() {
+                    return Err(Error::new(
+                        Code::InvalidArgument,
+                        format!("augmentors[{i}]: mean has {} values, std {}", mean.len(), std.len()),
+                    ));
+                }
+                a.kind = sys::TPT_AUGMENT_NORMALIZE;
+                a.mean = mean.as_ptr();
+                a.std = std.as_ptr();
+                a.n_channels = mean.len();
+            }
+            Augmentor::RandomCrop { height, width, padding } => {
+                a.kind = sys::TPT_AUGMENT_RANDOM_CROP;
+                (a.height, a.width, a.padding) = (*height, *width, *padding);
+            }
+            Augmentor::Flip { probability } => {
+                a.kind = sys::TPT_AUGMENT_FLIP;
+                a.probability = *probability;
+            }
+        }
+        Ok(a)
+    }
+}
+
+// ------------------------------------------------------------------ sources
+
+/// A source of datapoints written in Rust, for [`DataFlow::from_source`]
+/// (`tpt_dataflow_callbacks`).
+///
+/// The library calls it on the thread that iterates the dataflow, one call
+/// at a time (it is kept behind a mutex), so it must be `Send`.
+pub trait Source: Send {
+    /// The next datapoint of the pass (its components, at least one), or
+    /// `None` at the end of the pass; the call after that starts the next
+    /// pass. An error ends the consumer with its code and message.
+    fn next(&mut self) -> Result<Option<Vec<Tensor>>>;
+
+    /// Called by every reset of the dataflow, with the seed this source
+    /// should use for its randomness (derived from
+    /// [`DataFlow::set_seed`] of the outermost dataflow, or from
+    /// [`manual_seed`](crate::manual_seed)). The default does nothing.
+    fn reset(&mut self, seed: u64) -> Result<()> {
+        let _ = seed;
+        Ok(())
+    }
+
+    /// Datapoints per pass; `None` (the default) when unknown or infinite.
+    fn size(&self) -> Option<i64> {
+        None
+    }
+}
+
+/// The user data of a source: the mutex orders `size` (which the library
+/// may ask from the consumer's thread) with `next` (on the iterating thread).
+struct SourceData<S>(Mutex<S>);
+
+impl<S> SourceData<S> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, S> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+unsafe extern "C" fn source_next<S: Source>(
+    dp: *mut sys::tpt_datapoint,
+    user_data: *mut c_void,
+) -> *mut sys::tpt_status {
+    // SAFETY: user_data is the boxed SourceData<S>, freed only with the
+    // dataflow's last reference; dp is lent for the call.
+    let data = &*user_data.cast::<SourceData<S>>();
+    guarded(&|| "the dataflow source".to_owned(), || match data.lock().next()? {
+        None => Ok(Flow::stop(END_OF_PASS)),
+        Some(tensors) => {
+            DatapointRef::from_ptr(dp).assign(&tensors)?;
+            Ok(Flow::Continue)
+        }
+    })
+}
+
+unsafe extern "C" fn source_reset<S: Source>(seed: u64, user_data: *mut c_void) -> *mut sys::tpt_status {
+    // SAFETY: as in source_next.
+    let data = &*user_data.cast::<SourceData<S>>();
+    guarded(&|| "the dataflow source's reset".to_owned(), || {
+        data.lock().reset(seed)?;
+        Ok(Flow::Continue)
+    })
+}
+
+unsafe extern "C" fn source_size<S: Source>(user_data: *mut c_void) -> i64 {
+    // SAFETY: as in source_next.
+    let data = &*user_data.cast::<SourceData<S>>();
+    let mut n = -1;
+    let st = guarded(&|| "the dataflow source's size".to_owned(), || {
+        n = data.lock().size().unwrap_or(-1);
+        Ok(Flow::Continue)
+    });
+    if !st.is_null() {
+        // A panic: the size is unknown (C cannot take an error here).
+        sys::tpt_status_free(st);
+        n = -1;
+    }
+    n
+}
+
+/// `next` as a [`Source`].
+struct FnSource<F>(F);
+
+impl<F: FnMut() -> Result<Option<Vec<Tensor>>> + Send> Source for FnSource<F> {
+    fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
+        (self.0)()
+    }
+}
+
+/// A new iterator per pass, as a [`Source`].
+struct IterSource<F, I> {
+    make: F,
+    current: Option<I>,
+}
+
+impl<F, I> Source for IterSource<F, I>
+where
+    F: FnMut() -> I + Send,
+    I: Iterator<Item = Vec<Tensor>> + Send,
+{
+    fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
+        let it = self.current.get_or_insert_with(&mut self.make);
+        let item = it.next();
+        if item.is_none() {
+            self.current = None; // the next call starts a new pass
+        }
+        Ok(item)
+    }
+    fn reset(&mut self, _seed: u64) -> Result<()> {
+        self.current = None;
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------ trampolines
+
+unsafe extern "C" fn map_trampoline<F>(dp: *mut sys::tpt_datapoint, user_data: *mut c_void) -> *mut sys::tpt_status
+where
+    F: FnMut(&mut DatapointRef) -> Result<()> + Send,
+{
+    // SAFETY: user_data is the boxed F; the library calls a map on the
+    // thread that iterates, one call at a time. dp is lent for the call.
+    let f = &mut *user_data.cast::<F>();
+    guarded(&|| "the map function".to_owned(), || {
+        f(DatapointRef::from_ptr(dp))?;
+        Ok(Flow::Continue)
+    })
+}
+
+unsafe extern "C" fn parallel_map_trampoline<F>(
+    dp: *mut sys::tpt_datapoint,
+    user_data: *mut c_void,
+) -> *mut sys::tpt_status
+where
+    F: Fn(&mut DatapointRef) -> Result<()> + Send + Sync,
+{
+    // SAFETY: user_data is the boxed F, shared by the worker threads (F is
+    // Sync); dp is lent for the call.
+    let f = &*user_data.cast::<F>();
+    guarded(&|| "the parallel map function".to_owned(), || {
+        f(DatapointRef::from_ptr(dp))?;
+        Ok(Flow::Continue)
+    })
+}
+
+unsafe extern "C" fn component_trampoline<F>(
+    out: *mut *mut sys::tpt_tensor,
+    value: *const sys::tpt_tensor,
+    user_data: *mut c_void,
+) -> *mut sys::tpt_status
+where
+    F: FnMut(&Tensor) -> Result<Option<Tensor>> + Send,
+{
+    // SAFETY: as in map_trampoline. Tensor is a repr(transparent)
+    // tpt_tensor *: `value` is seen as a borrowed &Tensor (never dropped).
+    let f = &mut *user_data.cast::<F>();
+    let handle = value;
+    let value: &Tensor = &*(&handle as *const *const sys::tpt_tensor).cast::<Tensor>();
+    guarded(&|| "the component map function".to_owned(), || {
+        // The library takes the new tensor (NULL drops the datapoint).
+        *out = f(value)?.map_or(ptr::null_mut(), Tensor::into_raw);
+        Ok(Flow::Continue)
+    })
+}
+
+unsafe extern "C" fn decode_trampoline<F>(
+    dp: *mut sys::tpt_datapoint,
+    path: *const c_char,
+    index: usize,
+    user_data: *mut c_void,
+) -> *mut sys::tpt_status
+where
+    F: Fn(&mut DatapointRef, &Path, usize) -> Result<()> + Send + Sync,
+{
+    // SAFETY: user_data is the boxed F, shared by the decoding threads;
+    // dp and path are lent for the call.
+    let f = &*user_data.cast::<F>();
+    let bytes = CStr::from_ptr(path).to_bytes();
+    #[cfg(unix)]
+    let path: &Path = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(bytes).as_ref();
+    #[cfg(not(unix))]
+    let owned = String::from_utf8_lossy(bytes).into_owned();
+    #[cfg(not(unix))]
+    let path: &Path = owned.as_ref();
+    guarded(&|| "the decode function".to_owned(), || {
+        f(DatapointRef::from_ptr(dp), path, index)?;
+        Ok(Flow::Continue)
+    })
+}
+
+// ------------------------------------------------------------------ dataflows
+
+/// A dataflow (`tpt_dataflow`): a cursor over passes of datapoints. Freed on
+/// drop; the dataflows and inputs that read it keep their own reference (and
+/// with it its closures).
+///
+/// `'a` bounds what its closures (and those of the dataflows it reads)
+/// borrow. The closures are `Send` because the library may run them on its
+/// own threads, but the handle is neither `Send` nor `Sync`: handles of one
+/// pipeline share state that the library does not lock (a dataflow "is
+/// iterated by one thread at a time").
+///
+/// ```compile_fail
+/// fn send<T: Send>(_: T) {}
+/// let x = tptrain::Tensor::from_slice(&[1f32, 2.], &[2]).unwrap();
+/// send(tptrain::DataFlow::from_tensors(&[&x], false).unwrap()); // stays on its thread
+/// ```
+///
+/// A map closure must be `Send` (it may run on a prefetch thread):
+///
+/// ```compile_fail
+/// let x = tptrain::Tensor::from_slice(&[1f32, 2.], &[2]).unwrap();
+/// let df = tptrain::DataFlow::from_tensors(&[&x], false).unwrap();
+/// let seen = std::rc::Rc::new(std::cell::Cell::new(0));
+/// df.map(move |_| { seen.set(seen.get() + 1); Ok(()) });
+/// ```
+pub struct DataFlow<'a> {
+    raw: NonNull<sys::tpt_dataflow>,
+    _marker: PhantomData<(&'a (), *mut ())>,
+}
+
+impl<'a> DataFlow<'a> {
+    fn wrap(out: *mut sys::tpt_dataflow) -> Result<DataFlow<'a>> {
+        NonNull::new(out)
+            .map(|raw| DataFlow { raw, _marker: PhantomData })
+            .ok_or_else(|| Error::new(Code::Internal, "library returned no dataflow"))
+    }
+
+    /// Makes a dataflow with a C function that may free user data it was
+    /// given (also on failure): a panic of that drop is resumed here.
+    fn make(f: impl FnOnce(*mut *mut sys::tpt_dataflow) -> *mut sys::tpt_status) -> Result<DataFlow<'a>> {
+        let had = panic::pending();
+        let mut out = ptr::null_mut();
+        let st = f(&mut out);
+        panic::resume_if_new(had);
+        // SAFETY: the status is NULL or ours.
+        unsafe { Error::check(st) }?;
+        DataFlow::wrap(out)
+    }
+
+    /// The raw handle, valid while `self` lives.
+    pub fn as_ptr(&self) -> *mut sys::tpt_dataflow {
+        self.raw.as_ptr()
+    }
+
+    // ---- sources
+
+    /// A dataflow from a [`Source`] (`tpt_dataflow_from_callbacks`).
+    pub fn from_source<S: Source + 'a>(source: S) -> Result<DataFlow<'a>> {
+        let mut callbacks = sys::TPT_DATAFLOW_CALLBACKS_INIT;
+        callbacks.next = Some(source_next::<S>);
+        callbacks.reset = Some(source_reset::<S>);
+        callbacks.size = Some(source_size::<S>);
+        let user_data = Box::into_raw(Box::new(SourceData(Mutex::new(source)))).cast::<c_void>();
+        // SAFETY: the library owns user_data from here on, also on failure.
+        DataFlow::make(|out| unsafe {
+            sys::tpt_dataflow_from_callbacks(out, &callbacks, user_data, Some(panic::drop_box::<SourceData<S>>))
+        })
+    }
+
+    /// A dataflow whose datapoints `next` makes: `Ok(Some(components))`, or
+    /// `Ok(None)` at the end of a pass (the call after that starts the next
+    /// one), or an error that ends the consumer with its code and message.
+    /// Its size is unknown (see [`from_source`](Self::from_source) for one
+    /// that knows it or reseeds).
+    pub fn from_fn<F>(next: F) -> Result<DataFlow<'a>>
+    where
+        F: FnMut() -> Result<Option<Vec<Tensor>>> + Send + 'a,
+    {
+        DataFlow::from_source(FnSource(next))
+    }
+
+    /// A dataflow that iterates a new iterator from `make` each pass (and
+    /// after each reset): every item is a datapoint's components.
+    ///
+    /// ```
+    /// # use tptrain::{DataFlow, Tensor};
+    /// let df = DataFlow::from_iter(|| (0..3i64).map(|i| vec![Tensor::from_slice(&[i], &[]).unwrap()]))?;
+    /// let pass: Vec<i64> = df.iter().map(|dp| dp.unwrap()[0].item().unwrap() as i64).collect();
+    /// assert_eq!(pass, vec![0, 1, 2]);
+    /// assert_eq!(df.iter().count(), 3); // the next pass starts over
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    // Not `FromIterator`: `make` is called for every pass, not iterated once.
+    #[allow(clippy::should_implement_trait)]
+    pub fn from_iter<F, I>(make: F) -> Result<DataFlow<'a>>
+    where
+        F: FnMut() -> I + Send + 'a,
+        I: IntoIterator<Item = Vec<Tensor>>,
+        I::IntoIter: Send + 'a,
+    {
+        let mut make = make;
+        DataFlow::from_source(IterSource { make: move || make().into_iter(), current: None })
+    }
+
+    /// Rows of in-memory tensors (dimension 0): datapoint i is
+    /// `(tensors[0][i], tensors[1][i], ...)`, in order or reshuffled every
+    /// pass. The tensors are shared, not copied (`tpt_dataflow_from_tensors`).
+    pub fn from_tensors(tensors: &[&Tensor], shuffle: bool) -> Result<DataFlow<'a>> {
+        let ptrs: Vec<*const sys::tpt_tensor> = tensors.iter().map(|t| t.as_ptr()).collect();
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_from_tensors(&mut out, ptrs.as_ptr(), ptrs.len(), shuffle as i32))?;
+        DataFlow::wrap(out)
+    }
+
+    /// Rows of IDX files (the MNIST format; gzip when the name ends in .gz):
+    /// datapoint i is `(row i of paths[0], row i of paths[1], ...)` in the
+    /// files' element types. The files are read now; a missing, truncated
+    /// or malformed file is a [`Code::Io`] or [`Code::InvalidArgument`]
+    /// error naming it (`tpt_dataflow_from_idx`).
+    pub fn from_idx<P: AsRef<Path>>(paths: &[P], shuffle: bool) -> Result<DataFlow<'a>> {
+        let cpaths = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| path_to_cstring(p.as_ref(), &format!("paths[{i}]")))
+            .collect::<Result<Vec<_>>>()?;
+        let ptrs: Vec<*const c_char> = cpaths.iter().map(|c| c.as_ptr()).collect();
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_from_idx(&mut out, ptrs.as_ptr(), ptrs.len(), shuffle as i32))?;
+        DataFlow::wrap(out)
+    }
+
+    /// MNIST or Fashion-MNIST in `dir`, `split` "train" (60,000) or "test"
+    /// (10,000): datapoints (image f32 `[1, 28, 28]` in [0, 1], label i64
+    /// scalar) (`tpt_dataflow_mnist`).
+    pub fn mnist(dir: impl AsRef<Path>, split: &str, shuffle: bool) -> Result<DataFlow<'a>> {
+        let dir = path_to_cstring(dir.as_ref(), "dir")?;
+        let mut out = ptr::null_mut();
+        with_cstr(split, "split", |s| call!(sys::tpt_dataflow_mnist(&mut out, dir.as_ptr(), s, shuffle as i32)))??;
+        DataFlow::wrap(out)
+    }
+
+    /// A list of files that `decode(dp, path, index)` turns into datapoints
+    /// (filling the empty `dp`), in order or shuffled every pass; with
+    /// `n_threads` > 0 decoded by that many threads at once, in order
+    /// (`tpt_dataflow_from_files`).
+    pub fn from_files<P, F>(paths: &[P], shuffle: bool, n_threads: i32, decode: F) -> Result<DataFlow<'a>>
+    where
+        P: AsRef<Path>,
+        F: Fn(&mut DatapointRef, &Path, usize) -> Result<()> + Send + Sync + 'a,
+    {
+        let cpaths = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| path_to_cstring(p.as_ref(), &format!("paths[{i}]")))
+            .collect::<Result<Vec<_>>>()?;
+        let ptrs: Vec<*const c_char> = cpaths.iter().map(|c| c.as_ptr()).collect();
+        let user_data = Box::into_raw(Box::new(decode)).cast::<c_void>();
+        // SAFETY: the paths are copied; the library owns user_data from
+        // here on, also on failure.
+        DataFlow::make(|out| unsafe {
+            sys::tpt_dataflow_from_files(
+                out,
+                ptrs.as_ptr(),
+                ptrs.len(),
+                shuffle as i32,
+                n_threads,
+                Some(decode_trampoline::<F>),
+                user_data,
+                Some(panic::drop_box::<F>),
+            )
+        })
+    }
+
+    /// `size` datapoints per pass of the given shapes and dtypes (names are
+    /// ignored; no -1), for benchmarks: uniform in `[low, high)`, new every
+    /// datapoint when `random`, else one constant datapoint repeated
+    /// (`tpt_dataflow_fake`).
+    pub fn fake(components: &[InputSpec], size: i64, random: bool, low: f64, high: f64) -> Result<DataFlow<'a>> {
+        let (_names, specs) = raw_specs(components)?;
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_fake(&mut out, specs.as_ptr(), specs.len(), size, random as i32, low, high))?;
+        DataFlow::wrap(out)
+    }
+
+    // ---- combinators
+
+    /// Stacks `batch_size` datapoints into one along a new dimension 0; a
+    /// short last batch is dropped, or emitted when `remainder`
+    /// (`tpt_dataflow_batch`).
+    pub fn batch(&self, batch_size: i64, remainder: bool) -> Result<DataFlow<'a>> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_batch(&mut out, self.as_ptr(), batch_size, remainder as i32))?;
+        DataFlow::wrap(out)
+    }
+
+    /// Applies `f` to every datapoint in place, on the thread that iterates
+    /// (`tpt_dataflow_map`). Leaving the datapoint empty drops it.
+    pub fn map<F>(&self, f: F) -> Result<DataFlow<'a>>
+    where
+        F: FnMut(&mut DatapointRef) -> Result<()> + Send + 'a,
+    {
+        let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
+        // SAFETY: the library owns user_data from here on, also on failure.
+        DataFlow::make(|out| unsafe {
+            sys::tpt_dataflow_map(out, self.as_ptr(), Some(map_trampoline::<F>), user_data, Some(panic::drop_box::<F>))
+        })
+    }
+
+    /// Replaces component `index` with what `f` makes of it; `Ok(None)`
+    /// drops the datapoint (`tpt_dataflow_map_component`).
+    pub fn map_component<F>(&self, index: usize, f: F) -> Result<DataFlow<'a>>
+    where
+        F: FnMut(&Tensor) -> Result<Option<Tensor>> + Send + 'a,
+    {
+        let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
+        // SAFETY: the library owns user_data from here on, also on failure.
+        DataFlow::make(|out| unsafe {
+            sys::tpt_dataflow_map_component(
+                out,
+                self.as_ptr(),
+                index,
+                Some(component_trampoline::<F>),
+                user_data,
+                Some(panic::drop_box::<F>),
+            )
+        })
+    }
+
+    /// tensorpack's MultiThreadMapData: `f` runs on `options.n_threads`
+    /// worker threads at once, which start at reset
+    /// (`tpt_dataflow_parallel_map`). In strict mode a drop is an error.
+    pub fn parallel_map<F>(&self, options: &ParallelMapOptions, f: F) -> Result<DataFlow<'a>>
+    where
+        F: Fn(&mut DatapointRef) -> Result<()> + Send + Sync + 'a,
+    {
+        let o = options.to_raw();
+        let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
+        // SAFETY: the library owns user_data from here on, also on failure.
+        DataFlow::make(|out| unsafe {
+            sys::tpt_dataflow_parallel_map(
+                out,
+                self.as_ptr(),
+                Some(parallel_map_trampoline::<F>),
+                user_data,
+                Some(panic::drop_box::<F>),
+                &o,
+            )
+        })
+    }
+
+    /// Iterates this dataflow on a background thread, up to `capacity`
+    /// datapoints ahead (tensorpack's PrefetchData; `tpt_dataflow_prefetch`).
+    pub fn prefetch(&self, capacity: i64) -> Result<DataFlow<'a>> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_prefetch(&mut out, self.as_ptr(), capacity))?;
+        DataFlow::wrap(out)
+    }
+
+    /// Shuffles within a buffer of `buffer_size` datapoints, each read
+    /// `n_reuse` times; reads this dataflow over and over, so it is
+    /// infinite (tensorpack's LocallyShuffleData; `tpt_dataflow_local_shuffle`).
+    pub fn local_shuffle(&self, buffer_size: i64, n_reuse: i64) -> Result<DataFlow<'a>> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_local_shuffle(&mut out, self.as_ptr(), buffer_size, n_reuse))?;
+        DataFlow::wrap(out)
+    }
+
+    /// Keeps the first pass in memory and replays it, reshuffled every pass
+    /// when `shuffle` (tensorpack's CacheData; `tpt_dataflow_cache`).
+    pub fn cache(&self, shuffle: bool) -> Result<DataFlow<'a>> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_cache(&mut out, self.as_ptr(), shuffle as i32))?;
+        DataFlow::wrap(out)
+    }
+
+    /// `times` passes of this dataflow as one pass; `None`: forever
+    /// (infinite) (`tpt_dataflow_repeat`).
+    pub fn repeat(&self, times: Option<i64>) -> Result<DataFlow<'a>> {
+        let n = match times {
+            Some(n) if n < 0 => {
+                return Err(Error::new(Code::InvalidArgument, format!("times must be >= 0 (None: forever), got {n}")))
+            }
+            Some(n) => n,
+            None => -1,
+        };
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_repeat(&mut out, self.as_ptr(), n))?;
+        DataFlow::wrap(out)
+    }
+
+    /// Exactly `size` datapoints per pass, restarting this dataflow when it
+    /// ends; with `keep_state` the next pass goes on where this one stopped
+    /// (`tpt_dataflow_fixed_size`).
+    pub fn fixed_size(&self, size: i64, keep_state: bool) -> Result<DataFlow<'a>> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_fixed_size(&mut out, self.as_ptr(), size, keep_state as i32))?;
+        DataFlow::wrap(out)
+    }
+
+    /// `dfs` one after the other (`tpt_dataflow_concat`).
+    pub fn concat(dfs: &[&DataFlow<'a>]) -> Result<DataFlow<'a>> {
+        let ptrs: Vec<*mut sys::tpt_dataflow> = dfs.iter().map(|d| d.as_ptr()).collect();
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_concat(&mut out, ptrs.as_ptr(), ptrs.len()))?;
+        DataFlow::wrap(out)
+    }
+
+    /// `dfs` side by side: the components of `dfs[0]`, then of `dfs[1]`, ...;
+    /// a pass ends with the shortest (`tpt_dataflow_join`).
+    pub fn join(dfs: &[&DataFlow<'a>]) -> Result<DataFlow<'a>> {
+        let ptrs: Vec<*mut sys::tpt_dataflow> = dfs.iter().map(|d| d.as_ptr()).collect();
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_join(&mut out, ptrs.as_ptr(), ptrs.len()))?;
+        DataFlow::wrap(out)
+    }
+
+    /// Components `indices[0]`, `indices[1]`, ... in that order (repeats
+    /// allowed) (`tpt_dataflow_select`).
+    pub fn select(&self, indices: &[usize]) -> Result<DataFlow<'a>> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_select(&mut out, self.as_ptr(), indices.as_ptr(), indices.len()))?;
+        DataFlow::wrap(out)
+    }
+
+    /// Applies `augmentors`, in order, to the image component `index` of
+    /// every datapoint (tensorpack's AugmentImageComponent;
+    /// `tpt_dataflow_augment`). Each datapoint's randomness is drawn in input
+    /// order, so the result does not depend on `n_threads` (0: on the
+    /// iterating thread).
+    pub fn augment(&self, index: usize, augmentors: &[Augmentor], n_threads: i32) -> Result<DataFlow<'a>> {
+        let raw = augmentors.iter().enumerate().map(|(i, a)| a.to_raw(i)).collect::<Result<Vec<_>>>()?;
+        let mut out = ptr::null_mut();
+        // SAFETY: `raw` points into `augmentors`, alive for the call (copied).
+        call!(sys::tpt_dataflow_augment(&mut out, self.as_ptr(), index, raw.as_ptr(), raw.len(), n_threads))?;
+        DataFlow::wrap(out)
+    }
+
+    // ---- iterating, seeds and state
+
+    /// Prepares the dataflow (and what it reads) for iteration: seeds its
+    /// randomness (or restores the state set), starts its threads and a new
+    /// pass (`tpt_dataflow_reset_state`). Iterating resets a dataflow that
+    /// never was; a later reset starts over.
+    ///
+    /// # Panics
+    /// Resumes a panic of a closure that ran on this thread.
+    pub fn reset_state(&self) -> Result<()> {
+        // SAFETY: a live dataflow.
+        let st = panic::call_resuming(|| unsafe { sys::tpt_dataflow_reset_state(self.as_ptr()) });
+        unsafe { Error::check(st) }
+    }
+
+    /// The next datapoint of the pass into `dp` (its components are
+    /// replaced): `Ok(true)`, or `Ok(false)` at the end of the pass, after
+    /// which the next call starts another (`tpt_dataflow_next`).
+    ///
+    /// # Panics
+    /// Resumes a panic of a closure that ran on this thread.
+    pub fn next_into(&self, dp: &mut Datapoint) -> Result<bool> {
+        // SAFETY: live handles.
+        let st = panic::call_resuming(|| unsafe { sys::tpt_dataflow_next(self.as_ptr(), dp.as_ptr()) });
+        // SAFETY: the status is NULL or ours.
+        if !st.is_null() && unsafe { sys::tpt_status_code(st) } == sys::TPT_STOP {
+            unsafe { sys::tpt_status_free(st) };
+            return Ok(false);
+        }
+        unsafe { Error::check(st) }?;
+        Ok(true)
+    }
+
+    /// One pass: an iterator over its datapoints' components. It ends at
+    /// the end of the pass, or after the first error; the next `iter`
+    /// starts the next pass. An iterator dropped half-way leaves the rest of
+    /// its pass to the next one (after an error too: the pass goes on past
+    /// the datapoint that failed); [`reset_state`](Self::reset_state) starts
+    /// over. (See [`next_into`](Self::next_into) for reuse of one datapoint.)
+    ///
+    /// # Panics
+    /// `next` resumes a panic of a closure that ran on this thread.
+    pub fn iter(&self) -> DataFlowIter<'_, 'a> {
+        DataFlowIter { df: self, dp: None, done: false }
+    }
+
+    /// Datapoints per pass; `None` when unknown or infinite
+    /// (`tpt_dataflow_size`).
+    pub fn size(&self) -> Option<i64> {
+        let mut n = -1i64;
+        // SAFETY: a live dataflow.
+        let st = panic::call_resuming(|| unsafe { sys::tpt_dataflow_size(&mut n, self.as_ptr()) });
+        // It fails only for a bad handle, which `self` is not.
+        unsafe { sys::tpt_status_free(st) };
+        (n >= 0).then_some(n)
+    }
+
+    /// Seeds every random part of the pipeline at its next reset (each gets
+    /// its own stream, mixed from `seed` and its place in the pipeline); call
+    /// it on the outermost dataflow (`tpt_dataflow_set_seed`). Without it the
+    /// seed comes from [`manual_seed`](crate::manual_seed).
+    pub fn set_seed(&self, seed: u64) -> Result<()> {
+        call!(sys::tpt_dataflow_set_seed(self.as_ptr(), seed))
+    }
+
+    /// The random state of every part of the pipeline, as a u8 tensor, to
+    /// save with a checkpoint (`tpt_dataflow_get_state`). With threads that
+    /// read ahead it is the state of what has been read.
+    pub fn get_state(&self) -> Result<Tensor> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_get_state(&mut out, self.as_ptr()))?;
+        Tensor::wrap(out)
+    }
+
+    /// Restores a state from [`get_state`](Self::get_state) of the same
+    /// pipeline; the next reset continues from it instead of reseeding. An
+    /// error if the pipeline's shape differs (`tpt_dataflow_set_state`).
+    pub fn set_state(&self, state: &Tensor) -> Result<()> {
+        call!(sys::tpt_dataflow_set_state(self.as_ptr(), state.as_ptr()))
+    }
+}
+
+impl Drop for DataFlow<'_> {
+    fn drop(&mut self) {
+        let had = panic::pending();
+        // SAFETY: we own this reference; closures (and threads) go with the
+        // last one.
+        unsafe { sys::tpt_dataflow_free(self.raw.as_ptr()) };
+        panic::resume_if_new(had);
+    }
+}
+
+impl fmt::Debug for DataFlow<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DataFlow").field("raw", &self.raw).finish()
+    }
+}
+
+/// One pass of a [`DataFlow`] ([`DataFlow::iter`]): each item is a
+/// datapoint's components, or the error that ended the pass.
+pub struct DataFlowIter<'d, 'a> {
+    df: &'d DataFlow<'a>,
+    dp: Option<Datapoint>,
+    done: bool,
+}
+
+impl Iterator for DataFlowIter<'_, '_> {
+    type Item = Result<Vec<Tensor>>;
+
+    fn next(&mut self) -> Option<Result<Vec<Tensor>>> {
+        if self.done {
+            return None;
+        }
+        let step = (|| {
+            let dp = match &mut self.dp {
+                Some(dp) => dp,
+                None => self.dp.insert(Datapoint::new()?),
+            };
+            Ok(if self.df.next_into(dp)? { Some(dp.tensors()?) } else { None })
+        })();
+        match step {
+            Ok(Some(tensors)) => Some(Ok(tensors)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl std::iter::FusedIterator for DataFlowIter<'_, '_> {}
+
+impl<'d, 'a> IntoIterator for &'d DataFlow<'a> {
+    type Item = Result<Vec<Tensor>>;
+    type IntoIter = DataFlowIter<'d, 'a>;
+    fn into_iter(self) -> DataFlowIter<'d, 'a> {
+        self.iter()
+    }
+}
+
+impl fmt::Debug for DataFlowIter<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DataFlowIter").field("df", self.df).field("done", &self.done).finish()
+    }
+}
+
+// ------------------------------------------------------------------ inputs
+
+/// How a dataflow feeds the towers (`tpt_input_kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum InputKind {
+    /// tensorpack's QueueInput: a background thread fills a bounded queue.
+    #[default]
+    Queue,
+    /// tensorpack's FeedInput: the training thread reads the dataflow.
+    Feed,
+}
+
+impl InputKind {
+    pub fn to_raw(self) -> sys::tpt_input_kind {
+        match self {
+            InputKind::Queue => sys::TPT_INPUT_QUEUE,
+            InputKind::Feed => sys::TPT_INPUT_FEED,
+        }
+    }
+}
+
+/// Options of [`Input::from_dataflow`] (`tpt_input_options`); `Default`
+/// gives the C defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct InputOptions {
+    pub kind: InputKind,
+    /// Queue capacity in batches (default 50).
+    pub capacity: i64,
+    /// Pass after pass, forever (default true); false: the end of the first
+    /// pass ends training gracefully.
+    pub repeat: bool,
+}
+
+impl Default for InputOptions {
+    fn default() -> InputOptions {
+        let c = sys::TPT_INPUT_OPTIONS_INIT;
+        InputOptions { kind: InputKind::Queue, capacity: c.capacity, repeat: c.repeat != 0 }
+    }
+}
+
+impl<'a> Input<'a> {
+    /// An input fed by a dataflow of batches, its components in signature
+    /// order (usually a [`DataFlow::batch`]) (`tpt_input_from_dataflow`). The
+    /// input keeps a reference to `df` and resets it at SETUP; the queue's
+    /// thread runs from BEFORE_TRAIN to AFTER_TRAIN and puts the scalar
+    /// "QueueInput/queue_size" every step. A dataflow error ends training
+    /// with its message; a pass that yields nothing ends it gracefully. Its
+    /// size (the dataflow's) is the default steps_per_epoch.
+    pub fn from_dataflow(df: &DataFlow<'a>, options: &InputOptions) -> Result<Input<'a>> {
+        let mut o = sys::TPT_INPUT_OPTIONS_INIT;
+        o.kind = options.kind.to_raw();
+        o.capacity = options.capacity;
+        o.repeat = options.repeat as i32;
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_input_from_dataflow(&mut out, df.as_ptr(), &o))?;
+        Input::wrap(out)
+    }
+
+    /// tensorpack's StagingInput: copies the next batch of this input to
+    /// `device` (`None`: the tower's device) ahead of time; a plain
+    /// pass-through on the CPU (`tpt_input_staging`). Takes this input, also
+    /// on failure.
+    pub fn staging(self, device: Option<&str>) -> Result<Input<'a>> {
+        let had = panic::pending();
+        let mut out = ptr::null_mut();
+        let inner = self.into_raw();
+        let r = match device {
+            // SAFETY: the library takes `inner` in every case.
+            Some(d) => with_cstr(d, "device", |d| unsafe { sys::tpt_input_staging(&mut out, inner, d) }),
+            None => Ok(unsafe { sys::tpt_input_staging(&mut out, inner, ptr::null()) }),
+        };
+        let st = match r {
+            Ok(st) => st,
+            Err(e) => {
+                // A NUL in the device: not given to C, so freed here.
+                unsafe { sys::tpt_input_free(inner) };
+                panic::resume_if_new(had);
+                return Err(e);
+            }
+        };
+        panic::resume_if_new(had);
+        unsafe { Error::check(st) }?;
+        Input::wrap(out)
+    }
+
+    /// tensorpack's DummyConstantInput: the same zero tensors of the
+    /// signature's shapes (free dimensions become `batch_size`) every step,
+    /// to benchmark a model without data (`tpt_input_dummy`).
+    pub fn dummy(batch_size: i64) -> Result<Input<'a>> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_input_dummy(&mut out, batch_size))?;
+        Input::wrap(out)
+    }
+}
+
+impl<'a> Callback<'a> {
+    /// tensorpack's InferenceRunner, minimal (`tpt_inference_runner_new`): at
+    /// every TRIGGER (the end of each epoch) it runs one pass of `df`
+    /// (batches in signature order; it must be finite) through the model's
+    /// inference tower and puts, for each name in `outputs`, the mean of
+    /// that output over all rows as the scalar "validation_<name>". It keeps
+    /// references to the model and `df`, which it consumes.
+    pub fn inference_runner(model: &Model<'a>, df: &DataFlow<'a>, outputs: &[&str]) -> Result<Callback<'a>> {
+        let names = outputs
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                CString::new(*n)
+                    .map_err(|_| Error::new(Code::InvalidArgument, format!("outputs[{i}] contains a NUL byte: {n:?}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_inference_runner_new(&mut out, model.as_ptr(), df.as_ptr(), ptrs.as_ptr(), ptrs.len()))?;
+        // SAFETY: a new callback that we own; its closures are the model's
+        // and the dataflow's, bounded by 'a.
+        unsafe { Callback::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
+    }
+}

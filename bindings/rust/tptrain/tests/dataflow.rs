@@ -1,0 +1,799 @@
+//! Dataflows from Rust: sources from closures, iterators and the Source
+//! trait; datapoints; batch, map, map_component, parallel_map (ordered,
+//! strict, exactly once), prefetch and the other combinators; augmentation
+//! that does not depend on the thread count; MNIST; random state saved and
+//! restored; errors unchanged and panics resumed or reported; closures
+//! dropped exactly once; training from a dataflow (TrainConfig, inputs) with
+//! the inference runner. The C twin is tests/c/test_dataflow.c.
+
+use std::collections::HashSet;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tptrain::nn;
+use tptrain::{
+    launch_train, Augmentor, Callback, Code, DType, DataFlow, Datapoint, Error, Flow, Input, InputKind, InputOptions,
+    InputSpec, LayerOptions, Model, Optimizer, ParallelMapOptions, Progress, Result, RunOutcome, Source, Tensor,
+    TrainConfig, Trainer, TrainerOptions,
+};
+
+// ------------------------------------------------------------ helpers
+
+fn scalar(v: i64) -> Tensor {
+    Tensor::from_slice(&[v], &[]).unwrap()
+}
+
+/// The first component of each datapoint of one pass, as i64.
+fn pass_values(df: &DataFlow<'_>) -> Vec<i64> {
+    df.iter().map(|dp| dp.unwrap()[0].to_vec::<i64>().unwrap()[0]).collect()
+}
+
+/// One pass, every component flattened to f32 bytes.
+fn pass_bytes(df: &DataFlow<'_>) -> Vec<Vec<Vec<u8>>> {
+    df.iter().map(|dp| dp.unwrap().iter().map(|t| t.to_bytes().unwrap()).collect()).collect()
+}
+
+/// Rows 0..n as i64 (an [n] tensor).
+fn rows(n: i64) -> Tensor {
+    Tensor::from_vec((0..n).collect::<Vec<i64>>(), &[n]).unwrap()
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "?".to_owned()
+    }
+}
+
+/// Counts drops of the closures that capture it.
+struct DropGuard(Arc<AtomicUsize>);
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("tptrain-rust-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ------------------------------------------------------------ datapoints
+
+#[test]
+fn a_datapoint_gets_sets_appends_and_truncates() {
+    let mut dp = Datapoint::new().unwrap();
+    assert!(dp.is_empty());
+    dp.push(&scalar(1)).unwrap();
+    dp.set(1, &scalar(2)).unwrap(); // index == len appends
+    dp.set(0, &scalar(10)).unwrap();
+    assert_eq!(dp.len(), 2);
+    assert_eq!(dp.get(0).unwrap().item().unwrap(), 10.0);
+    assert_eq!(dp.get(5).unwrap_err().code(), Code::NotFound);
+    let e = dp.set(3, &scalar(3)).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("past the end"), "{e}");
+    dp.truncate(1).unwrap();
+    assert_eq!(dp.len(), 1);
+    dp.assign(&[scalar(7), scalar(8), scalar(9)]).unwrap();
+    let values: Vec<f64> = dp.tensors().unwrap().iter().map(|t| t.item().unwrap()).collect();
+    assert_eq!(values, vec![7.0, 8.0, 9.0]);
+    assert!(format!("{dp:?}").starts_with('['));
+    let (a, b) = (scalar(1), scalar(2));
+    assert_eq!(Datapoint::from_tensors(&[&a, &b]).unwrap().into_tensors().unwrap().len(), 2);
+}
+
+// ------------------------------------------------------------ sources
+
+#[test]
+fn a_dataflow_from_a_closure_yields_its_passes() {
+    let mut i = 0i64;
+    let df = DataFlow::from_fn(move || {
+        i += 1;
+        // Passes of 3: 1 2 3, end, 5 6 7, end, ...
+        Ok(if i % 4 == 0 { None } else { Some(vec![scalar(i), scalar(-i)]) })
+    })
+    .unwrap();
+    assert_eq!(df.size(), None);
+    assert_eq!(pass_values(&df), vec![1, 2, 3]);
+    assert_eq!(pass_values(&df), vec![5, 6, 7]);
+    let mut dp = Datapoint::new().unwrap();
+    assert!(df.next_into(&mut dp).unwrap());
+    assert_eq!(dp.len(), 2);
+    assert_eq!(dp.get(1).unwrap().item().unwrap(), -9.0);
+}
+
+#[test]
+fn a_dataflow_from_an_iterator_starts_a_new_one_each_pass() {
+    let made = Arc::new(AtomicUsize::new(0));
+    let m = Arc::clone(&made);
+    let df = DataFlow::from_iter(move || {
+        m.fetch_add(1, Ordering::SeqCst);
+        (0..4).map(|i| vec![scalar(i)])
+    })
+    .unwrap();
+    assert_eq!(pass_values(&df), vec![0, 1, 2, 3]);
+    assert_eq!(pass_values(&df), vec![0, 1, 2, 3]);
+    // An iteration stopped half-way and a reset: the next pass starts over.
+    assert_eq!(df.iter().take(2).count(), 2);
+    df.reset_state().unwrap();
+    assert_eq!(pass_values(&df), vec![0, 1, 2, 3]);
+    assert_eq!(made.load(Ordering::SeqCst), 4);
+    // (for ... in &df) is one pass too.
+    let mut n = 0;
+    for dp in &df {
+        n += dp.unwrap().len();
+    }
+    assert_eq!(n, 4);
+}
+
+/// A source with a size and seeded randomness.
+struct Seeded {
+    seeds: Arc<Mutex<Vec<u64>>>,
+    pos: i64,
+    value: i64,
+}
+
+impl Source for Seeded {
+    fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
+        if self.pos == 4 {
+            self.pos = 0;
+            return Ok(None);
+        }
+        self.pos += 1;
+        Ok(Some(vec![scalar(self.value + self.pos)]))
+    }
+    fn reset(&mut self, seed: u64) -> Result<()> {
+        self.seeds.lock().unwrap().push(seed);
+        self.value = (seed % 1000) as i64 * 10;
+        self.pos = 0;
+        Ok(())
+    }
+    fn size(&self) -> Option<i64> {
+        Some(4)
+    }
+}
+
+#[test]
+fn a_source_is_reset_with_its_seed_and_knows_its_size() {
+    let seeds = Arc::new(Mutex::new(Vec::new()));
+    let make = || DataFlow::from_source(Seeded { seeds: Arc::clone(&seeds), pos: 0, value: 0 }).unwrap();
+    let (a, b) = (make(), make());
+    assert_eq!(a.size(), Some(4));
+    a.set_seed(42).unwrap();
+    b.set_seed(42).unwrap();
+    let pass_a = pass_values(&a); // iterating resets a dataflow that never was
+    let pass_b = pass_values(&b);
+    assert_eq!(pass_a, pass_b);
+    assert_eq!(pass_a.len(), 4);
+    b.set_seed(43).unwrap();
+    b.reset_state().unwrap();
+    let seen = seeds.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(seen[0], seen[1]);
+    assert_ne!(seen[1], seen[2]);
+    // The size passes through size-keeping combinators.
+    assert_eq!(a.batch(2, false).unwrap().size(), Some(2));
+}
+
+#[test]
+fn in_memory_fake_and_file_sources() {
+    let x = Tensor::from_slice(&[0f32, 1., 2., 3., 4., 5.], &[3, 2]).unwrap();
+    let y = rows(3);
+    let df = DataFlow::from_tensors(&[&x, &y], false).unwrap();
+    assert_eq!(df.size(), Some(3));
+    let first = df.iter().next().unwrap().unwrap();
+    assert_eq!(first[0].to_vec::<f32>().unwrap(), vec![0., 1.]);
+    assert_eq!(first[1].shape().unwrap(), Vec::<i64>::new());
+    // Rows with different counts are refused.
+    let e = DataFlow::from_tensors(&[&x, &rows(4)], false).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+
+    let fake = DataFlow::fake(
+        &[InputSpec::new("img", DType::F32, &[2, 3]), InputSpec::new("label", DType::I64, &[])],
+        5,
+        true,
+        0.0,
+        4.0,
+    )
+    .unwrap();
+    assert_eq!(fake.size(), Some(5));
+    let pass: Vec<Vec<Tensor>> = fake.iter().map(|d| d.unwrap()).collect();
+    assert_eq!(pass.len(), 5);
+    assert_eq!(pass[0][0].shape().unwrap(), vec![2, 3]);
+    assert_eq!(pass[0][1].dtype().unwrap(), DType::I64);
+    assert!(pass[0][1].item().unwrap() < 4.0);
+
+    // Files decoded by a closure, on the iterating thread and on 2 threads.
+    let dir = TempDir::new("files");
+    let paths: Vec<PathBuf> = (0..6).map(|i| dir.0.join(format!("f{i}.txt"))).collect();
+    for (i, p) in paths.iter().enumerate() {
+        std::fs::write(p, format!("{}", i * 11)).unwrap();
+    }
+    for threads in [0, 2] {
+        let df = DataFlow::from_files(&paths, false, threads, |dp, path: &Path, index| {
+            let v: i64 = std::fs::read_to_string(path)
+                .map_err(|e| Error::new(Code::Io, format!("{}: {e}", path.display())))?
+                .parse()
+                .map_err(|_| Error::new(Code::InvalidArgument, "not a number"))?;
+            dp.push(&scalar(v))?;
+            dp.push(&scalar(index as i64))
+        })
+        .unwrap();
+        assert_eq!(df.size(), Some(6));
+        assert_eq!(pass_values(&df), vec![0, 11, 22, 33, 44, 55], "n_threads {threads}");
+    }
+    // A missing file: the decoder's error, unchanged.
+    let missing = [dir.0.join("missing.txt")];
+    let df = DataFlow::from_files(&missing, false, 0, |_, path: &Path, _| {
+        Err(Error::new(Code::Io, format!("cannot read {}", path.file_name().unwrap().to_string_lossy())))
+    })
+    .unwrap();
+    assert_eq!(df.iter().next().unwrap().unwrap_err(), Error::new(Code::Io, "cannot read missing.txt"));
+    // IDX: a missing file is named.
+    let e = DataFlow::from_idx(&[dir.0.join("nope-idx1-ubyte")], false).unwrap_err();
+    assert!(e.message().contains("nope-idx1-ubyte"), "{e}");
+}
+
+const FASHION_MNIST: &str = "/usr/share/datasets/fashion-mnist";
+
+#[test]
+fn mnist_has_its_sizes_and_shapes() {
+    if !Path::new(FASHION_MNIST).join("t10k-images-idx3-ubyte.gz").exists() {
+        eprintln!("skipped: {FASHION_MNIST} is missing");
+        return;
+    }
+    let test = DataFlow::mnist(FASHION_MNIST, "test", false).unwrap();
+    assert_eq!(test.size(), Some(10_000));
+    let first = test.iter().next().unwrap().unwrap();
+    assert_eq!((first[0].dtype().unwrap(), first[0].shape().unwrap()), (DType::F32, vec![1, 28, 28]));
+    assert_eq!((first[1].dtype().unwrap(), first[1].shape().unwrap()), (DType::I64, vec![]));
+    let pixels = first[0].to_vec::<f32>().unwrap();
+    assert!(pixels.iter().all(|p| (0.0..=1.0).contains(p)));
+    let train = DataFlow::mnist(FASHION_MNIST, "train", true).unwrap();
+    assert_eq!(train.size(), Some(60_000));
+    assert_eq!(train.batch(128, false).unwrap().size(), Some(468));
+    let e = DataFlow::mnist(FASHION_MNIST, "validation", false).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+}
+
+// ------------------------------------------------------------ combinators
+
+#[test]
+fn batch_stacks_and_keeps_or_drops_the_remainder() {
+    let x = Tensor::from_vec((0..10).map(|v| v as f32).collect::<Vec<f32>>(), &[5, 2]).unwrap();
+    let rows5 = rows(5);
+    let src = DataFlow::from_tensors(&[&x, &rows5], false).unwrap();
+    let batched = src.batch(2, false).unwrap();
+    assert_eq!(batched.size(), Some(2));
+    let pass: Vec<Vec<Tensor>> = batched.iter().map(|d| d.unwrap()).collect();
+    assert_eq!(pass.len(), 2);
+    assert_eq!(pass[0][0].shape().unwrap(), vec![2, 2]);
+    assert_eq!(pass[1][1].to_vec::<i64>().unwrap(), vec![2, 3]);
+    let src = DataFlow::from_tensors(&[&rows5], false).unwrap();
+    let with_rest = src.batch(2, true).unwrap();
+    assert_eq!(with_rest.size(), Some(3));
+    for _pass in 0..2 {
+        let shapes: Vec<Vec<i64>> = with_rest.iter().map(|d| d.unwrap()[0].shape().unwrap()).collect();
+        assert_eq!(shapes, vec![vec![2], vec![2], vec![1]]);
+    }
+    // A dataflow has one consumer.
+    let e = src.batch(2, false).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("one consumer"), "{e}");
+    let e = src.iter().next().unwrap().unwrap_err();
+    assert!(e.message().contains("one consumer"), "{e}");
+    // Shapes that differ are named.
+    let ragged = DataFlow::from_iter(|| (1..4).map(|n| vec![rows(n)])).unwrap();
+    let e = ragged.batch(2, false).unwrap().iter().next().unwrap().unwrap_err();
+    assert!(e.message().contains('['), "{e}");
+}
+
+#[test]
+fn map_changes_appends_and_drops() {
+    let rows6 = rows(6);
+    let df = DataFlow::from_tensors(&[&rows6], false)
+        .unwrap()
+        .map(|dp| {
+            let v = dp.get(0)?.item()? as i64;
+            if v % 2 == 1 {
+                return dp.clear(); // dropped
+            }
+            dp.set(0, &scalar(v * 10))?;
+            dp.push(&scalar(v + 1))
+        })
+        .unwrap();
+    let pass: Vec<Vec<i64>> =
+        df.iter().map(|d| d.unwrap().iter().map(|t| t.item().unwrap() as i64).collect()).collect();
+    assert_eq!(pass, vec![vec![0, 1], vec![20, 3], vec![40, 5]]);
+
+    let comp = DataFlow::from_tensors(&[&rows6, &rows6], false)
+        .unwrap()
+        .map_component(1, |t| {
+            let v = t.item()? as i64;
+            Ok(if v == 2 { None } else { Some(scalar(-v)) })
+        })
+        .unwrap();
+    let pass: Vec<Vec<i64>> =
+        comp.iter().map(|d| d.unwrap().iter().map(|t| t.item().unwrap() as i64).collect()).collect();
+    assert_eq!(pass.len(), 5); // row 2 dropped
+    assert_eq!(pass[2], vec![3, -3]);
+    let e = DataFlow::from_tensors(&[&rows6], false)
+        .unwrap()
+        .map_component(4, |t| Ok(Some(t.share()?)))
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap()
+        .unwrap_err();
+    assert!(e.message().contains("component 4"), "{e}");
+}
+
+#[test]
+fn parallel_map_ordered_and_strict_maps_each_datapoint_exactly_once() {
+    const N: i64 = 200;
+    let calls = Arc::new(Mutex::new(Vec::<i64>::new()));
+    let threads = Arc::new(Mutex::new(HashSet::new()));
+    let (c, t) = (Arc::clone(&calls), Arc::clone(&threads));
+    let main_thread = std::thread::current().id();
+    let rows_n = rows(N);
+    let options = ParallelMapOptions { n_threads: 4, buffer_size: 16, ordered: true, strict: true };
+    let df = DataFlow::from_tensors(&[&rows_n], false)
+        .unwrap()
+        .parallel_map(&options, move |dp| {
+            let v = dp.get(0)?.item()? as i64;
+            c.lock().unwrap().push(v);
+            t.lock().unwrap().insert(std::thread::current().id());
+            dp.set(0, &scalar(v * v))
+        })
+        .unwrap();
+    assert_eq!(df.size(), Some(N));
+    for pass in 0..2 {
+        let out = pass_values(&df);
+        assert_eq!(out, (0..N).map(|v| v * v).collect::<Vec<_>>(), "pass {pass}: in order");
+        let mut seen = std::mem::take(&mut *calls.lock().unwrap());
+        seen.sort();
+        assert_eq!(seen, (0..N).collect::<Vec<_>>(), "pass {pass}: each exactly once");
+    }
+    let threads = threads.lock().unwrap();
+    assert!(!threads.contains(&main_thread));
+    assert!(threads.len() > 1, "the map ran on {} thread(s)", threads.len());
+}
+
+#[test]
+fn prefetch_yields_the_same_passes_from_a_background_thread() {
+    let where_ = Arc::new(Mutex::new(HashSet::new()));
+    let w = Arc::clone(&where_);
+    let df = DataFlow::from_iter(move || {
+        w.lock().unwrap().insert(std::thread::current().id());
+        (0..20).map(|i| vec![scalar(i)])
+    })
+    .unwrap()
+    .prefetch(4)
+    .unwrap();
+    for _ in 0..3 {
+        assert_eq!(pass_values(&df), (0..20).collect::<Vec<_>>());
+    }
+    assert!(!where_.lock().unwrap().contains(&std::thread::current().id()));
+}
+
+#[test]
+fn the_other_combinators() {
+    let (a, b) = (rows(3), rows(5));
+    let cat = DataFlow::concat(&[
+        &DataFlow::from_tensors(&[&a], false).unwrap(),
+        &DataFlow::from_tensors(&[&b], false).unwrap(),
+    ])
+    .unwrap();
+    assert_eq!(cat.size(), Some(8));
+    assert_eq!(pass_values(&cat), vec![0, 1, 2, 0, 1, 2, 3, 4]);
+    let joined = DataFlow::join(&[
+        &DataFlow::from_tensors(&[&a], false).unwrap(),
+        &DataFlow::from_tensors(&[&b], false).unwrap(),
+    ])
+    .unwrap()
+    .select(&[1, 0, 1])
+    .unwrap();
+    let pass: Vec<usize> = joined.iter().map(|d| d.unwrap().len()).collect();
+    assert_eq!(pass, vec![3, 3, 3]); // ends with the shortest
+    let repeated = DataFlow::from_tensors(&[&a], false).unwrap().repeat(Some(2)).unwrap();
+    assert_eq!((repeated.size(), pass_values(&repeated)), (Some(6), vec![0, 1, 2, 0, 1, 2]));
+    assert_eq!(DataFlow::from_tensors(&[&a], false).unwrap().repeat(None).unwrap().size(), None);
+    let fixed = DataFlow::from_tensors(&[&a], false).unwrap().fixed_size(4, true).unwrap();
+    assert_eq!(pass_values(&fixed), vec![0, 1, 2, 0]);
+    assert_eq!(pass_values(&fixed), vec![1, 2, 0, 1]); // keep_state: goes on
+    let reads = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&reads);
+    let cached = DataFlow::from_iter(move || {
+        r.fetch_add(1, Ordering::SeqCst);
+        (0..5).map(|i| vec![scalar(i)])
+    })
+    .unwrap()
+    .cache(true)
+    .unwrap();
+    cached.set_seed(3).unwrap();
+    let mut p1 = pass_values(&cached);
+    let mut p2 = pass_values(&cached);
+    assert_eq!(reads.load(Ordering::SeqCst), 1); // read once
+    p1.sort();
+    p2.sort();
+    assert_eq!((p1, p2), ((0..5).collect(), (0..5).collect()));
+    let shuffled = DataFlow::from_tensors(&[&b], false).unwrap().local_shuffle(3, 2).unwrap();
+    assert_eq!(shuffled.size(), Some(10));
+    let mut seen: Vec<i64> = shuffled.iter().take(10).map(|d| d.unwrap()[0].item().unwrap() as i64).collect();
+    seen.sort();
+    assert!(seen.iter().all(|v| (0..5).contains(v)));
+}
+
+/// n grey images [1, 6, 6] u8 with a seeded pattern, and labels.
+fn images(n: usize) -> (Tensor, Tensor) {
+    let mut s = 0x9E37_79B9_7F4A_7C15u64;
+    let pixels: Vec<u8> = (0..n * 36)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            (s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as u8
+        })
+        .collect();
+    (Tensor::from_vec(pixels, &[n as i64, 1, 6, 6]).unwrap(), rows(n as i64))
+}
+
+#[test]
+fn augmentation_does_not_depend_on_the_thread_count() {
+    let (x, y) = images(40);
+    let augmentors = [
+        Augmentor::ToFloat { scale: 1.0 / 255.0 },
+        Augmentor::Normalize { mean: vec![0.5], std: vec![0.25] },
+        Augmentor::RandomCrop { height: 4, width: 4, padding: 1 },
+        Augmentor::Flip { probability: 0.5 },
+    ];
+    let run = |threads: i32, seed: u64| {
+        let df = DataFlow::from_tensors(&[&x, &y], true).unwrap().augment(0, &augmentors, threads).unwrap();
+        df.set_seed(seed).unwrap();
+        let pass = pass_bytes(&df);
+        assert_eq!(pass.len(), 40);
+        assert_eq!(pass[0][0].len(), 16 * 4); // 4x4 f32
+        pass
+    };
+    let reference = run(0, 11);
+    assert_eq!(run(1, 11), reference);
+    assert_eq!(run(3, 11), reference);
+    assert_ne!(run(3, 12), reference);
+    let e = DataFlow::from_tensors(&[&x], false)
+        .unwrap()
+        .augment(0, &[Augmentor::Normalize { mean: vec![0.5, 0.5], std: vec![1.0] }], 0)
+        .unwrap_err();
+    assert!(e.message().contains("mean has 2 values, std 1"), "{e}");
+}
+
+// ------------------------------------------------------------ state
+
+#[test]
+fn the_random_state_round_trips() {
+    let (x, y) = images(12);
+    let make = || {
+        DataFlow::from_tensors(&[&x, &y], true)
+            .unwrap()
+            .augment(0, &[Augmentor::Flip { probability: 0.5 }], 2)
+            .unwrap()
+            .batch(4, false)
+            .unwrap()
+    };
+    let a = make();
+    a.set_seed(99).unwrap();
+    let _first = pass_bytes(&a);
+    let state = a.get_state().unwrap();
+    assert_eq!(state.dtype().unwrap(), DType::U8);
+    assert_eq!(state.ndim().unwrap(), 1);
+    let later = [pass_bytes(&a), pass_bytes(&a)];
+
+    let b = make();
+    b.set_state(&state).unwrap();
+    b.reset_state().unwrap();
+    assert_eq!([pass_bytes(&b), pass_bytes(&b)], later);
+    // The state of another pipeline is refused.
+    let other = DataFlow::from_tensors(&[&y], true).unwrap();
+    let e = other.set_state(&state).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("not a state of this dataflow"), "{e}");
+}
+
+// ------------------------------------------------------------ errors, panics, drops
+
+#[test]
+fn an_error_from_a_closure_comes_back_unchanged() {
+    let rows8 = rows(8);
+    let failing = |dp: &mut tptrain::DatapointRef| -> Result<()> {
+        if dp.get(0)?.item()? == 5.0 {
+            return Err(Error::new(Code::Io, "record 5 is corrupt"));
+        }
+        Ok(())
+    };
+    let want = Error::new(Code::Io, "record 5 is corrupt");
+    // On this thread.
+    let df = DataFlow::from_tensors(&[&rows8], false).unwrap().map(failing).unwrap();
+    let pass: Vec<Result<Vec<Tensor>>> = df.iter().collect();
+    assert_eq!(pass.len(), 6); // five datapoints, then the error ends the pass
+    assert_eq!(pass[5].as_ref().unwrap_err(), &want);
+    // On worker threads, and behind a prefetch thread.
+    let options = ParallelMapOptions { n_threads: 3, ordered: true, strict: true, ..Default::default() };
+    let df = DataFlow::from_tensors(&[&rows8], false).unwrap().parallel_map(&options, failing).unwrap();
+    assert_eq!(df.iter().find_map(|d| d.err()), Some(want.clone()));
+    let df = DataFlow::from_tensors(&[&rows8], false).unwrap().map(failing).unwrap().prefetch(2).unwrap();
+    assert_eq!(df.iter().find_map(|d| d.err()), Some(want.clone()));
+    // A source's error.
+    let df = DataFlow::from_fn(|| Err(Error::new(Code::NotFound, "no such shard"))).unwrap();
+    assert_eq!(df.iter().next().unwrap().unwrap_err(), Error::new(Code::NotFound, "no such shard"));
+    // A source that yields a datapoint without components.
+    let df = DataFlow::from_fn(|| Ok(Some(vec![]))).unwrap();
+    let e = df.iter().next().unwrap().unwrap_err();
+    assert_eq!(e.code(), Code::Callback);
+    assert!(e.message().contains("no component"), "{e}");
+}
+
+#[test]
+fn a_panic_in_a_closure_is_resumed_here_or_becomes_an_error_elsewhere() {
+    let rows4 = rows(4);
+    let boom = |dp: &mut tptrain::DatapointRef| -> Result<()> {
+        if dp.get(0)?.item()? == 2.0 {
+            panic!("bad pixel");
+        }
+        Ok(())
+    };
+    // On this thread: the panic comes out of the iteration.
+    let df = DataFlow::from_tensors(&[&rows4], false).unwrap().map(boom).unwrap();
+    let mut it = df.iter();
+    assert!(it.next().unwrap().is_ok());
+    assert!(it.next().unwrap().is_ok());
+    let payload = catch_unwind(AssertUnwindSafe(|| it.next())).unwrap_err();
+    assert_eq!(panic_message(&*payload), "bad pixel");
+    // A source's reset panicking comes out of reset_state.
+    struct BadReset;
+    impl Source for BadReset {
+        fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
+            Ok(None)
+        }
+        fn reset(&mut self, _: u64) -> Result<()> {
+            panic!("reset failed")
+        }
+    }
+    let df = DataFlow::from_source(BadReset).unwrap();
+    let payload = catch_unwind(AssertUnwindSafe(|| df.reset_state())).unwrap_err();
+    assert_eq!(panic_message(&*payload), "reset failed");
+    // A size that panics is unknown.
+    struct BadSize;
+    impl Source for BadSize {
+        fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
+            Ok(None)
+        }
+        fn size(&self) -> Option<i64> {
+            panic!("no size")
+        }
+    }
+    let df = DataFlow::from_source(BadSize).unwrap();
+    let payload = catch_unwind(AssertUnwindSafe(|| df.size())).unwrap_err();
+    assert_eq!(panic_message(&*payload), "no size");
+
+    // On the library's threads: an error with the panic's message.
+    let options = ParallelMapOptions { n_threads: 2, ordered: true, strict: true, ..Default::default() };
+    let df = DataFlow::from_tensors(&[&rows4], false).unwrap().parallel_map(&options, boom).unwrap();
+    let e = df.iter().find_map(|d| d.err()).unwrap();
+    assert_eq!(e, Error::new(Code::Callback, "panic in the parallel map function: bad pixel"));
+    let df = DataFlow::from_tensors(&[&rows4], false).unwrap().map(boom).unwrap().prefetch(2).unwrap();
+    let e = df.iter().find_map(|d| d.err()).unwrap();
+    assert_eq!(e, Error::new(Code::Callback, "panic in the map function: bad pixel"));
+    // Nothing is left pending: a clean pipeline works.
+    assert_eq!(pass_values(&DataFlow::from_tensors(&[&rows4], false).unwrap()), vec![0, 1, 2, 3]);
+}
+
+#[test]
+fn closures_are_dropped_exactly_once_with_the_last_reference() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let rows3 = rows(3);
+    let (g1, g2, g3) = (DropGuard(Arc::clone(&drops)), DropGuard(Arc::clone(&drops)), DropGuard(Arc::clone(&drops)));
+    let src = DataFlow::from_iter(move || {
+        let _keep = &g1;
+        (0..3).map(|i| vec![scalar(i)])
+    })
+    .unwrap();
+    let mapped = src
+        .map(move |_| {
+            let _keep = &g2;
+            Ok(())
+        })
+        .unwrap();
+    let par = mapped
+        .parallel_map(&ParallelMapOptions::default(), move |_| {
+            let _keep = &g3;
+            Ok(())
+        })
+        .unwrap();
+    drop(src);
+    drop(mapped);
+    assert_eq!(drops.load(Ordering::SeqCst), 0); // par keeps them
+    drop(par);
+    assert_eq!(drops.load(Ordering::SeqCst), 3);
+    // A combinator refused by the library drops its closure at once.
+    let g = DropGuard(Arc::clone(&drops));
+    let df = DataFlow::from_tensors(&[&rows3], false).unwrap();
+    let _consumer = df.batch(1, false).unwrap();
+    let e = df
+        .map(move |_| {
+            let _keep = &g;
+            Ok(())
+        })
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(drops.load(Ordering::SeqCst), 4);
+}
+
+// ------------------------------------------------------------ training
+
+fn quiet(max_epoch: i64) -> TrainerOptions {
+    TrainerOptions {
+        max_epoch,
+        console: false,
+        progress: Progress::Off,
+        default_callbacks: false,
+        default_monitors: false,
+        ..Default::default()
+    }
+}
+
+/// y = x . [1, -2, 3] + 0.5 on 256 rows; batches of 16.
+fn regression_data() -> (Tensor, Tensor) {
+    let n = 256usize;
+    let mut s = 12345u64;
+    let mut xs = Vec::with_capacity(n * 3);
+    let mut ys = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut row = [0f32; 3];
+        for v in &mut row {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            *v = ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
+        }
+        xs.extend_from_slice(&row);
+        ys.push(row[0] - 2.0 * row[1] + 3.0 * row[2] + 0.5);
+    }
+    (Tensor::from_vec(xs, &[n as i64, 3]).unwrap(), Tensor::from_vec(ys, &[n as i64, 1]).unwrap())
+}
+
+fn regression_model<'a>() -> Model<'a> {
+    let model = Model::new(
+        &[InputSpec::new("x", DType::F32, &[-1, 3]), InputSpec::new("y", DType::F32, &[-1, 1])],
+        |tower, inputs| {
+            let p = tower.fc("fc", &inputs[0], 1, &LayerOptions::default())?;
+            let cost = nn::mse(&p, &inputs[1])?;
+            tower.set_cost(&cost)?;
+            tower.set_output("cost", &cost)?;
+            Ok(Flow::Continue)
+        },
+    )
+    .unwrap();
+    let opt = Optimizer::new("sgd").unwrap();
+    opt.set("learning_rate", 0.1).unwrap();
+    model.set_optimizer(&opt).unwrap();
+    model
+}
+
+#[test]
+fn a_train_config_with_a_dataflow_trains_and_the_inference_runner_validates() {
+    tptrain::manual_seed(1).unwrap();
+    let (x, y) = regression_data();
+    let model = regression_model();
+    let train = DataFlow::from_tensors(&[&x, &y], true).unwrap().batch(16, false).unwrap();
+    let test = DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(64, true).unwrap();
+    let runner = Callback::inference_runner(&model, &test, &["cost"]).unwrap();
+    let config =
+        TrainConfig { options: Some(quiet(4)), callbacks: vec![runner], ..TrainConfig::from_dataflow(&model, &train) };
+    assert!(format!("{config:?}").contains("dataflow: Some("));
+    let mut t = Trainer::from_config(config).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    assert_eq!(t.global_step(), 4 * 16); // steps_per_epoch from the dataflow: 256 / 16
+    let costs = t.scalar_history("cost").unwrap();
+    let first: f64 = costs[..8].iter().map(|s| s.value).sum::<f64>() / 8.0;
+    let last: f64 = costs[costs.len() - 8..].iter().map(|s| s.value).sum::<f64>() / 8.0;
+    assert!(last < first / 10.0, "the cost fell from {first} to {last}");
+    let validation = t.scalar_history("validation_cost").unwrap();
+    assert_eq!(validation.len(), 4); // once per epoch
+    assert!(validation[3].value < validation[0].value, "{validation:?}");
+    assert!(validation[3].value < 0.05, "{validation:?}");
+    assert!(t.scalar_latest("QueueInput/queue_size").is_ok());
+    // The trainer consumed `train`: it cannot be iterated here any more.
+    assert!(train.iter().next().unwrap().is_err());
+
+    // Neither or both of input and dataflow.
+    let e = Trainer::from_config(TrainConfig { input: None, ..TrainConfig::new(&model, Input::dummy(4).unwrap()) })
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    let other = DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(16, false).unwrap();
+    let e = launch_train(TrainConfig {
+        dataflow: Some(&other),
+        options: Some(quiet(1)),
+        ..TrainConfig::new(&model, Input::dummy(4).unwrap())
+    })
+    .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+}
+
+#[test]
+fn dataflow_errors_and_panics_end_training() {
+    let (x, y) = regression_data();
+    let model = regression_model();
+    let step = Arc::new(AtomicUsize::new(0));
+    let failing = |kind: InputKind, panics: bool| {
+        let step = Arc::clone(&step);
+        step.store(0, Ordering::SeqCst);
+        let df = DataFlow::from_tensors(&[&x, &y], false)
+            .unwrap()
+            .batch(16, false)
+            .unwrap()
+            .map(move |_| {
+                if step.fetch_add(1, Ordering::SeqCst) == 5 {
+                    if panics {
+                        panic!("the reader crashed");
+                    }
+                    return Err(Error::new(Code::Io, "the shard vanished"));
+                }
+                Ok(())
+            })
+            .unwrap();
+        Input::from_dataflow(&df, &InputOptions { kind, ..Default::default() }).unwrap()
+    };
+    for kind in [InputKind::Queue, InputKind::Feed] {
+        let mut t = Trainer::new(&quiet(3)).unwrap();
+        t.set_model(&model, failing(kind, false)).unwrap();
+        assert_eq!(t.run().unwrap_err(), Error::new(Code::Io, "the shard vanished"), "{kind:?}");
+    }
+    // A panic on the queue's thread: an error with its message.
+    let mut t = Trainer::new(&quiet(3)).unwrap();
+    t.set_model(&model, failing(InputKind::Queue, true)).unwrap();
+    assert_eq!(t.run().unwrap_err(), Error::new(Code::Callback, "panic in the map function: the reader crashed"));
+    // A panic on the training thread (a feed input): resumed by run.
+    let mut t = Trainer::new(&quiet(3)).unwrap();
+    t.set_model(&model, failing(InputKind::Feed, true)).unwrap();
+    let payload = catch_unwind(AssertUnwindSafe(|| t.run())).unwrap_err();
+    assert_eq!(panic_message(&*payload), "the reader crashed");
+}
+
+#[test]
+fn feed_staging_and_dummy_inputs() {
+    let (x, y) = regression_data();
+    let model = regression_model();
+    // A feed input that does not repeat: the end of the pass ends training.
+    let df = DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(16, false).unwrap();
+    let input = Input::from_dataflow(&df, &InputOptions { kind: InputKind::Feed, repeat: false, ..Default::default() })
+        .unwrap();
+    let mut t = Trainer::new(&TrainerOptions { steps_per_epoch: Some(10), ..quiet(5) }).unwrap();
+    t.set_model(&model, input.staging(None).unwrap()).unwrap();
+    assert!(matches!(t.run().unwrap(), RunOutcome::Stopped(_)));
+    assert_eq!(t.global_step(), 16);
+    // A bad device is named.
+    let e = Input::dummy(4).unwrap().staging(Some("gpu:7")).unwrap_err();
+    assert!(e.message().contains("gpu:7"), "{e}");
+    // Dummy batches: the model runs without data.
+    let mut t = Trainer::new(&TrainerOptions { steps_per_epoch: Some(3), ..quiet(2) }).unwrap();
+    t.set_model(&model, Input::dummy(8).unwrap()).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    assert_eq!(t.global_step(), 6);
+    // Zero inputs and targets: the cost is the trained bias squared, falling.
+    let costs = t.scalar_history("cost").unwrap();
+    assert_eq!(costs.len(), 6);
+    assert!(costs[5].value < costs[0].value, "{costs:?}");
+}

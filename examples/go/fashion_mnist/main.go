@@ -1,0 +1,226 @@
+// Command fashion_mnist trains tensorpack's mnist-convnet recipe on
+// Fashion-MNIST with tptrain (the Go twin of examples/c/fashion_mnist.c; the
+// Rust one is examples/rust/src/bin/fashion_mnist.rs).
+//
+// Data: Debian's dataset-fashion-mnist (IDX files under
+// /usr/share/datasets/fashion-mnist). The training dataflow reads the 60,000
+// images in a new order each epoch, normalises them to [-1, 1] and batches
+// them by 128; the trainer wraps it in a queue input, so a background thread
+// prepares batches while the model trains. After each epoch an inference
+// runner measures accuracy and cost on the 10,000 test images
+// (validation_accuracy and validation_cost in stats.json).
+//
+// The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
+// max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
+// each conv and fc0; softmax cross-entropy (the validation "cost").
+// Adam at 1e-3, times 0.6 after each epoch from the third.
+//
+//	cd examples/go && go run ./fashion_mnist [LOGDIR] [DATA_DIR] [EPOCHS]
+//	  (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 5)
+//
+// Exits 0 when the final test accuracy is at least 90 %.
+package main
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"strconv"
+
+	tptrain "github.com/tptrain/tptrain/bindings/go"
+)
+
+const (
+	batch   = 128
+	classes = 10
+)
+
+// tensors collects the tensors a tower function makes, to close them when
+// it returns.
+type tensors []*tptrain.Tensor
+
+func (ts *tensors) keep(x *tptrain.Tensor, err error) (*tptrain.Tensor, error) {
+	if x != nil {
+		*ts = append(*ts, x)
+	}
+	return x, err
+}
+
+func (ts tensors) close() {
+	for _, x := range ts {
+		x.Close()
+	}
+}
+
+func tower(t *tptrain.Tower, in []*tptrain.Tensor) error {
+	var ts tensors
+	defer func() { ts.close() }()                              // (not `defer ts.close()`: that would close the empty list of now)
+	conv := &tptrain.LayerOptions{Activation: tptrain.ActReLU} // SAME padding, He init, bias
+	conv5 := &tptrain.LayerOptions{Activation: tptrain.ActReLU, Kernel: [2]int64{5, 5}}
+	fc := &tptrain.LayerOptions{Activation: tptrain.ActReLU}
+	type layer = func(x *tptrain.Tensor) (*tptrain.Tensor, error)
+	pool := func(x *tptrain.Tensor) (*tptrain.Tensor, error) {
+		return tptrain.MaxPool(x, 2, 2, tptrain.PaddingValid)
+	}
+	steps := []layer{
+		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.Conv2D("conv0", x, 32, conv5) },
+		pool,
+		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.Conv2D("conv1", x, 32, conv) },
+		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.Conv2D("conv2", x, 32, conv) },
+		pool,
+		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.Conv2D("conv3", x, 32, conv) },
+		tptrain.Flatten,
+		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.FC("fc0", x, 512, fc) },
+		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.Dropout(x, 0.5) },
+		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.FC("fc1", x, classes, nil) },
+	}
+	x := in[0]
+	for _, step := range steps {
+		var err error
+		if x, err = ts.keep(step(x)); err != nil {
+			return err
+		}
+	}
+	logits, label := x, in[1]
+	xent, err := ts.keep(tptrain.SoftmaxCrossEntropy(logits, label))
+	if err != nil {
+		return err
+	}
+	acc, err := ts.keep(tptrain.Accuracy(logits, label))
+	if err != nil {
+		return err
+	}
+	if err := t.SetCost(xent); err != nil {
+		return err
+	}
+	return t.SetOutput("accuracy", acc)
+}
+
+// pipeline: images normalised to [-1, 1], batched; shuffled each epoch for
+// training.
+func pipeline(dir, split string, train bool) (*tptrain.DataFlow, error) {
+	raw, err := tptrain.DataFlowMNIST(dir, split, train)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close() // the next dataflow keeps its own reference
+	norm, err := raw.Augment(0, []tptrain.Augmentor{
+		{Kind: tptrain.AugmentNormalize, Mean: []float64{0.5}, Std: []float64{0.5}},
+	}, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer norm.Close()
+	size := int64(batch)
+	if !train {
+		size = 500
+	}
+	return norm.Batch(size, !train)
+}
+
+func main() {
+	log.SetFlags(0)
+	accuracy, err := run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if accuracy < 0.9 {
+		os.Exit(1)
+	}
+}
+
+func run() (float64, error) {
+	logdir, dir, epochs := "train_log/fashion_mnist", "/usr/share/datasets/fashion-mnist", int64(5)
+	if len(os.Args) > 1 {
+		logdir = os.Args[1]
+	}
+	if len(os.Args) > 2 {
+		dir = os.Args[2]
+	}
+	if len(os.Args) > 3 {
+		epochs, _ = strconv.ParseInt(os.Args[3], 10, 64)
+	}
+	if err := tptrain.ManualSeed(1); err != nil {
+		return 0, err
+	}
+
+	model, err := tptrain.NewModel([]tptrain.InputSpec{
+		{Name: "image", DType: tptrain.DTypeFloat32, Shape: []int64{-1, 1, 28, 28}},
+		{Name: "label", DType: tptrain.DTypeInt64, Shape: []int64{-1}},
+	}, tower)
+	if err != nil {
+		return 0, err
+	}
+	defer model.Close()
+	adam, err := tptrain.NewOptimizer("adam")
+	if err != nil {
+		return 0, err
+	}
+	defer adam.Close()
+	if err := adam.Set("learning_rate", 1e-3); err != nil {
+		return 0, err
+	}
+	if err := model.SetOptimizer(adam); err != nil {
+		return 0, err
+	}
+
+	train, err := pipeline(dir, "train", true)
+	if err != nil {
+		return 0, err
+	}
+	defer train.Close()
+	test, err := pipeline(dir, "test", false)
+	if err != nil {
+		return 0, err
+	}
+	defer test.Close()
+
+	runner, err := tptrain.NewInferenceRunner(model, test, "accuracy", "cost")
+	if err != nil {
+		return 0, err
+	}
+	// After each epoch from the second on: learning rate times 0.6.
+	schedule, err := tptrain.NewCallback("lr_schedule", tptrain.EventTrigger, true,
+		func(ctx *tptrain.Context, _ tptrain.Event, _ *tptrain.Record) error {
+			lr, err := adam.Get("learning_rate")
+			if err != nil {
+				return err
+			}
+			if ctx.EpochNum() >= 2 {
+				lr *= 0.6
+				if err := adam.Set("learning_rate", lr); err != nil {
+					return err
+				}
+			}
+			return ctx.PutScalar("learning_rate", lr)
+		})
+	if err != nil {
+		runner.Close()
+		return 0, err
+	}
+
+	opts := tptrain.DefaultTrainerOptions()
+	opts.MaxEpoch = epochs
+	opts.Logdir = logdir
+	opts.LogdirAction = tptrain.LogdirDelete
+	trainer, err := tptrain.NewTrainerFromConfig(&tptrain.TrainConfig{
+		Options:   &opts,
+		Model:     model,
+		DataFlow:  train, // wrapped in a queue input
+		Callbacks: []*tptrain.Callback{runner, schedule},
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer trainer.Close()
+	if err := trainer.Run(); err != nil {
+		return 0, err
+	}
+
+	accuracy, step, err := trainer.ScalarLatest("validation_accuracy")
+	if err != nil {
+		return 0, err
+	}
+	fmt.Printf("test accuracy: %.2f %% on the 10,000 Fashion-MNIST test images (step %d)\n", 100*accuracy, step)
+	return accuracy, nil
+}

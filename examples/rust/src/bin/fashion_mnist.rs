@@ -1,0 +1,108 @@
+//! Fashion-MNIST with tensorpack's mnist-convnet recipe, trained by tptrain
+//! (the Rust twin of examples/c/fashion_mnist.c; the Go one is
+//! examples/go/fashion_mnist).
+//!
+//! Data: Debian's dataset-fashion-mnist (IDX files under
+//! /usr/share/datasets/fashion-mnist). The training dataflow reads the 60,000
+//! images in a new order each epoch, normalises them to [-1, 1] and batches
+//! them by 128; the trainer wraps it in a queue input, so a background thread
+//! prepares batches while the model trains. After each epoch an inference
+//! runner measures accuracy and cost on the 10,000 test images
+//! (validation_accuracy and validation_cost in stats.json).
+//!
+//! The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
+//! max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
+//! each conv and fc0; softmax cross-entropy (the validation "cost").
+//! Adam at 1e-3, times 0.6 after each epoch from the third.
+//!
+//!     cargo run --release --bin fashion_mnist -- [LOGDIR] [DATA_DIR] [EPOCHS]
+//!       (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 5)
+//!
+//! Exits 0 when the final test accuracy is at least 90 %.
+use std::process::ExitCode;
+use tptrain::nn::{self, Activation, LayerOptions, Padding};
+use tptrain::{
+    Augmentor, Callback, DType, DataFlow, Events, Flow, InputSpec, LogdirAction, Model, Optimizer, Result, Tensor,
+    Tower, TrainConfig, Trainer, TrainerOptions,
+};
+
+const BATCH: i64 = 128;
+const CLASSES: i64 = 10;
+
+fn tower(tower: &mut Tower, inputs: &[Tensor]) -> Result<Flow> {
+    let conv = LayerOptions::default().activation(Activation::Relu); // SAME padding, He init, bias
+    let conv5 = conv.kernel(5);
+    let fc = LayerOptions::default().activation(Activation::Relu);
+    let c0 = tower.conv2d("conv0", &inputs[0], 32, &conv5)?;
+    let p0 = nn::max_pool(&c0, 2, 2, Padding::Valid)?;
+    let c1 = tower.conv2d("conv1", &p0, 32, &conv)?;
+    let c2 = tower.conv2d("conv2", &c1, 32, &conv)?;
+    let p1 = nn::max_pool(&c2, 2, 2, Padding::Valid)?;
+    let c3 = tower.conv2d("conv3", &p1, 32, &conv)?;
+    let f = nn::flatten(&c3)?;
+    let fc0 = tower.fc("fc0", &f, 512, &fc)?;
+    let d = tower.dropout(&fc0, 0.5)?;
+    let logits = tower.fc("fc1", &d, CLASSES, &LayerOptions::default())?;
+    let xent = nn::softmax_cross_entropy(&logits, &inputs[1])?;
+    let acc = nn::accuracy(&logits, &inputs[1])?;
+    tower.set_cost(&xent)?;
+    tower.set_output("accuracy", &acc)?;
+    Ok(Flow::Continue)
+}
+
+/// Images normalised to [-1, 1], batched; shuffled each epoch for training.
+fn pipeline<'a>(dir: &str, split: &str, train: bool) -> Result<DataFlow<'a>> {
+    let raw = DataFlow::mnist(dir, split, train)?;
+    let norm = raw.augment(0, &[Augmentor::Normalize { mean: vec![0.5], std: vec![0.5] }], 0)?;
+    norm.batch(if train { BATCH } else { 500 }, !train)
+}
+
+fn main() -> Result<ExitCode> {
+    let args: Vec<String> = std::env::args().collect();
+    let logdir = args.get(1).map_or("train_log/fashion_mnist", String::as_str);
+    let dir = args.get(2).map_or("/usr/share/datasets/fashion-mnist", String::as_str);
+    let epochs: i64 = args.get(3).map_or(5, |e| e.parse().unwrap_or(0));
+    tptrain::manual_seed(1)?;
+
+    let signature = [InputSpec::new("image", DType::F32, &[-1, 1, 28, 28]), InputSpec::new("label", DType::I64, &[-1])];
+    let model = Model::new(&signature, tower)?;
+    let adam = Optimizer::new("adam")?;
+    adam.set("learning_rate", 1e-3)?;
+    model.set_optimizer(&adam)?;
+
+    let (train, test) = (pipeline(dir, "train", true)?, pipeline(dir, "test", false)?);
+
+    let runner = Callback::inference_runner(&model, &test, &["accuracy", "cost"])?;
+    // After each epoch from the second on: learning rate times 0.6.
+    let schedule = Callback::new("lr_schedule", Events::TRIGGER, true, |ctx, _, _| {
+        let mut lr = adam.get("learning_rate")?;
+        if ctx.epoch_num() >= 2 {
+            lr *= 0.6;
+            adam.set("learning_rate", lr)?;
+        }
+        ctx.put_scalar("learning_rate", lr)?;
+        Ok(Flow::Continue)
+    })?;
+
+    let options = TrainerOptions {
+        max_epoch: epochs,
+        logdir: Some(logdir.into()),
+        logdir_action: LogdirAction::Delete,
+        ..Default::default()
+    };
+    let config = TrainConfig {
+        options: Some(options),
+        callbacks: vec![runner, schedule],
+        ..TrainConfig::from_dataflow(&model, &train) // wrapped in a queue input
+    };
+    let mut trainer = Trainer::from_config(config)?;
+    trainer.run()?;
+
+    let accuracy = trainer.scalar_latest("validation_accuracy")?;
+    println!(
+        "test accuracy: {:.2} % on the 10,000 Fashion-MNIST test images (step {})",
+        100.0 * accuracy.value,
+        accuracy.global_step
+    );
+    Ok(if accuracy.value >= 0.9 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
