@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/trainer.hpp"
-#include "data/dataflow.hpp"
+#include "input/dataflow.hpp"
 #include "dtype.hpp"
 #include "input/input.hpp"
 #include "model_handle.hpp"

@@ -11,8 +11,8 @@
 #include "core/callback.hpp"
 #include "core/error.hpp"
 #include "core/trainer.hpp"
-#include "data/dataflow.hpp"
-#include "data/queue.hpp"
+#include "input/dataflow.hpp"
+#include "input/queue.hpp"
 #include "input/input.hpp"
 #include "model/model.hpp"
 

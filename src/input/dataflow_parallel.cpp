@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "core/error.hpp"
-#include "data/dataflow.hpp"
-#include "data/queue.hpp"
+#include "input/dataflow.hpp"
+#include "input/queue.hpp"
 
 namespace tpt::data {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "data/dataflow.hpp"
+#include "input/dataflow.hpp"
 
 namespace tpt::data {
 

@@ -1,7 +1,7 @@
 // The DataFlow base (reset, restart, seeds and state) and the sequential
-// sources and combinators. Threads live in parallel.cpp, image augmentation
+// sources and combinators. Threads live in dataflow_parallel.cpp, image augmentation
 // in augment.cpp, the IDX reader in idx.cpp.
-#include "data/dataflow.hpp"
+#include "input/dataflow.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty.h>

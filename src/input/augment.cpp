@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
-#include "data/dataflow.hpp"
+#include "input/dataflow.hpp"
 
 namespace tpt::data {
 
