@@ -5,7 +5,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/stack.h>
 
 #include <cmath>
@@ -311,39 +311,6 @@ class FakeSource final : public DataFlow {
   double low_, high_;
   int64_t pos_ = 0;
   Datapoint constant_;
-  Rng rng_;
-};
-
-class IndexSource final : public DataFlow {
- public:
-  IndexSource(int64_t n, bool shuffle) : DataFlow("DataFromList"), n_(n), shuffle_(shuffle) {
-    if (n_ < 0) invalid_argument("negative count");
-  }
-  bool next(Datapoint &dp) override {
-    if (need_pass_) {
-      if (shuffle_) order_ = rng_.permutation(n_);
-      pos_ = 0;
-      need_pass_ = false;
-    }
-    if (pos_ >= n_) {
-      need_pass_ = true;
-      return false;
-    }
-    int64_t i = shuffle_ ? order_[pos_] : pos_;
-    ++pos_;
-    dp.assign(1, at::scalar_tensor(i, at::TensorOptions().dtype(at::kLong)));
-    return true;
-  }
-  std::optional<int64_t> size() const override { return n_; }
-
- protected:
-  void clear_pass() override { need_pass_ = true; }
-  Rng *rng() override { return shuffle_ ? &rng_ : nullptr; }
-
- private:
-  int64_t n_, pos_ = 0;
-  bool shuffle_, need_pass_ = true;
-  std::vector<int64_t> order_;
   Rng rng_;
 };
 
@@ -753,7 +720,11 @@ DataFlowPtr fake(std::vector<FakeSpec> specs, int64_t size, bool random, double 
   return std::make_shared<FakeSource>(std::move(specs), size, random, low, high);
 }
 
-DataFlowPtr indices(int64_t n, bool shuffle) { return std::make_shared<IndexSource>(n, shuffle); }
+DataFlowPtr indices(int64_t n, bool shuffle) {
+  if (n < 0) invalid_argument("negative count");
+  return std::make_shared<TensorSource>(std::vector<at::Tensor>{at::arange(n, at::TensorOptions().dtype(at::kLong))},
+                                        shuffle, "DataFromList");
+}
 
 DataFlowPtr batch(DataFlowPtr df, int64_t bs, bool remainder) {
   return std::make_shared<Batch>(std::move(df), bs, remainder);

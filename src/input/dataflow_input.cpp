@@ -25,6 +25,22 @@ namespace {
 const char *kEmptyPass = "end of data: a pass of the dataflow yielded no batch";
 const char *kEndOfPass = "end of data: the dataflow's pass ended (the input does not repeat)";
 
+// The next batch into `b`, going on to the dataflow's next pass at the end
+// of one when `repeat`; `got` tracks whether the current pass gave a batch.
+// Returns why training ends, or nullptr when `b` holds a batch.
+const char *read_batch(data::DataFlow &df, data::Datapoint &b, bool repeat, bool &got) {
+  if (df.next(b)) {
+    got = true;
+    return nullptr;
+  }
+  if (!got) return kEmptyPass;
+  got = false;
+  if (!repeat) return kEndOfPass;
+  if (!df.next(b)) return kEmptyPass;
+  got = true;
+  return nullptr;
+}
+
 class FeedInput final : public Input {
  public:
   FeedInput(std::shared_ptr<data::DataFlow> df, bool repeat) : df_(std::move(df)), repeat_(repeat) {
@@ -43,16 +59,7 @@ class FeedInput final : public Input {
   std::vector<at::Tensor> next() override {
     if (!df_->was_reset()) df_->reset_state();
     data::Datapoint b;
-    if (df_->next(b)) {
-      got_ = true;
-      return b;
-    }
-    const bool empty = !got_;
-    got_ = false;
-    if (empty) throw StopTraining(kEmptyPass);
-    if (!repeat_) throw StopTraining(kEndOfPass);
-    if (!df_->next(b)) throw StopTraining(kEmptyPass);
-    got_ = true;
+    if (const char *end = read_batch(*df_, b, repeat_, got_)) throw StopTraining(end);
     return b;
   }
 
@@ -130,19 +137,13 @@ class QueueInput final : public Input {
       bool got = false;
       for (;;) {
         Item it;
-        if (df_->next(it.batch)) {
-          got = true;
-          if (!q_.push(std::move(it))) return;
-          continue;
+        if (const char *end = read_batch(*df_, it.batch, repeat_, got)) {
+          it.end = true;
+          it.reason = end;
+          q_.push(std::move(it));
+          return;
         }
-        if (got && repeat_) {
-          got = false;
-          continue;
-        }
-        it.end = true;
-        it.reason = got ? kEndOfPass : kEmptyPass;
-        q_.push(std::move(it));
-        return;
+        if (!q_.push(std::move(it))) return;
       }
     } catch (...) {
       Item it;
