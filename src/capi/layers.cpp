@@ -22,8 +22,12 @@ namespace layers = tpt::model::layers;
 
 namespace {
 
-void at_least_one(int64_t v, const std::string &field) {
-  if (v < 1) tpt::invalid_argument(field + " is " + std::to_string(v) + " (must be >= 1)");
+// `index` >= 0 names an entry of `field` ("options->kernel[1]"). The text is
+// made only on an error: layers run every step.
+void at_least_one(int64_t v, const char *field, int index = -1) {
+  if (v >= 1) return;
+  std::string f = index >= 0 ? std::string(field) + "[" + std::to_string(index) + "]" : std::string(field);
+  tpt::invalid_argument(f + " is " + std::to_string(v) + " (must be >= 1)");
 }
 
 // The options as the C++ layers take them; NULL means the defaults.
@@ -45,10 +49,9 @@ layers::LayerOptions layer_options(const tpt_layer_options *options) {
     tpt::invalid_argument("options->bias_init " + std::to_string(static_cast<int>(o.bias_init)) +
                           " is not a tpt_init");
   for (int i = 0; i < 2; ++i) {
-    std::string at = "[" + std::to_string(i) + "]";
-    at_least_one(o.kernel[i], "options->kernel" + at);
-    at_least_one(o.stride[i], "options->stride" + at);
-    at_least_one(o.dilation[i], "options->dilation" + at);
+    at_least_one(o.kernel[i], "options->kernel", i);
+    at_least_one(o.stride[i], "options->stride", i);
+    at_least_one(o.dilation[i], "options->dilation", i);
     lo.kernel[i] = o.kernel[i];
     lo.stride[i] = o.stride[i];
     lo.dilation[i] = o.dilation[i];

@@ -2,6 +2,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/Context.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstring>
 #include <memory>
@@ -51,9 +52,9 @@ void copy_text(char *buf, size_t size, size_t *needed, const std::string &text, 
 }
 
 // Borrowed tensor handles for the duration of a host call.
-struct BorrowedTensors {
-  std::vector<tpt_tensor> handles;
-  std::vector<const tpt_tensor *> pointers;
+struct BorrowedTensors {  // inline for the usual handful of inputs: this runs every step
+  c10::SmallVector<tpt_tensor, 8> handles;
+  c10::SmallVector<const tpt_tensor *, 8> pointers;
   explicit BorrowedTensors(const std::vector<at::Tensor> &ts) {
     handles.reserve(ts.size());
     for (const auto &t : ts) handles.emplace_back(t);
@@ -317,7 +318,7 @@ tpt_status *tpt_tower_variable(tpt_tensor **out, tpt_tower *tower, const char *n
     std::string key = name_arg(name, "name");
     if (ndim > 0) require(shape, "shape");
     tpt::model::VariableOptions vo = variable_options_arg(options, "options");
-    tpt::capi::give(out, t.variable(key, std::vector<int64_t>(shape, shape + ndim), vo));
+    tpt::capi::give(out, t.variable(key, c10::IntArrayRef(shape, ndim), vo));
   });
 }
 

@@ -274,12 +274,12 @@ const Output *Trainer::output(const std::string &name) const {
 void Trainer::put_scalar(const std::string &name, double value) {
   if (phase_ == Phase::Idle || phase_ == Phase::Done)
     fail(TPT_ERR_STATE, "scalars can only be put while training runs");
-  auto &h = history_[name];
-  h.steps.push_back(global_step_);
-  h.values.push_back(value);
+  auto it = history_.try_emplace(name).first;
+  it->second.steps.push_back(global_step_);
+  it->second.values.push_back(value);
   Record record;
   record.kind = TPT_RECORD_SCALAR;
-  record.name = &history_.find(name)->first;
+  record.name = &it->first;
   record.global_step = global_step_;
   record.epoch_num = epoch_num_;
   record.value = value;

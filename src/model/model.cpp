@@ -88,7 +88,7 @@ void initialize(at::Tensor &t, const VariableOptions &o) {
 
 }  // namespace
 
-at::Tensor new_variable(const std::vector<int64_t> &shape, const VariableOptions &opts) {
+at::Tensor new_variable(c10::IntArrayRef shape, const VariableOptions &opts) {
   at::Tensor value;
   {
     c10::NoGradGuard no_grad;
@@ -101,14 +101,14 @@ at::Tensor new_variable(const std::vector<int64_t> &shape, const VariableOptions
 
 // ------------------------------------------------------------------ store
 
-at::Tensor VariableStore::get(const std::string &name, const std::vector<int64_t> &shape,
-                              const VariableOptions &opts, bool may_create, size_t *index) {
+at::Tensor VariableStore::get(const std::string &name, c10::IntArrayRef shape, const VariableOptions &opts,
+                              bool may_create, size_t *index) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(name);
   if (it != index_.end()) {
     if (index) *index = it->second;
     const Variable &v = vars_[it->second];
-    if (v.value.sizes() != c10::IntArrayRef(shape))
+    if (v.value.sizes() != shape)
       invalid_argument("variable '" + name + "' exists with shape " + shape_text(v.value.sizes()) +
                        ", asked for shape " + shape_text(shape));
     if (v.value.scalar_type() != opts.dtype)
@@ -184,7 +184,7 @@ void Tower::pop_scope() {
   scope_ends_.pop_back();
 }
 
-at::Tensor Tower::variable(const std::string &name, const std::vector<int64_t> &shape, const VariableOptions &opts) {
+at::Tensor Tower::variable(const std::string &name, c10::IntArrayRef shape, const VariableOptions &opts) {
   if (name.empty()) invalid_argument("a variable name is empty");
   std::string full = scoped(name);
   size_t index = 0;

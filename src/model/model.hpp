@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/util/SmallVector.h>
 
 #include <functional>
 #include <map>
@@ -40,7 +41,7 @@ struct VariableOptions {
 // A new variable's value: `shape` of `opts.dtype`, filled by `opts.init`
 // (from LibTorch's default generator), requiring gradients when trainable.
 // Throws TPT_ERR_INVALID_ARGUMENT for bad initializer parameters.
-at::Tensor new_variable(const std::vector<int64_t> &shape, const VariableOptions &opts);
+at::Tensor new_variable(c10::IntArrayRef shape, const VariableOptions &opts);
 
 struct Variable {
   std::string name;
@@ -54,8 +55,8 @@ class VariableStore {
  public:
   // The variable, creating it when `may_create`. Throws on the rule violations.
   // *index (if given) receives the variable's index in creation order.
-  at::Tensor get(const std::string &name, const std::vector<int64_t> &shape, const VariableOptions &opts,
-                 bool may_create, size_t *index = nullptr);
+  at::Tensor get(const std::string &name, c10::IntArrayRef shape, const VariableOptions &opts, bool may_create,
+                 size_t *index = nullptr);
   // Registers an existing tensor as a variable (TorchScript parameters).
   void adopt(const std::string &name, const at::Tensor &value, bool trainable);
   const Variable *find(const std::string &name) const;
@@ -82,7 +83,7 @@ class Tower {
   bool can_create_variables() const { return building_; }
   const c10::Device &device() const { return device_; }
 
-  at::Tensor variable(const std::string &name, const std::vector<int64_t> &shape, const VariableOptions &opts);
+  at::Tensor variable(const std::string &name, c10::IntArrayRef shape, const VariableOptions &opts);
   void push_scope(const std::string &scope);
   void pop_scope();
   std::string scoped(const std::string &name) const;
@@ -100,8 +101,9 @@ class Tower {
   bool training_, building_;
   c10::Device device_;
   std::string prefix_;              // the scopes joined, each followed by '/'
-  std::vector<size_t> scope_ends_;  // prefix_'s length before each scope
-  std::vector<size_t> used_;        // indices of the variables used in this call (a handful)
+  // Kept inline: a tower call runs every step, and these are a handful.
+  c10::SmallVector<size_t, 8> scope_ends_;  // prefix_'s length before each scope
+  c10::SmallVector<size_t, 32> used_;       // indices of the variables used in this call
   std::optional<at::Tensor> cost_;
   std::vector<std::pair<std::string, at::Tensor>> outputs_;
 };
