@@ -651,7 +651,8 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_add_callback(tpt_trainer *trainer,
  * Monitors are callbacks registered last that also receive RECORD events.
  * Built in (default_monitors): the stats.json writer (with a log directory:
  * one entry per epoch, and one per step where scalars were put mid-epoch,
- * each with epoch_num and global_step; rewritten atomically; appended to when
+ * each with epoch_num and global_step; rewritten atomically after each epoch
+ * and at most every 5 s mid-epoch; appended to when
  * starting_epoch continues its last epoch_num, else the old file is kept as
  * stats.json.<MMDD-HHMMSS>) and the scalar printer (the latest value of each
  * scalar, sorted by name, after each epoch). NaN and infinities are written to

@@ -1,5 +1,6 @@
 // Built-in monitors: the stats.json writer and the per-epoch scalar printer.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -22,6 +23,11 @@ namespace {
 // each epoch and after each step but an epoch's last, so scalars put
 // mid-epoch get entries of their own. Whatever is left is written in
 // after_train.
+//
+// The file is rewritten after every epoch and at the end; mid-epoch entries
+// reach it at most every kMidEpochInterval, or less often when writing takes
+// long (the file grows with the run: rewriting it after every step would make
+// a long run quadratic). tensorpack rewrites it at every trigger.
 class JsonWriter final : public Callback {
  public:
   JsonWriter() : Callback("JSONWriter", false) {}
@@ -62,6 +68,8 @@ class JsonWriter final : public Callback {
   void load(Trainer &t) {
     path_ = t.logdir() + "/stats.json";
     body_.clear();
+    unwritten_ = false;
+    next_write_ = Clock::time_point();
     std::error_code ec;
     if (!fs::exists(path_, ec)) return;
     bool keep = false;
@@ -95,15 +103,23 @@ class JsonWriter final : public Callback {
 
   // Mid-epoch writes are atomic but not fsync'ed (a killed process still
   // leaves a whole file); the write after each epoch is synced too.
-  void trigger(Trainer &t, bool sync) {
-    if (now_.empty()) return;
-    json::Value entry = json::Value::object();
-    for (auto &p : now_) entry.set(p.first, json::Value::number(p.second));
-    entry.set("epoch_num", json::Value::number(static_cast<double>(t.epoch_num())));
-    entry.set("global_step", json::Value::number(static_cast<double>(t.global_step())));
-    append(entry);
-    now_.clear();
-    write_file_atomic(path_, "[" + body_ + "\n]\n", sync);
+  void trigger(Trainer &t, bool epoch) {
+    if (!now_.empty()) {
+      json::Value entry = json::Value::object();
+      for (auto &p : now_) entry.set(p.first, json::Value::number(p.second));
+      entry.set("epoch_num", json::Value::number(static_cast<double>(t.epoch_num())));
+      entry.set("global_step", json::Value::number(static_cast<double>(t.global_step())));
+      append(entry);
+      now_.clear();
+      unwritten_ = true;
+    }
+    if (!unwritten_) return;
+    Clock::time_point start = Clock::now();
+    if (!epoch && start < next_write_) return;
+    write_file_atomic(path_, "[" + body_ + "\n]\n", /*sync=*/epoch);
+    Clock::time_point end = Clock::now();
+    next_write_ = end + std::max<Clock::duration>(kMidEpochInterval, 20 * (end - start));  // <= 5 % of the time
+    unwritten_ = false;
   }
 
   // The file is a list with one entry per line; entries are serialised once.
@@ -113,8 +129,13 @@ class JsonWriter final : public Callback {
     body_.pop_back();  // write() ends a pretty document with a newline
   }
 
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::seconds kMidEpochInterval{5};
+
   std::string path_;
   std::string body_;
+  bool unwritten_ = false;        // body_ has entries the file lacks
+  Clock::time_point next_write_;  // the earliest mid-epoch write (the first one is at once)
   std::vector<std::pair<std::string, double>> now_;
 };
 

@@ -6,6 +6,8 @@
  *   flags: --sleep-us N   sleep per step      --slow-trigger  a callback that
  *          --nan          put NaN/Inf too                     sleeps 2.1 s per epoch
  *          --progress auto|bar|lines|off      --quiet          console off
+ *          --peek N       at global step N, print "peek_entries=K": the entries
+ *                         stats.json has then (how often it is rewritten)
  * Each step puts "loss"; after each epoch a callback puts "acc". Prints the
  * log directory in use as its last line "logdir=...". */
 #define _POSIX_C_SOURCE 200809L
@@ -19,6 +21,27 @@
 
 static long sleep_us;
 static int put_nan;
+static long long peek_at = -1;
+
+/* The entries in the log directory's stats.json: one "global_step" key each. */
+static long count_entries(tpt_trainer *t) {
+  const char *dir = NULL;
+  tpt_status *st = tpt_trainer_logdir(&dir, t);
+  if (st || !dir) {
+    tpt_status_free(st);
+    return -1;
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stats.json", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  long n = 0;
+  char line[4096];
+  while (fgets(line, sizeof line, f))
+    if (strstr(line, "\"global_step\"")) ++n;
+  fclose(f);
+  return n;
+}
 
 static void die(tpt_status *st) {
   if (!st) return;
@@ -37,6 +60,7 @@ static tpt_status *run_step(tpt_trainer *t, void *ud) {
     struct timespec ts = {sleep_us / 1000000, (sleep_us % 1000000) * 1000};
     nanosleep(&ts, NULL);
   }
+  if (g == peek_at) printf("peek_entries=%ld\n", count_entries(t));
   st = tpt_trainer_put_scalar(t, "loss", 1.0 / (double)g);
   if (!st && put_nan) st = tpt_trainer_put_scalar(t, "weird", (g % 2) ? NAN : INFINITY);
   return st;
@@ -91,6 +115,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--slow-trigger") == 0) slow = 1;
     else if (strcmp(argv[i], "--nan") == 0) put_nan = 1;
     else if (strcmp(argv[i], "--quiet") == 0) o.console = 0;
+    else if (strcmp(argv[i], "--peek") == 0 && i + 1 < argc) peek_at = atoll(argv[++i]);
     else if (strcmp(argv[i], "--progress") == 0 && i + 1 < argc) {
       const char *p = argv[++i];
       o.progress = strcmp(p, "bar") == 0 ? TPT_PROGRESS_BAR
