@@ -757,7 +757,10 @@ TPT_API TPT_NODISCARD tpt_status *tpt_model_variable_names(char *buf, size_t siz
 /* Runs the tower function as an inference tower ("InferenceTower": not
  * training, no gradients, no variable is created or changed) on `inputs`
  * and returns the named outputs it published, in the order of `names`
- * (the cost is the output "cost"). The caller owns outputs[0..n_names). */
+ * (the cost is the output "cost"). The caller owns outputs[0..n_names).
+ * Several threads may call it at once on one model (the tower function then
+ * runs on them at once: tptrain's layers allow that), but not while a
+ * trainer trains the model. */
 TPT_API TPT_NODISCARD tpt_status *tpt_model_infer(tpt_tensor **outputs, tpt_model *model,
                                                   const tpt_tensor *const *inputs, size_t n_inputs,
                                                   const char *const *names, size_t n_names);

@@ -5,6 +5,7 @@
  * source. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -968,6 +969,133 @@ static void test_torchscript_source_errors(void **state) {
 
 #define NULL_ARG(call, fn, arg) expect_code((call), TPT_ERR_INVALID_ARGUMENT, fn ": argument '" arg "' is NULL")
 
+/* ---- a tower function on several threads at once */
+
+/* fc 4 -> 8 (relu), batch norm, dropout 0.5, fc 8 -> 2: no shared host state,
+ * so it may run on several threads at once. */
+static tpt_status *net_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n_in, void *ud) {
+  (void)n_in;
+  (void)ud;
+  tpt_layer_options relu = TPT_LAYER_OPTIONS_INIT;
+  relu.activation = TPT_ACT_RELU;
+  tpt_tensor *h = NULL, *n = NULL, *d = NULL, *logits = NULL;
+  tpt_status *st = tpt_layer_fc(&h, tw, "fc1", in[0], 8, &relu);
+  if (!st) st = tpt_layer_batch_norm(&n, tw, "bn", h, 0.9, 1e-5);
+  if (!st) st = tpt_layer_dropout(&d, tw, n, 0.5);
+  if (!st) st = tpt_layer_fc(&logits, tw, "fc2", d, 2, NULL);
+  if (!st) st = tpt_tower_set_output(tw, "logits", logits);
+  tpt_tensor_free(h);
+  tpt_tensor_free(n);
+  tpt_tensor_free(d);
+  tpt_tensor_free(logits);
+  return st;
+}
+
+enum { kInferThreads = 4, kInferCalls = 40, kInferRows = 16 };
+
+typedef struct {
+  tpt_model *model;
+  const tpt_tensor *x;
+  float want[kInferRows * 2]; /* the single-threaded result */
+  int have_want;
+  int calls_ok, mismatches;
+  char error[256];
+} infer_job;
+
+static void *infer_worker(void *arg) {
+  infer_job *j = arg;
+  const char *names[] = {"logits"};
+  for (int i = 0; i < kInferCalls; ++i) {
+    tpt_tensor *out = NULL;
+    tpt_status *st = tpt_model_infer(&out, j->model, &j->x, 1, names, 1);
+    if (st) {
+      snprintf(j->error, sizeof j->error, "%s", tpt_status_message(st));
+      tpt_status_free(st);
+      return NULL;
+    }
+    float got[kInferRows * 2];
+    st = tpt_tensor_copy_to(got, sizeof got, out);
+    tpt_tensor_free(out);
+    if (st) {
+      snprintf(j->error, sizeof j->error, "%s", tpt_status_message(st));
+      tpt_status_free(st);
+      return NULL;
+    }
+    if (j->have_want && memcmp(got, j->want, sizeof got) != 0) j->mismatches++;
+    j->calls_ok++;
+  }
+  return NULL;
+}
+
+/* Inference from several threads at once on one model, starting before the
+ * model is built (the build call runs once), gives what one thread gives;
+ * batch norm's moving averages are not touched. Also run under
+ * ThreadSanitizer (suite tsan). */
+static void test_infer_from_threads(void **state) {
+  (void)state;
+  const int64_t sx[] = {-1, 4};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 2}};
+  tpt_model *m = NULL;
+  ok(tpt_model_new(&m, spec, 1, net_tower, NULL, NULL));
+  float xs[kInferThreads][kInferRows * 4];
+  tpt_tensor *x[kInferThreads];
+  const int64_t shape[] = {kInferRows, 4};
+  for (int t = 0; t < kInferThreads; ++t) {
+    for (int i = 0; i < kInferRows * 4; ++i) xs[t][i] = (float)((i * 7 + t * 13) % 11) / 5.0f - 1.0f;
+    ok(tpt_tensor_from_data(&x[t], xs[t], sizeof xs[t], shape, 2, NULL));
+  }
+  /* Round 1: all threads start on the unbuilt model. */
+  infer_job jobs[kInferThreads];
+  pthread_t th[kInferThreads];
+  memset(jobs, 0, sizeof jobs);
+  for (int t = 0; t < kInferThreads; ++t) {
+    jobs[t].model = m;
+    jobs[t].x = x[t];
+    assert_int_equal(pthread_create(&th[t], NULL, infer_worker, &jobs[t]), 0);
+  }
+  for (int t = 0; t < kInferThreads; ++t) assert_int_equal(pthread_join(th[t], NULL), 0);
+  for (int t = 0; t < kInferThreads; ++t) {
+    if (jobs[t].error[0]) fail_msg("thread %d: %s", t, jobs[t].error);
+    assert_int_equal(jobs[t].calls_ok, kInferCalls);
+  }
+  char names[256];
+  ok(tpt_model_variable_names(names, sizeof names, NULL, m));
+  assert_string_equal(names, "fc1/W\nfc1/b\nbn/gamma\nbn/beta\nbn/mean/EMA\nbn/variance/EMA\nfc2/W\nfc2/b\n");
+  /* Round 2: each thread checks every call against one thread's result. */
+  const char *out_names[] = {"logits"};
+  for (int t = 0; t < kInferThreads; ++t) {
+    tpt_tensor *out = NULL;
+    ok(tpt_model_infer(&out, m, (const tpt_tensor *const *)&x[t], 1, out_names, 1));
+    ok(tpt_tensor_copy_to(jobs[t].want, sizeof jobs[t].want, out));
+    tpt_tensor_free(out);
+    jobs[t].have_want = 1;
+    jobs[t].calls_ok = 0;
+  }
+  for (int t = 0; t < kInferThreads; ++t)
+    assert_int_equal(pthread_create(&th[t], NULL, infer_worker, &jobs[t]), 0);
+  for (int t = 0; t < kInferThreads; ++t) assert_int_equal(pthread_join(th[t], NULL), 0);
+  for (int t = 0; t < kInferThreads; ++t) {
+    if (jobs[t].error[0]) fail_msg("thread %d: %s", t, jobs[t].error);
+    assert_int_equal(jobs[t].calls_ok, kInferCalls);
+    assert_int_equal(jobs[t].mismatches, 0);
+  }
+  /* Inference leaves the moving averages at their initial values. */
+  float mean[8], var[8];
+  tpt_tensor *v = NULL;
+  ok(tpt_model_variable(&v, m, "bn/mean/EMA"));
+  ok(tpt_tensor_copy_to(mean, sizeof mean, v));
+  tpt_tensor_free(v);
+  ok(tpt_model_variable(&v, m, "bn/variance/EMA"));
+  ok(tpt_tensor_copy_to(var, sizeof var, v));
+  tpt_tensor_free(v);
+  for (int i = 0; i < 8; ++i) {
+    assert_true(mean[i] == 0.0f);
+    assert_true(var[i] == 1.0f);
+  }
+  for (int t = 0; t < kInferThreads; ++t) tpt_tensor_free(x[t]);
+  tpt_model_free(m);
+}
+
 static void test_null_arguments(void **state) {
   (void)state;
   tower_state s = {PLAIN, 0, 0, 0, 0, ""};
@@ -1053,6 +1181,7 @@ int main(void) {
       cmocka_unit_test(test_torchscript_source_trains_saves_loads),
       cmocka_unit_test(test_torchscript_source_train_mode),
       cmocka_unit_test(test_torchscript_source_errors),
+      cmocka_unit_test(test_infer_from_threads),
       cmocka_unit_test(test_null_arguments),
   };
   return cmocka_run_group_tests_name("model", tests, NULL, NULL);
