@@ -1,42 +1,13 @@
 /* The C API from C11, seen only through tptrain.h. Run with
  * CMOCKA_MESSAGE_OUTPUT=TAP (meson test does). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
 
-#include <cmocka.h>
-
-#include "tptrain.h"
-
-/* Asserts that `st` failed with `code` and that its message contains each
- * of the given fragments; frees it. */
-static void expect_status(tpt_status *st, tpt_code code, const char *frag1, const char *frag2) {
-  assert_non_null(st);
-  if (tpt_status_code(st) != code)
-    fail_msg("code %s, want %s: %s", tpt_code_name(tpt_status_code(st)), tpt_code_name(code),
-             tpt_status_message(st));
-  if (frag1 && !strstr(tpt_status_message(st), frag1))
-    fail_msg("message \"%s\" lacks \"%s\"", tpt_status_message(st), frag1);
-  if (frag2 && !strstr(tpt_status_message(st), frag2))
-    fail_msg("message \"%s\" lacks \"%s\"", tpt_status_message(st), frag2);
-  tpt_status_free(st);
-}
-
-static void expect_ok(tpt_status *st) {
-  if (st) fail_msg("unexpected error %s: %s", tpt_code_name(tpt_status_code(st)), tpt_status_message(st));
-}
-
-#define EXPECT_NULL_ARG(call, fn, arg) \
-  expect_status((call), TPT_ERR_INVALID_ARGUMENT, fn ": ", "argument '" arg "' is NULL")
+#include "test_common.h"
 
 static tpt_tensor *make_f32(const float *data, const int64_t *shape, size_t ndim) {
   size_t n = 1;
   for (size_t i = 0; i < ndim; ++i) n *= (size_t)shape[i];
   tpt_tensor *t = NULL;
-  expect_ok(tpt_tensor_from_data(&t, data, n * sizeof(float), shape, ndim, NULL));
+  ok(tpt_tensor_from_data(&t, data, n * sizeof(float), shape, ndim, NULL));
   assert_non_null(t);
   return t;
 }
@@ -103,16 +74,16 @@ static void test_build_info_and_features(void **state) {
 static void test_threads(void **state) {
   (void)state;
   int before = 0, now = 0;
-  expect_ok(tpt_get_num_threads(&before));
+  ok(tpt_get_num_threads(&before));
   assert_true(before >= 1);
-  expect_ok(tpt_set_num_threads(1));
-  expect_ok(tpt_get_num_threads(&now));
+  ok(tpt_set_num_threads(1));
+  ok(tpt_get_num_threads(&now));
   assert_int_equal(now, 1);
-  expect_status(tpt_set_num_threads(0), TPT_ERR_INVALID_ARGUMENT, "tpt_set_num_threads: ",
+  expect_code2(tpt_set_num_threads(0), TPT_ERR_INVALID_ARGUMENT, "tpt_set_num_threads: ",
                 "num_threads must be >= 1, got 0");
-  expect_status(tpt_set_num_threads(-3), TPT_ERR_INVALID_ARGUMENT, "got -3", NULL);
+  expect_code2(tpt_set_num_threads(-3), TPT_ERR_INVALID_ARGUMENT, "got -3", NULL);
   EXPECT_NULL_ARG(tpt_get_num_threads(NULL), "tpt_get_num_threads", "out");
-  expect_ok(tpt_set_num_threads(before));
+  ok(tpt_set_num_threads(before));
 }
 
 /* ---------------------------------------------------------------- tensors */
@@ -131,21 +102,21 @@ static void test_round_trip_every_dtype(void **state) {
     tpt_tensor_options opts = TPT_TENSOR_OPTIONS_INIT;
     opts.dtype = all[k];
     tpt_tensor *t = NULL;
-    expect_ok(tpt_tensor_from_data(&t, in, nbytes, shape, 2, &opts));
+    ok(tpt_tensor_from_data(&t, in, nbytes, shape, 2, &opts));
     tpt_dtype dt;
-    expect_ok(tpt_tensor_dtype(&dt, t));
+    ok(tpt_tensor_dtype(&dt, t));
     assert_int_equal(dt, all[k]);
     size_t ndim = 0;
-    expect_ok(tpt_tensor_ndim(&ndim, t));
+    ok(tpt_tensor_ndim(&ndim, t));
     assert_int_equal(ndim, 2);
     int64_t dims[2] = {0, 0}, numel = 0;
-    expect_ok(tpt_tensor_shape(dims, 2, t));
+    ok(tpt_tensor_shape(dims, 2, t));
     assert_int_equal(dims[0], 2);
     assert_int_equal(dims[1], 3);
-    expect_ok(tpt_tensor_numel(&numel, t));
+    ok(tpt_tensor_numel(&numel, t));
     assert_int_equal(numel, 6);
     memset(out, 0xEE, sizeof out);
-    expect_ok(tpt_tensor_copy_to(out, nbytes, t));
+    ok(tpt_tensor_copy_to(out, nbytes, t));
     assert_memory_equal(in, out, nbytes);
     tpt_tensor_free(t);
   }
@@ -156,22 +127,22 @@ static void test_scalar_and_empty_tensors(void **state) {
   (void)state;
   float v = 2.5f, back = 0;
   tpt_tensor *s = NULL;
-  expect_ok(tpt_tensor_from_data(&s, &v, sizeof v, NULL, 0, NULL));
+  ok(tpt_tensor_from_data(&s, &v, sizeof v, NULL, 0, NULL));
   size_t ndim = 99;
-  expect_ok(tpt_tensor_ndim(&ndim, s));
+  ok(tpt_tensor_ndim(&ndim, s));
   assert_int_equal(ndim, 0);
-  expect_ok(tpt_tensor_shape(NULL, 0, s));
-  expect_ok(tpt_tensor_copy_to(&back, sizeof back, s));
+  ok(tpt_tensor_shape(NULL, 0, s));
+  ok(tpt_tensor_copy_to(&back, sizeof back, s));
   assert_true(back == 2.5f);
   tpt_tensor_free(s);
 
   const int64_t zero[] = {0, 4};
   tpt_tensor *e = NULL;
-  expect_ok(tpt_tensor_from_data(&e, NULL, 0, zero, 2, NULL));
+  ok(tpt_tensor_from_data(&e, NULL, 0, zero, 2, NULL));
   int64_t n = -1;
-  expect_ok(tpt_tensor_numel(&n, e));
+  ok(tpt_tensor_numel(&n, e));
   assert_int_equal(n, 0);
-  expect_ok(tpt_tensor_copy_to(NULL, 0, e));
+  ok(tpt_tensor_copy_to(NULL, 0, e));
   tpt_tensor_free(e);
 }
 
@@ -181,9 +152,9 @@ static void test_matmul_values(void **state) {
   const float b[] = {7, 8, 9, 10, 11, 12}; /* 3x2 */
   const int64_t sa[] = {2, 3}, sb[] = {3, 2};
   tpt_tensor *ta = make_f32(a, sa, 2), *tb = make_f32(b, sb, 2), *c = NULL;
-  expect_ok(tpt_tensor_matmul(&c, ta, tb));
+  ok(tpt_tensor_matmul(&c, ta, tb));
   float got[4];
-  expect_ok(tpt_tensor_copy_to(got, sizeof got, c));
+  ok(tpt_tensor_copy_to(got, sizeof got, c));
   /* computed by hand */
   const float want[4] = {58, 64, 139, 154};
   for (int i = 0; i < 4; ++i) assert_true(got[i] == want[i]);
@@ -197,9 +168,9 @@ static void test_reshape(void **state) {
   const float a[] = {1, 2, 3, 4, 5, 6};
   const int64_t s23[] = {2, 3}, s3x[] = {3, -1};
   tpt_tensor *t = make_f32(a, s23, 2), *r = NULL;
-  expect_ok(tpt_tensor_reshape(&r, t, s3x, 2));
+  ok(tpt_tensor_reshape(&r, t, s3x, 2));
   int64_t dims[2];
-  expect_ok(tpt_tensor_shape(dims, 2, r));
+  ok(tpt_tensor_shape(dims, 2, r));
   assert_int_equal(dims[0], 3);
   assert_int_equal(dims[1], 2);
   tpt_tensor_free(r);
@@ -214,14 +185,14 @@ static void test_libtorch_errors_become_status(void **state) {
   const float a[] = {1, 2, 3, 4, 5, 6};
   const int64_t s23[] = {2, 3}, s42[] = {4, 2};
   tpt_tensor *t = make_f32(a, s23, 2), *r = (tpt_tensor *)0x1;
-  expect_status(tpt_tensor_reshape(&r, t, s42, 2), TPT_ERR_BACKEND, "tpt_tensor_reshape: ",
+  expect_code2(tpt_tensor_reshape(&r, t, s42, 2), TPT_ERR_BACKEND, "tpt_tensor_reshape: ",
                 "shape '[4, 2]' is invalid for input of size 6");
   assert_null(r); /* out is cleared on failure */
-  expect_status(tpt_tensor_matmul(&r, t, t), TPT_ERR_BACKEND, "tpt_tensor_matmul: ", "cannot be multiplied");
+  expect_code2(tpt_tensor_matmul(&r, t, t), TPT_ERR_BACKEND, "tpt_tensor_matmul: ", "cannot be multiplied");
   /* A malformed device string is rejected by LibTorch's parser. */
   tpt_tensor_options o = TPT_TENSOR_OPTIONS_INIT;
   o.device = "gpu7";
-  expect_status(tpt_tensor_from_data(&r, a, sizeof a, s23, 2, &o), TPT_ERR_BACKEND,
+  expect_code2(tpt_tensor_from_data(&r, a, sizeof a, s23, 2, &o), TPT_ERR_BACKEND,
                 "tpt_tensor_from_data: ", "gpu7");
   if (!tpt_has_feature(TPT_FEATURE_CUDA)) {
     o.device = "cuda:0";
@@ -238,37 +209,37 @@ static void test_from_data_validation(void **state) {
   const float a[] = {1, 2, 3, 4, 5, 6};
   const int64_t s23[] = {2, 3}, neg[] = {2, -3};
   tpt_tensor *t = NULL;
-  expect_status(tpt_tensor_from_data(&t, a, 5 * sizeof(float), s23, 2, NULL),
+  expect_code2(tpt_tensor_from_data(&t, a, 5 * sizeof(float), s23, 2, NULL),
                 TPT_ERR_INVALID_ARGUMENT, "nbytes is 20", "needs 6 x 4 bytes");
-  expect_status(tpt_tensor_from_data(&t, a, sizeof a, neg, 2, NULL), TPT_ERR_INVALID_ARGUMENT,
+  expect_code2(tpt_tensor_from_data(&t, a, sizeof a, neg, 2, NULL), TPT_ERR_INVALID_ARGUMENT,
                 "shape[1] is -3", NULL);
   tpt_tensor_options o = TPT_TENSOR_OPTIONS_INIT;
   o.version = 0;
-  expect_status(tpt_tensor_from_data(&t, a, sizeof a, s23, 2, &o), TPT_ERR_INVALID_ARGUMENT,
+  expect_code2(tpt_tensor_from_data(&t, a, sizeof a, s23, 2, &o), TPT_ERR_INVALID_ARGUMENT,
                 "options->version is 0", "TPT_TENSOR_OPTIONS_INIT");
   o.version = TPT_TENSOR_OPTIONS_VERSION + 1;
-  expect_status(tpt_tensor_from_data(&t, a, sizeof a, s23, 2, &o), TPT_ERR_INVALID_ARGUMENT,
+  expect_code2(tpt_tensor_from_data(&t, a, sizeof a, s23, 2, &o), TPT_ERR_INVALID_ARGUMENT,
                 "options->version", NULL);
   o = (tpt_tensor_options)TPT_TENSOR_OPTIONS_INIT;
   o.dtype = (tpt_dtype)99;
-  expect_status(tpt_tensor_from_data(&t, a, sizeof a, s23, 2, &o), TPT_ERR_INVALID_ARGUMENT,
+  expect_code2(tpt_tensor_from_data(&t, a, sizeof a, s23, 2, &o), TPT_ERR_INVALID_ARGUMENT,
                 "options->dtype 99 is not a tpt_dtype", NULL);
   o = (tpt_tensor_options)TPT_TENSOR_OPTIONS_INIT;
   o.dtype = TPT_DTYPE_I32;
   o.requires_grad = 1;
-  expect_status(tpt_tensor_from_data(&t, a, sizeof a, s23, 2, &o), TPT_ERR_INVALID_ARGUMENT,
+  expect_code2(tpt_tensor_from_data(&t, a, sizeof a, s23, 2, &o), TPT_ERR_INVALID_ARGUMENT,
                 "requires_grad needs a floating dtype", NULL);
   const int64_t huge[] = {INT64_MAX, INT64_MAX};
-  expect_status(tpt_tensor_from_data(&t, a, sizeof a, huge, 2, NULL), TPT_ERR_INVALID_ARGUMENT,
+  expect_code2(tpt_tensor_from_data(&t, a, sizeof a, huge, 2, NULL), TPT_ERR_INVALID_ARGUMENT,
                 "too many elements", NULL);
   assert_null(t);
 
   t = make_f32(a, s23, 2);
   float small[2];
-  expect_status(tpt_tensor_copy_to(small, sizeof small, t), TPT_ERR_INVALID_ARGUMENT,
+  expect_code2(tpt_tensor_copy_to(small, sizeof small, t), TPT_ERR_INVALID_ARGUMENT,
                 "nbytes is 8 but the tensor holds 24 bytes", NULL);
   int64_t dims[1];
-  expect_status(tpt_tensor_shape(dims, 1, t), TPT_ERR_INVALID_ARGUMENT,
+  expect_code2(tpt_tensor_shape(dims, 1, t), TPT_ERR_INVALID_ARGUMENT,
                 "capacity is 1 but the tensor has 2 dimensions", NULL);
   tpt_tensor_free(t);
 }

@@ -6,31 +6,10 @@
  * examples, L2 regularisation with its gradient, and the errors of bad input:
  * wrong ranks and dtypes, bad options, and NULL for every pointer. */
 #include <math.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
 
-#include <cmocka.h>
-
-#include "tptrain.h"
+#include "test_common.h"
 
 /* ------------------------------------------------------------------ helpers */
-
-static void ok(tpt_status *st) {
-  if (st) fail_msg("unexpected error %s: %s", tpt_code_name(tpt_status_code(st)), tpt_status_message(st));
-}
-
-static void expect_code(tpt_status *st, tpt_code code, const char *fragment) {
-  if (!st) fail_msg("expected %s (\"%s\"), got success", tpt_code_name(code), fragment ? fragment : "");
-  if (tpt_status_code(st) != code)
-    fail_msg("code %s, want %s: %s", tpt_code_name(tpt_status_code(st)), tpt_code_name(code), tpt_status_message(st));
-  if (fragment && !strstr(tpt_status_message(st), fragment))
-    fail_msg("message \"%s\" lacks \"%s\"", tpt_status_message(st), fragment);
-  tpt_status_free(st);
-}
 
 static tpt_tensor *f32(const float *v, const int64_t *shape, size_t ndim) {
   size_t n = 1;

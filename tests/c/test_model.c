@@ -6,39 +6,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-#include <cmocka.h>
-
-#include "tptrain.h"
-
-static void ok(tpt_status *st) {
-  if (st) fail_msg("unexpected error %s: %s", tpt_code_name(tpt_status_code(st)), tpt_status_message(st));
-}
-
-static void expect_code(tpt_status *st, tpt_code code, const char *fragment) {
-  if (!st) fail_msg("expected %s, got success", tpt_code_name(code));
-  if (tpt_status_code(st) != code)
-    fail_msg("code %s, want %s: %s", tpt_code_name(tpt_status_code(st)), tpt_code_name(code), tpt_status_message(st));
-  if (fragment && !strstr(tpt_status_message(st), fragment))
-    fail_msg("message \"%s\" lacks \"%s\"", tpt_status_message(st), fragment);
-  tpt_status_free(st);
-}
-
-static tpt_arg T(const tpt_tensor *t) {
-  tpt_arg a;
-  memset(&a, 0, sizeof a);
-  a.kind = TPT_ARG_TENSOR;
-  a.tensor = t;
-  return a;
-}
+#include "test_common.h"
 
 static tpt_status *op1(tpt_tensor **out, const char *op, const tpt_arg *args, size_t nargs) {
   size_t n = 0;
@@ -967,8 +938,6 @@ static void test_torchscript_source_errors(void **state) {
   tpt_model_free(m);
 }
 
-#define NULL_ARG(call, fn, arg) expect_code((call), TPT_ERR_INVALID_ARGUMENT, fn ": argument '" arg "' is NULL")
-
 /* ---- a tower function on several threads at once */
 
 /* fc 4 -> 8 (relu), batch norm, dropout 0.5, fc 8 -> 2: no shared host state,
@@ -1105,57 +1074,57 @@ static void test_null_arguments(void **state) {
   int32_t i32;
   double d;
   char buf[16];
-  NULL_ARG(tpt_model_new(NULL, NULL, 0, tower, NULL, NULL), "tpt_model_new", "out");
-  NULL_ARG(tpt_model_build(NULL), "tpt_model_build", "model");
-  NULL_ARG(tpt_model_variable(NULL, m, "W"), "tpt_model_variable", "out");
-  NULL_ARG(tpt_model_variable(&t, NULL, "W"), "tpt_model_variable", "model");
-  NULL_ARG(tpt_model_variable(&t, m, NULL), "tpt_model_variable", "name");
-  NULL_ARG(tpt_model_set_variable(NULL, "W", t), "tpt_model_set_variable", "model");
-  NULL_ARG(tpt_model_set_variable(m, NULL, t), "tpt_model_set_variable", "name");
-  NULL_ARG(tpt_model_set_variable(m, "W", NULL), "tpt_model_set_variable", "value");
-  NULL_ARG(tpt_model_variable_names(NULL, 8, NULL, m), "tpt_model_variable_names", "buf");
-  NULL_ARG(tpt_model_variable_names(buf, 8, NULL, NULL), "tpt_model_variable_names", "model");
-  NULL_ARG(tpt_model_infer(NULL, m, NULL, 0, NULL, 1), "tpt_model_infer", "outputs");
-  NULL_ARG(tpt_model_infer(&t, NULL, NULL, 0, NULL, 0), "tpt_model_infer", "model");
-  NULL_ARG(tpt_tower_is_training(&i32, NULL), "tpt_tower_is_training", "tower");
-  NULL_ARG(tpt_tower_is_building(&i32, NULL), "tpt_tower_is_building", "tower");
-  NULL_ARG(tpt_tower_index(&i32, NULL), "tpt_tower_index", "tower");
-  NULL_ARG(tpt_tower_name(buf, 8, NULL), "tpt_tower_name", "tower");
-  NULL_ARG(tpt_tower_device(buf, 8, NULL), "tpt_tower_device", "tower");
-  NULL_ARG(tpt_tower_can_create_variables(&i32, NULL), "tpt_tower_can_create_variables", "tower");
-  NULL_ARG(tpt_tower_set_cost(NULL, t), "tpt_tower_set_cost", "tower");
-  NULL_ARG(tpt_tower_set_output(NULL, "x", t), "tpt_tower_set_output", "tower");
-  NULL_ARG(tpt_tower_push_scope(NULL, "x"), "tpt_tower_push_scope", "tower");
-  NULL_ARG(tpt_tower_pop_scope(NULL), "tpt_tower_pop_scope", "tower");
-  NULL_ARG(tpt_tower_variable(&t, NULL, "x", NULL, 0, NULL), "tpt_tower_variable", "tower");
-  NULL_ARG(tpt_tower_variable(NULL, NULL, "x", NULL, 0, NULL), "tpt_tower_variable", "out");
-  NULL_ARG(tpt_optimizer_new(NULL, "sgd"), "tpt_optimizer_new", "out");
-  NULL_ARG(tpt_optimizer_new(&o2, NULL), "tpt_optimizer_new", "kind");
+  EXPECT_NULL_ARG(tpt_model_new(NULL, NULL, 0, tower, NULL, NULL), "tpt_model_new", "out");
+  EXPECT_NULL_ARG(tpt_model_build(NULL), "tpt_model_build", "model");
+  EXPECT_NULL_ARG(tpt_model_variable(NULL, m, "W"), "tpt_model_variable", "out");
+  EXPECT_NULL_ARG(tpt_model_variable(&t, NULL, "W"), "tpt_model_variable", "model");
+  EXPECT_NULL_ARG(tpt_model_variable(&t, m, NULL), "tpt_model_variable", "name");
+  EXPECT_NULL_ARG(tpt_model_set_variable(NULL, "W", t), "tpt_model_set_variable", "model");
+  EXPECT_NULL_ARG(tpt_model_set_variable(m, NULL, t), "tpt_model_set_variable", "name");
+  EXPECT_NULL_ARG(tpt_model_set_variable(m, "W", NULL), "tpt_model_set_variable", "value");
+  EXPECT_NULL_ARG(tpt_model_variable_names(NULL, 8, NULL, m), "tpt_model_variable_names", "buf");
+  EXPECT_NULL_ARG(tpt_model_variable_names(buf, 8, NULL, NULL), "tpt_model_variable_names", "model");
+  EXPECT_NULL_ARG(tpt_model_infer(NULL, m, NULL, 0, NULL, 1), "tpt_model_infer", "outputs");
+  EXPECT_NULL_ARG(tpt_model_infer(&t, NULL, NULL, 0, NULL, 0), "tpt_model_infer", "model");
+  EXPECT_NULL_ARG(tpt_tower_is_training(&i32, NULL), "tpt_tower_is_training", "tower");
+  EXPECT_NULL_ARG(tpt_tower_is_building(&i32, NULL), "tpt_tower_is_building", "tower");
+  EXPECT_NULL_ARG(tpt_tower_index(&i32, NULL), "tpt_tower_index", "tower");
+  EXPECT_NULL_ARG(tpt_tower_name(buf, 8, NULL), "tpt_tower_name", "tower");
+  EXPECT_NULL_ARG(tpt_tower_device(buf, 8, NULL), "tpt_tower_device", "tower");
+  EXPECT_NULL_ARG(tpt_tower_can_create_variables(&i32, NULL), "tpt_tower_can_create_variables", "tower");
+  EXPECT_NULL_ARG(tpt_tower_set_cost(NULL, t), "tpt_tower_set_cost", "tower");
+  EXPECT_NULL_ARG(tpt_tower_set_output(NULL, "x", t), "tpt_tower_set_output", "tower");
+  EXPECT_NULL_ARG(tpt_tower_push_scope(NULL, "x"), "tpt_tower_push_scope", "tower");
+  EXPECT_NULL_ARG(tpt_tower_pop_scope(NULL), "tpt_tower_pop_scope", "tower");
+  EXPECT_NULL_ARG(tpt_tower_variable(&t, NULL, "x", NULL, 0, NULL), "tpt_tower_variable", "tower");
+  EXPECT_NULL_ARG(tpt_tower_variable(NULL, NULL, "x", NULL, 0, NULL), "tpt_tower_variable", "out");
+  EXPECT_NULL_ARG(tpt_optimizer_new(NULL, "sgd"), "tpt_optimizer_new", "out");
+  EXPECT_NULL_ARG(tpt_optimizer_new(&o2, NULL), "tpt_optimizer_new", "kind");
   ok(tpt_optimizer_new(&o, "sgd"));
-  NULL_ARG(tpt_optimizer_set(NULL, "momentum", 1), "tpt_optimizer_set", "optimizer");
-  NULL_ARG(tpt_optimizer_set(o, NULL, 1), "tpt_optimizer_set", "name");
-  NULL_ARG(tpt_optimizer_get(NULL, o, "momentum"), "tpt_optimizer_get", "out");
-  NULL_ARG(tpt_optimizer_get(&d, NULL, "momentum"), "tpt_optimizer_get", "optimizer");
-  NULL_ARG(tpt_optimizer_scale_gradients(NULL, "x", 1), "tpt_optimizer_scale_gradients", "optimizer");
-  NULL_ARG(tpt_optimizer_scale_gradients(o, NULL, 1), "tpt_optimizer_scale_gradients", "pattern");
-  NULL_ARG(tpt_model_set_optimizer(NULL, o), "tpt_model_set_optimizer", "model");
-  NULL_ARG(tpt_model_set_optimizer(m, NULL), "tpt_model_set_optimizer", "optimizer");
-  NULL_ARG(tpt_input_from_tensors(NULL, NULL, 1, 1, 0, 0), "tpt_input_from_tensors", "out");
-  NULL_ARG(tpt_input_from_feed(NULL, feed, NULL, NULL), "tpt_input_from_feed", "out");
-  NULL_ARG(tpt_input_from_feed((tpt_input **)&t, NULL, NULL, NULL), "tpt_input_from_feed", "feed");
+  EXPECT_NULL_ARG(tpt_optimizer_set(NULL, "momentum", 1), "tpt_optimizer_set", "optimizer");
+  EXPECT_NULL_ARG(tpt_optimizer_set(o, NULL, 1), "tpt_optimizer_set", "name");
+  EXPECT_NULL_ARG(tpt_optimizer_get(NULL, o, "momentum"), "tpt_optimizer_get", "out");
+  EXPECT_NULL_ARG(tpt_optimizer_get(&d, NULL, "momentum"), "tpt_optimizer_get", "optimizer");
+  EXPECT_NULL_ARG(tpt_optimizer_scale_gradients(NULL, "x", 1), "tpt_optimizer_scale_gradients", "optimizer");
+  EXPECT_NULL_ARG(tpt_optimizer_scale_gradients(o, NULL, 1), "tpt_optimizer_scale_gradients", "pattern");
+  EXPECT_NULL_ARG(tpt_model_set_optimizer(NULL, o), "tpt_model_set_optimizer", "model");
+  EXPECT_NULL_ARG(tpt_model_set_optimizer(m, NULL), "tpt_model_set_optimizer", "optimizer");
+  EXPECT_NULL_ARG(tpt_input_from_tensors(NULL, NULL, 1, 1, 0, 0), "tpt_input_from_tensors", "out");
+  EXPECT_NULL_ARG(tpt_input_from_feed(NULL, feed, NULL, NULL), "tpt_input_from_feed", "out");
+  EXPECT_NULL_ARG(tpt_input_from_feed((tpt_input **)&t, NULL, NULL, NULL), "tpt_input_from_feed", "feed");
   tpt_trainer *tr = make_trainer(1, 1);
-  NULL_ARG(tpt_trainer_set_model(tr, NULL, NULL), "tpt_trainer_set_model", "model");
-  NULL_ARG(tpt_trainer_set_model(tr, m, NULL), "tpt_trainer_set_model", "input");
+  EXPECT_NULL_ARG(tpt_trainer_set_model(tr, NULL, NULL), "tpt_trainer_set_model", "model");
+  EXPECT_NULL_ARG(tpt_trainer_set_model(tr, m, NULL), "tpt_trainer_set_model", "input");
   {
     const char *src = "def forward(self, x):\n    return torch.sum(x)\n";
     const int64_t s1[] = {1}, sx[] = {-1};
     tpt_torchscript_param p[] = {{"w", s1, 1, NULL}};
     tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 1}};
     tpt_model *ts = NULL;
-    NULL_ARG(tpt_model_from_torchscript_source(NULL, src, p, 1, spec, 1), "tpt_model_from_torchscript_source", "out");
-    NULL_ARG(tpt_model_from_torchscript_source(&ts, NULL, p, 1, spec, 1), "tpt_model_from_torchscript_source", "source");
-    NULL_ARG(tpt_model_from_torchscript_source(&ts, src, NULL, 1, spec, 1), "tpt_model_from_torchscript_source", "params");
-    NULL_ARG(tpt_model_from_torchscript_source(&ts, src, p, 1, NULL, 1), "tpt_model_from_torchscript_source", "inputs");
+    EXPECT_NULL_ARG(tpt_model_from_torchscript_source(NULL, src, p, 1, spec, 1), "tpt_model_from_torchscript_source", "out");
+    EXPECT_NULL_ARG(tpt_model_from_torchscript_source(&ts, NULL, p, 1, spec, 1), "tpt_model_from_torchscript_source", "source");
+    EXPECT_NULL_ARG(tpt_model_from_torchscript_source(&ts, src, NULL, 1, spec, 1), "tpt_model_from_torchscript_source", "params");
+    EXPECT_NULL_ARG(tpt_model_from_torchscript_source(&ts, src, p, 1, NULL, 1), "tpt_model_from_torchscript_source", "inputs");
     assert_null(ts);
   }
   tpt_trainer_free(tr);

@@ -2,30 +2,11 @@
  * with a deleter, share, to, item, device, and DLPack both ways. Besides
  * tptrain.h this includes dlpack.h (the one LibTorch ships), as a DLPack
  * consumer would. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
 
 #include <ATen/dlpack.h>
 
-#include "tptrain.h"
-
-static void ok(tpt_status *st) {
-  if (st) fail_msg("unexpected error %s: %s", tpt_code_name(tpt_status_code(st)), tpt_status_message(st));
-}
-
-static void expect_code(tpt_status *st, tpt_code code, const char *fragment) {
-  if (!st) fail_msg("expected %s, got success", tpt_code_name(code));
-  if (tpt_status_code(st) != code) fail_msg("code %s: %s", tpt_code_name(tpt_status_code(st)), tpt_status_message(st));
-  if (fragment && !strstr(tpt_status_message(st), fragment))
-    fail_msg("message \"%s\" lacks \"%s\"", tpt_status_message(st), fragment);
-  tpt_status_free(st);
-}
+#include "test_common.h"
 
 static int deleted;
 static void *deleted_ptr;

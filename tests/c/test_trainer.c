@@ -3,33 +3,12 @@
  * thread, scheduling wrappers, step outputs, scalars and monitors. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-#include <cmocka.h>
-
-#include "tptrain.h"
+#include "test_common.h"
 
 /* ------------------------------------------------------------ helpers */
-
-static void ok(tpt_status *st) {
-  if (st) fail_msg("unexpected error %s: %s", tpt_code_name(tpt_status_code(st)), tpt_status_message(st));
-}
-
-static void expect_code(tpt_status *st, tpt_code code, const char *fragment) {
-  if (!st) fail_msg("expected %s, got success", tpt_code_name(code));
-  if (tpt_status_code(st) != code)
-    fail_msg("code %s, want %s: %s", tpt_code_name(tpt_status_code(st)), tpt_code_name(code), tpt_status_message(st));
-  if (fragment && !strstr(tpt_status_message(st), fragment))
-    fail_msg("message \"%s\" lacks \"%s\"", tpt_status_message(st), fragment);
-  tpt_status_free(st);
-}
 
 /* One observed event. */
 typedef struct {
@@ -847,8 +826,6 @@ static void test_options_validation(void **state) {
   tpt_trainer_free(t);
 }
 
-#define NULL_ARG(call, fn, arg) expect_code((call), TPT_ERR_INVALID_ARGUMENT, fn ": argument '" arg "' is NULL")
-
 static void test_null_arguments(void **state) {
   (void)state;
   tpt_trainer *t = make_trainer(1, 1, 1);
@@ -859,54 +836,54 @@ static void test_null_arguments(void **state) {
   tpt_tensor *tensor = NULL;
   tpt_callback *cb = NULL;
   cb_state s = {0};
-  NULL_ARG(tpt_trainer_new(NULL, NULL), "tpt_trainer_new", "out");
-  NULL_ARG(tpt_trainer_set_run_step(NULL, run_step, NULL, NULL), "tpt_trainer_set_run_step", "trainer");
-  NULL_ARG(tpt_trainer_set_run_step(t, NULL, NULL, NULL), "tpt_trainer_set_run_step", "run_step");
-  NULL_ARG(tpt_trainer_hooked_step(NULL, NULL, NULL), "tpt_trainer_hooked_step", "trainer");
-  NULL_ARG(tpt_trainer_run(NULL), "tpt_trainer_run", "trainer");
-  NULL_ARG(tpt_trainer_request_stop(NULL), "tpt_trainer_request_stop", "trainer");
-  NULL_ARG(tpt_trainer_stop_reason(NULL, t), "tpt_trainer_stop_reason", "out");
-  NULL_ARG(tpt_trainer_stop_reason(&str, NULL), "tpt_trainer_stop_reason", "trainer");
-  NULL_ARG(tpt_trainer_epoch_num(NULL, t), "tpt_trainer_epoch_num", "out");
-  NULL_ARG(tpt_trainer_epoch_num(&i64, NULL), "tpt_trainer_epoch_num", "trainer");
-  NULL_ARG(tpt_trainer_local_step(NULL, t), "tpt_trainer_local_step", "out");
-  NULL_ARG(tpt_trainer_local_step(&i64, NULL), "tpt_trainer_local_step", "trainer");
-  NULL_ARG(tpt_trainer_global_step(NULL, t), "tpt_trainer_global_step", "out");
-  NULL_ARG(tpt_trainer_global_step(&i64, NULL), "tpt_trainer_global_step", "trainer");
-  NULL_ARG(tpt_trainer_set_global_step(NULL, 1), "tpt_trainer_set_global_step", "trainer");
-  NULL_ARG(tpt_trainer_logdir(NULL, t), "tpt_trainer_logdir", "out");
-  NULL_ARG(tpt_trainer_logdir(&str, NULL), "tpt_trainer_logdir", "trainer");
-  NULL_ARG(tpt_trainer_log(NULL, "x"), "tpt_trainer_log", "trainer");
-  NULL_ARG(tpt_trainer_log(t, NULL), "tpt_trainer_log", "message");
-  NULL_ARG(tpt_trainer_set_output_scalar(NULL, "x", 1), "tpt_trainer_set_output_scalar", "trainer");
-  NULL_ARG(tpt_trainer_set_output_scalar(t, NULL, 1), "tpt_trainer_set_output_scalar", "name");
-  NULL_ARG(tpt_trainer_set_output(NULL, "x", tensor), "tpt_trainer_set_output", "trainer");
-  NULL_ARG(tpt_trainer_set_output(t, NULL, tensor), "tpt_trainer_set_output", "name");
-  NULL_ARG(tpt_trainer_set_output(t, "x", NULL), "tpt_trainer_set_output", "tensor");
-  NULL_ARG(tpt_trainer_output_scalar(NULL, t, "x"), "tpt_trainer_output_scalar", "out");
-  NULL_ARG(tpt_trainer_output_scalar(&d, NULL, "x"), "tpt_trainer_output_scalar", "trainer");
-  NULL_ARG(tpt_trainer_output_scalar(&d, t, NULL), "tpt_trainer_output_scalar", "name");
-  NULL_ARG(tpt_trainer_output(NULL, t, "x"), "tpt_trainer_output", "out");
-  NULL_ARG(tpt_trainer_output(&tensor, NULL, "x"), "tpt_trainer_output", "trainer");
-  NULL_ARG(tpt_trainer_output(&tensor, t, NULL), "tpt_trainer_output", "name");
-  NULL_ARG(tpt_callback_new(NULL, NULL), "tpt_callback_new", "out");
-  NULL_ARG(tpt_callback_new(&cb, NULL), "tpt_callback_new", "desc");
-  NULL_ARG(tpt_callback_periodic_trigger(&cb, NULL, 1, 0, 0), "tpt_callback_periodic_trigger", "inner");
-  NULL_ARG(tpt_callback_periodic_trigger(NULL, make_cb(&s, 0, 1), 1, 0, 0), "tpt_callback_periodic_trigger", "out");
-  NULL_ARG(tpt_callback_enable_if(&cb, NULL, odd_epoch, NULL, NULL), "tpt_callback_enable_if", "inner");
-  NULL_ARG(tpt_callback_enable_if(NULL, make_cb(&s, 0, 1), odd_epoch, NULL, NULL), "tpt_callback_enable_if", "out");
-  NULL_ARG(tpt_callback_periodic(&cb, NULL, 1, 0), "tpt_callback_periodic", "inner");
-  NULL_ARG(tpt_callback_periodic(NULL, make_cb(&s, 0, 1), 1, 0), "tpt_callback_periodic", "out");
-  NULL_ARG(tpt_trainer_add_callback(t, NULL), "tpt_trainer_add_callback", "callback");
-  NULL_ARG(tpt_trainer_add_monitor(t, NULL), "tpt_trainer_add_monitor", "monitor");
-  NULL_ARG(tpt_trainer_put_scalar(NULL, "x", 1), "tpt_trainer_put_scalar", "trainer");
-  NULL_ARG(tpt_trainer_put_scalar(t, NULL, 1), "tpt_trainer_put_scalar", "name");
-  NULL_ARG(tpt_trainer_scalar_latest(NULL, &i64, t, "x"), "tpt_trainer_scalar_latest", "value_out");
-  NULL_ARG(tpt_trainer_scalar_latest(&d, &i64, NULL, "x"), "tpt_trainer_scalar_latest", "trainer");
-  NULL_ARG(tpt_trainer_scalar_latest(&d, &i64, t, NULL), "tpt_trainer_scalar_latest", "name");
-  NULL_ARG(tpt_trainer_scalar_history(NULL, NULL, NULL, 0, t, "x"), "tpt_trainer_scalar_history", "count_out");
-  NULL_ARG(tpt_trainer_scalar_history(&n, NULL, NULL, 0, NULL, "x"), "tpt_trainer_scalar_history", "trainer");
-  NULL_ARG(tpt_trainer_scalar_history(&n, NULL, NULL, 0, t, NULL), "tpt_trainer_scalar_history", "name");
+  EXPECT_NULL_ARG(tpt_trainer_new(NULL, NULL), "tpt_trainer_new", "out");
+  EXPECT_NULL_ARG(tpt_trainer_set_run_step(NULL, run_step, NULL, NULL), "tpt_trainer_set_run_step", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_set_run_step(t, NULL, NULL, NULL), "tpt_trainer_set_run_step", "run_step");
+  EXPECT_NULL_ARG(tpt_trainer_hooked_step(NULL, NULL, NULL), "tpt_trainer_hooked_step", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_run(NULL), "tpt_trainer_run", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_request_stop(NULL), "tpt_trainer_request_stop", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_stop_reason(NULL, t), "tpt_trainer_stop_reason", "out");
+  EXPECT_NULL_ARG(tpt_trainer_stop_reason(&str, NULL), "tpt_trainer_stop_reason", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_epoch_num(NULL, t), "tpt_trainer_epoch_num", "out");
+  EXPECT_NULL_ARG(tpt_trainer_epoch_num(&i64, NULL), "tpt_trainer_epoch_num", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_local_step(NULL, t), "tpt_trainer_local_step", "out");
+  EXPECT_NULL_ARG(tpt_trainer_local_step(&i64, NULL), "tpt_trainer_local_step", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_global_step(NULL, t), "tpt_trainer_global_step", "out");
+  EXPECT_NULL_ARG(tpt_trainer_global_step(&i64, NULL), "tpt_trainer_global_step", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_set_global_step(NULL, 1), "tpt_trainer_set_global_step", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_logdir(NULL, t), "tpt_trainer_logdir", "out");
+  EXPECT_NULL_ARG(tpt_trainer_logdir(&str, NULL), "tpt_trainer_logdir", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_log(NULL, "x"), "tpt_trainer_log", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_log(t, NULL), "tpt_trainer_log", "message");
+  EXPECT_NULL_ARG(tpt_trainer_set_output_scalar(NULL, "x", 1), "tpt_trainer_set_output_scalar", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_set_output_scalar(t, NULL, 1), "tpt_trainer_set_output_scalar", "name");
+  EXPECT_NULL_ARG(tpt_trainer_set_output(NULL, "x", tensor), "tpt_trainer_set_output", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_set_output(t, NULL, tensor), "tpt_trainer_set_output", "name");
+  EXPECT_NULL_ARG(tpt_trainer_set_output(t, "x", NULL), "tpt_trainer_set_output", "tensor");
+  EXPECT_NULL_ARG(tpt_trainer_output_scalar(NULL, t, "x"), "tpt_trainer_output_scalar", "out");
+  EXPECT_NULL_ARG(tpt_trainer_output_scalar(&d, NULL, "x"), "tpt_trainer_output_scalar", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_output_scalar(&d, t, NULL), "tpt_trainer_output_scalar", "name");
+  EXPECT_NULL_ARG(tpt_trainer_output(NULL, t, "x"), "tpt_trainer_output", "out");
+  EXPECT_NULL_ARG(tpt_trainer_output(&tensor, NULL, "x"), "tpt_trainer_output", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_output(&tensor, t, NULL), "tpt_trainer_output", "name");
+  EXPECT_NULL_ARG(tpt_callback_new(NULL, NULL), "tpt_callback_new", "out");
+  EXPECT_NULL_ARG(tpt_callback_new(&cb, NULL), "tpt_callback_new", "desc");
+  EXPECT_NULL_ARG(tpt_callback_periodic_trigger(&cb, NULL, 1, 0, 0), "tpt_callback_periodic_trigger", "inner");
+  EXPECT_NULL_ARG(tpt_callback_periodic_trigger(NULL, make_cb(&s, 0, 1), 1, 0, 0), "tpt_callback_periodic_trigger", "out");
+  EXPECT_NULL_ARG(tpt_callback_enable_if(&cb, NULL, odd_epoch, NULL, NULL), "tpt_callback_enable_if", "inner");
+  EXPECT_NULL_ARG(tpt_callback_enable_if(NULL, make_cb(&s, 0, 1), odd_epoch, NULL, NULL), "tpt_callback_enable_if", "out");
+  EXPECT_NULL_ARG(tpt_callback_periodic(&cb, NULL, 1, 0), "tpt_callback_periodic", "inner");
+  EXPECT_NULL_ARG(tpt_callback_periodic(NULL, make_cb(&s, 0, 1), 1, 0), "tpt_callback_periodic", "out");
+  EXPECT_NULL_ARG(tpt_trainer_add_callback(t, NULL), "tpt_trainer_add_callback", "callback");
+  EXPECT_NULL_ARG(tpt_trainer_add_monitor(t, NULL), "tpt_trainer_add_monitor", "monitor");
+  EXPECT_NULL_ARG(tpt_trainer_put_scalar(NULL, "x", 1), "tpt_trainer_put_scalar", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_put_scalar(t, NULL, 1), "tpt_trainer_put_scalar", "name");
+  EXPECT_NULL_ARG(tpt_trainer_scalar_latest(NULL, &i64, t, "x"), "tpt_trainer_scalar_latest", "value_out");
+  EXPECT_NULL_ARG(tpt_trainer_scalar_latest(&d, &i64, NULL, "x"), "tpt_trainer_scalar_latest", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_scalar_latest(&d, &i64, t, NULL), "tpt_trainer_scalar_latest", "name");
+  EXPECT_NULL_ARG(tpt_trainer_scalar_history(NULL, NULL, NULL, 0, t, "x"), "tpt_trainer_scalar_history", "count_out");
+  EXPECT_NULL_ARG(tpt_trainer_scalar_history(&n, NULL, NULL, 0, NULL, "x"), "tpt_trainer_scalar_history", "trainer");
+  EXPECT_NULL_ARG(tpt_trainer_scalar_history(&n, NULL, NULL, 0, t, NULL), "tpt_trainer_scalar_history", "name");
   assert_int_equal(s.destroyed, 3);
   /* a foreign pointer is not taken for a trainer */
   int64_t not_a_trainer[4] = {1, 2, 3, 4};

@@ -1,0 +1,53 @@
+/* What every cmocka suite of the C API uses: cmocka itself, tptrain.h, and
+ * the checks of a returned status. Functions are static inline so that a
+ * suite that does not use one gets no unused-function warning. */
+#ifndef TPT_TEST_COMMON_H
+#define TPT_TEST_COMMON_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tptrain.h"
+
+/* Fails the test unless `st` is NULL (success). */
+static inline void ok(tpt_status *st) {
+  if (st) fail_msg("unexpected error %s: %s", tpt_code_name(tpt_status_code(st)), tpt_status_message(st));
+}
+
+/* Asserts that `st` failed with `code` and that its message contains
+ * `fragment` (unless NULL); frees it. */
+static inline void expect_code(tpt_status *st, tpt_code code, const char *fragment) {
+  if (!st) fail_msg("expected %s (\"%s\"), got success", tpt_code_name(code), fragment ? fragment : "");
+  if (tpt_status_code(st) != code)
+    fail_msg("code %s, want %s: %s", tpt_code_name(tpt_status_code(st)), tpt_code_name(code), tpt_status_message(st));
+  if (fragment && !strstr(tpt_status_message(st), fragment))
+    fail_msg("message \"%s\" lacks \"%s\"", tpt_status_message(st), fragment);
+  tpt_status_free(st);
+}
+
+/* Like expect_code, with two fragments. */
+static inline void expect_code2(tpt_status *st, tpt_code code, const char *a, const char *b) {
+  if (st && b && !strstr(tpt_status_message(st), b))
+    fail_msg("message \"%s\" lacks \"%s\"", tpt_status_message(st), b);
+  expect_code(st, code, a);
+}
+
+/* A NULL argument's error: "fn: argument 'arg' is NULL". */
+#define EXPECT_NULL_ARG(call, fn, arg) expect_code((call), TPT_ERR_INVALID_ARGUMENT, fn ": argument '" arg "' is NULL")
+
+/* A tensor argument of tpt_op_call. */
+static inline tpt_arg T(const tpt_tensor *t) {
+  tpt_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = TPT_ARG_TENSOR;
+  a.tensor = t;
+  return a;
+}
+
+#endif
