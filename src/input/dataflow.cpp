@@ -76,12 +76,22 @@ void DataFlow::reset_state() {
 
 void DataFlow::reset_tree(uint64_t base, uint64_t &index) {
   stop_threads();
-  node_seed_ = mix_seed(base, index++);
+  node_seed_ = restored_ ? restored_seed_ : mix_seed(base, index);
+  ++index;
   for (DataFlow *c : children()) c->reset_tree(base, index);
-  if (Rng *r = rng(); r && !restored_) r->seed(node_seed_);
-  restored_ = false;
+  if (Rng *r = rng()) {
+    if (restored_) *r = restored_rng_;
+    else r->seed(node_seed_);
+  }
   on_reset();
   clear_pass();
+  if (restored_) {
+    restored_ = false;
+    std::vector<uint8_t> own = std::move(restored_own_);
+    restored_own_.clear();
+    StateReader r(own.data(), own.size());
+    load_own(r, /*apply=*/true);
+  }
   start_threads();
   was_reset_ = true;
 }
@@ -116,68 +126,127 @@ void DataFlow::claim(const std::string &consumer) {
 }
 
 namespace {
-constexpr char kStateMagic[8] = {'T', 'P', 'T', 'D', 'F', 'S', '0', '1'};
+// Format 02: positions and seeds too (01 had the generators only).
+constexpr char kStateMagic[8] = {'T', 'P', 'T', 'D', 'F', 'S', '0', '2'};
+constexpr char kStateMagic01[8] = {'T', 'P', 'T', 'D', 'F', 'S', '0', '1'};
 uint64_t fnv1a(const std::string &s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
   return h;
 }
+}  // namespace
+
+void bad_state(const std::string &why) { invalid_argument("not a state of this dataflow: " + why); }
+
 void put_u64(std::vector<uint8_t> &out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
 }
-uint64_t get_u64(const uint8_t *p) {
+
+void put_rng(std::vector<uint8_t> &out, const Rng &r) {
+  for (uint64_t w : r.s) put_u64(out, w);
+}
+
+uint64_t StateReader::u64() {
+  if (n_ - pos_ < 8) bad_state("it is truncated");
   uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p_[pos_ + i]) << (8 * i);
+  pos_ += 8;
   return v;
 }
-}  // namespace
 
-// Layout: magic, node count, then per node (preorder): hash of its kind, a
-// flag, and the 4 words of its generator when the flag is 1.
+Rng StateReader::rng() {
+  Rng r;
+  for (auto &w : r.s) w = u64();
+  return r;
+}
+
+StateReader StateReader::sub(size_t n) {
+  if (n_ - pos_ < n) bad_state("it is truncated");
+  StateReader r(p_ + pos_, n);
+  pos_ += n;
+  return r;
+}
+
+// Layout: magic, node count, then the tree in preorder; per node: the hash of
+// its kind, its seed, a flag and the 4 words of its generator when the flag
+// is 1, the length of its own part and the part (positions), then its
+// children.
 std::vector<uint8_t> DataFlow::get_state() const {
   std::vector<DataFlow *> nodes;
   const_cast<DataFlow *>(this)->collect(nodes);
   std::vector<uint8_t> out(kStateMagic, kStateMagic + 8);
   put_u64(out, nodes.size());
-  for (DataFlow *n : nodes) {
-    put_u64(out, fnv1a(n->kind()));
-    Rng *r = n->rng();
-    put_u64(out, r ? 1 : 0);
-    if (r)
-      for (uint64_t w : r->s) put_u64(out, w);
-  }
+  save_tree(out);
   return out;
+}
+
+void DataFlow::save_tree(std::vector<uint8_t> &out) const {
+  if (!save_snapshot(out)) save_now(out);
+}
+
+void DataFlow::save_now(std::vector<uint8_t> &out) const {
+  save_header(out);
+  save_children(out);
+}
+
+void DataFlow::save_header(std::vector<uint8_t> &out) const {
+  put_u64(out, fnv1a(kind_));
+  put_u64(out, node_seed_);
+  Rng *r = const_cast<DataFlow *>(this)->rng();
+  put_u64(out, r ? 1 : 0);
+  if (r) put_rng(out, *r);
+  size_t at = out.size();
+  put_u64(out, 0);
+  save_own(out);
+  uint64_t n = out.size() - at - 8;
+  for (int i = 0; i < 8; ++i) out[at + i] = static_cast<uint8_t>(n >> (8 * i));
+}
+
+void DataFlow::save_children(std::vector<uint8_t> &out) const {
+  for (DataFlow *c : children()) c->save_tree(out);
+}
+
+void DataFlow::load_tree(StateReader &r, bool apply, size_t &index) {
+  std::string part = "part " + std::to_string(index) + " (" + kind_ + ")";
+  if (r.u64() != fnv1a(kind_))
+    bad_state("part " + std::to_string(index) + " is a " + kind_ + " here and something else in the state");
+  uint64_t seed = r.u64();
+  uint64_t flag = r.u64();
+  Rng *g = rng();
+  if (flag > 1 || (flag == 1) != (g != nullptr)) bad_state(part + " differs");
+  Rng v;
+  if (g) v = r.rng();
+  uint64_t n = r.u64();
+  StateReader own = r.sub(static_cast<size_t>(n));
+  const uint8_t *own_bytes = own.here();
+  load_own(own, /*apply=*/false);
+  if (!own.done()) bad_state(part + " has more bytes than it reads");
+  if (apply) {
+    restored_ = true;
+    restored_seed_ = seed;
+    restored_rng_ = v;
+    restored_own_.assign(own_bytes, own_bytes + n);
+  }
+  ++index;
+  for (DataFlow *c : children()) c->load_tree(r, apply, index);
 }
 
 void DataFlow::set_state(const uint8_t *data, size_t size) {
   std::vector<DataFlow *> nodes;
   collect(nodes);
-  auto bad = [](const std::string &why) { invalid_argument("not a state of this dataflow: " + why); };
-  if (size < 16 || std::memcmp(data, kStateMagic, 8) != 0) bad("it does not start with a dataflow state's tag");
-  if (get_u64(data + 8) != nodes.size())
-    bad("it has " + std::to_string(get_u64(data + 8)) + " parts, this pipeline has " + std::to_string(nodes.size()));
-  size_t pos = 16;
-  std::vector<std::pair<Rng *, Rng>> restore;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (pos + 16 > size) bad("it is truncated");
-    if (get_u64(data + pos) != fnv1a(nodes[i]->kind()))
-      bad("part " + std::to_string(i) + " is a " + nodes[i]->kind() + " here and something else in the state");
-    uint64_t flag = get_u64(data + pos + 8);
-    pos += 16;
-    Rng *r = nodes[i]->rng();
-    if ((flag == 1) != (r != nullptr)) bad("part " + std::to_string(i) + " (" + nodes[i]->kind() + ") differs");
-    if (r) {
-      if (pos + 32 > size) bad("it is truncated");
-      Rng v;
-      for (int k = 0; k < 4; ++k) v.s[k] = get_u64(data + pos + 8 * k);
-      pos += 32;
-      restore.emplace_back(r, v);
-    }
+  if (size >= 8 && std::memcmp(data, kStateMagic01, 8) == 0)
+    bad_state("it is in format 01 (generators only, from an older tptrain); save it again");
+  if (size < 16 || std::memcmp(data, kStateMagic, 8) != 0) bad_state("it does not start with a dataflow state's tag");
+  StateReader head(data + 8, 8);
+  uint64_t count = head.u64();
+  if (count != nodes.size())
+    bad_state("it has " + std::to_string(count) + " parts, this pipeline has " + std::to_string(nodes.size()));
+  for (bool apply : {false, true}) {  // check all of it, then apply
+    StateReader r(data + 16, size - 16);
+    size_t index = 0;
+    load_tree(r, apply, index);
+    if (!r.done()) bad_state("it has " + std::to_string(r.left_bytes()) + " bytes too many");
   }
-  if (pos != size) bad("it has " + std::to_string(size - pos) + " bytes too many");
-  for (auto &[r, v] : restore) *r = v;  // all checked: apply
-  for (DataFlow *n : nodes)
-    if (n->rng()) n->restored_ = true;
 }
 
 namespace {
@@ -206,7 +275,10 @@ class TensorSource final : public DataFlow {
   }
   bool next(Datapoint &dp) override {
     if (need_pass_) {
-      if (shuffle_) order_ = rng_.permutation(rows_);
+      if (shuffle_) {
+        pass_rng_ = rng_;
+        order_ = rng_.permutation(rows_);
+      }
       pos_ = 0;
       need_pass_ = false;
     }
@@ -225,6 +297,33 @@ class TensorSource final : public DataFlow {
  protected:
   void clear_pass() override { need_pass_ = true; }
   Rng *rng() override { return shuffle_ ? &rng_ : nullptr; }
+  // In a pass: the position, and the generator as it was before the pass's
+  // order was drawn (the order is drawn again from it).
+  void save_own(std::vector<uint8_t> &out) const override {
+    put_u64(out, need_pass_ ? 1 : 0);
+    if (need_pass_) return;
+    put_u64(out, static_cast<uint64_t>(pos_));
+    if (shuffle_) put_rng(out, pass_rng_);
+  }
+  void load_own(StateReader &r, bool apply) override {
+    bool need = r.u64() != 0;
+    if (need) {
+      if (apply) need_pass_ = true;
+      return;
+    }
+    uint64_t pos = r.u64();
+    if (pos > static_cast<uint64_t>(rows_))
+      bad_state("position " + std::to_string(pos) + " is past the " + std::to_string(rows_) + " rows of " + kind());
+    Rng before;
+    if (shuffle_) before = r.rng();
+    if (!apply) return;
+    need_pass_ = false;
+    pos_ = static_cast<int64_t>(pos);
+    if (shuffle_) {
+      pass_rng_ = before;
+      order_ = before.permutation(rows_);
+    }
+  }
 
  private:
   std::vector<at::Tensor> tensors_;
@@ -232,7 +331,7 @@ class TensorSource final : public DataFlow {
   int64_t rows_ = 0, pos_ = 0;
   bool need_pass_ = true;
   std::vector<int64_t> order_;
-  Rng rng_;
+  Rng rng_, pass_rng_;
 };
 
 class FunctionSource final : public DataFlow {
@@ -276,10 +375,14 @@ class FakeSource final : public DataFlow {
     }
     ++pos_;
     if (!random_) {
-      if (constant_.empty()) constant_ = make();
+      if (constant_.empty()) {  // from the node's seed, so that a restored state makes it again
+        Rng c;
+        c.seed(mix_seed(node_seed(), 0x636f6e7374616e74ull));
+        constant_ = make(c);
+      }
       dp = constant_;
     } else {
-      dp = make();
+      dp = make(rng_);
     }
     return true;
   }
@@ -289,16 +392,22 @@ class FakeSource final : public DataFlow {
   void clear_pass() override { pos_ = 0; }
   void on_reset() override { constant_.clear(); }
   Rng *rng() override { return &rng_; }
+  void save_own(std::vector<uint8_t> &out) const override { put_u64(out, static_cast<uint64_t>(pos_)); }
+  void load_own(StateReader &r, bool apply) override {
+    uint64_t pos = r.u64();
+    if (pos > static_cast<uint64_t>(size_)) bad_state("position " + std::to_string(pos) + " is past FakeData's size");
+    if (apply) pos_ = static_cast<int64_t>(pos);
+  }
 
  private:
-  Datapoint make() {
+  Datapoint make(Rng &rng) {
     Datapoint dp;
     for (const auto &s : specs_) {
       at::Tensor v = at::empty(s.shape, at::TensorOptions().dtype(at::kDouble));
       double *p = v.data_ptr<double>();
       const bool integral = !c10::isFloatingType(s.dtype) && !c10::isComplexType(s.dtype);
       for (int64_t i = 0, n = v.numel(); i < n; ++i) {
-        double x = low_ + (high_ - low_) * rng_.uniform();
+        double x = low_ + (high_ - low_) * rng.uniform();
         p[i] = integral ? std::floor(x) : x;
       }
       dp.push_back(v.to(s.dtype));
@@ -388,6 +497,11 @@ class Batch final : public Proxy {
 
  protected:
   void clear_pass() override { ended_ = false; }
+  void save_own(std::vector<uint8_t> &out) const override { put_u64(out, ended_ ? 1 : 0); }
+  void load_own(StateReader &r, bool apply) override {
+    bool ended = r.u64() != 0;
+    if (apply) ended_ = ended;
+  }
 
  private:
   int64_t bs_;
@@ -459,6 +573,13 @@ class LocalShuffle final : public Proxy {
     got_ = 0;
   }
   Rng *rng() override { return &rng_; }
+  // The buffer is not saved: a restored LocallyShuffleData fills it anew
+  // from where its input was (what the buffer held is skipped).
+  void save_own(std::vector<uint8_t> &out) const override { put_u64(out, static_cast<uint64_t>(got_)); }
+  void load_own(StateReader &r, bool apply) override {
+    uint64_t got = r.u64();
+    if (apply) got_ = static_cast<int64_t>(got);
+  }
 
  private:
   // Reads one datapoint into the buffer (n_reuse times), going on to the
@@ -485,7 +606,13 @@ class Cache final : public Proxy {
  public:
   Cache(DataFlowPtr df, bool shuffle) : Proxy("CacheData", std::move(df)), shuffle_(shuffle) {}
   bool next(Datapoint &dp) override {
+    if (refill_) refill();
     if (!filled_) {
+      if (!fill_started_) {  // the input's state now is where the cache starts
+        fill_start_.clear();
+        Proxy::save_children(fill_start_);
+        fill_started_ = true;
+      }
       if (df_->next(dp)) {
         cached_.push_back(dp);
         return true;
@@ -495,7 +622,10 @@ class Cache final : public Proxy {
       order_.clear();
       return false;
     }
-    if (pos_ == 0 && order_.empty() && shuffle_) order_ = rng_.permutation(static_cast<int64_t>(cached_.size()));
+    if (pos_ == 0 && order_.empty() && shuffle_) {
+      pass_rng_ = rng_;
+      order_ = rng_.permutation(static_cast<int64_t>(cached_.size()));
+    }
     if (pos_ >= cached_.size()) {
       pos_ = 0;
       order_.clear();
@@ -512,22 +642,88 @@ class Cache final : public Proxy {
 
  protected:
   void clear_pass() override {
-    if (!filled_) cached_.clear();  // a first pass cut short is read again
+    if (!filled_) {  // a first pass cut short is read again
+      cached_.clear();
+      fill_started_ = false;
+    }
     pos_ = 0;
     order_.clear();
   }
   void on_reset() override {
     filled_ = false;
+    fill_started_ = false;
+    refill_ = false;
     cached_.clear();
   }
   Rng *rng() override { return shuffle_ ? &rng_ : nullptr; }
+  // The cache itself is not saved: the input's state where the cache
+  // started is, and a restored CacheData reads the input again from there
+  // (the whole pass when the cache was full, else what it had cached).
+  void save_children(std::vector<uint8_t> &out) const override {
+    if (fill_started_) out.insert(out.end(), fill_start_.begin(), fill_start_.end());
+    else Proxy::save_children(out);
+  }
+  void save_own(std::vector<uint8_t> &out) const override {
+    put_u64(out, filled_ ? 1 : 0);
+    put_u64(out, cached_.size());
+    put_u64(out, pos_);
+    bool ordered = filled_ && shuffle_ && !order_.empty();
+    put_u64(out, ordered ? 1 : 0);
+    if (ordered) put_rng(out, pass_rng_);
+  }
+  void load_own(StateReader &r, bool apply) override {
+    bool filled = r.u64() != 0;
+    uint64_t n = r.u64(), pos = r.u64();
+    bool ordered = r.u64() != 0;
+    if (pos > n) bad_state("CacheData's position is past its cache");
+    if (ordered && !shuffle_) bad_state("CacheData differs (shuffle)");
+    Rng before;
+    if (ordered) before = r.rng();
+    if (!apply) return;
+    filled_ = filled;
+    refill_ = n > 0 || filled;
+    refill_count_ = n;
+    pos_ = static_cast<size_t>(pos);
+    has_pass_rng_ = ordered;
+    pass_rng_ = before;
+  }
 
  private:
+  // After a restore: the cache read again from the input's restored state.
+  void refill() {
+    refill_ = false;
+    fill_start_.clear();
+    Proxy::save_children(fill_start_);
+    fill_started_ = true;
+    cached_.clear();
+    Datapoint x;
+    if (filled_) {
+      while (df_->next(x)) cached_.push_back(std::move(x));
+    } else {
+      for (uint64_t k = 0; k < refill_count_; ++k) {
+        if (!df_->next(x)) fail(TPT_ERR_STATE, "CacheData: its input gave fewer datapoints than the restored state cached");
+        cached_.push_back(std::move(x));
+      }
+    }
+    if (filled_ && cached_.size() != refill_count_)
+      fail(TPT_ERR_STATE, "CacheData: its input gave " + std::to_string(cached_.size()) +
+                              " datapoints, the restored state cached " + std::to_string(refill_count_));
+    if (has_pass_rng_) {
+      Rng r = pass_rng_;
+      order_ = r.permutation(static_cast<int64_t>(cached_.size()));
+      has_pass_rng_ = false;
+    }
+  }
+
   bool shuffle_, filled_ = false;
   std::vector<Datapoint> cached_;
   size_t pos_ = 0;
   std::vector<int64_t> order_;
-  Rng rng_;
+  Rng rng_, pass_rng_;
+  bool fill_started_ = false;
+  std::vector<uint8_t> fill_start_;
+  bool refill_ = false, has_pass_rng_ = false;
+  uint64_t refill_count_ = 0;
 };
 
 class Repeat final : public Proxy {
@@ -560,6 +756,15 @@ class Repeat final : public Proxy {
   void clear_pass() override {
     done_ = 0;
     got_ = false;
+  }
+  void save_own(std::vector<uint8_t> &out) const override {
+    put_u64(out, static_cast<uint64_t>(done_));
+    put_u64(out, got_ ? 1 : 0);
+  }
+  void load_own(StateReader &r, bool apply) override {
+    uint64_t done = r.u64();
+    bool got = r.u64() != 0;
+    if (apply) done_ = static_cast<int64_t>(done), got_ = got;
   }
 
  private:
@@ -597,6 +802,16 @@ class FixedSize final : public Proxy {
   void clear_pass() override {
     count_ = 0;
     got_ = false;
+  }
+  void save_own(std::vector<uint8_t> &out) const override {
+    put_u64(out, static_cast<uint64_t>(count_));
+    put_u64(out, got_ ? 1 : 0);
+  }
+  void load_own(StateReader &r, bool apply) override {
+    uint64_t count = r.u64();
+    bool got = r.u64() != 0;
+    if (count > static_cast<uint64_t>(size_)) bad_state("FixedSizeData's count is past its size");
+    if (apply) count_ = static_cast<int64_t>(count), got_ = got;
   }
 
  private:
@@ -657,6 +872,12 @@ class Concat final : public Many {
 
  protected:
   void clear_pass() override { cur_ = 0; }
+  void save_own(std::vector<uint8_t> &out) const override { put_u64(out, cur_); }
+  void load_own(StateReader &r, bool apply) override {
+    uint64_t cur = r.u64();
+    if (cur > dfs_.size()) bad_state("ConcatData's input index is out of range");
+    if (apply) cur_ = static_cast<size_t>(cur);
+  }
 
  private:
   size_t cur_ = 0;

@@ -34,6 +34,27 @@ struct Rng {
 // splitmix64 finaliser: mixes a seed with a node's place in the tree.
 uint64_t mix_seed(uint64_t a, uint64_t b);
 
+// Little-endian words in a dataflow state (see DataFlow::get_state).
+void put_u64(std::vector<uint8_t> &out, uint64_t v);
+void put_rng(std::vector<uint8_t> &out, const Rng &r);
+// Throws "not a state of this dataflow: <why>" (TPT_ERR_INVALID_ARGUMENT).
+[[noreturn]] void bad_state(const std::string &why);
+class StateReader {
+ public:
+  StateReader(const uint8_t *data, size_t size) : p_(data), n_(size) {}
+  uint64_t u64();
+  Rng rng();
+  // The next n bytes as a reader of their own.
+  StateReader sub(size_t n);
+  bool done() const { return pos_ == n_; }
+  size_t left_bytes() const { return n_ - pos_; }
+  const uint8_t *here() const { return p_ + pos_; }
+
+ private:
+  const uint8_t *p_;
+  size_t n_, pos_ = 0;
+};
+
 class DataFlow {
  public:
   explicit DataFlow(std::string kind) : kind_(std::move(kind)) {}
@@ -58,8 +79,18 @@ class DataFlow {
   void stop();
 
   void set_seed(uint64_t seed) { seed_ = seed; }
+  // The state of the whole pipeline as of the last datapoint this node gave
+  // (its generators, positions and the seeds of its last reset), for the
+  // consumer's thread between next() calls. Nodes with threads keep a
+  // snapshot of their input's state with every datapoint they read ahead,
+  // so the state does not include what they read ahead.
   std::vector<uint8_t> get_state() const;
+  // Checks a state of this pipeline's shape; the next reset continues from
+  // it (mid-pass: the datapoint after the last one given) instead of
+  // reseeding. Nothing changes if it throws.
   void set_state(const uint8_t *data, size_t size);
+  // Appends this subtree's state (see get_state) to `out`.
+  void save_tree(std::vector<uint8_t> &out) const;
 
   // Records that `consumer` reads this dataflow; a second consumer is an error.
   void claim(const std::string &consumer);
@@ -80,10 +111,29 @@ class DataFlow {
   // and saves / restores it.
   virtual Rng *rng() { return nullptr; }
   // The seed given to the node at its last reset (for sources that seed
-  // something else, such as a C callback).
+  // something else, such as a C callback). A restored state brings its own.
   uint64_t node_seed() const { return node_seed_; }
 
+  // State beyond the generator and the seed: positions in the pass. save_own
+  // runs on the consumer's thread between next() calls; load_own reads what
+  // save_own wrote and, with `apply`, sets it, at a reset after clear_pass()
+  // and before start_threads() (without `apply` it only checks).
+  virtual void save_own(std::vector<uint8_t> &) const {}
+  virtual void load_own(StateReader &, bool /*apply*/) {}
+  // The children's part of the state; Cache gives what they were when its
+  // cache started filling.
+  virtual void save_children(std::vector<uint8_t> &out) const;
+  // Nodes with threads: appends the state as of the last datapoint given and
+  // returns true (else save_tree writes the state as it is now).
+  virtual bool save_snapshot(std::vector<uint8_t> &) const { return false; }
+  // What save_tree writes when there is no snapshot: this node now, then its
+  // children's save_tree.
+  void save_now(std::vector<uint8_t> &out) const;
+  // The node's own part of the state (kind, seed, generator, save_own).
+  void save_header(std::vector<uint8_t> &out) const;
+
  private:
+  void load_tree(StateReader &r, bool apply, size_t &index);
   void reset_tree(uint64_t base, uint64_t &index);
   void restart_tree();
   void stop_tree();
@@ -94,7 +144,11 @@ class DataFlow {
   std::optional<uint64_t> seed_;
   uint64_t node_seed_ = 0;
   bool was_reset_ = false;
+  // A state set by set_state, applied at the next reset.
   bool restored_ = false;
+  uint64_t restored_seed_ = 0;
+  Rng restored_rng_;
+  std::vector<uint8_t> restored_own_;
 };
 
 using DataFlowPtr = std::shared_ptr<DataFlow>;

@@ -39,11 +39,14 @@ class ParallelMap final : public DataFlow {
       if (in_flight_ == 0) {  // the pass is over (strict), or the input has no data
         child_ended_ = false;
         fed_in_child_pass_ = 0;
+        last_.clear();
+        save_now(last_);
         return false;
       }
       Result r = wait_result();
       --in_flight_;
       if (r.error) std::rethrow_exception(r.error);
+      last_ = std::move(r.snapshot);  // unordered: an approximation (see the header)
       if (r.dp.empty()) {
         if (o_.strict) fail(TPT_ERR_CALLBACK, kind() + ": the map function dropped a datapoint (not allowed in strict mode)");
         continue;
@@ -81,6 +84,19 @@ class ParallelMap final : public DataFlow {
   void clear_pass() override {
     child_ended_ = false;
     fed_in_child_pass_ = 0;
+    last_.clear();
+  }
+  // The state as of the last datapoint given: what save_now wrote when its
+  // input was read (the generator had drawn its seed).
+  bool save_snapshot(std::vector<uint8_t> &out) const override {
+    if (last_.empty()) return false;
+    out.insert(out.end(), last_.begin(), last_.end());
+    return true;
+  }
+  void save_own(std::vector<uint8_t> &out) const override { put_u64(out, static_cast<uint64_t>(fed_in_child_pass_)); }
+  void load_own(StateReader &r, bool apply) override {
+    uint64_t fed = r.u64();
+    if (apply) fed_in_child_pass_ = static_cast<int64_t>(fed);
   }
 
  private:
@@ -88,10 +104,12 @@ class ParallelMap final : public DataFlow {
     uint64_t seq;
     Datapoint dp;
     uint64_t seed;
+    std::vector<uint8_t> snapshot;
   };
   struct Result {
     Datapoint dp;
     std::exception_ptr error;
+    std::vector<uint8_t> snapshot;
   };
 
   // Reads the input on the consumer's thread until the buffer is full.
@@ -107,9 +125,12 @@ class ParallelMap final : public DataFlow {
         continue;
       }
       ++fed_in_child_pass_;
+      uint64_t seed = rng_.next();
+      std::vector<uint8_t> snapshot;
+      save_now(snapshot);
       {
         std::lock_guard<std::mutex> l(mu_);
-        jobs_.push_back(Job{next_seq_++, std::move(x), rng_.next()});
+        jobs_.push_back(Job{next_seq_++, std::move(x), seed, std::move(snapshot)});
       }
       ++in_flight_;
       work_cv_.notify_one();
@@ -142,6 +163,7 @@ class ParallelMap final : public DataFlow {
         jobs_.pop_front();
       }
       Result r;
+      r.snapshot = std::move(job.snapshot);
       try {
         fn_(job.dp, job.seed);
         r.dp = std::move(job.dp);
@@ -173,6 +195,7 @@ class ParallelMap final : public DataFlow {
   uint64_t next_seq_ = 0, expect_seq_ = 0;
   bool child_ended_ = false;
   int64_t fed_in_child_pass_ = 0;
+  std::vector<uint8_t> last_;  // the snapshot of the last datapoint given (empty: none since the pass began)
 };
 
 class Prefetch final : public DataFlow {
@@ -197,6 +220,8 @@ class Prefetch final : public DataFlow {
       error_ = it.error;
       std::rethrow_exception(error_);
     }
+    last_child_ = std::move(it.snapshot);
+    has_last_ = true;
     if (it.end) return false;
     dp = std::move(it.dp);
     return true;
@@ -208,7 +233,17 @@ class Prefetch final : public DataFlow {
   void start_threads() override {
     q_.reset();
     error_ = nullptr;
+    last_child_.clear();
+    df_->save_tree(last_child_);  // nothing given yet: the input as it is before the thread reads it
+    has_last_ = true;
     thread_ = std::thread([this] { produce(); });
+  }
+  // This node, then its input's state as of the last datapoint given.
+  bool save_snapshot(std::vector<uint8_t> &out) const override {
+    if (!has_last_) return false;
+    save_header(out);
+    out.insert(out.end(), last_child_.begin(), last_child_.end());
+    return true;
   }
   void stop_threads() override {
     q_.close();
@@ -221,12 +256,14 @@ class Prefetch final : public DataFlow {
     Datapoint dp;
     bool end = false;
     std::exception_ptr error;
+    std::vector<uint8_t> snapshot;  // the input's state after reading it
   };
   void produce() {
     try {
       for (;;) {
         Item it;
         it.end = !df_->next(it.dp);
+        df_->save_tree(it.snapshot);
         if (!q_.push(std::move(it))) return;
       }
     } catch (...) {
@@ -240,6 +277,8 @@ class Prefetch final : public DataFlow {
   BoundedQueue<Item> q_;
   std::thread thread_;
   std::exception_ptr error_;
+  std::vector<uint8_t> last_child_;  // consumer side: the snapshot of the last item taken
+  bool has_last_ = false;
 };
 
 }  // namespace

@@ -2013,6 +2013,162 @@ static void test_state(void **state) {
 
 /* ================================================================== 11. one consumer */
 
+/* ---- mid-pass state: the datapoint after the last one given, threads or not */
+
+/* A datapoint as one number: FNV-1a over its components as f64; 0 is TPT_STOP. */
+static uint64_t dp_hash(tpt_dataflow *df, tpt_datapoint *dp) {
+  if (!next_dp(df, dp)) return 0;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < tpt_datapoint_size(dp); ++i) {
+    tpt_tensor *t = NULL, *d = NULL;
+    ok(tpt_datapoint_get(&t, dp, i));
+    ok(tpt_tensor_to(&d, t, NULL, TPT_DTYPE_F64));
+    int64_t n = 0;
+    ok(tpt_tensor_numel(&n, d));
+    double *v = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    ok(tpt_tensor_copy_to(v, sizeof(double) * (size_t)n, d));
+    const unsigned char *b = (const unsigned char *)v;
+    for (size_t k = 0; k < sizeof(double) * (size_t)n; ++k) h = (h ^ b[k]) * 0x100000001b3ull;
+    h = (h ^ i) * 0x100000001b3ull;
+    free(v);
+    tpt_tensor_free(t);
+    tpt_tensor_free(d);
+  }
+  return h | 1;
+}
+
+static void read_events(tpt_dataflow *df, uint64_t *out, int n) {
+  tpt_datapoint *dp = NULL;
+  ok(tpt_datapoint_new(&dp));
+  for (int i = 0; i < n; ++i) out[i] = dp_hash(df, dp);
+  tpt_datapoint_free(dp);
+}
+
+static tpt_status *twice(tpt_datapoint *dp, void *ud) {
+  (void)ud;
+  double v = 0;
+  tpt_status *st = value_of(&v, dp, 0);
+  return st ? st : set_i64(dp, 0, 2 * (int64_t)v);
+}
+
+/* Pipelines whose every part can resume mid-pass. */
+static tpt_dataflow *resumable(int which) {
+  tpt_dataflow *out = NULL, *a = NULL, *b = NULL;
+  switch (which) {
+    case 0: /* shuffled rows, batches with a remainder */
+      a = range_df(23, 0, 1);
+      ok(tpt_dataflow_batch(&out, a, 4, 1));
+      break;
+    case 1: { /* images: augment on 2 threads, batch, prefetch */
+      float pics[12 * 16];
+      for (int i = 0; i < 12 * 16; ++i) pics[i] = (float)((i * 37) % 101) / 100.0f;
+      const int64_t shape[] = {12, 1, 4, 4};
+      tpt_tensor *img = make_tensor(TPT_DTYPE_F32, pics, shape, 4), *lbl = range_tensor(12, 0);
+      const tpt_tensor *ts[] = {lbl, img};
+      tpt_dataflow *src = NULL;
+      ok(tpt_dataflow_from_tensors(&src, ts, 2, 1));
+      tpt_tensor_free(img);
+      tpt_tensor_free(lbl);
+      tpt_augmentor aug[2] = {augmentor(TPT_AUGMENT_RANDOM_CROP), augmentor(TPT_AUGMENT_FLIP)};
+      aug[0].height = aug[0].width = 3;
+      aug[0].padding = 1;
+      aug[1].probability = 0.5;
+      ok(tpt_dataflow_augment(&a, src, 1, aug, 2, 2));
+      tpt_dataflow_free(src);
+      ok(tpt_dataflow_batch(&b, a, 5, 1));
+      ok(tpt_dataflow_prefetch(&out, b, 4));
+      break;
+    }
+    case 2: /* repeat, fixed size going on where it stopped, prefetch */
+      a = range_df(7, 0, 1);
+      ok(tpt_dataflow_repeat(&b, a, 2));
+      tpt_dataflow_free(a);
+      ok(tpt_dataflow_fixed_size(&a, b, 9, 1));
+      ok(tpt_dataflow_prefetch(&out, a, 3));
+      break;
+    case 3: { /* concat of shuffled and in-order rows, joined with random fake data */
+      tpt_dataflow *parts[2] = {range_df(5, 0, 1), range_df(4, 100, 0)}, *fk = NULL;
+      ok(tpt_dataflow_concat(&a, parts, 2));
+      tpt_dataflow_free(parts[0]);
+      tpt_dataflow_free(parts[1]);
+      const int64_t fs[] = {2};
+      tpt_input_spec spec[] = {{"f", TPT_DTYPE_F32, fs, 1}};
+      ok(tpt_dataflow_fake(&fk, spec, 1, 13, 1, 0.0, 1.0));
+      tpt_dataflow *both[2] = {a, fk};
+      ok(tpt_dataflow_join(&out, both, 2));
+      tpt_dataflow_free(fk);
+      break;
+    }
+    case 4: /* a shuffled cache of shuffled rows, in batches */
+      a = range_df(11, 0, 1);
+      ok(tpt_dataflow_cache(&b, a, 1));
+      ok(tpt_dataflow_batch(&out, b, 2, 1));
+      break;
+    default: { /* a user map on 3 threads in order (strict), prefetched */
+      a = range_df(19, 0, 1);
+      tpt_parallel_map_options o = TPT_PARALLEL_MAP_OPTIONS_INIT;
+      o.n_threads = 3;
+      o.buffer_size = 6;
+      o.ordered = 1;
+      o.strict = 1;
+      ok(tpt_dataflow_parallel_map(&b, a, twice, NULL, NULL, &o));
+      ok(tpt_dataflow_prefetch(&out, b, 2));
+      break;
+    }
+  }
+  tpt_dataflow_free(a);
+  tpt_dataflow_free(b);
+  return out;
+}
+
+enum { RS_PIPELINES = 6, RS_AFTER = 30 };
+
+/* For each pipeline and several cuts (at the start, mid-pass, at a pass's
+ * end, in a later pass): the state after k datapoints (and TPT_STOPs),
+ * restored into a new pipeline with another seed, gives the same next
+ * RS_AFTER datapoints as the pipeline that went on. */
+static void test_state_mid_pass(void **state) {
+  (void)state;
+  const int cuts[] = {0, 1, 3, 6, 7, 13, 26};
+  for (int which = 0; which < RS_PIPELINES; ++which) {
+    int differs = 0;
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; ++c) {
+      tpt_dataflow *p = resumable(which), *q = resumable(which), *r = resumable(which);
+      ok(tpt_dataflow_set_seed(p, 7));
+      ok(tpt_dataflow_reset_state(p));
+      uint64_t skip[32], want[RS_AFTER], got[RS_AFTER], other[RS_AFTER];
+      read_events(p, skip, cuts[c]);
+      tpt_tensor *s = NULL;
+      ok(tpt_dataflow_get_state(&s, p));
+      read_events(p, want, RS_AFTER);
+      ok(tpt_dataflow_set_seed(q, 12345));
+      ok(tpt_dataflow_set_state(q, s));
+      ok(tpt_dataflow_reset_state(q));
+      read_events(q, got, RS_AFTER);
+      for (int i = 0; i < RS_AFTER; ++i)
+        if (got[i] != want[i])
+          fail_msg("pipeline %d, cut after %d: event %d differs after the restore (%s)", which, cuts[c], i,
+                   got[i] == 0 ? "STOP, want a datapoint" : want[i] == 0 ? "a datapoint, want STOP" : "values");
+      /* the same state again, into the pipeline that made it (threads running) */
+      ok(tpt_dataflow_set_state(p, s));
+      ok(tpt_dataflow_reset_state(p));
+      read_events(p, got, RS_AFTER);
+      assert_memory_equal(got, want, sizeof want);
+      /* without the state, another seed gives other data */
+      ok(tpt_dataflow_set_seed(r, 12345));
+      ok(tpt_dataflow_reset_state(r));
+      read_events(r, skip, cuts[c]);
+      read_events(r, other, RS_AFTER);
+      differs += memcmp(other, want, sizeof want) != 0;
+      tpt_tensor_free(s);
+      tpt_dataflow_free(p);
+      tpt_dataflow_free(q);
+      tpt_dataflow_free(r);
+    }
+    if (differs == 0) fail_msg("pipeline %d: the seed changes nothing, so the test proves nothing", which);
+  }
+}
+
 static void test_one_consumer(void **state) {
   (void)state;
   tpt_datapoint *dp = NULL;
@@ -2899,6 +3055,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_from_files),
       cmocka_unit_test(test_fake),
       cmocka_unit_test(test_state),
+      cmocka_unit_test(test_state_mid_pass),
       cmocka_unit_test(test_one_consumer),
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_train_queue_and_feed),
