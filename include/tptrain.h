@@ -1320,16 +1320,22 @@ TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_size(int64_t *out, const tpt_data
  * dataflow that is reset (the outermost) counts. */
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_set_seed(tpt_dataflow *df, uint64_t seed);
 
-/* The random state of every part of the pipeline, as a u8 tensor (save it
- * with the rest of a checkpoint). Call it while no thread of the pipeline
- * reads ahead: before the first reset, between passes of a pipeline without
- * threads, or after its consumer stopped (prefetch, parallel map and queue
- * input threads change the state as they read ahead). */
+/* The state of the pipeline as of the last datapoint tpt_dataflow_next gave
+ * (every generator, the seeds of the last reset, the position in the pass),
+ * as a u8 tensor to save with a checkpoint. Threads that read ahead do not
+ * change it: prefetch and parallel maps keep a snapshot of their input's
+ * state with each datapoint. Call it from the thread that iterates the
+ * dataflow, between next calls, or while nothing iterates it. Not saved:
+ * a local shuffle's buffer (restored, it refills from where its input was),
+ * the order of an unordered parallel map, and the position of a C source
+ * (restored, it is reset with the seed it had). */
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df);
 
-/* Restores a state from tpt_dataflow_get_state of the same pipeline; the
- * next reset continues from it instead of reseeding. An error if the
- * pipeline's shape differs. */
+/* Restores a state from tpt_dataflow_get_state of a pipeline of the same
+ * shape; the next reset continues from it instead of reseeding: the next
+ * datapoint is the one after the last one given when the state was taken,
+ * mid-pass or not. An error (nothing changed) if the shape differs or the
+ * state is damaged. */
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_set_state(tpt_dataflow *df, const tpt_tensor *state);
 
 /* Drops the caller's reference. NULL is a no-op. */

@@ -966,9 +966,11 @@ func (df *DataFlow) SetSeed(seed uint64) error {
 	return statusError(C.tpt_dataflow_set_seed(ptr, C.uint64_t(seed)))
 }
 
-// State returns the random state of every part of the pipeline as a uint8
-// tensor, to save with a checkpoint (tpt_dataflow_get_state). With threads
-// that read ahead it is the state of what has been read.
+// State returns the pipeline's state as of the last datapoint it gave
+// (generators, seeds, the position in the pass) as a uint8 tensor, to save
+// with a checkpoint (tpt_dataflow_get_state). Threads that read ahead do not
+// change it. Not saved: a local shuffle's buffer, the order of an unordered
+// parallel map, a function source's position.
 func (df *DataFlow) State() (*Tensor, error) {
 	ptr, err := df.lock("DataFlow.State")
 	if err != nil {
@@ -982,9 +984,10 @@ func (df *DataFlow) State() (*Tensor, error) {
 	return newTensor(out), nil
 }
 
-// SetState restores a state from State of the same pipeline; the next reset
-// continues from it instead of reseeding (tpt_dataflow_set_state). A state
-// of a pipeline of another shape is an *Error of CodeInvalidArgument.
+// SetState restores a state from State of a pipeline of the same shape; the
+// next reset continues with the datapoint after the last one given when the
+// state was taken, mid-pass or not (tpt_dataflow_set_state). A state of a
+// pipeline of another shape is an *Error of CodeInvalidArgument.
 func (df *DataFlow) SetState(state *Tensor) error {
 	ptr, err := df.lock("DataFlow.SetState")
 	if err != nil {

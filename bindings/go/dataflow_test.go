@@ -641,6 +641,22 @@ func TestDataFlowStateRoundTrip(t *testing.T) {
 	if got := [][][][]byte{passBytes(t, b), passBytes(t, b)}; !reflect.DeepEqual(got, later) {
 		t.Error("the restored pipeline does not repeat the passes after the state")
 	}
+	// Mid-pass, with augmentation threads reading ahead: the restored
+	// pipeline goes on with the datapoint after the last one given.
+	closeAll(must(a.Next()).of(t))
+	mid := must(a.State()).of(t)
+	defer mid.Close()
+	rest := [][][][]byte{passBytes(t, a), passBytes(t, a)}
+	if len(rest[0]) != 2 {
+		t.Fatalf("the rest of the pass has %d batches, want 2", len(rest[0]))
+	}
+	c := pipeline()
+	ok(t, c.SetSeed(1234))
+	ok(t, c.SetState(mid))
+	ok(t, c.ResetState())
+	if got := [][][][]byte{passBytes(t, c), passBytes(t, c)}; !reflect.DeepEqual(got, rest) {
+		t.Error("the pipeline restored mid-pass does not go on after the last datapoint given")
+	}
 	other := closeDF(t, must(DataFlowFromTensors([]*Tensor{y}, true)).of(t))
 	wantError(t, other.SetState(state), CodeInvalidArgument, "not a state of this dataflow")
 }

@@ -916,18 +916,21 @@ impl<'a> DataFlow<'a> {
         call!(sys::tpt_dataflow_set_seed(self.as_ptr(), seed))
     }
 
-    /// The random state of every part of the pipeline, as a u8 tensor, to
-    /// save with a checkpoint (`tpt_dataflow_get_state`). With threads that
-    /// read ahead it is the state of what has been read.
+    /// The pipeline's state as of the last datapoint it gave (generators,
+    /// seeds, the position in the pass), as a u8 tensor to save with a
+    /// checkpoint (`tpt_dataflow_get_state`). Threads that read ahead do not
+    /// change it. Not saved: a local shuffle's buffer, the order of an
+    /// unordered parallel map, a closure source's position.
     pub fn get_state(&self) -> Result<Tensor> {
         let mut out = ptr::null_mut();
         call!(sys::tpt_dataflow_get_state(&mut out, self.as_ptr()))?;
         Tensor::wrap(out)
     }
 
-    /// Restores a state from [`get_state`](Self::get_state) of the same
-    /// pipeline; the next reset continues from it instead of reseeding. An
-    /// error if the pipeline's shape differs (`tpt_dataflow_set_state`).
+    /// Restores a state from [`get_state`](Self::get_state) of a pipeline of
+    /// the same shape; the next reset continues with the datapoint after the
+    /// last one given when the state was taken, mid-pass or not. An error if
+    /// the pipeline's shape differs (`tpt_dataflow_set_state`).
     pub fn set_state(&self, state: &Tensor) -> Result<()> {
         call!(sys::tpt_dataflow_set_state(self.as_ptr(), state.as_ptr()))
     }

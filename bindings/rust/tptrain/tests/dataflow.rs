@@ -507,6 +507,18 @@ fn the_random_state_round_trips() {
     b.set_state(&state).unwrap();
     b.reset_state().unwrap();
     assert_eq!([pass_bytes(&b), pass_bytes(&b)], later);
+    // Mid-pass, with augmentation threads reading ahead: the restored
+    // pipeline goes on with the datapoint after the last one given.
+    let mut dp = Datapoint::new().unwrap();
+    assert!(a.next_into(&mut dp).unwrap());
+    let mid = a.get_state().unwrap();
+    let rest = [pass_bytes(&a), pass_bytes(&a)];
+    let c = make();
+    c.set_seed(1234).unwrap();
+    c.set_state(&mid).unwrap();
+    c.reset_state().unwrap();
+    assert_eq!(rest[0].len(), 2); // 12 rows in batches of 4: one given, two left
+    assert_eq!([pass_bytes(&c), pass_bytes(&c)], rest);
     // The state of another pipeline is refused.
     let other = DataFlow::from_tensors(&[&y], true).unwrap();
     let e = other.set_state(&state).unwrap_err();
