@@ -146,8 +146,10 @@ void put_rng(std::vector<uint8_t> &out, const Rng &r) {
   for (uint64_t w : r.s) put_u64(out, w);
 }
 
+void StateReader::truncated() const { invalid_argument(std::string("not a state of this ") + of_ + ": it is truncated"); }
+
 uint64_t StateReader::u64() {
-  if (n_ - pos_ < 8) bad_state("it is truncated");
+  if (n_ - pos_ < 8) truncated();
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p_[pos_ + i]) << (8 * i);
   pos_ += 8;
@@ -161,8 +163,8 @@ Rng StateReader::rng() {
 }
 
 StateReader StateReader::sub(size_t n) {
-  if (n_ - pos_ < n) bad_state("it is truncated");
-  StateReader r(p_ + pos_, n);
+  if (n_ - pos_ < n) truncated();
+  StateReader r(p_ + pos_, n, of_);
   pos_ += n;
   return r;
 }

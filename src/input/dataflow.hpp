@@ -41,7 +41,8 @@ void put_rng(std::vector<uint8_t> &out, const Rng &r);
 [[noreturn]] void bad_state(const std::string &why);
 class StateReader {
  public:
-  StateReader(const uint8_t *data, size_t size) : p_(data), n_(size) {}
+  // `of` names what the state is of in errors ("not a state of this <of>: ...").
+  StateReader(const uint8_t *data, size_t size, const char *of = "dataflow") : p_(data), n_(size), of_(of) {}
   uint64_t u64();
   Rng rng();
   // The next n bytes as a reader of their own.
@@ -51,8 +52,10 @@ class StateReader {
   const uint8_t *here() const { return p_ + pos_; }
 
  private:
+  [[noreturn]] void truncated() const;
   const uint8_t *p_;
   size_t n_, pos_ = 0;
+  const char *of_;
 };
 
 class DataFlow {

@@ -25,6 +25,26 @@ namespace {
 const char *kEmptyPass = "end of data: a pass of the dataflow yielded no batch";
 const char *kEndOfPass = "end of data: the dataflow's pass ended (the input does not repeat)";
 
+// An input's state over a dataflow: whether the current pass gave a batch,
+// then the dataflow's state.
+std::vector<uint8_t> dataflow_input_state(StateKind kind, bool got, const data::DataFlow &df) {
+  std::vector<uint8_t> out;
+  put_state_header(out, kind);
+  data::put_u64(out, got ? 1 : 0);
+  std::vector<uint8_t> d = df.get_state();
+  out.insert(out.end(), d.begin(), d.end());
+  return out;
+}
+
+// Restores what dataflow_input_state wrote into `df`; returns `got`.
+bool restore_dataflow_input(StateKind kind, const uint8_t *data, size_t size, data::DataFlow &df) {
+  size_t at = check_state_header(data, size, kind);
+  data::StateReader r(data + at, size - at, "input");
+  bool got = r.u64() != 0;
+  df.set_state(r.here(), r.left_bytes());
+  return got;
+}
+
 // The next batch into `b`, going on to the dataflow's next pass at the end
 // of one when `repeat`; `got` tracks whether the current pass gave a batch.
 // Returns why training ends, or nullptr when `b` holds a batch.
@@ -61,6 +81,11 @@ class FeedInput final : public Input {
     data::Datapoint b;
     if (const char *end = read_batch(*df_, b, repeat_, got_)) throw StopTraining(end);
     return b;
+  }
+
+  std::vector<uint8_t> get_state() const override { return dataflow_input_state(StateKind::Feed, got_, *df_); }
+  void set_state(const uint8_t *data, size_t size) override {
+    got_ = restore_dataflow_input(StateKind::Feed, data, size, *df_);
   }
 
  private:
@@ -103,11 +128,24 @@ class QueueInput final : public Input {
       error_ = std::make_exception_ptr(StopTraining(it.reason));
       std::rethrow_exception(error_);
     }
+    last_ = std::move(it.state);
     return std::move(it.batch);
   }
 
   void after_step(Trainer &t) override {
     if (have_ema_) t.put_scalar("QueueInput/queue_size", ema_);
+  }
+
+  // The state that came with the last batch given (the thread reads ahead);
+  // before the thread starts, the dataflow's.
+  std::vector<uint8_t> get_state() const override {
+    if (!last_.empty()) return last_;
+    return dataflow_input_state(StateKind::Queue, got_, *df_);
+  }
+  void set_state(const uint8_t *data, size_t size) override {
+    if (thread_.joinable()) fail(TPT_ERR_STATE, "QueueInput: set_state while its thread runs");
+    got_ = restore_dataflow_input(StateKind::Queue, data, size, *df_);
+    last_.clear();
   }
 
  private:
@@ -116,6 +154,7 @@ class QueueInput final : public Input {
     bool end = false;
     std::string reason;
     std::exception_ptr error;
+    std::vector<uint8_t> state;  // the input's state after this batch
   };
 
   void start() {
@@ -123,6 +162,7 @@ class QueueInput final : public Input {
     if (!df_->was_reset()) df_->reset_state();
     q_.reset();
     error_ = nullptr;
+    last_ = dataflow_input_state(StateKind::Queue, got_, *df_);  // before the thread reads ahead
     thread_ = std::thread([this] { produce(); });
   }
 
@@ -134,7 +174,7 @@ class QueueInput final : public Input {
 
   void produce() {
     try {
-      bool got = false;
+      bool got = got_;  // the thread's copy; got_ is the consumer's (restored or false)
       for (;;) {
         Item it;
         if (const char *end = read_batch(*df_, it.batch, repeat_, got)) {
@@ -143,6 +183,7 @@ class QueueInput final : public Input {
           q_.push(std::move(it));
           return;
         }
+        it.state = dataflow_input_state(StateKind::Queue, got, *df_);
         if (!q_.push(std::move(it))) return;
       }
     } catch (...) {
@@ -159,6 +200,8 @@ class QueueInput final : public Input {
   std::exception_ptr error_;
   double ema_ = 0;
   bool have_ema_ = false;
+  bool got_ = false;            // restored: whether the pass under way gave a batch
+  std::vector<uint8_t> last_;  // consumer side: the state that came with the last batch
 };
 
 // On the CPU a pass-through. On an accelerator the next batch is copied on a
@@ -188,6 +231,14 @@ class StagingInput final : public Input {
   }
   std::optional<int64_t> size() const override { return inner_->size(); }
 
+  // The inner input's state as of the batch handed out (not the one staged).
+  std::vector<uint8_t> get_state() const override {
+    if (device_.type() == c10::kCPU || !given_) return inner_->get_state();
+    if (!given_state_) std::rethrow_exception(given_state_error_);
+    return *given_state_;
+  }
+  void set_state(const uint8_t *data, size_t size) override { inner_->set_state(data, size); }
+
   std::vector<at::Tensor> next() override {
     if (device_.type() == c10::kCPU) return inner_->next();
     if (stop_) std::rethrow_exception(stop_);
@@ -197,6 +248,9 @@ class StagingInput final : public Input {
     event_->block(current);
     std::vector<at::Tensor> batch = std::move(staged_);
     staged_.clear();
+    given_ = true;
+    given_state_ = std::move(staged_state_);
+    given_state_error_ = staged_state_error_;
     // The batch was allocated on the side stream and is used on this one.
     for (auto &t : batch) t.record_stream(current);
     stage();
@@ -212,6 +266,13 @@ class StagingInput final : public Input {
       stop_ = std::current_exception();  // hand out what is staged first
       return;
     }
+    staged_state_.reset();
+    staged_state_error_ = nullptr;
+    try {
+      staged_state_ = inner_->get_state();
+    } catch (...) {  // an input without a state: get_state says so when asked
+      staged_state_error_ = std::current_exception();
+    }
     c10::StreamGuard guard(*side_);
     for (auto &t : b) t = t.to(device_, /*non_blocking=*/true);
     event_->record(*side_);
@@ -224,6 +285,10 @@ class StagingInput final : public Input {
   std::optional<c10::Event> event_;
   std::vector<at::Tensor> staged_;
   std::exception_ptr stop_;
+  // The inner input's state after the staged batch, and after the batch given.
+  std::optional<std::vector<uint8_t>> staged_state_, given_state_;
+  std::exception_ptr staged_state_error_, given_state_error_;
+  bool given_ = false;
 };
 
 class DummyInput final : public Input {
@@ -241,6 +306,15 @@ class DummyInput final : public Input {
     }
   }
   std::vector<at::Tensor> next() override { return tensors_; }
+  std::vector<uint8_t> get_state() const override {
+    std::vector<uint8_t> out;
+    put_state_header(out, StateKind::Dummy);
+    return out;
+  }
+  void set_state(const uint8_t *data, size_t size) override {
+    if (check_state_header(data, size, StateKind::Dummy) != size)
+      invalid_argument("not a state of this input: it has bytes too many");
+  }
 
  private:
   int64_t batch_;

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -41,7 +42,23 @@ class Input {
   virtual void before_train() {}
   virtual void after_step(Trainer &) {}
   virtual void after_train() {}
+
+  // Where the input is, as of the last batch next() gave (threads that read
+  // ahead do not change it): for checkpoints. Throws TPT_ERR_UNSUPPORTED for
+  // an input that cannot say (a feed callback). Call it from the thread that
+  // calls next().
+  virtual std::vector<uint8_t> get_state() const;
+  // Before setup(): the first batch after it is the one after the last
+  // batch given when the state was taken. Throws TPT_ERR_INVALID_ARGUMENT
+  // (nothing changed) for a state of another kind of input or pipeline.
+  virtual void set_state(const uint8_t *data, size_t size);
 };
+
+// For implementations: an input's state starts with a tag and its kind.
+enum class StateKind : uint64_t { Tensors = 1, Feed = 2, Queue = 3, Dummy = 4 };
+void put_state_header(std::vector<uint8_t> &out, StateKind kind);
+// Checks the tag and the kind (TPT_ERR_INVALID_ARGUMENT); the offset of the rest.
+size_t check_state_header(const uint8_t *data, size_t size, StateKind kind);
 
 // Batches of rows of in-memory tensors, in order or reshuffled each pass.
 std::unique_ptr<Input> from_tensors(std::vector<at::Tensor> tensors, int64_t batch_size, bool shuffle,
