@@ -1112,15 +1112,30 @@ TPT_API TPT_NODISCARD tpt_status *tpt_datapoint_truncate(tpt_datapoint *dp, size
  * should use for its randomness; a restart of the pass by a consumer (join,
  * fixed_size without keep_state) does not reach the callbacks, the source
  * goes on where it was. size (may be NULL: unknown) returns the datapoints
- * per pass, or -1. Initialise with TPT_DATAFLOW_CALLBACKS_INIT. */
-#define TPT_DATAFLOW_CALLBACKS_VERSION 1
+ * per pass, or -1.
+ *
+ * Version 2 adds the source's position, for tpt_dataflow_get_state. save
+ * puts the source's state after the last datapoint next gave (or at the
+ * start of a pass) into *out as a new 1-d u8 tensor (the library takes it).
+ * It runs on the thread that iterates the source: after every datapoint
+ * when a thread reads ahead of the pipeline's consumer (prefetch, a parallel
+ * map, a queue input), so keep it cheap (a position and a generator state).
+ * restore gets what save made (valid during the call), right after reset
+ * at the reset that continues from a saved state. Both NULL: restored, the
+ * source is reset with the seed it had and starts its first pass again; a
+ * state with a position is refused by a source without restore.
+ * Initialise with TPT_DATAFLOW_CALLBACKS_INIT. */
+#define TPT_DATAFLOW_CALLBACKS_VERSION 2
 typedef struct tpt_dataflow_callbacks {
-  uint32_t version; /* TPT_DATAFLOW_CALLBACKS_VERSION */
+  uint32_t version; /* TPT_DATAFLOW_CALLBACKS_VERSION (1: without save and restore) */
   tpt_status *(*next)(tpt_datapoint *dp, void *user_data);
   tpt_status *(*reset)(uint64_t seed, void *user_data);
   int64_t (*size)(void *user_data);
+  /* Version 2 */
+  tpt_status *(*save)(tpt_tensor **out, void *user_data);
+  tpt_status *(*restore)(const tpt_tensor *state, void *user_data);
 } tpt_dataflow_callbacks;
-#define TPT_DATAFLOW_CALLBACKS_INIT { TPT_DATAFLOW_CALLBACKS_VERSION, NULL, NULL, NULL }
+#define TPT_DATAFLOW_CALLBACKS_INIT { TPT_DATAFLOW_CALLBACKS_VERSION, NULL, NULL, NULL, NULL, NULL }
 
 /* The library owns user_data (destroy exactly once: when the dataflow's
  * last reference goes, or at once on failure). */
@@ -1328,7 +1343,7 @@ TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_set_seed(tpt_dataflow *df, uint64
  * dataflow, between next calls, or while nothing iterates it. Not saved:
  * a local shuffle's buffer (restored, it refills from where its input was),
  * the order of an unordered parallel map, and the position of a C source
- * (restored, it is reset with the seed it had). */
+ * without save and restore (restored, it is reset with the seed it had). */
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df);
 
 /* Restores a state from tpt_dataflow_get_state of a pipeline of the same

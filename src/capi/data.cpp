@@ -184,6 +184,36 @@ tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out, const tpt_dataflow_c
     if (auto reset = callbacks->reset)
       fns.reset = [reset, ud](uint64_t seed) { raise_callback_status(reset(seed, ud->data), "the reset callback"); };
     if (auto size = callbacks->size) fns.size = [size, ud] { return size(ud->data); };
+    if (callbacks->version >= 2) {  // a version 1 struct has no such fields
+      auto save = callbacks->save;
+      auto restore = callbacks->restore;
+      if (!save != !restore)
+        tpt::invalid_argument("callbacks->save and callbacks->restore come together (give both or neither)");
+      if (save) {
+        fns.save = [save, ud] {
+          tpt_tensor *t = nullptr;
+          raise_callback_status(save(&t, ud->data), "the save callback");
+          std::unique_ptr<tpt_tensor, void (*)(tpt_tensor *)> owned(t, tpt_tensor_free);
+          if (!t) tpt::fail(TPT_ERR_CALLBACK, "the save callback returned success but no tensor");
+          const at::Tensor &v = tensor_arg(t, "the save callback's tensor");
+          if (v.scalar_type() != at::kByte || v.dim() != 1)
+            tpt::fail(TPT_ERR_CALLBACK, "the save callback must give a 1-d u8 tensor, got " +
+                                            std::string(c10::toString(v.scalar_type())) + " with " +
+                                            std::to_string(v.dim()) + " dimensions");
+          at::Tensor c = v.cpu().contiguous();
+          const uint8_t *b = c.data_ptr<uint8_t>();
+          return std::vector<uint8_t>(b, b + c.numel());
+        };
+        fns.restore = [restore, ud](const uint8_t *data, size_t n) {
+          at::Tensor v = at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(at::kByte));
+          if (n) std::memcpy(v.data_ptr<uint8_t>(), data, n);
+          tpt_tensor h(v);  // lent for the call
+          tpt_status *st = restore(&h, ud->data);
+          h.magic = 0;
+          raise_callback_status(st, "the restore callback");
+        };
+      }
+    }
     give(out, tpt::data::from_functions(std::move(fns)));
   });
 }

@@ -354,6 +354,22 @@ class FunctionSource final : public DataFlow {
   void on_reset() override {
     if (fns_.reset) fns_.reset(node_seed());
   }
+  // A flag, then what save gave. Without save the source has no position:
+  // restored, its reset with the seed it had starts its first pass again.
+  void save_own(std::vector<uint8_t> &out) const override {
+    if (!fns_.save) return put_u64(out, 0);
+    std::vector<uint8_t> mine = fns_.save();
+    put_u64(out, 1);
+    put_u64(out, mine.size());
+    out.insert(out.end(), mine.begin(), mine.end());
+  }
+  void load_own(StateReader &r, bool apply) override {
+    if (r.u64() == 0) return;
+    uint64_t n = r.u64();
+    StateReader mine = r.sub(static_cast<size_t>(n));
+    if (!fns_.restore) bad_state("it has the position of a source, and this source cannot restore one (no restore callback)");
+    if (apply) fns_.restore(mine.here(), static_cast<size_t>(n));
+  }
 
  private:
   SourceFns fns_;
@@ -924,6 +940,7 @@ DataFlowPtr from_tensors(std::vector<at::Tensor> tensors, bool shuffle) {
 
 DataFlowPtr from_functions(SourceFns fns) {
   if (!fns.next) invalid_argument("no next function");
+  if (!fns.save != !fns.restore) invalid_argument("a source's save and restore come together (give both or neither)");
   return std::make_shared<FunctionSource>(std::move(fns));
 }
 

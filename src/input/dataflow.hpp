@@ -165,6 +165,10 @@ struct SourceFns {
   std::function<bool(Datapoint &)> next;
   std::function<void(uint64_t seed)> reset;
   std::function<int64_t()> size;
+  // The source's position (both or neither): save gives it after the last
+  // datapoint; restore gets it back right after reset.
+  std::function<std::vector<uint8_t>()> save;
+  std::function<void(const uint8_t *data, size_t size)> restore;
 };
 DataFlowPtr from_functions(SourceFns fns);
 // The tensor stored in an IDX file (gzip when the name ends in .gz).

@@ -241,12 +241,14 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_train_config, dataflow), 8 + 7 * sizeof(void *) + 2 * sizeof(size_t));
   ABI_EQ(sizeof(tpt_train_config), 8 + 8 * sizeof(void *) + 2 * sizeof(size_t));
   /* Dataflows */
-  ABI_EQ(TPT_DATAFLOW_CALLBACKS_VERSION, 1);
+  ABI_EQ(TPT_DATAFLOW_CALLBACKS_VERSION, 2);
   ABI_EQ(offsetof(tpt_dataflow_callbacks, version), 0);
   ABI_EQ(offsetof(tpt_dataflow_callbacks, next), 8);
   ABI_EQ(offsetof(tpt_dataflow_callbacks, reset), 8 + sizeof(void *));
   ABI_EQ(offsetof(tpt_dataflow_callbacks, size), 8 + 2 * sizeof(void *));
-  ABI_EQ(sizeof(tpt_dataflow_callbacks), 8 + 3 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_dataflow_callbacks, save), 8 + 3 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_dataflow_callbacks, restore), 8 + 4 * sizeof(void *));
+  ABI_EQ(sizeof(tpt_dataflow_callbacks), 8 + 5 * sizeof(void *));
   ABI_EQ(TPT_PARALLEL_MAP_OPTIONS_VERSION, 1);
   ABI_EQ(offsetof(tpt_parallel_map_options, n_threads), 4);
   ABI_EQ(offsetof(tpt_parallel_map_options, buffer_size), 8);

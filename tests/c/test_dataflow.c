@@ -2169,6 +2169,214 @@ static void test_state_mid_pass(void **state) {
   }
 }
 
+/* ---- a C source with a position (callbacks version 2) */
+
+enum { PS_N = 10 };
+
+/* Rows 0..PS_N-1 in an order drawn each pass from an LCG seeded by reset;
+ * its state is (started, pos, the LCG before the pass's order, the LCG). */
+typedef struct {
+  uint64_t rng, pass_rng;
+  int64_t pos, order[PS_N];
+  int started;
+  /* save fails (or gives an f32 tensor) from its n-th call on; 0: never.
+   * Set before the reset that starts the threads that call it. */
+  int fail_save_from, bad_save_from, fail_restore, saves, restores;
+} pos_src;
+
+static uint64_t lcg(uint64_t *x) {
+  *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+  return *x >> 33;
+}
+
+static void pos_order(pos_src *s) {
+  for (int64_t i = 0; i < PS_N; ++i) s->order[i] = i;
+  for (int64_t i = PS_N - 1; i > 0; --i) {
+    int64_t j = (int64_t)(lcg(&s->rng) % (uint64_t)(i + 1)), t = s->order[i];
+    s->order[i] = s->order[j];
+    s->order[j] = t;
+  }
+}
+
+static tpt_status *pos_next(tpt_datapoint *dp, void *ud) {
+  pos_src *s = ud;
+  if (!s->started) {
+    s->pass_rng = s->rng;
+    pos_order(s);
+    s->pos = 0;
+    s->started = 1;
+  }
+  if (s->pos == PS_N) {
+    s->started = 0;
+    return tpt_status_new(TPT_STOP, "end of pass");
+  }
+  return set_i64(dp, 0, s->order[s->pos++]);
+}
+
+static tpt_status *pos_reset(uint64_t seed, void *ud) {
+  pos_src *s = ud;
+  s->rng = seed;
+  s->started = 0;
+  return NULL;
+}
+
+static tpt_status *pos_save(tpt_tensor **out, void *ud) {
+  pos_src *s = ud;
+  s->saves++;
+  if (s->fail_save_from && s->saves >= s->fail_save_from)
+    return tpt_status_new(TPT_ERR_IO, "the source's position is on a disk that went away");
+  uint64_t w[4] = {(uint64_t)s->started, (uint64_t)s->pos, s->pass_rng, s->rng};
+  const int64_t shape[] = {sizeof w};
+  if (s->bad_save_from && s->saves >= s->bad_save_from) {
+    const int64_t fshape[] = {4};
+    float f[4] = {0, 0, 0, 0};
+    return tpt_tensor_from_data(out, f, sizeof f, fshape, 1, NULL);
+  }
+  tpt_tensor_options o = TPT_TENSOR_OPTIONS_INIT;
+  o.dtype = TPT_DTYPE_U8;
+  return tpt_tensor_from_data(out, w, sizeof w, shape, 1, &o);
+}
+
+static tpt_status *pos_restore(const tpt_tensor *state, void *ud) {
+  pos_src *s = ud;
+  s->restores++;
+  if (s->fail_restore) return tpt_status_new(TPT_ERR_STATE, "the source refuses to go back");
+  uint64_t w[4];
+  tpt_status *st = tpt_tensor_copy_to(w, sizeof w, state);
+  if (st) return st;
+  s->started = (int)w[0];
+  s->pos = (int64_t)w[1];
+  if (s->started) { /* the pass's order again, from the generator it was drawn from */
+    s->rng = w[2];
+    pos_order(s);
+    s->pass_rng = w[2];
+  }
+  s->rng = w[3];
+  return NULL;
+}
+
+static tpt_dataflow *pos_df(pos_src *s, int stateful, int how) {
+  memset(s, 0, sizeof *s);
+  tpt_dataflow_callbacks cb = TPT_DATAFLOW_CALLBACKS_INIT;
+  cb.next = pos_next;
+  cb.reset = pos_reset;
+  if (stateful) {
+    cb.save = pos_save;
+    cb.restore = pos_restore;
+  }
+  tpt_dataflow *src = NULL, *a = NULL, *out = NULL;
+  ok(tpt_dataflow_from_callbacks(&src, &cb, s, NULL));
+  if (how == 0) { /* read ahead by prefetch, then batched */
+    ok(tpt_dataflow_prefetch(&a, src, 3));
+    ok(tpt_dataflow_batch(&out, a, 3, 1));
+  } else { /* read ahead by an ordered parallel map, prefetched */
+    tpt_parallel_map_options o = TPT_PARALLEL_MAP_OPTIONS_INIT;
+    o.ordered = 1;
+    o.strict = 1;
+    o.buffer_size = 4;
+    ok(tpt_dataflow_parallel_map(&a, src, twice, NULL, NULL, &o));
+    ok(tpt_dataflow_prefetch(&out, a, 2));
+  }
+  tpt_dataflow_free(src);
+  tpt_dataflow_free(a);
+  return out;
+}
+
+static tpt_status *must_not_run(tpt_tensor **out, void *ud) {
+  (void)out;
+  (void)ud;
+  fail_msg("a version 1 source's save field was read");
+  return NULL;
+}
+
+/* A C source with save and restore resumes mid-pass behind threads that read
+ * ahead; the callbacks' errors and misuse are clear errors. */
+static void test_source_position(void **state) {
+  (void)state;
+  const int cuts[] = {0, 2, 4, 5, 9};
+  for (int how = 0; how < 2; ++how) {
+    for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; ++c) {
+      pos_src sa, sb;
+      tpt_dataflow *a = pos_df(&sa, 1, how), *b = pos_df(&sb, 1, how);
+      ok(tpt_dataflow_set_seed(a, 7));
+      ok(tpt_dataflow_reset_state(a));
+      uint64_t skip[16], want[20], got[20];
+      read_events(a, skip, cuts[c]);
+      tpt_tensor *st = NULL;
+      ok(tpt_dataflow_get_state(&st, a));
+      read_events(a, want, 20);
+      ok(tpt_dataflow_set_seed(b, 99));
+      ok(tpt_dataflow_set_state(b, st));
+      ok(tpt_dataflow_reset_state(b));
+      assert_int_equal(sb.restores, 1);
+      read_events(b, got, 20);
+      if (memcmp(got, want, sizeof want) != 0) fail_msg("pipeline %d, cut %d: the restored source does not go on", how, cuts[c]);
+      /* a source without restore refuses a state with a position */
+      pos_src sc;
+      tpt_dataflow *plain = pos_df(&sc, 0, how);
+      expect_code(tpt_dataflow_set_state(plain, st), TPT_ERR_INVALID_ARGUMENT, "cannot restore one");
+      tpt_dataflow_free(plain);
+      tpt_tensor_free(st);
+      tpt_dataflow_free(a);
+      tpt_dataflow_free(b);
+    }
+  }
+  /* errors of save through iteration behind prefetch: its thread saves after
+   * each datapoint (the first save is the reset's, on this thread) */
+  pos_src s;
+  tpt_dataflow *df = pos_df(&s, 1, 0);
+  tpt_tensor *st = NULL;
+  tpt_datapoint *dp = NULL;
+  ok(tpt_datapoint_new(&dp));
+  s.fail_save_from = 2;
+  ok(tpt_dataflow_reset_state(df));
+  expect_code(tpt_dataflow_next(df, dp), TPT_ERR_IO, "went away");
+  s.fail_save_from = 0;
+  s.saves = 0;
+  s.bad_save_from = 2;
+  ok(tpt_dataflow_reset_state(df));
+  expect_code(tpt_dataflow_next(df, dp), TPT_ERR_CALLBACK, "must give a 1-d u8 tensor");
+  s.bad_save_from = 0;
+  s.fail_save_from = 1; /* and at the reset itself: prefetch saves when its thread starts */
+  expect_code(tpt_dataflow_reset_state(df), TPT_ERR_IO, "went away");
+  s.fail_save_from = 0;
+  ok(tpt_dataflow_reset_state(df));
+  assert_int_equal(next_dp(df, dp), 1);
+  ok(tpt_dataflow_get_state(&st, df));
+  s.fail_restore = 1;
+  ok(tpt_dataflow_set_state(df, st));
+  expect_code(tpt_dataflow_reset_state(df), TPT_ERR_STATE, "refuses to go back");
+  s.fail_restore = 0;
+  tpt_tensor_free(st);
+  tpt_datapoint_free(dp);
+  tpt_dataflow_free(df);
+  /* a direct source: get_state calls save; save's error comes back from it */
+  tpt_dataflow_callbacks cb = TPT_DATAFLOW_CALLBACKS_INIT;
+  cb.next = pos_next;
+  cb.reset = pos_reset;
+  cb.save = pos_save;
+  cb.restore = pos_restore;
+  memset(&s, 0, sizeof s);
+  ok(tpt_dataflow_from_callbacks(&df, &cb, &s, NULL));
+  ok(tpt_dataflow_reset_state(df));
+  s.fail_save_from = 1;
+  expect_code(tpt_dataflow_get_state(&st, df), TPT_ERR_IO, "went away");
+  assert_null(st);
+  tpt_dataflow_free(df);
+  /* save without restore */
+  cb.restore = NULL;
+  expect_code(tpt_dataflow_from_callbacks(&df, &cb, &s, NULL), TPT_ERR_INVALID_ARGUMENT, "come together");
+  /* version 1: the new fields are not read */
+  cb.version = 1;
+  cb.save = must_not_run;
+  cb.restore = NULL;
+  ok(tpt_dataflow_from_callbacks(&df, &cb, &s, NULL));
+  ok(tpt_dataflow_reset_state(df));
+  ok(tpt_dataflow_get_state(&st, df));
+  tpt_tensor_free(st);
+  tpt_dataflow_free(df);
+}
+
 static void test_one_consumer(void **state) {
   (void)state;
   tpt_datapoint *dp = NULL;
@@ -3056,6 +3264,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fake),
       cmocka_unit_test(test_state),
       cmocka_unit_test(test_state_mid_pass),
+      cmocka_unit_test(test_source_position),
       cmocka_unit_test(test_one_consumer),
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_train_queue_and_feed),
