@@ -280,6 +280,55 @@ func tptgoSourceSize(handle C.uintptr_t) (n C.int64_t) {
 	return n
 }
 
+//export tptgoSourceSave
+func tptgoSourceSave(out **C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*dataflowFunc)
+	where := f.where + "'s SaveState"
+	returned := false
+	defer func() {
+		if !returned {
+			st = f.st.recovered(recover(), where)
+		}
+	}()
+	state, err := f.source.(SourceStater).SaveState()
+	returned = true
+	if err != nil {
+		return f.st.status(noStop(err, where))
+	}
+	x, err := FromUint8(state) // a copy: the source may reuse its slice
+	if err != nil {
+		return f.st.status(err)
+	}
+	// The library takes the handle.
+	p, err := x.take("the dataflow source's state")
+	if err != nil {
+		return f.st.status(err)
+	}
+	*out = p
+	return nil
+}
+
+//export tptgoSourceRestore
+func tptgoSourceRestore(state *C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*dataflowFunc)
+	where := f.where + "'s RestoreState"
+	x := &Tensor{ptr: state, borrowed: true}
+	b, err := x.Bytes()
+	x.Close() // the library's: lent for this call only
+	if err != nil {
+		return f.st.status(err)
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			st = f.st.recovered(recover(), where)
+		}
+	}()
+	st = f.st.status(noStop(f.source.(SourceStater).RestoreState(b), where))
+	returned = true
+	return st
+}
+
 //export tptgoMap
 func tptgoMap(dp *C.tpt_datapoint, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)

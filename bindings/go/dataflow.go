@@ -42,9 +42,9 @@ import (
 // that iterates (Next, ResetState, Trainer.Run); a panic fails the pipeline
 // like an error, and that call panics again with the same value once the
 // library has returned. Only a source ends a pass (io.EOF); Stop returned by
-// a map, decode or Reset function is an error. They must not call
-// runtime.Goexit, nor methods of a DataFlow of their own pipeline (it is
-// locked while it is iterated).
+// a map, decode, Reset, SaveState or RestoreState function is an error.
+// They must not call runtime.Goexit, nor methods of a DataFlow of their own
+// pipeline (it is locked while it is iterated).
 
 // Datapoint is a list of tensors (tpt_datapoint): what Next fills, and what
 // map and decode functions change in place. A Datapoint lent to such a
@@ -257,9 +257,9 @@ func fillDatapoint(ptr *C.tpt_datapoint, ts []*Tensor, what string) error {
 // io.EOF at the end of the pass; the call after that starts the next pass.
 // Any other error ends the consumer, which returns that very value.
 //
-// A Source may also implement SourceResetter and SourceSizer. Its methods
-// are called on the thread that iterates, one call at a time, except Size,
-// which may come from the consumer at any time.
+// A Source may also implement SourceResetter, SourceSizer and
+// SourceStater. Its methods are called on the thread that iterates, one
+// call at a time, except Size, which may come from the consumer at any time.
 type Source interface {
 	Next() ([]*Tensor, error)
 }
@@ -275,6 +275,30 @@ type SourceResetter interface {
 // -1 when unknown or infinite.
 type SourceSizer interface {
 	Size() int64
+}
+
+// SourceStater is a Source that can save and restore its position within a
+// pass, so that DataFlow.State records it and a pipeline restored with
+// SetState goes on with the datapoint after the last one given when the
+// state was taken (version 2 of tpt_dataflow_callbacks: save and restore).
+//
+// SaveState returns the source's state after the last datapoint Next gave
+// (or at the start of a pass): a position, and the generator state of its
+// randomness if it has any. It is called by State, and after every
+// datapoint when a thread reads ahead of the pipeline's consumer (Prefetch,
+// ParallelMap, a queue input), on that thread: keep it cheap. The bytes are
+// copied. RestoreState gets back what SaveState returned, right after Reset
+// at the reset that continues from a restored state (ResetState, or the
+// first Next), and makes the next Next continue from there; its argument is
+// the source's own copy.
+//
+// Errors and panics of both come back like those of Next (SaveState's also
+// from State). A source without SourceStater has no position: restored, it
+// is reset with the seed it had and starts its first pass again, and a
+// state that holds a source's position is refused by it.
+type SourceStater interface {
+	SaveState() ([]byte, error)
+	RestoreState(state []byte) error
 }
 
 // funcSource is DataFlowFromFunc's Source.
@@ -390,17 +414,20 @@ func newFunc(f *dataflowFunc) (cgo.Handle, *stash) {
 }
 
 // DataFlowFromSource makes a dataflow from a Source
-// (tpt_dataflow_from_callbacks). Close it when done.
+// (tpt_dataflow_from_callbacks), with its Reset, Size, SaveState and
+// RestoreState when it implements SourceResetter, SourceSizer and
+// SourceStater. Close it when done.
 func DataFlowFromSource(src Source) (*DataFlow, error) {
 	if src == nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "DataFlowFromSource: src is nil"}
 	}
 	_, hasReset := src.(SourceResetter)
 	_, hasSize := src.(SourceSizer)
+	_, hasState := src.(SourceStater)
 	h, st := newFunc(&dataflowFunc{where: "dataflow source", source: src})
 	var out *C.tpt_dataflow
 	// The library deletes h (also when this fails).
-	if err := statusError(C.tptgo_dataflow_from_callbacks(&out, C.uintptr_t(h), cBool(hasReset), cBool(hasSize))); err != nil {
+	if err := statusError(C.tptgo_dataflow_from_callbacks(&out, C.uintptr_t(h), cBool(hasReset), cBool(hasSize), cBool(hasState))); err != nil {
 		return nil, err
 	}
 	return newDataFlow(out, []*stash{st}), nil
@@ -970,7 +997,10 @@ func (df *DataFlow) SetSeed(seed uint64) error {
 // (generators, seeds, the position in the pass) as a uint8 tensor, to save
 // with a checkpoint (tpt_dataflow_get_state). Threads that read ahead do not
 // change it. Not saved: a local shuffle's buffer, the order of an unordered
-// parallel map, a function source's position.
+// parallel map, and the position of a Go source that does not implement
+// SourceStater (DataFlowFromFunc's included); a SourceStater's SaveState
+// runs here unless a thread reads ahead of it, and its error or panic comes
+// back from State as from Next.
 func (df *DataFlow) State() (*Tensor, error) {
 	ptr, err := df.lock("DataFlow.State")
 	if err != nil {
@@ -978,7 +1008,7 @@ func (df *DataFlow) State() (*Tensor, error) {
 	}
 	defer df.mu.Unlock()
 	var out *C.tpt_tensor
-	if err := statusError(C.tpt_dataflow_get_state(&out, ptr)); err != nil {
+	if err := df.result(C.tpt_dataflow_get_state(&out, ptr)); err != nil {
 		return nil, err
 	}
 	return newTensor(out), nil
@@ -986,8 +1016,11 @@ func (df *DataFlow) State() (*Tensor, error) {
 
 // SetState restores a state from State of a pipeline of the same shape; the
 // next reset continues with the datapoint after the last one given when the
-// state was taken, mid-pass or not (tpt_dataflow_set_state). A state of a
-// pipeline of another shape is an *Error of CodeInvalidArgument.
+// state was taken, mid-pass or not (tpt_dataflow_set_state); a SourceStater
+// gets its position back through RestoreState at that reset. A state of a
+// pipeline of another shape, or one holding a source's position for a
+// source that does not implement SourceStater, is an *Error of
+// CodeInvalidArgument (nothing changes).
 func (df *DataFlow) SetState(state *Tensor) error {
 	ptr, err := df.lock("DataFlow.SetState")
 	if err != nil {

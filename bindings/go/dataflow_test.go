@@ -1,6 +1,7 @@
 package tptrain
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -659,6 +660,319 @@ func TestDataFlowStateRoundTrip(t *testing.T) {
 	}
 	other := closeDF(t, must(DataFlowFromTensors([]*Tensor{y}, true)).of(t))
 	wantError(t, other.SetState(state), CodeInvalidArgument, "not a state of this dataflow")
+}
+
+// shuffledRows is a SourceStater: rows 0..n-1 (int64 [1] tensors), each
+// pass in an order drawn from its generator, which Reset seeds and every
+// pass end advances. Its state is the generator as of the start of the pass
+// (the order derives from it) and the position in the pass: 16 bytes.
+type shuffledRows struct {
+	n        int
+	onSave   func(pos int) error // called by SaveState when set
+	mu       sync.Mutex
+	gen      uint64
+	order    []int64
+	pos      int
+	restored [][]byte // what RestoreState got
+}
+
+func (s *shuffledRows) draw() {
+	s.order = make([]int64, s.n)
+	for i := range s.order {
+		s.order[i] = int64(i)
+	}
+	x := s.gen | 1
+	for i := s.n - 1; i > 0; i-- { // Fisher-Yates with xorshift64
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		j := int(x % uint64(i+1))
+		s.order[i], s.order[j] = s.order[j], s.order[i]
+	}
+}
+
+func (s *shuffledRows) Reset(seed uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gen, s.pos = seed^0x9E3779B97F4A7C15, 0
+	s.draw()
+	return nil
+}
+
+func (s *shuffledRows) Next() ([]*Tensor, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.order == nil {
+		return nil, errors.New("Next before Reset")
+	}
+	if s.pos == s.n {
+		s.gen = s.gen*6364136223846793005 + 1442695040888963407
+		s.pos = 0
+		s.draw()
+		return nil, io.EOF
+	}
+	s.pos++
+	x, err := FromInt64([]int64{s.order[s.pos-1]})
+	return []*Tensor{x}, err
+}
+
+func (s *shuffledRows) SaveState() ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.onSave != nil {
+		if err := s.onSave(s.pos); err != nil {
+			return nil, err
+		}
+	}
+	b := binary.LittleEndian.AppendUint64(nil, s.gen)
+	return binary.LittleEndian.AppendUint64(b, uint64(s.pos)), nil
+}
+
+func (s *shuffledRows) RestoreState(state []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.restored = append(s.restored, state)
+	if len(state) != 16 {
+		return fmt.Errorf("a state of %d bytes, want 16", len(state))
+	}
+	s.gen, s.pos = binary.LittleEndian.Uint64(state), int(binary.LittleEndian.Uint64(state[8:]))
+	if s.pos > s.n {
+		return fmt.Errorf("position %d past the end", s.pos)
+	}
+	s.draw()
+	return nil
+}
+
+func (s *shuffledRows) restores() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.restored
+}
+
+// nextN makes n Next calls: each gives the values of the batch, or "EOF".
+func nextN(t *testing.T, df *DataFlow, n int) []string {
+	t.Helper()
+	out := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		c, err := df.Next()
+		if err == io.EOF {
+			out = append(out, "EOF")
+			continue
+		}
+		ok(t, err)
+		v := must(c[0].Int64s()).of(t)
+		closeAll(c)
+		out = append(out, fmt.Sprint(v))
+	}
+	return out
+}
+
+func TestDataFlowSourceStateRoundTrip(t *testing.T) {
+	checkHandles(t)
+	// 21 rows in batches of 3: a pass is 7 batches, then io.EOF.
+	pipeline := func(src Source) *DataFlow {
+		df := closeDF(t, must(DataFlowFromSource(src)).of(t))
+		pre := closeDF(t, must(df.Prefetch(4)).of(t))
+		return closeDF(t, must(pre.Batch(3, false)).of(t))
+	}
+	// The source's order comes from its seed and changes every pass.
+	ref := pipeline(&shuffledRows{n: 21})
+	ok(t, ref.SetSeed(7))
+	passes := [][]int64{}
+	for p := 0; p < 2; p++ {
+		var rows []int64
+		ok(t, ref.Iterate(func(c []*Tensor) error {
+			v, err := c[0].Int64s()
+			rows = append(rows, v...)
+			return err
+		}))
+		passes = append(passes, rows)
+		sorted := append([]int64(nil), rows...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+		if !reflect.DeepEqual(sorted, int64Range(0, 21)) {
+			t.Fatalf("pass %d is not a permutation of 0..20: %v", p, rows)
+		}
+	}
+	if reflect.DeepEqual(passes[0], passes[1]) || reflect.DeepEqual(passes[0], int64Range(0, 21)) {
+		t.Fatalf("the order does not change: %v", passes)
+	}
+	// k Next calls (io.EOF included), State, the next 10 calls: a pipeline
+	// seeded otherwise repeats those 10 after SetState and ResetState, in
+	// mid-pass, at the end of a pass (before and after its io.EOF) and in
+	// later passes.
+	for _, k := range []int{0, 1, 4, 7, 8, 9, 13, 16, 19} {
+		a := pipeline(&shuffledRows{n: 21})
+		ok(t, a.SetSeed(7))
+		ok(t, a.ResetState())
+		nextN(t, a, k)
+		state := must(a.State()).of(t)
+		want := nextN(t, a, 10)
+		srcB := &shuffledRows{n: 21}
+		b := pipeline(srcB)
+		ok(t, b.SetSeed(8))
+		if k == 4 {
+			// Unrestored, seed 8 gives other batches.
+			if reflect.DeepEqual(nextN(t, b, 10), want) {
+				t.Errorf("k=%d: seed 8 repeats seed 7", k)
+			}
+		}
+		ok(t, b.SetState(state))
+		ok(t, b.ResetState())
+		if got := nextN(t, b, 10); !reflect.DeepEqual(got, want) {
+			t.Errorf("k=%d: restored %v, want %v", k, got, want)
+		}
+		if r := srcB.restores(); len(r) != 1 || len(r[0]) != 16 {
+			t.Errorf("k=%d: RestoreState got %v", k, r)
+		}
+		state.Close()
+	}
+	// Without a thread reading ahead, State calls SaveState itself.
+	src := &shuffledRows{n: 5}
+	plain := closeDF(t, must(DataFlowFromSource(src)).of(t))
+	ok(t, plain.SetSeed(3))
+	nextN(t, plain, 2)
+	state := must(plain.State()).of(t)
+	defer state.Close()
+	want := nextN(t, plain, 6)
+	again := closeDF(t, must(DataFlowFromSource(&shuffledRows{n: 5})).of(t))
+	ok(t, again.SetState(state))
+	if got := nextN(t, again, 6); !reflect.DeepEqual(got, want) { // Next resets
+		t.Errorf("restored %v, want %v", got, want)
+	}
+}
+
+// emptyStater saves an empty state.
+type emptyStater struct {
+	mu  sync.Mutex
+	got [][]byte
+}
+
+func (*emptyStater) Next() ([]*Tensor, error) {
+	x, err := FromInt64([]int64{1})
+	return []*Tensor{x}, err
+}
+func (*emptyStater) SaveState() ([]byte, error) { return nil, nil }
+func (s *emptyStater) RestoreState(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, b)
+	return nil
+}
+
+func TestDataFlowSourceStateErrors(t *testing.T) {
+	checkHandles(t)
+	errSave := errors.New("the position is lost")
+	failFrom2 := func(pos int) error {
+		if pos >= 2 {
+			return errSave
+		}
+		return nil
+	}
+	// From State, when it calls SaveState.
+	plain := closeDF(t, must(DataFlowFromSource(&shuffledRows{n: 6, onSave: failFrom2})).of(t))
+	nextN(t, plain, 1)
+	closeT(t, must(plain.State()).of(t))
+	nextN(t, plain, 1)
+	if _, err := plain.State(); err != errSave {
+		t.Errorf("State() = %v, want SaveState's error", err)
+	}
+	// Under Prefetch SaveState runs on its thread after every datapoint: the
+	// error ends the consumer's iteration.
+	src := closeDF(t, must(DataFlowFromSource(&shuffledRows{n: 6, onSave: failFrom2})).of(t))
+	pre := closeDF(t, must(src.Prefetch(2)).of(t))
+	var err error
+	for i := 0; i < 10 && err == nil; i++ {
+		var c []*Tensor
+		c, err = pre.Next()
+		closeAll(c)
+	}
+	if err != errSave {
+		t.Errorf("Next() under Prefetch = %v, want SaveState's error", err)
+	}
+	// A Stop from SaveState is an error.
+	stopping := closeDF(t, must(DataFlowFromSource(&shuffledRows{n: 6, onSave: func(int) error { return Stop("halt") }})).of(t))
+	ok(t, stopping.ResetState())
+	_, err = stopping.State()
+	wantError(t, err, CodeCallback, `SaveState returned Stop("halt")`)
+	// RestoreState's error comes back from the reset that restores; an
+	// empty state goes through as an empty slice.
+	emptyA := &emptyStater{}
+	emptyDF := closeDF(t, must(DataFlowFromSource(emptyA)).of(t))
+	ok(t, emptyDF.ResetState())
+	emptyState := must(emptyDF.State()).of(t)
+	defer emptyState.Close()
+	checkMeta(t, emptyState, DTypeUint8, must(emptyState.Numel()).of(t))
+	rows := closeDF(t, must(DataFlowFromSource(&shuffledRows{n: 6})).of(t))
+	ok(t, rows.SetState(emptyState))
+	err = rows.ResetState()
+	if _, isError := err.(*Error); err == nil || isError || err.Error() != "a state of 0 bytes, want 16" {
+		t.Errorf("ResetState() = %#v, want RestoreState's error", err)
+	}
+	emptyB := &emptyStater{}
+	restored := closeDF(t, must(DataFlowFromSource(emptyB)).of(t))
+	ok(t, restored.SetState(emptyState))
+	ok(t, restored.ResetState())
+	emptyB.mu.Lock()
+	if len(emptyB.got) != 1 || emptyB.got[0] == nil || len(emptyB.got[0]) != 0 {
+		t.Errorf("RestoreState got %#v, want one empty slice", emptyB.got)
+	}
+	emptyB.mu.Unlock()
+	// A source without SourceStater refuses a state with a position.
+	good := closeDF(t, must(DataFlowFromSource(&shuffledRows{n: 6})).of(t))
+	nextN(t, good, 2)
+	state := must(good.State()).of(t)
+	defer state.Close()
+	// A source without SourceStater refuses a state with a position.
+	fromFunc := closeDF(t, must(DataFlowFromFunc(func() ([]*Tensor, error) { return nil, io.EOF })).of(t))
+	wantError(t, fromFunc.SetState(state), CodeInvalidArgument, "cannot restore one")
+}
+
+type boomSave struct{ pos int }
+
+func TestDataFlowSourceStatePanics(t *testing.T) {
+	checkHandles(t)
+	panicFrom2 := func(pos int) error {
+		if pos >= 2 {
+			panic(boomSave{pos})
+		}
+		return nil
+	}
+	recovered := func(f func()) (p any) {
+		defer func() { p = recover() }()
+		f()
+		return nil
+	}
+	plain := closeDF(t, must(DataFlowFromSource(&shuffledRows{n: 6, onSave: panicFrom2})).of(t))
+	nextN(t, plain, 2)
+	if p := recovered(func() { plain.State() }); p != (boomSave{2}) {
+		t.Errorf("State(): recovered %v, want boomSave{2}", p)
+	}
+	src := closeDF(t, must(DataFlowFromSource(&shuffledRows{n: 6, onSave: panicFrom2})).of(t))
+	pre := closeDF(t, must(src.Prefetch(2)).of(t))
+	p := recovered(func() {
+		for i := 0; i < 10; i++ {
+			c, err := pre.Next()
+			if err != nil {
+				t.Errorf("Next() = %v, want a panic", err)
+				return
+			}
+			closeAll(c)
+		}
+	})
+	if p != (boomSave{2}) {
+		t.Errorf("Next() under Prefetch: recovered %v, want boomSave{2}", p)
+	}
+	// Nothing is left over: a clean pipeline works and keeps its position.
+	clean := closeDF(t, must(DataFlowFromSource(&shuffledRows{n: 6})).of(t))
+	nextN(t, clean, 3)
+	state := must(clean.State()).of(t)
+	defer state.Close()
+	want := nextN(t, clean, 4)
+	other := closeDF(t, must(DataFlowFromSource(&shuffledRows{n: 6})).of(t))
+	ok(t, other.SetState(state))
+	if got := nextN(t, other, 4); !reflect.DeepEqual(got, want) {
+		t.Errorf("restored %v, want %v", got, want)
+	}
 }
 
 var errCorrupt = errors.New("record 5 is corrupt")

@@ -144,12 +144,24 @@ static tpt_status *source_reset_trampoline(uint64_t seed, void *user_data) {
 
 static int64_t source_size_trampoline(void *user_data) { return tptgoSourceSize((uintptr_t)user_data); }
 
+static tpt_status *source_save_trampoline(tpt_tensor **out, void *user_data) {
+  return tptgoSourceSave(out, (uintptr_t)user_data);
+}
+
+static tpt_status *source_restore_trampoline(const tpt_tensor *state, void *user_data) {
+  return tptgoSourceRestore((tpt_tensor *)state, (uintptr_t)user_data);
+}
+
 tpt_status *tptgo_dataflow_from_callbacks(tpt_dataflow **out, uintptr_t handle, int32_t has_reset,
-                                          int32_t has_size) {
-  tpt_dataflow_callbacks callbacks = TPT_DATAFLOW_CALLBACKS_INIT;
+                                          int32_t has_size, int32_t has_state) {
+  tpt_dataflow_callbacks callbacks = TPT_DATAFLOW_CALLBACKS_INIT; /* version 2 */
   callbacks.next = source_next_trampoline;
   if (has_reset) callbacks.reset = source_reset_trampoline;
   if (has_size) callbacks.size = source_size_trampoline;
+  if (has_state) {
+    callbacks.save = source_save_trampoline;
+    callbacks.restore = source_restore_trampoline;
+  }
   return tpt_dataflow_from_callbacks(out, &callbacks, (void *)handle, delete_handle);
 }
 

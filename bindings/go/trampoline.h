@@ -51,10 +51,10 @@ tpt_status *tptgo_trainer_from_config(tpt_trainer **out, const tpt_trainer_optio
 /* ---- Dataflows: each deletes its handle through destroy (also when it
  * fails). */
 
-/* tpt_dataflow_from_callbacks with the source trampolines (reset and size
- * only when has_reset / has_size). */
+/* tpt_dataflow_from_callbacks with the source trampolines (reset, size, and
+ * save with restore, only when has_reset / has_size / has_state). */
 tpt_status *tptgo_dataflow_from_callbacks(tpt_dataflow **out, uintptr_t handle, int32_t has_reset,
-                                          int32_t has_size);
+                                          int32_t has_size, int32_t has_state);
 
 /* tpt_dataflow_map with the map trampoline. */
 tpt_status *tptgo_dataflow_map(tpt_dataflow **out, tpt_dataflow *df, uintptr_t handle);

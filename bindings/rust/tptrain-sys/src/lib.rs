@@ -399,8 +399,9 @@ pub struct tpt_datapoint {
     _private: [u8; 0],
 }
 
-pub const TPT_DATAFLOW_CALLBACKS_VERSION: u32 = 1;
+pub const TPT_DATAFLOW_CALLBACKS_VERSION: u32 = 2;
 /// The functions of a dataflow made by `tpt_dataflow_from_callbacks`.
+/// Version 2 adds `save` and `restore` (both or neither).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tpt_dataflow_callbacks {
@@ -411,10 +412,25 @@ pub struct tpt_dataflow_callbacks {
     pub reset: Option<unsafe extern "C" fn(seed: u64, user_data: *mut c_void) -> *mut tpt_status>,
     /// May be None (unknown); returns the datapoints per pass or -1.
     pub size: Option<unsafe extern "C" fn(user_data: *mut c_void) -> i64>,
+    /// Version 2; may be None (with `restore`). Puts the source's position
+    /// after the last datapoint `next` gave into `*out` as a new 1-d u8
+    /// tensor, which the library takes. Runs on the thread that iterates the
+    /// source (after every datapoint when a thread reads ahead).
+    pub save: Option<unsafe extern "C" fn(out: *mut *mut tpt_tensor, user_data: *mut c_void) -> *mut tpt_status>,
+    /// Version 2; may be None (with `save`). Gets what `save` made (lent for
+    /// the call), right after `reset` at the reset that continues from a
+    /// saved state.
+    pub restore: Option<unsafe extern "C" fn(state: *const tpt_tensor, user_data: *mut c_void) -> *mut tpt_status>,
 }
 /// `TPT_DATAFLOW_CALLBACKS_INIT`
-pub const TPT_DATAFLOW_CALLBACKS_INIT: tpt_dataflow_callbacks =
-    tpt_dataflow_callbacks { version: TPT_DATAFLOW_CALLBACKS_VERSION, next: None, reset: None, size: None };
+pub const TPT_DATAFLOW_CALLBACKS_INIT: tpt_dataflow_callbacks = tpt_dataflow_callbacks {
+    version: TPT_DATAFLOW_CALLBACKS_VERSION,
+    next: None,
+    reset: None,
+    size: None,
+    save: None,
+    restore: None,
+};
 
 /// `tpt_decode_fn`
 pub type tpt_decode_fn = Option<
@@ -1212,7 +1228,9 @@ mod tests {
         assert_eq!(offset_of!(tpt_dataflow_callbacks, next), 8);
         assert_eq!(offset_of!(tpt_dataflow_callbacks, reset), 16);
         assert_eq!(offset_of!(tpt_dataflow_callbacks, size), 24);
-        assert_eq!(size_of::<tpt_dataflow_callbacks>(), 32);
+        assert_eq!(offset_of!(tpt_dataflow_callbacks, save), 32);
+        assert_eq!(offset_of!(tpt_dataflow_callbacks, restore), 40);
+        assert_eq!(size_of::<tpt_dataflow_callbacks>(), 48);
         assert_eq!(offset_of!(tpt_parallel_map_options, n_threads), 4);
         assert_eq!(offset_of!(tpt_parallel_map_options, buffer_size), 8);
         assert_eq!(offset_of!(tpt_parallel_map_options, ordered), 12);
@@ -1237,7 +1255,8 @@ mod tests {
         let i = TPT_INPUT_OPTIONS_INIT;
         assert_eq!((i.version, i.kind, i.capacity, i.repeat), (1, TPT_INPUT_QUEUE, 50, 1));
         let c = TPT_DATAFLOW_CALLBACKS_INIT;
-        assert!(c.version == 1 && c.next.is_none() && c.reset.is_none() && c.size.is_none());
+        assert!(c.version == 2 && c.next.is_none() && c.reset.is_none() && c.size.is_none());
+        assert!(c.save.is_none() && c.restore.is_none());
     }
 
     #[test]
@@ -1251,6 +1270,54 @@ mod tests {
             assert_eq!(tpt_datapoint_size(std::ptr::null()), 0);
             tpt_dataflow_free(std::ptr::null_mut());
             tpt_datapoint_free(std::ptr::null_mut());
+        }
+    }
+
+    #[test]
+    fn dataflow_callbacks_save_and_restore_come_together() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static DESTROYED: AtomicUsize = AtomicUsize::new(0);
+        unsafe extern "C" fn next(_: *mut tpt_datapoint, _: *mut c_void) -> *mut tpt_status {
+            tpt_status_new(TPT_STOP, b"end\0".as_ptr().cast())
+        }
+        unsafe extern "C" fn save(_: *mut *mut tpt_tensor, _: *mut c_void) -> *mut tpt_status {
+            std::ptr::null_mut()
+        }
+        unsafe extern "C" fn restore(_: *const tpt_tensor, _: *mut c_void) -> *mut tpt_status {
+            std::ptr::null_mut()
+        }
+        unsafe extern "C" fn destroy(_: *mut c_void) {
+            DESTROYED.fetch_add(1, Ordering::SeqCst);
+        }
+        unsafe {
+            // One without the other: refused, and user_data destroyed at once.
+            for (s, r) in [(Some(save as _), None), (None, Some(restore as _))] {
+                let mut c = TPT_DATAFLOW_CALLBACKS_INIT;
+                c.next = Some(next);
+                c.save = s;
+                c.restore = r;
+                let mut out = std::ptr::null_mut();
+                let before = DESTROYED.load(Ordering::SeqCst);
+                let st = tpt_dataflow_from_callbacks(&mut out, &c, std::ptr::null_mut(), Some(destroy));
+                assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+                assert!(out.is_null());
+                tpt_status_free(st);
+                assert_eq!(DESTROYED.load(Ordering::SeqCst), before + 1);
+            }
+            // Both, and (a version 1 struct) the version 2 fields unread.
+            for version in [2, 1] {
+                let mut c = TPT_DATAFLOW_CALLBACKS_INIT;
+                c.version = version;
+                c.next = Some(next);
+                c.save = Some(save);
+                if version == 2 {
+                    c.restore = Some(restore);
+                }
+                let mut out = std::ptr::null_mut();
+                let st = tpt_dataflow_from_callbacks(&mut out, &c, std::ptr::null_mut(), Some(destroy));
+                assert!(st.is_null(), "version {version}");
+                tpt_dataflow_free(out);
+            }
         }
     }
 

@@ -5,10 +5,12 @@
 //! pass. Sources read tensors in memory ([`DataFlow::from_tensors`]), IDX
 //! files ([`DataFlow::from_idx`], [`DataFlow::mnist`]), files through a
 //! decoding closure ([`DataFlow::from_files`]), or Rust code
-//! ([`DataFlow::from_fn`], [`DataFlow::from_iter`], [`DataFlow::from_source`]);
-//! combinators batch, map (also on several threads), prefetch, shuffle,
-//! cache, repeat, concatenate, join and augment them. A dataflow of batches
-//! feeds a trainer through [`Input::from_dataflow`] or
+//! ([`DataFlow::from_fn`], [`DataFlow::from_iter`], [`DataFlow::from_source`],
+//! and [`DataFlow::from_stateful_source`] for a source that saves its
+//! position with the pipeline's state); combinators batch, map (also on
+//! several threads), prefetch, shuffle, cache, repeat, concatenate, join and
+//! augment them. A dataflow of batches feeds a trainer through
+//! [`Input::from_dataflow`] or
 //! [`TrainConfig::from_dataflow`](crate::TrainConfig::from_dataflow), and an
 //! inference runner ([`Callback::inference_runner`]) validates a model on one.
 //!
@@ -41,11 +43,21 @@
 //! error they return reaches the consumer with its code and message
 //! unchanged. A panic fails the call that ran the closure as well; on the
 //! thread of a Rust call that iterates ([`DataFlow::iter`],
-//! [`DataFlow::next_into`], [`DataFlow::reset_state`],
+//! [`DataFlow::next_into`], [`DataFlow::reset_state`], [`DataFlow::get_state`],
 //! [`Trainer::run`](crate::Trainer::run) with a feed input) it is resumed
 //! once the C call has returned; on a thread of the library's own, only its
 //! message travels, in a [`Code::Callback`] error ("panic in the map function:
 //! ...").
+//!
+//! [`DataFlow::get_state`] saves the pipeline's state (generators, seeds and
+//! positions, mid-pass too) and [`DataFlow::set_state`] restores it into a
+//! pipeline of the same shape. A Rust source's position is part of it only
+//! if the source says how to save and restore it: a [`StatefulSource`] made
+//! into a dataflow with [`DataFlow::from_stateful_source`]. The other Rust
+//! sources ([`from_source`](DataFlow::from_source), `from_fn`, `from_iter`)
+//! have none: restored, they are reset with the seed they had and start
+//! their first pass again, and a state that holds a source's position is
+//! refused by them.
 
 use crate::callback::Callback;
 use crate::cstr::{path_to_cstring, with_cstr};
@@ -352,6 +364,73 @@ pub trait Source: Send {
     }
 }
 
+/// A [`Source`] with a position that the pipeline's state can hold, for
+/// [`DataFlow::from_stateful_source`] (`tpt_dataflow_callbacks` version 2,
+/// `save` and `restore`). With it, [`DataFlow::get_state`] records where the
+/// source is inside its pass, and a pipeline restored with
+/// [`DataFlow::set_state`] goes on with the datapoint after the last one
+/// given when the state was taken.
+///
+/// ```
+/// use tptrain::{DataFlow, Result, Source, StatefulSource, Tensor};
+///
+/// /// 0, 1, ..., 9 each pass.
+/// struct Counter(u64);
+/// impl Source for Counter {
+///     fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
+///         if self.0 == 10 {
+///             self.0 = 0;
+///             return Ok(None);
+///         }
+///         self.0 += 1;
+///         Ok(Some(vec![Tensor::from_slice(&[self.0 as i64 - 1], &[])?]))
+///     }
+///     fn reset(&mut self, _seed: u64) -> Result<()> {
+///         self.0 = 0;
+///         Ok(())
+///     }
+/// }
+/// impl StatefulSource for Counter {
+///     fn save_state(&self) -> Result<Vec<u8>> {
+///         Ok(self.0.to_le_bytes().to_vec())
+///     }
+///     fn restore_state(&mut self, state: &[u8]) -> Result<()> {
+///         let bytes = state.try_into().map_err(|_| tptrain::Error::new(tptrain::Code::InvalidArgument, "bad state"))?;
+///         self.0 = u64::from_le_bytes(bytes);
+///         Ok(())
+///     }
+/// }
+///
+/// let a = DataFlow::from_stateful_source(Counter(0))?;
+/// let mut it = a.iter();
+/// it.next().unwrap()?;
+/// it.next().unwrap()?;
+/// let state = a.get_state()?; // after datapoint 1
+/// let b = DataFlow::from_stateful_source(Counter(0))?;
+/// b.set_state(&state)?;
+/// b.reset_state()?;
+/// assert_eq!(b.iter().next().unwrap()?[0].item()?, 2.0);
+/// # Ok::<(), tptrain::Error>(())
+/// ```
+pub trait StatefulSource: Source {
+    /// The source's state after the last datapoint [`next`](Source::next)
+    /// gave (or at the start of a pass): its position and whatever else it
+    /// needs to go on from there (a generator's state, say), as bytes of its
+    /// own format. It runs on the thread that iterates the source: under
+    /// [`prefetch`](DataFlow::prefetch), a parallel map or a queue input,
+    /// after every datapoint read ahead, so keep it cheap. An error fails
+    /// [`get_state`](DataFlow::get_state), or, where a thread reads ahead,
+    /// the iteration, with its code and message.
+    fn save_state(&self) -> Result<Vec<u8>>;
+
+    /// Goes back to a state that [`save_state`](Self::save_state) made. It
+    /// is called right after [`reset`](Source::reset) (given the seed the
+    /// source had when the state was taken), at the reset that continues
+    /// from a state set with [`set_state`](DataFlow::set_state). An error
+    /// fails that reset with its code and message.
+    fn restore_state(&mut self, state: &[u8]) -> Result<()>;
+}
+
 /// The user data of a source: the mutex orders `size` (which the library
 /// may ask from the consumer's thread) with `next` (on the iterating thread).
 struct SourceData<S>(Mutex<S>);
@@ -401,6 +480,44 @@ unsafe extern "C" fn source_size<S: Source>(user_data: *mut c_void) -> i64 {
         n = -1;
     }
     n
+}
+
+unsafe extern "C" fn source_save<S: StatefulSource>(
+    out: *mut *mut sys::tpt_tensor,
+    user_data: *mut c_void,
+) -> *mut sys::tpt_status {
+    // SAFETY: as in source_next; out is a valid place for the result.
+    let data = &*user_data.cast::<SourceData<S>>();
+    let mut made = None;
+    let st = guarded(&|| "the dataflow source's save_state".to_owned(), || {
+        let bytes = data.lock().save_state()?;
+        let n = bytes.len() as i64;
+        made = Some(Tensor::from_vec(bytes, &[n])?);
+        Ok(Flow::Continue)
+    });
+    if st.is_null() {
+        // The library takes the tensor: Rust must not free it. (On failure
+        // C takes nothing, and `made` is freed here.)
+        *out = made.map_or(ptr::null_mut(), Tensor::into_raw);
+    }
+    st
+}
+
+unsafe extern "C" fn source_restore<S: StatefulSource>(
+    state: *const sys::tpt_tensor,
+    user_data: *mut c_void,
+) -> *mut sys::tpt_status {
+    // SAFETY: as in source_next. The state is lent for the call: Tensor is a
+    // repr(transparent) tpt_tensor *, so it is seen as a borrowed &Tensor
+    // (never dropped), as in component_trampoline.
+    let data = &*user_data.cast::<SourceData<S>>();
+    let handle = state;
+    let state: &Tensor = &*(&handle as *const *const sys::tpt_tensor).cast::<Tensor>();
+    guarded(&|| "the dataflow source's restore_state".to_owned(), || {
+        let bytes = state.to_bytes()?;
+        data.lock().restore_state(&bytes)?;
+        Ok(Flow::Continue)
+    })
 }
 
 /// `next` as a [`Source`].
@@ -570,9 +687,30 @@ impl<'a> DataFlow<'a> {
 
     // ---- sources
 
-    /// A dataflow from a [`Source`] (`tpt_dataflow_from_callbacks`).
+    /// A dataflow from a [`Source`] (`tpt_dataflow_from_callbacks`). The
+    /// source has no position in the pipeline's state: restored, it is
+    /// reset with the seed it had and starts its first pass again, and a
+    /// state that holds a source's position is refused (see
+    /// [`from_stateful_source`](Self::from_stateful_source)).
     pub fn from_source<S: Source + 'a>(source: S) -> Result<DataFlow<'a>> {
+        DataFlow::from_source_with(source, sys::TPT_DATAFLOW_CALLBACKS_INIT)
+    }
+
+    /// A dataflow from a [`StatefulSource`] (`tpt_dataflow_from_callbacks`
+    /// with `save` and `restore`): [`get_state`](Self::get_state) records
+    /// the source's position, and [`set_state`](Self::set_state) brings it
+    /// back at the next reset.
+    pub fn from_stateful_source<S: StatefulSource + 'a>(source: S) -> Result<DataFlow<'a>> {
         let mut callbacks = sys::TPT_DATAFLOW_CALLBACKS_INIT;
+        callbacks.save = Some(source_save::<S>);
+        callbacks.restore = Some(source_restore::<S>);
+        DataFlow::from_source_with(source, callbacks)
+    }
+
+    /// `callbacks` (save and restore, or neither) with the source's next,
+    /// reset and size.
+    fn from_source_with<S: Source + 'a>(source: S, callbacks: sys::tpt_dataflow_callbacks) -> Result<DataFlow<'a>> {
+        let mut callbacks = callbacks;
         callbacks.next = Some(source_next::<S>);
         callbacks.reset = Some(source_reset::<S>);
         callbacks.size = Some(source_size::<S>);
@@ -920,17 +1058,33 @@ impl<'a> DataFlow<'a> {
     /// seeds, the position in the pass), as a u8 tensor to save with a
     /// checkpoint (`tpt_dataflow_get_state`). Threads that read ahead do not
     /// change it. Not saved: a local shuffle's buffer, the order of an
-    /// unordered parallel map, a closure source's position.
+    /// unordered parallel map, and the position of a Rust source other than
+    /// a [`StatefulSource`] (from [`from_source`](Self::from_source),
+    /// [`from_fn`](Self::from_fn) or [`from_iter`](Self::from_iter)); a
+    /// source made with [`from_stateful_source`](Self::from_stateful_source)
+    /// keeps its position. A [`StatefulSource::save_state`] that fails fails
+    /// this call (where no thread reads ahead of it) with its error.
+    ///
+    /// # Panics
+    /// Resumes a panic of a closure that ran on this thread (a
+    /// [`StatefulSource::save_state`]).
     pub fn get_state(&self) -> Result<Tensor> {
         let mut out = ptr::null_mut();
-        call!(sys::tpt_dataflow_get_state(&mut out, self.as_ptr()))?;
+        // SAFETY: a live dataflow; out receives a new tensor.
+        let st = panic::call_resuming(|| unsafe { sys::tpt_dataflow_get_state(&mut out, self.as_ptr()) });
+        unsafe { Error::check(st) }?;
         Tensor::wrap(out)
     }
 
     /// Restores a state from [`get_state`](Self::get_state) of a pipeline of
     /// the same shape; the next reset continues with the datapoint after the
-    /// last one given when the state was taken, mid-pass or not. An error if
-    /// the pipeline's shape differs (`tpt_dataflow_set_state`).
+    /// last one given when the state was taken, mid-pass or not (a
+    /// [`StatefulSource`] gets its position back through
+    /// [`restore_state`](StatefulSource::restore_state) at that reset). An
+    /// error if the pipeline's shape differs, or if the state holds a
+    /// source's position and this pipeline's source cannot restore one (one
+    /// made with [`from_source`](Self::from_source), `from_fn` or
+    /// `from_iter`) (`tpt_dataflow_set_state`).
     pub fn set_state(&self, state: &Tensor) -> Result<()> {
         call!(sys::tpt_dataflow_set_state(self.as_ptr(), state.as_ptr()))
     }

@@ -75,6 +75,7 @@ pub use callback::{Callback, Event, Events, Flow, Record, RecordKind};
 pub use context::{Context, HookedContext, Scalar, StepContext};
 pub use dataflow::{
     Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, InputKind, InputOptions, ParallelMapOptions, Source,
+    StatefulSource,
 };
 pub use error::{Code, Error, Result};
 pub use model::{

@@ -2,7 +2,7 @@
 //! trait; datapoints; batch, map, map_component, parallel_map (ordered,
 //! strict, exactly once), prefetch and the other combinators; augmentation
 //! that does not depend on the thread count; MNIST; random state saved and
-//! restored; errors unchanged and panics resumed or reported; closures
+//! restored, with the position of a stateful source mid-pass; errors unchanged and panics resumed or reported; closures
 //! dropped exactly once; training from a dataflow (TrainConfig, inputs) with
 //! the inference runner. The C twin is tests/c/test_dataflow.c.
 
@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use tptrain::nn;
 use tptrain::{
     launch_train, Augmentor, Callback, Code, DType, DataFlow, Datapoint, Error, Flow, Input, InputKind, InputOptions,
-    InputSpec, LayerOptions, Model, Optimizer, ParallelMapOptions, Progress, Result, RunOutcome, Source, Tensor,
-    TrainConfig, Trainer, TrainerOptions,
+    InputSpec, LayerOptions, Model, Optimizer, ParallelMapOptions, Progress, Result, RunOutcome, Source,
+    StatefulSource, Tensor, TrainConfig, Trainer, TrainerOptions,
 };
 
 // ------------------------------------------------------------ helpers
@@ -524,6 +524,251 @@ fn the_random_state_round_trips() {
     let e = other.set_state(&state).unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("not a state of this dataflow"), "{e}");
+}
+
+/// splitmix64: the stateful source's own small generator.
+fn splitmix(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// What a [`Shuffled`] does when asked for its state.
+#[derive(Clone, Copy, PartialEq)]
+enum OnSave {
+    Save,
+    /// Fails once the source is at this position.
+    FailAt(usize),
+    /// Panics once the source is at this position.
+    PanicAt(usize),
+}
+
+/// Rows 0..20, each pass in an order drawn by its own generator from the
+/// seed given to `reset`; its state is the generator's state at the start
+/// of the pass (which the order comes from) and the position in the pass.
+struct Shuffled {
+    pass_rng: u64,
+    order: Vec<i64>,
+    pos: usize,
+    on_save: OnSave,
+}
+
+impl Shuffled {
+    const N: usize = 20;
+    fn new(on_save: OnSave) -> Shuffled {
+        Shuffled { pass_rng: 0, order: Vec::new(), pos: 0, on_save }
+    }
+    fn draw(&mut self) {
+        let mut r = self.pass_rng;
+        self.order = (0..Shuffled::N as i64).collect();
+        for i in (1..Shuffled::N).rev() {
+            self.order.swap(i, (splitmix(&mut r) % (i as u64 + 1)) as usize);
+        }
+    }
+}
+
+impl Source for Shuffled {
+    fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
+        if self.pos == Shuffled::N {
+            self.pos = 0;
+            splitmix(&mut self.pass_rng);
+            self.draw();
+            return Ok(None);
+        }
+        self.pos += 1;
+        Ok(Some(vec![scalar(self.order[self.pos - 1])]))
+    }
+    fn reset(&mut self, seed: u64) -> Result<()> {
+        (self.pass_rng, self.pos) = (seed, 0);
+        self.draw();
+        Ok(())
+    }
+    fn size(&self) -> Option<i64> {
+        Some(Shuffled::N as i64)
+    }
+}
+
+impl StatefulSource for Shuffled {
+    fn save_state(&self) -> Result<Vec<u8>> {
+        match self.on_save {
+            OnSave::FailAt(p) if self.pos == p => return Err(Error::new(Code::Io, "the position is lost")),
+            OnSave::PanicAt(p) if self.pos == p => panic!("save exploded"),
+            _ => {}
+        }
+        let mut b = self.pass_rng.to_le_bytes().to_vec();
+        b.extend_from_slice(&(self.pos as u64).to_le_bytes());
+        Ok(b)
+    }
+    fn restore_state(&mut self, state: &[u8]) -> Result<()> {
+        if state.len() != 16 {
+            return Err(Error::new(Code::InvalidArgument, format!("a state of {} bytes", state.len())));
+        }
+        self.pass_rng = u64::from_le_bytes(state[..8].try_into().unwrap());
+        self.pos = u64::from_le_bytes(state[8..].try_into().unwrap()) as usize;
+        self.draw();
+        Ok(())
+    }
+}
+
+/// A [`Shuffled`] without a position for the pipeline's state.
+struct Stateless(Shuffled);
+
+impl Source for Stateless {
+    fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
+        self.0.next()
+    }
+    fn reset(&mut self, seed: u64) -> Result<()> {
+        self.0.reset(seed)
+    }
+}
+
+/// The next `n` items of `df`, across passes: a batch's values, or `None`
+/// at the end of a pass.
+fn take(df: &DataFlow<'_>, n: usize) -> Vec<Option<Vec<i64>>> {
+    let mut dp = Datapoint::new().unwrap();
+    (0..n).map(|_| df.next_into(&mut dp).unwrap().then(|| dp.get(0).unwrap().to_vec::<i64>().unwrap())).collect()
+}
+
+#[test]
+fn a_stateful_source_keeps_its_position_in_the_state() {
+    // Rows in batches of 3 (the last of a pass has 2): 7 batches a pass.
+    type Shape = fn(&DataFlow<'static>) -> DataFlow<'static>;
+    let shapes: [(&str, Shape); 3] = [
+        ("prefetch then batch", |s| s.prefetch(4).unwrap().batch(3, true).unwrap()),
+        ("batch then prefetch", |s| s.batch(3, true).unwrap().prefetch(2).unwrap()),
+        ("batch", |s| s.batch(3, true).unwrap()),
+    ];
+    for (name, shape) in shapes {
+        let make = || shape(&DataFlow::from_stateful_source(Shuffled::new(OnSave::Save)).unwrap());
+        // The passes are permutations of the rows, different each pass.
+        let a = make();
+        a.set_seed(7).unwrap();
+        let items = take(&a, 16);
+        let pass = |i: usize| -> Vec<i64> {
+            let mut v: Vec<i64> = items[i * 8..i * 8 + 7].iter().flat_map(|b| b.clone().unwrap()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!((items[7].as_ref(), items[15].as_ref()), (None, None), "{name}");
+        assert_eq!((pass(0), pass(1)), ((0..20).collect(), (0..20).collect()), "{name}");
+        assert_ne!(items[..7], items[8..15], "{name}");
+
+        // k items in (k = 7 is the pass's end, 8 the first of the next).
+        for k in [0, 1, 4, 6, 7, 8, 12] {
+            let a = make();
+            a.set_seed(7).unwrap();
+            a.reset_state().unwrap();
+            let _ = take(&a, k);
+            let state = a.get_state().unwrap();
+            assert_eq!((state.dtype().unwrap(), state.ndim().unwrap()), (DType::U8, 1));
+            let expected = take(&a, 10);
+
+            let b = make();
+            b.set_seed(1234).unwrap();
+            b.set_state(&state).unwrap();
+            b.reset_state().unwrap();
+            assert_eq!(take(&b, 10), expected, "{name}, k = {k}");
+        }
+        // Another seed gives another order: the state is what made B agree.
+        let b = make();
+        b.set_seed(1234).unwrap();
+        assert_ne!(take(&b, 7), items[..7], "{name}");
+    }
+}
+
+#[test]
+fn a_source_that_fails_or_cannot_restore_its_state() {
+    // save_state's error comes back from get_state (no thread reads ahead)...
+    let want = Error::new(Code::Io, "the position is lost");
+    let df = DataFlow::from_stateful_source(Shuffled::new(OnSave::FailAt(3))).unwrap().batch(3, true).unwrap();
+    assert_eq!(take(&df, 1).len(), 1);
+    assert_eq!(df.get_state().unwrap_err(), want);
+    // ... or through the iteration where a prefetch thread saves after
+    // every datapoint.
+    let df = DataFlow::from_stateful_source(Shuffled::new(OnSave::FailAt(5))).unwrap().prefetch(2).unwrap();
+    let pass: Vec<Result<Vec<Tensor>>> = df.iter().collect();
+    assert!(pass.len() <= 5, "{} items", pass.len());
+    assert_eq!(pass.last().unwrap().as_ref().unwrap_err(), &want);
+
+    // A state with a source's position is refused by a plain source...
+    let a = DataFlow::from_stateful_source(Shuffled::new(OnSave::Save)).unwrap().batch(3, true).unwrap();
+    a.set_seed(7).unwrap();
+    let _ = take(&a, 2);
+    let state = a.get_state().unwrap();
+    let plain = DataFlow::from_source(Stateless(Shuffled::new(OnSave::Save))).unwrap().batch(3, true).unwrap();
+    let e = plain.set_state(&state).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("cannot restore one"), "{e}");
+    // ... whose own state has none: restored, it starts its first pass again
+    // with the seed it had, which a stateful source accepts too.
+    plain.set_seed(7).unwrap();
+    let first = take(&plain, 3);
+    let plain_state = plain.get_state().unwrap();
+    let again = DataFlow::from_stateful_source(Shuffled::new(OnSave::Save)).unwrap().batch(3, true).unwrap();
+    again.set_state(&plain_state).unwrap();
+    again.reset_state().unwrap();
+    assert_eq!(take(&again, 3), first);
+
+    // restore_state's error comes back from the reset that restores.
+    struct BadRestore(Shuffled);
+    impl Source for BadRestore {
+        fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
+            self.0.next()
+        }
+    }
+    impl StatefulSource for BadRestore {
+        fn save_state(&self) -> Result<Vec<u8>> {
+            Ok(vec![1, 2, 3])
+        }
+        fn restore_state(&mut self, state: &[u8]) -> Result<()> {
+            self.0.restore_state(state)
+        }
+    }
+    let bad = DataFlow::from_stateful_source(BadRestore(Shuffled::new(OnSave::Save))).unwrap();
+    let three_bytes = bad.get_state().unwrap();
+    bad.set_state(&three_bytes).unwrap();
+    assert_eq!(bad.reset_state().unwrap_err(), Error::new(Code::InvalidArgument, "a state of 3 bytes"));
+
+    // An empty state is a state too.
+    struct Empty;
+    impl Source for Empty {
+        fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
+            Ok(None)
+        }
+    }
+    impl StatefulSource for Empty {
+        fn save_state(&self) -> Result<Vec<u8>> {
+            Ok(Vec::new())
+        }
+        fn restore_state(&mut self, state: &[u8]) -> Result<()> {
+            assert!(state.is_empty());
+            Ok(())
+        }
+    }
+    let empty = DataFlow::from_stateful_source(Empty).unwrap();
+    let state = empty.get_state().unwrap();
+    empty.set_state(&state).unwrap();
+    empty.reset_state().unwrap();
+    assert_eq!(empty.iter().count(), 0);
+}
+
+#[test]
+fn a_panic_in_save_state_is_resumed_here_or_becomes_an_error_elsewhere() {
+    // On this thread: the panic comes out of get_state.
+    let df = DataFlow::from_stateful_source(Shuffled::new(OnSave::PanicAt(2))).unwrap().batch(2, false).unwrap();
+    assert_eq!(take(&df, 1).len(), 1);
+    let payload = catch_unwind(AssertUnwindSafe(|| df.get_state())).unwrap_err();
+    assert_eq!(panic_message(&*payload), "save exploded");
+    // On a prefetch thread: an error with the panic's message.
+    let df = DataFlow::from_stateful_source(Shuffled::new(OnSave::PanicAt(2))).unwrap().prefetch(2).unwrap();
+    let e = df.iter().find_map(|d| d.err()).unwrap();
+    assert_eq!(e, Error::new(Code::Callback, "panic in the dataflow source's save_state: save exploded"));
+    // Nothing is left pending: a clean pipeline works.
+    let df = DataFlow::from_stateful_source(Shuffled::new(OnSave::Save)).unwrap();
+    assert_eq!(df.iter().count(), 20);
+    assert!(df.get_state().is_ok());
 }
 
 // ------------------------------------------------------------ errors, panics, drops
