@@ -1340,7 +1340,9 @@ TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_set_seed(tpt_dataflow *df, uint64
  * as a u8 tensor to save with a checkpoint. Threads that read ahead do not
  * change it: prefetch and parallel maps keep a snapshot of their input's
  * state with each datapoint. Call it from the thread that iterates the
- * dataflow, between next calls, or while nothing iterates it. Not saved:
+ * dataflow, between next calls, or while nothing iterates it; a dataflow
+ * read by another dataflow or an input is an error (take the state of the
+ * outermost). Not saved:
  * a local shuffle's buffer (restored, it refills from where its input was),
  * the order of an unordered parallel map, and the position of a C source
  * without save and restore (restored, it is reset with the seed it had). */
@@ -1349,8 +1351,9 @@ TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const
 /* Restores a state from tpt_dataflow_get_state of a pipeline of the same
  * shape; the next reset continues from it instead of reseeding: the next
  * datapoint is the one after the last one given when the state was taken,
- * mid-pass or not. An error (nothing changed) if the shape differs or the
- * state is damaged. */
+ * mid-pass or not. An error (nothing changed) if the shape differs, the
+ * state is damaged, or the dataflow is read by another dataflow or an input
+ * (set the state before you give it to one). */
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_set_state(tpt_dataflow *df, const tpt_tensor *state);
 
 /* Drops the caller's reference. NULL is a no-op. */

@@ -48,12 +48,13 @@ tpt_datapoint &dp_arg(const tpt_datapoint *d, const char *name = "dp") {
   return live(const_cast<tpt_datapoint *>(d), kDatapointMagic, name, "tpt_datapoint");
 }
 
-// The dataflow iterated from C: not one that a combinator or input reads.
-tpt::data::DataFlow &own_df_arg(tpt_dataflow *d) {
+// The dataflow iterated (or whose state is taken) from C: not one that a
+// combinator or input reads, whose thread may be iterating it.
+tpt::data::DataFlow &own_df_arg(const tpt_dataflow *d, const char *instead = "iterate that one") {
   DataFlowPtr df = df_arg(d);
   if (df->claimed())
-    tpt::invalid_argument("this " + df->kind() +
-                          " is read by another dataflow or an input; iterate that one (a dataflow has one consumer)");
+    tpt::invalid_argument("this " + df->kind() + " is read by another dataflow or an input; " + instead +
+                          " (a dataflow has one consumer)");
   return *df;
 }
 
@@ -523,7 +524,7 @@ tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df) {
   return guard(__func__, [&] {
     require(out, "out");
     *out = nullptr;
-    std::vector<uint8_t> bytes = df_arg(df)->get_state();
+    std::vector<uint8_t> bytes = own_df_arg(df, "take the state of that one").get_state();
     at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
     std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
     tpt::capi::give(out, std::move(t));
@@ -532,12 +533,12 @@ tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df) {
 
 tpt_status *tpt_dataflow_set_state(tpt_dataflow *df, const tpt_tensor *state) {
   return guard(__func__, [&] {
-    DataFlowPtr d = df_arg(df);
+    tpt::data::DataFlow &d = own_df_arg(df, "set the state of that one");
     at::Tensor t = tensor_arg(state, "state");
     if (t.scalar_type() != at::kByte || t.dim() != 1)
       tpt::invalid_argument("state must be a 1-d u8 tensor (from tpt_dataflow_get_state)");
     t = t.contiguous().cpu();
-    d->set_state(t.data_ptr<uint8_t>(), static_cast<size_t>(t.numel()));
+    d.set_state(t.data_ptr<uint8_t>(), static_cast<size_t>(t.numel()));
   });
 }
 
