@@ -185,12 +185,8 @@ tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out, const tpt_dataflow_c
     if (auto reset = callbacks->reset)
       fns.reset = [reset, ud](uint64_t seed) { raise_callback_status(reset(seed, ud->data), "the reset callback"); };
     if (auto size = callbacks->size) fns.size = [size, ud] { return size(ud->data); };
-    if (callbacks->version >= 2) {  // a version 1 struct has no such fields
-      auto save = callbacks->save;
-      auto restore = callbacks->restore;
-      if (!save != !restore)
-        tpt::invalid_argument("callbacks->save and callbacks->restore come together (give both or neither)");
-      if (save) {
+    if (callbacks->version >= 2) {  // a version 1 struct has no such fields (from_functions wants both or neither)
+      if (auto save = callbacks->save) {
         fns.save = [save, ud] {
           tpt_tensor *t = nullptr;
           raise_callback_status(save(&t, ud->data), "the save callback");
@@ -205,6 +201,8 @@ tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out, const tpt_dataflow_c
           const uint8_t *b = c.data_ptr<uint8_t>();
           return std::vector<uint8_t>(b, b + c.numel());
         };
+      }
+      if (auto restore = callbacks->restore) {
         fns.restore = [restore, ud](const uint8_t *data, size_t n) {
           at::Tensor v = at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(at::kByte));
           if (n) std::memcpy(v.data_ptr<uint8_t>(), data, n);

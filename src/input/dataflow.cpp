@@ -209,21 +209,22 @@ void DataFlow::save_children(std::vector<uint8_t> &out) const {
 }
 
 void DataFlow::load_tree(StateReader &r, bool apply, size_t &index) {
-  std::string part = "part " + std::to_string(index) + " (" + kind_ + ")";
+  auto part = [&] { return "part " + std::to_string(index) + " (" + kind_ + ")"; };  // for errors only
   if (r.u64() != fnv1a(kind_))
     bad_state("part " + std::to_string(index) + " is a " + kind_ + " here and something else in the state");
   uint64_t seed = r.u64();
   uint64_t flag = r.u64();
   Rng *g = rng();
-  if (flag > 1 || (flag == 1) != (g != nullptr)) bad_state(part + " differs");
+  if (flag > 1 || (flag == 1) != (g != nullptr)) bad_state(part() + " differs");
   Rng v;
   if (g) v = r.rng();
   uint64_t n = r.u64();
   StateReader own = r.sub(static_cast<size_t>(n));
   const uint8_t *own_bytes = own.here();
-  load_own(own, /*apply=*/false);
-  if (!own.done()) bad_state(part + " has more bytes than it reads");
-  if (apply) {
+  if (!apply) {  // checked in the dry run; applied at the next reset
+    load_own(own, /*apply=*/false);
+    if (!own.done()) bad_state(part() + " has more bytes than it reads");
+  } else {
     restored_ = true;
     restored_seed_ = seed;
     restored_rng_ = v;
@@ -626,11 +627,7 @@ class Cache final : public Proxy {
   bool next(Datapoint &dp) override {
     if (refill_) refill();
     if (!filled_) {
-      if (!fill_started_) {  // the input's state now is where the cache starts
-        fill_start_.clear();
-        Proxy::save_children(fill_start_);
-        fill_started_ = true;
-      }
+      if (fill_start_.empty()) Proxy::save_children(fill_start_);  // the input's state now is where the cache starts
       if (df_->next(dp)) {
         cached_.push_back(dp);
         return true;
@@ -662,14 +659,14 @@ class Cache final : public Proxy {
   void clear_pass() override {
     if (!filled_) {  // a first pass cut short is read again
       cached_.clear();
-      fill_started_ = false;
+      fill_start_.clear();
     }
     pos_ = 0;
     order_.clear();
   }
   void on_reset() override {
     filled_ = false;
-    fill_started_ = false;
+    fill_start_.clear();
     refill_ = false;
     cached_.clear();
   }
@@ -678,7 +675,7 @@ class Cache final : public Proxy {
   // started is, and a restored CacheData reads the input again from there
   // (the whole pass when the cache was full, else what it had cached).
   void save_children(std::vector<uint8_t> &out) const override {
-    if (fill_started_) out.insert(out.end(), fill_start_.begin(), fill_start_.end());
+    if (!fill_start_.empty()) out.insert(out.end(), fill_start_.begin(), fill_start_.end());
     else Proxy::save_children(out);
   }
   void save_own(std::vector<uint8_t> &out) const override {
@@ -712,7 +709,6 @@ class Cache final : public Proxy {
     refill_ = false;
     fill_start_.clear();
     Proxy::save_children(fill_start_);
-    fill_started_ = true;
     cached_.clear();
     Datapoint x;
     if (filled_) {
@@ -738,8 +734,7 @@ class Cache final : public Proxy {
   size_t pos_ = 0;
   std::vector<int64_t> order_;
   Rng rng_, pass_rng_;
-  bool fill_started_ = false;
-  std::vector<uint8_t> fill_start_;
+  std::vector<uint8_t> fill_start_;  // empty until the cache starts filling
   bool refill_ = false, has_pass_rng_ = false;
   uint64_t refill_count_ = 0;
 };

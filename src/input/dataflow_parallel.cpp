@@ -221,7 +221,6 @@ class Prefetch final : public DataFlow {
       std::rethrow_exception(error_);
     }
     last_child_ = std::move(it.snapshot);
-    has_last_ = true;
     if (it.end) return false;
     dp = std::move(it.dp);
     return true;
@@ -235,12 +234,11 @@ class Prefetch final : public DataFlow {
     error_ = nullptr;
     last_child_.clear();
     df_->save_tree(last_child_);  // nothing given yet: the input as it is before the thread reads it
-    has_last_ = true;
     thread_ = std::thread([this] { produce(); });
   }
   // This node, then its input's state as of the last datapoint given.
   bool save_snapshot(std::vector<uint8_t> &out) const override {
-    if (!has_last_) return false;
+    if (last_child_.empty()) return false;  // never started
     save_header(out);
     out.insert(out.end(), last_child_.begin(), last_child_.end());
     return true;
@@ -277,8 +275,7 @@ class Prefetch final : public DataFlow {
   BoundedQueue<Item> q_;
   std::thread thread_;
   std::exception_ptr error_;
-  std::vector<uint8_t> last_child_;  // consumer side: the snapshot of the last item taken
-  bool has_last_ = false;
+  std::vector<uint8_t> last_child_;  // consumer side: the snapshot of the last item taken (empty: none)
 };
 
 }  // namespace
