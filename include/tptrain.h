@@ -176,10 +176,12 @@ TPT_API TPT_NODISCARD tpt_status *tpt_get_num_threads(int *out);
 /*                                                                           */
 /* A tpt_tensor is an owning handle on a LibTorch tensor. Handles are not    */
 /* shared between threads without the caller's own synchronisation; reading */
-/* one tensor from several threads at once is fine. Every tensor returned    */
-/* through an out-parameter belongs to the caller: free it with              */
-/* tpt_tensor_free. A freed or foreign pointer passed where a tensor is      */
-/* expected is reported as an error where it can be detected.                */
+/* one tensor from several threads at once is fine. A tensor returned       */
+/* through an out-parameter belongs to the caller (free it with             */
+/* tpt_tensor_free), except inside a tower function or a callback: there it */
+/* belongs to that call and goes when the call returns (see "Tensor scopes" */
+/* below). A freed or foreign pointer passed where a tensor is expected is  */
+/* reported as an error where it can be detected.                           */
 /* ------------------------------------------------------------------------ */
 
 typedef enum tpt_dtype {
@@ -220,7 +222,10 @@ TPT_API TPT_NODISCARD tpt_status *tpt_tensor_from_data(
     tpt_tensor **out, const void *data, size_t nbytes, const int64_t *shape,
     size_t ndim, const tpt_tensor_options *options);
 
-/* Releases a tensor handle. NULL is a no-op. */
+/* Releases a tensor handle. NULL is a no-op, and so is a tensor the library
+ * lends (a tower function's inputs). A tensor of a scope is released at once
+ * and its handle goes when the scope closes (freeing it is allowed, never
+ * needed). */
 TPT_API void tpt_tensor_free(tpt_tensor *tensor);
 
 /* Number of dimensions. */
@@ -251,6 +256,53 @@ TPT_API TPT_NODISCARD tpt_status *tpt_tensor_reshape(tpt_tensor **out, const tpt
 /* Matrix product with LibTorch's matmul broadcasting rules. */
 TPT_API TPT_NODISCARD tpt_status *tpt_tensor_matmul(tpt_tensor **out, const tpt_tensor *a,
                                                     const tpt_tensor *b);
+
+/* ---- Tensor scopes -------------------------------------------------------
+ * Tensors made inside a call belong to that call, as PyTorch's autograd
+ * graph owns its intermediates. While the library runs a tower function
+ * (training, build or inference) or a trainer callback (event callbacks and
+ * monitors, run_step, a hooked step's function, an enable_if predicate, a
+ * train config's init function),
+ * every tensor handle the calling thread receives from the library (layers,
+ * losses, metrics, tpt_op_call, tpt_tensor_* functions that make a tensor,
+ * step outputs, tpt_model_variable) belongs to that call and is released
+ * when it returns: a tower function frees nothing. tpt_tensor_free inside
+ * the call is allowed and releases the tensor at once. Scopes nest: a
+ * callback that runs tpt_model_infer gets infer's outputs in the callback's
+ * scope, while the tower function's own tensors go when it returns. Not
+ * scoped: other threads, and dataflow and feed callbacks (their tensors go
+ * to the library through out-parameters and stay the caller's to free, also
+ * when they run inside another call's scope). A tensor needed after the call returns: tpt_tensor_keep.
+ * After the call, a scoped handle must not be used (TPT_SCOPE_EXPIRE below
+ * makes that a reported error for bindings). */
+
+/* A new handle on `tensor`'s values that belongs to the caller, also inside
+ * a scope: detached from autograd's graph (no gradient flows through it),
+ * sharing the storage (no copy). Free it with tpt_tensor_free. Any thread. */
+TPT_API TPT_NODISCARD tpt_status *tpt_tensor_keep(tpt_tensor **out, const tpt_tensor *tensor);
+
+/* The number of tensor handles alive in the process: made by the library
+ * and not yet released (lent inputs are not counted). For leak checks. Any
+ * thread. */
+TPT_API int64_t tpt_tensor_live_handles(void);
+
+/* How the innermost scope of the calling thread treats its handles. For
+ * bindings, whose trampolines set it first thing in every call; C programs
+ * keep the default. */
+typedef enum tpt_scope_mode {
+  TPT_SCOPE_FREE = 0,   /* default: released and their handles freed when the call returns */
+  TPT_SCOPE_EXPIRE = 1, /* released when the call returns; each handle stays until
+                           tpt_tensor_free (a garbage-collected binding's finalizer),
+                           and using it is TPT_ERR_INVALID_ARGUMENT */
+  TPT_SCOPE_OFF = 2,    /* the call's tensors belong to the caller, as outside any
+                           call (bindings with destructors; handles made earlier in
+                           the call are handed over too) */
+  TPT_SCOPE_MODE_FORCE32 = 0x7fffffff
+} tpt_scope_mode;
+
+/* Sets the mode of the innermost scope open on the calling thread; without
+ * one it does nothing. An unknown mode is TPT_ERR_INVALID_ARGUMENT. */
+TPT_API TPT_NODISCARD tpt_status *tpt_tensor_scope_set_mode(tpt_scope_mode mode);
 
 /* ---- Sharing memory, devices, DLPack ------------------------------------ */
 
@@ -400,7 +452,7 @@ typedef enum tpt_progress {
 } tpt_progress;
 
 /* Options of a trainer. Initialise with TPT_TRAINER_OPTIONS_INIT. */
-#define TPT_TRAINER_OPTIONS_VERSION 1
+#define TPT_TRAINER_OPTIONS_VERSION 2
 typedef struct tpt_trainer_options {
   uint32_t version;            /* TPT_TRAINER_OPTIONS_VERSION */
   int32_t is_chief;            /* nonzero (default): chief-only callbacks are kept */
@@ -414,10 +466,14 @@ typedef struct tpt_trainer_options {
   int32_t default_callbacks;   /* nonzero (default): progress bar and estimated time left */
   int32_t default_monitors;    /* nonzero (default): stats.json writer (with a logdir) and
                                   the per-epoch scalar printer */
+  /* version 2: */
+  int64_t scalar_history;      /* entries of each scalar kept for tpt_trainer_scalar_history
+                                  (the latest ones, so a long run's memory stays flat);
+                                  default 1000; 0 keeps all */
 } tpt_trainer_options;
 #define TPT_TRAINER_OPTIONS_INIT \
   { TPT_TRAINER_OPTIONS_VERSION, 1, 1, 99999999, -1, NULL, TPT_LOGDIR_REFUSE, \
-    TPT_PROGRESS_AUTO, 1, 1, 1 }
+    TPT_PROGRESS_AUTO, 1, 1, 1, 1000 }
 
 /* Creates a trainer. `options` may be NULL (defaults; steps_per_epoch must then
  * be given before run through a later section's input). The strings in
@@ -757,7 +813,8 @@ TPT_API TPT_NODISCARD tpt_status *tpt_model_variable_names(char *buf, size_t siz
 /* Runs the tower function as an inference tower ("InferenceTower": not
  * training, no gradients, no variable is created or changed) on `inputs`
  * and returns the named outputs it published, in the order of `names`
- * (the cost is the output "cost"). The caller owns outputs[0..n_names).
+ * (the cost is the output "cost"). The caller owns outputs[0..n_names)
+ * (inside a tower function or callback: that call's scope does).
  * Several threads may call it at once on one model (the tower function then
  * runs on them at once: tptrain's layers allow that), but not while a
  * trainer trains the model. */

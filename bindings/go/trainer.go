@@ -171,6 +171,7 @@ func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func()) {
 		console:           cBool(o.Console),
 		default_callbacks: cBool(o.DefaultCallbacks),
 		default_monitors:  cBool(o.DefaultMonitors),
+		scalar_history:    1000,
 	}
 	if o.Logdir == "" {
 		return copts, func() {}

@@ -3,20 +3,30 @@
 #include "_cgo_export.h"
 #include "trampoline.h"
 
+/* Called first thing by the trampolines that the library runs inside a tensor
+ * scope (tower functions, trainer callbacks): a Go Tensor made in the call
+ * is released when the call returns, and its handle waits for Close or the
+ * finalizer (TPT_SCOPE_EXPIRE), so tower tensors need no Close. */
+static void expire_call_tensors(void) { tpt_status_free(tpt_tensor_scope_set_mode(TPT_SCOPE_EXPIRE)); }
+
 static tpt_status *run_step_trampoline(tpt_trainer *trainer, void *user_data) {
+  expire_call_tensors();
   return tptgoRunStep(trainer, (uintptr_t)user_data);
 }
 
 static tpt_status *step_trampoline(tpt_trainer *trainer, void *user_data) {
+  expire_call_tensors();
   return tptgoStep(trainer, (uintptr_t)user_data);
 }
 
 static tpt_status *callback_trampoline(tpt_trainer *trainer, tpt_event event, const tpt_record *record,
                                        void *user_data) {
+  expire_call_tensors();
   return tptgoCallback(trainer, (uint32_t)event, (tpt_record *)record, (uintptr_t)user_data);
 }
 
 static int32_t predicate_trampoline(tpt_trainer *trainer, void *user_data) {
+  expire_call_tensors();
   return tptgoPredicate(trainer, (uintptr_t)user_data);
 }
 
@@ -91,6 +101,7 @@ void tptgo_dlpack_delete(void *managed) {
 
 static tpt_status *tower_trampoline(tpt_tower *tower, const tpt_tensor *const *inputs, size_t n_inputs,
                                     void *user_data) {
+  expire_call_tensors();
   return tptgoTower(tower, (tpt_tensor **)inputs, n_inputs, (uintptr_t)user_data);
 }
 
@@ -109,6 +120,7 @@ tpt_status *tptgo_input_from_feed(tpt_input **out, uintptr_t handle) {
 /* ---- TrainConfig ---- */
 
 static tpt_status *init_trampoline(tpt_model *model, void *user_data) {
+  expire_call_tensors();
   return tptgoInit(model, (uintptr_t)user_data);
 }
 

@@ -21,38 +21,22 @@ static tpt_status *tower(tpt_tower *tower, const tpt_tensor *const *inputs, size
   (void)user_data;
   tpt_layer_options conv = TPT_LAYER_OPTIONS_INIT; /* 3x3, SAME, He init */
   conv.use_bias = 0;                               /* batch norm follows */
-  tpt_status *st = NULL;
-  tpt_tensor *c1 = NULL, *b1 = NULL, *r1 = NULL, *p1 = NULL, *c2 = NULL, *b2 = NULL, *r2 = NULL, *g = NULL,
-             *logits = NULL, *cost = NULL, *acc = NULL, *wrong = NULL;
-  TPT_TRY(st, tpt_layer_conv2d(&c1, tower, "conv1", inputs[0], 8, &conv), done);
-  TPT_TRY(st, tpt_layer_batch_norm(&b1, tower, "bn1", c1, 0.9, 1e-5), done);
-  TPT_TRY(st, tpt_layer_activation(&r1, b1, TPT_ACT_RELU, 0), done);
-  TPT_TRY(st, tpt_layer_max_pool(&p1, r1, 2, 2, TPT_PADDING_VALID), done);
-  TPT_TRY(st, tpt_layer_conv2d(&c2, tower, "conv2", p1, 16, &conv), done);
-  TPT_TRY(st, tpt_layer_batch_norm(&b2, tower, "bn2", c2, 0.9, 1e-5), done);
-  TPT_TRY(st, tpt_layer_activation(&r2, b2, TPT_ACT_RELU, 0), done);
-  TPT_TRY(st, tpt_layer_global_avg_pool(&g, r2), done);
-  TPT_TRY(st, tpt_layer_fc(&logits, tower, "fc", g, CLASSES, NULL), done);
-  TPT_TRY(st, tpt_loss_softmax_cross_entropy(&cost, logits, inputs[1]), done);
-  TPT_TRY(st, tpt_metric_accuracy(&acc, logits, inputs[1]), done);
-  TPT_TRY(st, tpt_metric_wrong(&wrong, logits, inputs[1], 1), done);
-  TPT_TRY(st, tpt_tower_set_cost(tower, cost), done);
-  TPT_TRY(st, tpt_tower_set_output(tower, "accuracy", acc), done);
-  TPT_TRY(st, tpt_tower_set_output(tower, "wrong", wrong), done);
-done:
-  tpt_tensor_free(c1);
-  tpt_tensor_free(b1);
-  tpt_tensor_free(r1);
-  tpt_tensor_free(p1);
-  tpt_tensor_free(c2);
-  tpt_tensor_free(b2);
-  tpt_tensor_free(r2);
-  tpt_tensor_free(g);
-  tpt_tensor_free(logits);
-  tpt_tensor_free(cost);
-  tpt_tensor_free(acc);
-  tpt_tensor_free(wrong);
-  return st;
+  tpt_tensor *x, *logits, *cost, *acc, *wrong; /* the call's tensors go when it returns */
+  TPT_RETURN_IF_ERROR(tpt_layer_conv2d(&x, tower, "conv1", inputs[0], 8, &conv));
+  TPT_RETURN_IF_ERROR(tpt_layer_batch_norm(&x, tower, "bn1", x, 0.9, 1e-5));
+  TPT_RETURN_IF_ERROR(tpt_layer_activation(&x, x, TPT_ACT_RELU, 0));
+  TPT_RETURN_IF_ERROR(tpt_layer_max_pool(&x, x, 2, 2, TPT_PADDING_VALID));
+  TPT_RETURN_IF_ERROR(tpt_layer_conv2d(&x, tower, "conv2", x, 16, &conv));
+  TPT_RETURN_IF_ERROR(tpt_layer_batch_norm(&x, tower, "bn2", x, 0.9, 1e-5));
+  TPT_RETURN_IF_ERROR(tpt_layer_activation(&x, x, TPT_ACT_RELU, 0));
+  TPT_RETURN_IF_ERROR(tpt_layer_global_avg_pool(&x, x));
+  TPT_RETURN_IF_ERROR(tpt_layer_fc(&logits, tower, "fc", x, CLASSES, NULL));
+  TPT_RETURN_IF_ERROR(tpt_loss_softmax_cross_entropy(&cost, logits, inputs[1]));
+  TPT_RETURN_IF_ERROR(tpt_metric_accuracy(&acc, logits, inputs[1]));
+  TPT_RETURN_IF_ERROR(tpt_metric_wrong(&wrong, logits, inputs[1], 1));
+  TPT_RETURN_IF_ERROR(tpt_tower_set_output(tower, "accuracy", acc));
+  TPT_RETURN_IF_ERROR(tpt_tower_set_output(tower, "wrong", wrong));
+  return tpt_tower_set_cost(tower, cost);
 }
 
 static uint32_t rng = 99;

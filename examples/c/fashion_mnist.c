@@ -25,46 +25,29 @@
 
 enum { BATCH = 128, CLASSES = 10 };
 
-static tpt_status *tower(tpt_tower *tower, const tpt_tensor *const *inputs, size_t n, void *user_data) {
-  (void)n;
-  (void)user_data;
-  tpt_layer_options conv = TPT_LAYER_OPTIONS_INIT; /* SAME padding, He init, bias */
-  conv.activation = TPT_ACT_RELU;
-  tpt_layer_options conv5 = conv;
+/* The tower function: one line per layer. Its tensors belong to the call and
+ * go when it returns, so it frees nothing; TPT_RETURN_IF_ERROR passes an
+ * error up. */
+static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *user_data) {
+  (void)n, (void)user_data;
+  tpt_layer_options conv = TPT_LAYER_OPTIONS_INIT, conv5, fc = TPT_LAYER_OPTIONS_INIT; /* SAME, He init */
+  conv.activation = fc.activation = TPT_ACT_RELU;
+  conv5 = conv;
   conv5.kernel[0] = conv5.kernel[1] = 5;
-  tpt_layer_options fc = TPT_LAYER_OPTIONS_INIT;
-  fc.activation = TPT_ACT_RELU;
-  tpt_status *st = NULL;
-  tpt_tensor *c0 = NULL, *p0 = NULL, *c1 = NULL, *c2 = NULL, *p1 = NULL, *c3 = NULL, *f = NULL, *fc0 = NULL,
-             *d = NULL, *logits = NULL, *xent = NULL, *acc = NULL;
-  TPT_TRY(st, tpt_layer_conv2d(&c0, tower, "conv0", inputs[0], 32, &conv5), done);
-  TPT_TRY(st, tpt_layer_max_pool(&p0, c0, 2, 2, TPT_PADDING_VALID), done);
-  TPT_TRY(st, tpt_layer_conv2d(&c1, tower, "conv1", p0, 32, &conv), done);
-  TPT_TRY(st, tpt_layer_conv2d(&c2, tower, "conv2", c1, 32, &conv), done);
-  TPT_TRY(st, tpt_layer_max_pool(&p1, c2, 2, 2, TPT_PADDING_VALID), done);
-  TPT_TRY(st, tpt_layer_conv2d(&c3, tower, "conv3", p1, 32, &conv), done);
-  TPT_TRY(st, tpt_layer_flatten(&f, c3), done);
-  TPT_TRY(st, tpt_layer_fc(&fc0, tower, "fc0", f, 512, &fc), done);
-  TPT_TRY(st, tpt_layer_dropout(&d, tower, fc0, 0.5), done);
-  TPT_TRY(st, tpt_layer_fc(&logits, tower, "fc1", d, CLASSES, NULL), done);
-  TPT_TRY(st, tpt_loss_softmax_cross_entropy(&xent, logits, inputs[1]), done);
-  TPT_TRY(st, tpt_metric_accuracy(&acc, logits, inputs[1]), done);
-  TPT_TRY(st, tpt_tower_set_cost(tower, xent), done);
-  TPT_TRY(st, tpt_tower_set_output(tower, "accuracy", acc), done);
-done:
-  tpt_tensor_free(c0);
-  tpt_tensor_free(p0);
-  tpt_tensor_free(c1);
-  tpt_tensor_free(c2);
-  tpt_tensor_free(p1);
-  tpt_tensor_free(c3);
-  tpt_tensor_free(f);
-  tpt_tensor_free(fc0);
-  tpt_tensor_free(d);
-  tpt_tensor_free(logits);
-  tpt_tensor_free(xent);
-  tpt_tensor_free(acc);
-  return st;
+  tpt_tensor *x, *logits, *cost, *acc;
+  TPT_RETURN_IF_ERROR(tpt_layer_conv2d(&x, tw, "conv0", in[0], 32, &conv5));
+  TPT_RETURN_IF_ERROR(tpt_layer_max_pool(&x, x, 2, 2, TPT_PADDING_VALID));
+  TPT_RETURN_IF_ERROR(tpt_layer_conv2d(&x, tw, "conv1", x, 32, &conv));
+  TPT_RETURN_IF_ERROR(tpt_layer_conv2d(&x, tw, "conv2", x, 32, &conv));
+  TPT_RETURN_IF_ERROR(tpt_layer_max_pool(&x, x, 2, 2, TPT_PADDING_VALID));
+  TPT_RETURN_IF_ERROR(tpt_layer_conv2d(&x, tw, "conv3", x, 32, &conv));
+  TPT_RETURN_IF_ERROR(tpt_layer_fc(&x, tw, "fc0", x, 512, &fc)); /* flattens [N, C, H, W] */
+  TPT_RETURN_IF_ERROR(tpt_layer_dropout(&x, tw, x, 0.5));
+  TPT_RETURN_IF_ERROR(tpt_layer_fc(&logits, tw, "fc1", x, CLASSES, NULL));
+  TPT_RETURN_IF_ERROR(tpt_loss_softmax_cross_entropy(&cost, logits, in[1]));
+  TPT_RETURN_IF_ERROR(tpt_metric_accuracy(&acc, logits, in[1]));
+  TPT_RETURN_IF_ERROR(tpt_tower_set_output(tw, "accuracy", acc));
+  return tpt_tower_set_cost(tw, cost);
 }
 
 /* After each epoch from the second on: learning rate times 0.6. */

@@ -19,20 +19,13 @@ static tpt_status *tower(tpt_tower *tower, const tpt_tensor *const *inputs, size
   (void)user_data;
   tpt_layer_options relu = TPT_LAYER_OPTIONS_INIT;
   relu.activation = TPT_ACT_RELU;
-  tpt_status *st = NULL;
-  tpt_tensor *h1 = NULL, *h2 = NULL, *pred = NULL, *cost = NULL;
-  TPT_TRY(st, tpt_layer_fc(&h1, tower, "fc1", inputs[0], 64, &relu), done);
-  TPT_TRY(st, tpt_layer_fc(&h2, tower, "fc2", h1, 64, &relu), done);
-  TPT_TRY(st, tpt_layer_fc(&pred, tower, "out", h2, 1, NULL), done);
-  TPT_TRY(st, tpt_loss_mse(&cost, pred, inputs[1]), done);
-  TPT_TRY(st, tpt_tower_set_cost(tower, cost), done);
-  TPT_TRY(st, tpt_tower_set_output(tower, "prediction", pred), done);
-done:
-  tpt_tensor_free(h1);
-  tpt_tensor_free(h2);
-  tpt_tensor_free(pred);
-  tpt_tensor_free(cost);
-  return st;
+  tpt_tensor *h, *pred, *cost; /* the call's tensors go when it returns: nothing to free */
+  TPT_RETURN_IF_ERROR(tpt_layer_fc(&h, tower, "fc1", inputs[0], 64, &relu));
+  TPT_RETURN_IF_ERROR(tpt_layer_fc(&h, tower, "fc2", h, 64, &relu));
+  TPT_RETURN_IF_ERROR(tpt_layer_fc(&pred, tower, "out", h, 1, NULL));
+  TPT_RETURN_IF_ERROR(tpt_loss_mse(&cost, pred, inputs[1]));
+  TPT_RETURN_IF_ERROR(tpt_tower_set_output(tower, "prediction", pred));
+  return tpt_tower_set_cost(tower, cost);
 }
 
 typedef struct {
@@ -49,10 +42,9 @@ static tpt_status *validate(tpt_trainer *trainer, tpt_event event, const tpt_rec
   const tpt_tensor *inputs[] = {v->x, v->y};
   const char *names[] = {"cost"};
   tpt_tensor *cost = NULL;
-  TPT_RETURN_IF_ERROR(tpt_model_infer(&cost, v->model, inputs, 2, names, 1));
-  tpt_status *st = tpt_tensor_item(&v->last, cost);
-  tpt_tensor_free(cost);
-  return st ? st : tpt_trainer_put_scalar(trainer, "val_cost", v->last);
+  TPT_RETURN_IF_ERROR(tpt_model_infer(&cost, v->model, inputs, 2, names, 1)); /* the callback's: freed for us */
+  TPT_RETURN_IF_ERROR(tpt_tensor_item(&v->last, cost));
+  return tpt_trainer_put_scalar(trainer, "val_cost", v->last);
 }
 
 static void make_data(float *x, float *y, int rows, uint32_t seed) {

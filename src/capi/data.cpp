@@ -69,7 +69,11 @@ template <class F>
 tpt_status *with_datapoint(Datapoint &dp, F &&call) {
   tpt_datapoint h;
   h.dp = std::move(dp);
-  tpt_status *st = call(&h);
+  tpt_status *st;
+  {
+    tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);  // dataflow callbacks are not scoped
+    st = call(&h);
+  }
   dp = std::move(h.dp);
   h.magic = 0;
   return st;
@@ -183,13 +187,25 @@ tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out, const tpt_dataflow_c
       return true;
     };
     if (auto reset = callbacks->reset)
-      fns.reset = [reset, ud](uint64_t seed) { raise_callback_status(reset(seed, ud->data), "the reset callback"); };
+      fns.reset = [reset, ud](uint64_t seed) {
+        tpt_status *st;
+        {
+          tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);
+          st = reset(seed, ud->data);
+        }
+        raise_callback_status(st, "the reset callback");
+      };
     if (auto size = callbacks->size) fns.size = [size, ud] { return size(ud->data); };
     if (callbacks->version >= 2) {  // a version 1 struct has no such fields (from_functions wants both or neither)
       if (auto save = callbacks->save) {
         fns.save = [save, ud] {
           tpt_tensor *t = nullptr;
-          raise_callback_status(save(&t, ud->data), "the save callback");
+          tpt_status *st;
+          {
+            tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);
+            st = save(&t, ud->data);
+          }
+          raise_callback_status(st, "the save callback");
           std::unique_ptr<tpt_tensor, void (*)(tpt_tensor *)> owned(t, tpt_tensor_free);
           if (!t) tpt::fail(TPT_ERR_CALLBACK, "the save callback returned success but no tensor");
           const at::Tensor &v = tensor_arg(t, "the save callback's tensor");
@@ -206,8 +222,12 @@ tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out, const tpt_dataflow_c
         fns.restore = [restore, ud](const uint8_t *data, size_t n) {
           at::Tensor v = at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(at::kByte));
           if (n) std::memcpy(v.data_ptr<uint8_t>(), data, n);
-          tpt_tensor h(v);  // lent for the call
-          tpt_status *st = restore(&h, ud->data);
+          tpt_tensor h(v, tpt_tensor::Borrow{});  // lent for the call
+          tpt_status *st;
+          {
+            tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);
+            st = restore(&h, ud->data);
+          }
           h.magic = 0;
           raise_callback_status(st, "the restore callback");
         };
@@ -347,9 +367,13 @@ tpt_status *tpt_dataflow_map_component(tpt_dataflow **out, tpt_dataflow *df, siz
       if (index >= dp.size())
         tpt::invalid_argument("MapDataComponent: component " + std::to_string(index) + " asked for, the datapoint has " +
                               std::to_string(dp.size()));
-      tpt_tensor value(dp[index]);
+      tpt_tensor value(dp[index], tpt_tensor::Borrow{});
       tpt_tensor *made = nullptr;
-      tpt_status *st = fn(&made, &value, ud->data);
+      tpt_status *st;
+      {
+        tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);
+        st = fn(&made, &value, ud->data);
+      }
       value.magic = 0;
       at::Tensor result;
       if (made && made->magic == kTensorMagic) result = made->value;

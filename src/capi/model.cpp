@@ -57,7 +57,7 @@ struct BorrowedTensors {  // inline for the usual handful of inputs: this runs e
   c10::SmallVector<const tpt_tensor *, 8> pointers;
   explicit BorrowedTensors(const std::vector<at::Tensor> &ts) {
     handles.reserve(ts.size());
-    for (const auto &t : ts) handles.emplace_back(t);
+    for (const auto &t : ts) handles.emplace_back(t, tpt_tensor::Borrow{});
     for (const auto &h : handles) pointers.push_back(&h);
   }
 };
@@ -130,7 +130,11 @@ tpt_status *tpt_model_new(tpt_model **out, const tpt_input_spec *inputs, size_t 
     tpt::model::TowerFn fn = [tower_fn, ud](tpt::model::Tower &tower, const std::vector<at::Tensor> &batch) {
       tpt_tower h{kTowerMagic, &tower};
       BorrowedTensors b(batch);
-      tpt_status *st = tower_fn(&h, b.pointers.data(), b.pointers.size(), ud->data);
+      tpt_status *st;
+      {
+        tpt::capi::TensorScope scope;  // the tensors the tower function makes go when it returns
+        st = tower_fn(&h, b.pointers.data(), b.pointers.size(), ud->data);
+      }
       h.magic = 0;
       raise_status(st);
     };
@@ -241,7 +245,7 @@ tpt_status *tpt_model_infer(tpt_tensor **outputs, tpt_model *model, const tpt_te
     std::vector<at::Tensor> results = m.infer(batch, keys);
     std::vector<std::unique_ptr<tpt_tensor>> made;
     for (auto &r : results) made.push_back(std::make_unique<tpt_tensor>(r));
-    for (size_t i = 0; i < made.size(); ++i) outputs[i] = made[i].release();
+    for (size_t i = 0; i < made.size(); ++i) outputs[i] = tpt::capi::adopt(made[i].release());
   });
 }
 
@@ -397,7 +401,11 @@ tpt_status *tpt_input_from_feed(tpt_input **out, tpt_feed_fn feed, void *user_da
     require(reinterpret_cast<void *>(feed), "feed");
     auto fn = [feed, ud](size_t width) {
       std::vector<tpt_tensor *> slots(width, nullptr);
-      tpt_status *st = feed(slots.data(), slots.size(), ud->data);
+      tpt_status *st;
+      {
+        tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);  // the feed's tensors go to the library
+        st = feed(slots.data(), slots.size(), ud->data);
+      }
       std::vector<at::Tensor> batch;
       for (tpt_tensor *h : slots) {  // the library takes every handle the feed made
         batch.push_back(h && h->magic == kTensorMagic ? h->value : at::Tensor());
@@ -452,7 +460,14 @@ class InitHook final : public tpt::Callback {
   InitHook(tpt_init_fn fn, void *ud, tpt_model *model) : Callback("SessionInit", true), fn_(fn), ud_(ud), model_(model) {}
   ~InitHook() override { tpt_model_free(model_); }
   uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN; }
-  void on_event(tpt::Trainer &, tpt_event, const tpt::Record *) override { raise_status(fn_(model_, ud_)); }
+  void on_event(tpt::Trainer &, tpt_event, const tpt::Record *) override {
+    tpt_status *st;
+    {
+      tpt::capi::TensorScope scope;
+      st = fn_(model_, ud_);
+    }
+    raise_status(st);
+  }
 
  private:
   tpt_init_fn fn_;

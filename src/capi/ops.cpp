@@ -146,7 +146,7 @@ tpt_status *tpt_op_call(tpt_tensor **outputs, size_t capacity, size_t *n_outputs
     std::vector<std::unique_ptr<tpt_tensor>> handles(results.size());
     for (size_t k = 0; k < results.size(); ++k)
       if (results[k].defined()) handles[k] = std::make_unique<tpt_tensor>(std::move(results[k]));
-    for (size_t k = 0; k < handles.size(); ++k) outputs[k] = handles[k].release();
+    for (size_t k = 0; k < handles.size(); ++k) outputs[k] = tpt::capi::adopt(handles[k].release());
   });
 }
 

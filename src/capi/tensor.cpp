@@ -19,6 +19,22 @@ using tpt::capi::guard;
 using tpt::capi::require;
 using tpt::capi::tensor_arg;
 
+namespace tpt::capi {
+
+thread_local TensorScope *t_scope = nullptr;
+
+void throw_tensor_not_live(const tpt_tensor *t, const char *name) {
+  if (t->magic == kTensorExpired || t->magic == kTensorFreedInScope)
+    tpt::invalid_argument(std::string("argument '") + name + "' is a tensor that " +
+                          (t->magic == kTensorExpired
+                               ? "was released when the tower function or callback that made it returned "
+                                 "(keep a tensor beyond its call with tpt_tensor_keep)"
+                               : "was freed"));
+  throw_not_live(name, "tpt_tensor");
+}
+
+}  // namespace tpt::capi
+
 namespace {
 
 std::vector<int64_t> shape_arg(const int64_t *shape, size_t ndim, const char *name,
@@ -198,9 +214,38 @@ tpt_status *tpt_tensor_from_dlpack(tpt_tensor **out, struct DLManagedTensor *src
 }
 
 void tpt_tensor_free(tpt_tensor *tensor) {
-  if (tensor == nullptr || tensor->magic != kTensorMagic) return;
+  if (tensor == nullptr) return;
+  if (tensor->magic == kTensorExpired) {  // its scope released it; the handle is the caller's
+    tensor->magic = 0;
+    delete tensor;
+    return;
+  }
+  if (tensor->magic != kTensorMagic || tensor->borrowed) return;
+  if (tensor->scope) {  // released now; the scope deletes the handle when it closes
+    tensor->value.reset();
+    tensor->magic = kTensorFreedInScope;
+    return;
+  }
   tensor->magic = 0;
   delete tensor;
+}
+
+tpt_status *tpt_tensor_keep(tpt_tensor **out, const tpt_tensor *tensor) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    tpt::capi::give_kept(out, tensor_arg(tensor, "tensor").detach());
+  });
+}
+
+int64_t tpt_tensor_live_handles(void) { return tpt::capi::g_live_tensors.load(std::memory_order_relaxed); }
+
+tpt_status *tpt_tensor_scope_set_mode(tpt_scope_mode mode) {
+  return guard(__func__, [&] {
+    if (mode != TPT_SCOPE_FREE && mode != TPT_SCOPE_EXPIRE && mode != TPT_SCOPE_OFF)
+      tpt::invalid_argument("mode " + std::to_string(static_cast<int>(mode)) + " is not a tpt_scope_mode");
+    if (tpt::capi::TensorScope *s = tpt::capi::t_scope) s->set_mode(mode);
+  });
 }
 
 tpt_status *tpt_tensor_ndim(size_t *out, const tpt_tensor *tensor) {

@@ -2,6 +2,8 @@
 // tpt::Trainer and adapters that turn C callbacks into tpt::Callback.
 #include <ATen/ops/scalar_tensor.h>
 
+#include <cstddef>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -27,7 +29,7 @@ class CCallback final : public tpt::Callback {
   uint32_t events() const override { return events_; }
   void on_event(tpt::Trainer &t, tpt_event event, const tpt::Record *r) override {
     if (r == nullptr) {
-      raise_status(fn_(handle_of(t), event, nullptr, ud_->data));
+      raise_status(call(t, event, nullptr));
       return;
     }
     tpt_record rec{};
@@ -38,10 +40,15 @@ class CCallback final : public tpt::Callback {
     rec.epoch_num = r->epoch_num;
     rec.value = r->value;
     rec.tensor = nullptr;
-    raise_status(fn_(handle_of(t), event, &rec, ud_->data));
+    raise_status(call(t, event, &rec));
   }
 
  private:
+  tpt_status *call(tpt::Trainer &t, tpt_event event, const tpt_record *rec) {
+    tpt::capi::TensorScope scope;  // tensors the callback makes go when it returns
+    return fn_(handle_of(t), event, rec, ud_->data);
+  }
+
   uint32_t events_;
   tpt_callback_fn fn_;
   std::unique_ptr<UserData> ud_;
@@ -76,7 +83,12 @@ struct StepCall {
 
 void run_c_step(tpt::Trainer &t, void *ctx) {
   auto *call = static_cast<StepCall *>(ctx);
-  raise_status(call->fn(handle_of(t), call->user_data));
+  tpt_status *st;
+  {
+    tpt::capi::TensorScope scope;
+    st = call->fn(handle_of(t), call->user_data);
+  }
+  raise_status(st);
 }
 
 }  // namespace
@@ -93,8 +105,14 @@ tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *option
     if (options) {
       check_options_version(options->version, TPT_TRAINER_OPTIONS_VERSION, "options",
                             "TPT_TRAINER_OPTIONS_INIT");
-      o = *options;
+      if (options->version == 1)  // a version 1 struct ends before scalar_history
+        std::memcpy(&o, options, offsetof(tpt_trainer_options, scalar_history));
+      else
+        o = *options;
     }
+    if (o.scalar_history < 0)
+      tpt::invalid_argument("options->scalar_history must be >= 0 (0 keeps all), got " +
+                            std::to_string(o.scalar_history));
     if (o.starting_epoch < 1)
       tpt::invalid_argument("options->starting_epoch must be >= 1, got " + std::to_string(o.starting_epoch));
     if (o.max_epoch < 0)
@@ -120,6 +138,7 @@ tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *option
     c.console = o.console != 0;
     c.default_callbacks = o.default_callbacks != 0;
     c.default_monitors = o.default_monitors != 0;
+    c.scalar_history = o.scalar_history;
     *out = new tpt_trainer(std::move(c));
   });
 }
@@ -136,7 +155,14 @@ tpt_status *tpt_trainer_set_run_step(tpt_trainer *trainer, tpt_run_step_fn run_s
   return guard(__func__, [&] {
     tpt::Trainer &t = trainer_arg(trainer);
     require(reinterpret_cast<void *>(run_step), "run_step");
-    t.set_run_step([run_step, ud](tpt::Trainer &tr) { raise_status(run_step(handle_of(tr), ud->data)); });
+    t.set_run_step([run_step, ud](tpt::Trainer &tr) {
+      tpt_status *st;
+      {
+        tpt::capi::TensorScope scope;
+        st = run_step(handle_of(tr), ud->data);
+      }
+      raise_status(st);
+    });
   });
 }
 
@@ -315,7 +341,11 @@ tpt_status *tpt_callback_enable_if(tpt_callback **out, tpt_callback *inner, tpt_
     require(reinterpret_cast<void *>(predicate), "predicate");
     std::string name = cb->name();
     tpt::Predicate pred = [predicate, ud, name](tpt::Trainer &t) {
-      int32_t r = predicate(handle_of(t), ud->data);
+      int32_t r;
+      {
+        tpt::capi::TensorScope scope;
+        r = predicate(handle_of(t), ud->data);
+      }
       if (r < 0) tpt::fail(TPT_ERR_CALLBACK, "the predicate of '" + name + "' failed (returned " + std::to_string(r) + ")");
       return r != 0;
     };

@@ -1,7 +1,12 @@
 // Built-in monitors: the stats.json writer and the per-epoch scalar printer.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -17,27 +22,36 @@ namespace tpt {
 
 namespace {
 
-// tensorpack's JSONWriter: scalars collected since the last trigger become one
-// entry {name: value, ..., "epoch_num": E, "global_step": G}, appended to a
-// list that is rewritten atomically to <logdir>/stats.json. It triggers after
-// each epoch and after each step but an epoch's last, so scalars put
-// mid-epoch get entries of their own. Whatever is left is written in
-// after_train.
+// tensorpack's JSONWriter (callbacks/monitor.py): scalars collected since
+// the last trigger become one entry {name: value, ..., "epoch_num": E,
+// "global_step": G} of the list in <logdir>/stats.json. It triggers in
+// before_train (so scalars put before training get an entry of their own,
+// with epoch_num starting_epoch - 1), after each epoch, and after each step
+// but an epoch's last, so scalars put mid-epoch get entries of their own.
+// Whatever is left is written in after_train.
 //
-// The file is rewritten after every epoch and at the end; mid-epoch entries
-// reach it at most every kMidEpochInterval, or less often when writing takes
-// long (the file grows with the run: rewriting it after every step would make
-// a long run quadratic). tensorpack rewrites it at every trigger.
+// tensorpack rewrites the whole file at every trigger, which makes a long
+// run quadratic. Here the file is written whole (atomically: temporary file,
+// rename) only when training starts; each later write appends the new
+// entries in place with one pwrite that replaces the closing "\n]\n" (a
+// killed process leaves the old or the new list, both whole; fsync'ed after
+// each epoch). Nothing but the unwritten entries is held in memory.
+// Mid-epoch entries reach the file at most every kMidEpochInterval, or less
+// often when writing takes long.
 class JsonWriter final : public Callback {
  public:
   JsonWriter() : Callback("JSONWriter", false) {}
+  ~JsonWriter() override { close_file(); }
   uint32_t events() const override {
     return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH | TPT_EVENT_AFTER_TRAIN |
            TPT_EVENT_RECORD;
   }
   void on_event(Trainer &t, tpt_event e, const Record *r) override {
     switch (e) {
-      case TPT_EVENT_BEFORE_TRAIN: load(t); break;
+      case TPT_EVENT_BEFORE_TRAIN:
+        load(t);
+        trigger(t, false);  // tensorpack's _before_train ends with self._trigger()
+        break;
       case TPT_EVENT_RECORD:
         if (r->kind == TPT_RECORD_SCALAR) put(*r->name, r->value);
         break;
@@ -49,6 +63,7 @@ class JsonWriter final : public Callback {
       // their entry (tensorpack would drop them).
       case TPT_EVENT_AFTER_TRAIN:
         if (!path_.empty()) trigger(t, true);
+        close_file();
         break;
       default: break;
     }
@@ -67,74 +82,122 @@ class JsonWriter final : public Callback {
 
   void load(Trainer &t) {
     path_ = t.logdir() + "/stats.json";
-    body_.clear();
-    unwritten_ = false;
+    close_file();
+    pending_.clear();
+    entries_ = 0;
     next_write_ = Clock::time_point();
+    std::string body;  // the entries kept from an earlier run, serialised our way
     std::error_code ec;
-    if (!fs::exists(path_, ec)) return;
-    bool keep = false;
-    std::string why;
-    try {
-      json::Value old = json::parse(read_file(path_));
-      if (!old.is_array()) throw std::runtime_error("not a list");
-      int64_t last = 0;
-      if (!old.items().empty()) {
-        const json::Value *e = old.items().back().find("epoch_num");
-        if (e && e->is_number()) last = static_cast<int64_t>(e->as_number());
+    if (fs::exists(path_, ec)) {
+      bool keep = false;
+      std::string why;
+      try {
+        json::Value old = json::parse(read_file(path_));
+        if (!old.is_array()) throw std::runtime_error("not a list");
+        int64_t last = 0;
+        if (!old.items().empty()) {
+          const json::Value *e = old.items().back().find("epoch_num");
+          if (e && e->is_number()) last = static_cast<int64_t>(e->as_number());
+        }
+        if (last + 1 == t.config().starting_epoch) {
+          keep = true;
+          for (const json::Value &entry : old.items()) body += (body.empty() ? "" : ",") + serialise(entry);
+          t.log().info("Found existing stats.json at epoch " + std::to_string(last) + "; appending to it.");
+        } else {
+          why = "its last epoch_num is " + std::to_string(last) + " and training starts at epoch " +
+                std::to_string(t.config().starting_epoch);
+        }
+      } catch (const std::exception &e) {
+        why = std::string("it cannot be read (") + e.what() + ")";
       }
-      if (last + 1 == t.config().starting_epoch) {
-        keep = true;
-        for (const json::Value &entry : old.items()) append(entry);
-        t.log().info("Found existing stats.json at epoch " + std::to_string(last) + "; appending to it.");
-      } else {
-        why = "its last epoch_num is " + std::to_string(last) + " and training starts at epoch " +
-              std::to_string(t.config().starting_epoch);
+      if (!keep) {
+        std::string backup = unused_path(path_, "." + timestamp_suffix());
+        fs::rename(path_, backup, ec);
+        if (ec) fail(TPT_ERR_IO, "cannot move " + path_ + " to " + backup + ": " + ec.message());
+        t.log().warn("Existing stats.json was moved to " + backup + ": " + why + ".");
+        body.clear();
       }
-    } catch (const std::exception &e) {
-      why = std::string("it cannot be read (") + e.what() + ")";
     }
-    if (!keep) {
-      std::string backup = unused_path(path_, "." + timestamp_suffix());
-      fs::rename(path_, backup, ec);
-      if (ec) fail(TPT_ERR_IO, "cannot move " + path_ + " to " + backup + ": " + ec.message());
-      t.log().warn("Existing stats.json was moved to " + backup + ": " + why + ".");
+    if (!body.empty()) {  // one whole, atomic rewrite in the format that appends rely on
+      std::string text = "[" + body + kClose;
+      write_file_atomic(path_, text, /*sync=*/true);
+      size_ = static_cast<int64_t>(text.size());
+      entries_ = 1;  // (at least one: the next entry follows a comma)
+      open_file();
     }
   }
 
-  // Mid-epoch writes are atomic but not fsync'ed (a killed process still
-  // leaves a whole file); the write after each epoch is synced too.
   void trigger(Trainer &t, bool epoch) {
     if (!now_.empty()) {
       json::Value entry = json::Value::object();
       for (auto &p : now_) entry.set(p.first, json::Value::number(p.second));
       entry.set("epoch_num", json::Value::number(static_cast<double>(t.epoch_num())));
       entry.set("global_step", json::Value::number(static_cast<double>(t.global_step())));
-      append(entry);
+      pending_ += (entries_ == 0 && pending_.empty()) ? "" : ",";
+      pending_ += serialise(entry);
       now_.clear();
-      unwritten_ = true;
     }
-    if (!unwritten_) return;
+    if (pending_.empty()) {
+      if (epoch && fd_ >= 0) ::fsync(fd_);
+      return;
+    }
     Clock::time_point start = Clock::now();
     if (!epoch && start < next_write_) return;
-    write_file_atomic(path_, "[" + body_ + "\n]\n", /*sync=*/epoch);
+    write_pending(epoch);
     Clock::time_point end = Clock::now();
     next_write_ = end + std::max<Clock::duration>(kMidEpochInterval, 20 * (end - start));  // <= 5 % of the time
-    unwritten_ = false;
   }
 
-  // The file is a list with one entry per line; entries are serialised once.
-  void append(const json::Value &entry) {
-    body_ += body_.empty() ? "\n  " : ",\n  ";
-    body_ += json::write(entry, /*pretty=*/true);
-    body_.pop_back();  // write() ends a pretty document with a newline
+  // "\n  {...}" for one entry, a line each.
+  static std::string serialise(const json::Value &entry) {
+    std::string text = "\n  " + json::write(entry, /*pretty=*/true);
+    text.pop_back();  // write() ends a pretty document with a newline
+    return text;
+  }
+
+  void open_file() {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(TPT_ERR_IO, "cannot open " + path_ + ": " + std::strerror(errno));
+  }
+  void close_file() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  void write_pending(bool sync) {
+    if (fd_ < 0) {  // the first entries: a new file, atomically
+      std::string text = "[" + pending_ + kClose;
+      write_file_atomic(path_, text, sync);
+      size_ = static_cast<int64_t>(text.size());
+      open_file();
+    } else {  // the new entries and the closing bracket over the old closing bracket
+      std::string text = pending_ + kClose;
+      const int64_t at = size_ - static_cast<int64_t>(std::strlen(kClose));
+      size_t done = 0;
+      while (done < text.size()) {
+        ssize_t n = ::pwrite(fd_, text.data() + done, text.size() - done, static_cast<off_t>(at + done));
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          fail(TPT_ERR_IO, "cannot write " + path_ + ": " + std::strerror(errno));
+        }
+        done += static_cast<size_t>(n);
+      }
+      size_ = at + static_cast<int64_t>(text.size());
+      if (sync && ::fsync(fd_) != 0) fail(TPT_ERR_IO, "cannot sync " + path_ + ": " + std::strerror(errno));
+    }
+    entries_ += 1;
+    pending_.clear();
   }
 
   using Clock = std::chrono::steady_clock;
   static constexpr std::chrono::seconds kMidEpochInterval{5};
+  static constexpr const char *kClose = "\n]\n";
 
   std::string path_;
-  std::string body_;
-  bool unwritten_ = false;        // body_ has entries the file lacks
+  int fd_ = -1;                   // stats.json, once written
+  int64_t size_ = 0;              // its length
+  int64_t entries_ = 0;           // nonzero once the file has an entry
+  std::string pending_;           // entries not yet written, serialised
   Clock::time_point next_write_;  // the earliest mid-epoch write (the first one is at once)
   std::vector<std::pair<std::string, double>> now_;
 };

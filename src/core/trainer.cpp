@@ -189,7 +189,12 @@ void Trainer::run() {
     // global_step is read again here: BEFORE_TRAIN (a restore) may have set it.
     for (int64_t epoch = config_.starting_epoch; epoch <= config_.max_epoch; ++epoch) {
       epoch_num_ = epoch;
-      if (stop_requested_.load(std::memory_order_relaxed)) throw StopTraining("tpt_trainer_request_stop");
+      // tensorpack (train/base.py, main_loop) asks should_stop() only inside
+      // the step loop: a stop requested in an epoch's last step still runs
+      // the next epoch's before_epoch and ends at its local_step 0. With no
+      // steps there is no step loop, so the request is seen here instead.
+      if (config_.steps_per_epoch == 0 && stop_requested_.load(std::memory_order_relaxed))
+        throw StopTraining("tpt_trainer_request_stop");
       log_.info("Start Epoch " + std::to_string(epoch) + " ...");
       dispatch(TPT_EVENT_BEFORE_EPOCH);
       auto t0 = Clock::now();
@@ -275,8 +280,13 @@ void Trainer::put_scalar(const std::string &name, double value) {
   if (phase_ == Phase::Idle || phase_ == Phase::Done)
     fail(TPT_ERR_STATE, "scalars can only be put while training runs");
   auto it = history_.try_emplace(name).first;
-  it->second.steps.push_back(global_step_);
-  it->second.values.push_back(value);
+  ScalarHistory &h = it->second;
+  h.steps.push_back(global_step_);
+  h.values.push_back(value);
+  if (config_.scalar_history > 0 && static_cast<int64_t>(h.values.size()) > config_.scalar_history) {
+    h.steps.pop_front();
+    h.values.pop_front();
+  }
   Record record;
   record.kind = TPT_RECORD_SCALAR;
   record.name = &it->first;

@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -31,6 +32,7 @@ struct TrainerConfig {
   bool console = true;
   bool default_callbacks = true;
   bool default_monitors = true;
+  int64_t scalar_history = 1000; // entries kept per scalar name; 0: all
 };
 
 // Where a callback sits in the order of every event (tensorpack's order).
@@ -43,10 +45,12 @@ struct Output {
   std::shared_ptr<const void> tensor;  // set for tensor outputs
 };
 
+// The latest entries of a scalar (at most TrainerConfig::scalar_history).
 struct ScalarHistory {
-  std::vector<int64_t> steps;
-  std::vector<double> values;
+  std::deque<int64_t> steps;
+  std::deque<double> values;
 };
+
 
 class Trainer {
  public:

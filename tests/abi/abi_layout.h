@@ -61,6 +61,9 @@ static int abi_run(const char *lang) {
     abi_check(o.device == NULL, "TPT_TENSOR_OPTIONS_INIT device is NULL");
     ABI_EQ(o.requires_grad, 0);
   }
+  ABI_EQ(TPT_SCOPE_FREE, 0);
+  ABI_EQ(TPT_SCOPE_EXPIRE, 1);
+  ABI_EQ(TPT_SCOPE_OFF, 2);
   /* trainer enums */
   ABI_EQ(TPT_LOGDIR_REFUSE, 0);
   ABI_EQ(TPT_LOGDIR_KEEP, 1);
@@ -87,7 +90,7 @@ static int abi_run(const char *lang) {
   ABI_EQ(TPT_RECORD_SCALAR, 1);
   ABI_EQ(sizeof(tpt_event), 4);
   /* tpt_trainer_options (LP64 numbers) */
-  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 1);
+  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 2);
   ABI_EQ(offsetof(tpt_trainer_options, version), 0);
   ABI_EQ(offsetof(tpt_trainer_options, is_chief), 4);
   ABI_EQ(offsetof(tpt_trainer_options, starting_epoch), 8);
@@ -99,7 +102,8 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_trainer_options, console), 40 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, default_callbacks), 44 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, default_monitors), 48 + sizeof(void *));
-  ABI_EQ(sizeof(tpt_trainer_options), 56 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_trainer_options, scalar_history), 56 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_trainer_options), 64 + sizeof(void *));
   {
     tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
     ABI_EQ(o.version, TPT_TRAINER_OPTIONS_VERSION);
@@ -113,6 +117,7 @@ static int abi_run(const char *lang) {
     ABI_EQ(o.console, 1);
     ABI_EQ(o.default_callbacks, 1);
     ABI_EQ(o.default_monitors, 1);
+    ABI_EQ(o.scalar_history, 1000);
   }
   /* tpt_callback_desc */
   ABI_EQ(TPT_CALLBACK_DESC_VERSION, 1);

@@ -253,6 +253,70 @@ static void test_stop_from_before_epoch(void **state) {
   assert_int_equal(a.destroyed + b.destroyed + rs.destroyed, 3);
 }
 
+/* A stop requested during an epoch's last step, against the trace of
+ * tensorpack's Trainer.main_loop (tensorpack/train/base.py at 1547a54e,
+ * lines 271-286): should_stop() is asked only inside the step loop (line
+ * 277), so the epoch ends normally (trigger_step 280, after_epoch 281,
+ * trigger_epoch 286), the next epoch starts (epoch_num set by the for of
+ * line 271, "Start Epoch" 273, before_epoch 274 with local_step still at the
+ * old epoch's last), local_step becomes 0 (line 276) and main_loop returns
+ * before run_step (278); after_train runs in the finally (297). */
+static tpt_status *stop_at_4(tpt_trainer *t, void *ud) {
+  (void)ud;
+  int64_t g;
+  ok(tpt_trainer_global_step(&g, t));
+  note(t, 'S', 0);
+  if (g == 3) ok(tpt_trainer_request_stop(t)); /* the 4th step: global_step 3 before it advances */
+  return NULL;
+}
+static tpt_status *run_step_stop_at_4(tpt_trainer *t, void *ud) {
+  (void)ud;
+  note(t, 'R', 0);
+  return tpt_trainer_hooked_step(t, stop_at_4, NULL);
+}
+
+static void test_stop_requested_in_last_step_matches_tensorpack(void **state) {
+  (void)state;
+  n_seen = 0;
+  cb_state a = {'A', 0, 0, 0, 0, 0, 0};
+  tpt_trainer *t = make_trainer(1, 3, 4);
+  ok(tpt_trainer_set_run_step(t, run_step_stop_at_4, NULL, NULL));
+  ok(tpt_trainer_add_callback(t, make_cb(&a, kLifecycle, 1)));
+  ok(tpt_trainer_run(t));
+  /* the expected tail, (who, event, epoch_num, local_step, global_step) */
+  const ev want[] = {
+      {'R', 0, 1, 3, 3},
+      {'S', 0, 1, 3, 3},
+      {'A', TPT_EVENT_TRIGGER_STEP, 1, 3, 4},
+      {'A', TPT_EVENT_AFTER_EPOCH, 1, 3, 4},
+      {'A', TPT_EVENT_TRIGGER_EPOCH, 1, 3, 4},
+      {'A', TPT_EVENT_BEFORE_EPOCH, 2, 3, 4},
+      {'A', TPT_EVENT_AFTER_TRAIN, 2, 0, 4},
+  };
+  const int n = (int)(sizeof want / sizeof *want);
+  int start = -1;
+  for (int i = 0; i < n_seen; ++i)
+    if (seen[i].who == 'R' && seen[i].local == 3 && seen[i].epoch == 1) start = i;
+  assert_true(start >= 0);
+  int k = 0;
+  for (int i = start; i < n_seen; ++i) {
+    if (seen[i].who == 'A' && (seen[i].event == TPT_EVENT_BEFORE_RUN || seen[i].event == TPT_EVENT_AFTER_RUN)) continue;
+    assert_true(k < n);
+    if (seen[i].who != want[k].who || seen[i].event != want[k].event || seen[i].epoch != want[k].epoch ||
+        seen[i].local != want[k].local || seen[i].global != want[k].global)
+      fail_msg("event %d: got (%c, %d, %lld, %lld, %lld), want (%c, %d, %lld, %lld, %lld)", k, seen[i].who,
+               (int)seen[i].event, (long long)seen[i].epoch, (long long)seen[i].local, (long long)seen[i].global,
+               want[k].who, (int)want[k].event, (long long)want[k].epoch, (long long)want[k].local,
+               (long long)want[k].global);
+    ++k;
+  }
+  assert_int_equal(k, n);
+  const char *reason = NULL;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  assert_string_equal(reason, "tpt_trainer_request_stop");
+  tpt_trainer_free(t);
+}
+
 static void test_stop_from_trigger_step(void **state) {
   (void)state;
   n_seen = 0;
@@ -907,6 +971,7 @@ int main(void) {
       cmocka_unit_test(test_error_from_step_and_run_step),
       cmocka_unit_test(test_destroy_exactly_once),
       cmocka_unit_test(test_request_stop_from_another_thread),
+      cmocka_unit_test(test_stop_requested_in_last_step_matches_tensorpack),
       cmocka_unit_test(test_wrappers),
       cmocka_unit_test(test_step_outputs),
       cmocka_unit_test(test_scalars_and_monitors),

@@ -8,6 +8,8 @@
  *          --progress auto|bar|lines|off      --quiet          console off
  *          --peek N       at global step N, print "peek_entries=K": the entries
  *                         stats.json has then (how often it is rewritten)
+ *          --before-train put "init" = 0.25 in before_train (global_step set to 7
+ *                         there first)
  * Each step puts "loss"; after each epoch a callback puts "acc". Prints the
  * log directory in use as its last line "logdir=...". */
 #define _POSIX_C_SOURCE 200809L
@@ -85,6 +87,14 @@ static tpt_status *slow_cb(tpt_trainer *t, tpt_event e, const tpt_record *r, voi
   return NULL;
 }
 
+static tpt_status *before_train_cb(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
+  (void)e;
+  (void)r;
+  (void)ud;
+  die(tpt_trainer_set_global_step(t, 7));
+  return tpt_trainer_put_scalar(t, "init", 0.25);
+}
+
 static void add(tpt_trainer *t, const char *name, uint32_t events, tpt_callback_fn fn) {
   tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
   d.name = name;
@@ -109,11 +119,12 @@ int main(int argc, char **argv) {
   o.logdir_action = (tpt_logdir_action)-1;
   for (int i = 0; i < 6; ++i)
     if (strcmp(argv[5], actions[i]) == 0) o.logdir_action = (tpt_logdir_action)i;
-  int slow = 0;
+  int slow = 0, before_train = 0;
   for (int i = 6; i < argc; ++i) {
     if (strcmp(argv[i], "--sleep-us") == 0 && i + 1 < argc) sleep_us = atol(argv[++i]);
     else if (strcmp(argv[i], "--slow-trigger") == 0) slow = 1;
     else if (strcmp(argv[i], "--nan") == 0) put_nan = 1;
+    else if (strcmp(argv[i], "--before-train") == 0) before_train = 1;
     else if (strcmp(argv[i], "--quiet") == 0) o.console = 0;
     else if (strcmp(argv[i], "--peek") == 0 && i + 1 < argc) peek_at = atoll(argv[++i]);
     else if (strcmp(argv[i], "--progress") == 0 && i + 1 < argc) {
@@ -128,6 +139,7 @@ int main(int argc, char **argv) {
   die(tpt_trainer_set_run_step(t, run_step, NULL, NULL));
   add(t, "epoch_scalars", TPT_EVENT_TRIGGER_EPOCH, epoch_cb);
   if (slow) add(t, "slow", TPT_EVENT_TRIGGER, slow_cb);
+  if (before_train) add(t, "before_train", TPT_EVENT_BEFORE_TRAIN, before_train_cb);
   die(tpt_trainer_run(t));
   const char *dir = NULL;
   die(tpt_trainer_logdir(&dir, t));

@@ -75,6 +75,19 @@ def stats_json_entries_per_step_and_epoch(d):
 
 
 @test
+def scalar_put_in_before_train_gets_its_own_entry(d):
+    # tensorpack/callbacks/monitor.py at 1547a54e: JSONWriter._before_train
+    # ends with self._trigger() (line 373), which appends the scalars put so
+    # far as one entry with epoch_num = starting_epoch - 1 (trainer's loop
+    # before training) and the global_step as it stands (lines 393-394).
+    run(d, 3, 3, 2, "refuse", "--quiet", "--before-train")
+    stats = strict_load(os.path.join(d, "stats.json"))
+    expect_eq(stats[0], {"init": 0.25, "epoch_num": 2, "global_step": 7}, "before_train entry")
+    expect_eq([e["global_step"] for e in stats[1:]], [8, 9], "the steps' entries after it")
+    assert all("init" not in e for e in stats[1:]), stats
+
+
+@test
 def stats_json_appends_on_resume_and_backs_up_otherwise(d):
     run(d, 1, 2, 3, "refuse", "--quiet")
     first = strict_load(os.path.join(d, "stats.json"))

@@ -140,13 +140,18 @@ pub const TPT_LOGDIR_BACKUP: tpt_logdir_action = 3;
 pub const TPT_LOGDIR_NEW: tpt_logdir_action = 4;
 pub const TPT_LOGDIR_ASK: tpt_logdir_action = 5;
 
+pub type tpt_scope_mode = c_int;
+pub const TPT_SCOPE_FREE: tpt_scope_mode = 0;
+pub const TPT_SCOPE_EXPIRE: tpt_scope_mode = 1;
+pub const TPT_SCOPE_OFF: tpt_scope_mode = 2;
+
 pub type tpt_progress = c_int;
 pub const TPT_PROGRESS_AUTO: tpt_progress = 0;
 pub const TPT_PROGRESS_BAR: tpt_progress = 1;
 pub const TPT_PROGRESS_LINES: tpt_progress = 2;
 pub const TPT_PROGRESS_OFF: tpt_progress = 3;
 
-pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 1;
+pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 2;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tpt_trainer_options {
@@ -161,6 +166,8 @@ pub struct tpt_trainer_options {
     pub console: i32,
     pub default_callbacks: i32,
     pub default_monitors: i32,
+    // version 2
+    pub scalar_history: i64,
 }
 /// `TPT_TRAINER_OPTIONS_INIT`
 pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
@@ -175,6 +182,7 @@ pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
     console: 1,
     default_callbacks: 1,
     default_monitors: 1,
+    scalar_history: 1000,
 };
 
 /// `tpt_run_step_fn`
@@ -622,6 +630,9 @@ extern "C" {
         deleter_ctx: *mut c_void,
     ) -> *mut tpt_status;
     pub fn tpt_tensor_share(out: *mut *mut tpt_tensor, tensor: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_tensor_keep(out: *mut *mut tpt_tensor, tensor: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_tensor_live_handles() -> i64;
+    pub fn tpt_tensor_scope_set_mode(mode: tpt_scope_mode) -> *mut tpt_status;
     pub fn tpt_tensor_device(buf: *mut c_char, size: usize, tensor: *const tpt_tensor) -> *mut tpt_status;
     pub fn tpt_tensor_to(
         out: *mut *mut tpt_tensor,
@@ -1139,7 +1150,8 @@ mod tests {
         assert_eq!(offset_of!(tpt_trainer_options, console), 48);
         assert_eq!(offset_of!(tpt_trainer_options, default_callbacks), 52);
         assert_eq!(offset_of!(tpt_trainer_options, default_monitors), 56);
-        assert_eq!(size_of::<tpt_trainer_options>(), 64);
+        assert_eq!(offset_of!(tpt_trainer_options, scalar_history), 64);
+        assert_eq!(size_of::<tpt_trainer_options>(), 72);
     }
 
     #[test]
@@ -1393,7 +1405,8 @@ mod tests {
     #[test]
     fn init_constants_match_the_header_defaults() {
         let o = TPT_TRAINER_OPTIONS_INIT;
-        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (1, 1, 1, 99999999, -1));
+        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (2, 1, 1, 99999999, -1));
+        assert_eq!(o.scalar_history, 1000);
         assert!(o.logdir.is_null());
         assert_eq!((o.logdir_action, o.progress), (TPT_LOGDIR_REFUSE, TPT_PROGRESS_AUTO));
         assert_eq!((o.console, o.default_callbacks, o.default_monitors), (1, 1, 1));

@@ -247,6 +247,9 @@ unsafe extern "C" fn callback_trampoline<F>(
 where
     F: FnMut(&mut Context, Event, Option<Record<'_>>) -> Result<Flow>,
 {
+    // Tensors made in this call are Rust values that free themselves (Drop):
+    // the library's scope for the call hands them over.
+    crate::tensor::own_call_tensors();
     // SAFETY: user_data is the CallbackData<F> this trampoline was made
     // with; the library frees it only with the callback, never during a call.
     // Fields are borrowed one by one: `f` mutably only while not busy, the
@@ -282,6 +285,9 @@ unsafe extern "C" fn predicate_trampoline<P>(trainer: *mut sys::tpt_trainer, use
 where
     P: FnMut(&mut Context) -> bool,
 {
+    // Tensors made in this call are Rust values that free themselves (Drop):
+    // the library's scope for the call hands them over.
+    crate::tensor::own_call_tensors();
     // SAFETY: user_data is the boxed P; a predicate is not re-entered (it is
     // asked only for loop events, never for RECORD).
     let p = &mut *user_data.cast::<P>();

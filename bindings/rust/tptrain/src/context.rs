@@ -266,6 +266,9 @@ unsafe extern "C" fn step_trampoline<F>(trainer: *mut sys::tpt_trainer, user_dat
 where
     F: FnOnce(&mut HookedContext) -> Result<Flow>,
 {
+    // Tensors made in this call are Rust values that free themselves (Drop):
+    // the library's scope for the call hands them over.
+    crate::tensor::own_call_tensors();
     // SAFETY: user_data is the `Option<F>` on hooked_step's stack, alive for the call.
     let slot = &mut *user_data.cast::<Option<F>>();
     panic::guard(&|| "hooked step".to_owned(), || match slot.take() {

@@ -245,6 +245,9 @@ unsafe extern "C" fn tower_trampoline<F>(
 where
     F: Fn(&mut Tower, &[Tensor]) -> Result<Flow> + Send + Sync,
 {
+    // Tensors made in this call are Rust values that free themselves (Drop):
+    // the library's scope for the call hands them over.
+    crate::tensor::own_call_tensors();
     // SAFETY: user_data is the boxed F, freed only with the model's last
     // reference; F is Sync, so shared calls from several threads (several
     // towers) and re-entered calls are fine.

@@ -311,6 +311,20 @@ impl Tensor {
         Tensor::wrap(out)
     }
 
+    /// A new handle on the same values, detached from autograd's graph (no
+    /// gradient flows through it), sharing the storage (`tpt_tensor_keep`).
+    pub fn detach(&self) -> Result<Tensor> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_tensor_keep(&mut out, self.as_ptr()))?;
+        Tensor::wrap(out)
+    }
+
+    /// The number of tensor handles alive in the process
+    /// (`tpt_tensor_live_handles`), for leak checks.
+    pub fn live_handles() -> i64 {
+        unsafe { sys::tpt_tensor_live_handles() }
+    }
+
     /// The device, e.g. "cpu" or "cuda:0" (`tpt_tensor_device`).
     pub fn device(&self) -> Result<String> {
         let mut buf = [0u8; 128];
@@ -374,5 +388,21 @@ impl Tensor {
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Tensor").field("dtype", &self.dtype().ok()).field("shape", &self.shape().ok()).finish()
+    }
+}
+
+/// Called first thing by every trampoline that the library runs inside a
+/// tensor scope (tower functions, trainer callbacks): the tensors the Rust
+/// code makes in the call are Rust values that free themselves, so the
+/// library's scope hands them over (`TPT_SCOPE_OFF`) instead of releasing
+/// them when the call returns.
+pub(crate) fn own_call_tensors() {
+    // SAFETY: TPT_SCOPE_OFF is a valid mode; the status (always NULL for a
+    // valid mode) is freed.
+    unsafe {
+        let st = sys::tpt_tensor_scope_set_mode(sys::TPT_SCOPE_OFF);
+        if !st.is_null() {
+            sys::tpt_status_free(st);
+        }
     }
 }

@@ -166,6 +166,9 @@ pub type InitFn<'a> = Box<dyn FnMut(&Model<'_>) -> Result<Flow> + 'a>;
 struct InitHook<'a>(InitFn<'a>);
 
 unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut c_void) -> *mut sys::tpt_status {
+    // Tensors made in this call are Rust values that free themselves (Drop):
+    // the library's scope for the call hands them over.
+    crate::tensor::own_call_tensors();
     // SAFETY: user_data is the InitHook the trainer owns, alive while the C
     // trainer is; the hook runs once per run, never re-entered.
     let hook = &mut *user_data.cast::<InitHook<'_>>();
@@ -292,6 +295,9 @@ unsafe extern "C" fn run_step_trampoline<F>(
 where
     F: FnMut(&mut StepContext) -> Result<Flow>,
 {
+    // Tensors made in this call are Rust values that free themselves (Drop):
+    // the library's scope for the call hands them over.
+    crate::tensor::own_call_tensors();
     // SAFETY: user_data is the boxed F; the loop never re-enters run_step.
     let f = &mut *user_data.cast::<F>();
     panic::guard(&|| "run_step".to_owned(), || f(StepContext::from_ptr(trainer)))
