@@ -113,6 +113,18 @@ fn from_vec_uses_the_vec_in_place() {
 }
 
 #[test]
+fn detach_shares_values_and_handles_are_counted() {
+    // Other tests run on other threads of this process (cargo's default):
+    // count only this test's own handles, with a margin for theirs.
+    let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let d = t.detach().unwrap();
+    assert_eq!(d.to_vec::<f32>().unwrap(), vec![1.0, 2.0, 3.0]);
+    assert!(Tensor::live_handles() >= 2);
+    drop(d);
+    drop(t);
+}
+
+#[test]
 fn to_item_and_device() {
     let t = Tensor::from_slice(&[1.5f32, -2.25], &[2]).unwrap();
     assert_eq!(t.device().unwrap(), "cpu");
