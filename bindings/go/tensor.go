@@ -519,6 +519,29 @@ func (t *Tensor) Share() (*Tensor, error) {
 	return newTensor(out), nil
 }
 
+// Keep returns a new handle on the same values, detached from autograd's
+// graph and sharing the storage (tpt_tensor_keep). Inside a tower function
+// or callback it is the way to keep a tensor after the call returns: the
+// call's other tensors are released then.
+func (t *Tensor) Keep() (*Tensor, error) {
+	ptr, err := t.rlock("Keep")
+	if err != nil {
+		return nil, err
+	}
+	defer t.mu.RUnlock()
+	var out *C.tpt_tensor
+	st := C.tpt_tensor_keep(&out, ptr)
+	runtime.KeepAlive(t)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
+// LiveTensorHandles is the number of tensor handles alive in the process
+// (tpt_tensor_live_handles), for leak checks.
+func LiveTensorHandles() int64 { return int64(C.tpt_tensor_live_handles()) }
+
 // Device returns the tensor's device as text, e.g. "cpu" or "cuda:0"
 // (tpt_tensor_device).
 func (t *Tensor) Device() (string, error) {

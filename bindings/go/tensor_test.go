@@ -479,3 +479,27 @@ func isClosedError(err error) bool {
 	e, ok := err.(*Error)
 	return ok && e.Code == CodeInvalidArgument && e.Message == "Tensor.Matmul: use of closed Tensor"
 }
+
+func TestKeepAndLiveHandles(t *testing.T) {
+	x, err := FromFloat32([]float32{1, 2, 3}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := LiveTensorHandles()
+	k, err := x.Keep()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := LiveTensorHandles(); got < before+1 {
+		t.Errorf("live handles %d after Keep, want at least %d", got, before+1)
+	}
+	v, err := k.Float32s()
+	if err != nil || len(v) != 3 || v[2] != 3 {
+		t.Errorf("kept values %v, %v", v, err)
+	}
+	k.Close()
+	x.Close()
+	if _, err := x.Keep(); err == nil {
+		t.Error("Keep of a closed tensor succeeded")
+	}
+}
