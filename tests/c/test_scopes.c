@@ -22,7 +22,7 @@ typedef struct {
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *p) {
   (void)n;
   tower_ud *u = p;
-  u->calls++;
+  __atomic_fetch_add(&u->calls, 1, __ATOMIC_RELAXED); /* towers may run on several threads */
   if (u->how == EXPIRE) ok(tpt_tensor_scope_set_mode(TPT_SCOPE_EXPIRE));
   if (u->how == OFF) ok(tpt_tensor_scope_set_mode(TPT_SCOPE_OFF));
   if (u->how == BAD_MODE) {
@@ -63,7 +63,7 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
     tpt_tensor *mine[] = {h, d, cost, acc, copy, flat, outs[0]};
     for (size_t i = 0; i < sizeof mine / sizeof *mine; ++i) tpt_tensor_free(mine[i]);
   }
-  u->inside = tpt_tensor_live_handles();
+  __atomic_store_n(&u->inside, tpt_tensor_live_handles(), __ATOMIC_RELAXED);
   return NULL;
 }
 
