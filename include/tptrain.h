@@ -470,10 +470,14 @@ typedef struct tpt_trainer_options {
   int64_t scalar_history;      /* entries of each scalar kept for tpt_trainer_scalar_history
                                   (the latest ones, so a long run's memory stays flat);
                                   default 1000; 0 keeps all */
+  int64_t summary_period;      /* the cost and the tower's one-element outputs are moving
+                                  averages (tensorpack's add_moving_summary, decay 0.95)
+                                  that reach the monitors in each epoch's last step, and
+                                  every summary_period steps when > 0; default 0 */
 } tpt_trainer_options;
 #define TPT_TRAINER_OPTIONS_INIT \
   { TPT_TRAINER_OPTIONS_VERSION, 1, 1, 99999999, -1, NULL, TPT_LOGDIR_REFUSE, \
-    TPT_PROGRESS_AUTO, 1, 1, 1, 1000 }
+    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0 }
 
 /* Creates a trainer. `options` may be NULL (defaults; steps_per_epoch must then
  * be given before run through a later section's input). The strings in

@@ -1158,18 +1158,24 @@ func TestTrainConfigDataFlow(t *testing.T) {
 	train := regressionDataFlow(t, 256, 16, true)
 	test := regressionDataFlow(t, 256, 64, false)
 	runner := must(NewInferenceRunner(m, test, "cost")).of(t)
+	var costs []float64
 	tr := must(NewTrainerFromConfig(&TrainConfig{
 		Options:   quietOptions(1, 4, -1),
 		Model:     m,
 		DataFlow:  train,
-		Callbacks: []*Callback{runner},
+		Callbacks: []*Callback{runner, costLog(t, &costs)},
 	})).of(t)
 	defer tr.Close()
 	ok(t, tr.Run())
 	if g := tr.GlobalStep(); g != 4*16 {
 		t.Errorf("GlobalStep() = %d, want 64 (16 steps per epoch from the dataflow)", g)
 	}
-	costs := history(t, tr, "cost")
+	if n := len(history(t, tr, "cost")); n != 4 {
+		t.Errorf("%d entries of the cost's moving average, want 4 (one per epoch)", n)
+	}
+	if len(costs) != 64 {
+		t.Fatalf("%d step costs, want 64", len(costs))
+	}
 	first, last := mean(costs[:8]), mean(costs[len(costs)-8:])
 	if !(last < first/10) {
 		t.Errorf("the cost fell from %v to %v only", first, last)
@@ -1190,6 +1196,18 @@ func TestTrainConfigDataFlow(t *testing.T) {
 	wantError(t, err, CodeInvalidArgument, "")
 	_, err = NewTrainerFromConfig(&TrainConfig{Options: quietOptions(1, 1, -1), Model: m})
 	wantError(t, err, CodeInvalidArgument, "")
+}
+
+// costLog records each step's cost, as a user does: read from the step's
+// output after each step (the monitors get only its moving average, once per
+// epoch).
+func costLog(t *testing.T, costs *[]float64) *Callback {
+	t.Helper()
+	return must(NewCallback("cost_log", EventAfterRun, true, func(ctx *Context, _ Event, _ *Record) error {
+		c, err := ctx.OutputScalar("cost")
+		*costs = append(*costs, c)
+		return err
+	})).of(t)
 }
 
 func history(t *testing.T, tr *Trainer, name string) []float64 {

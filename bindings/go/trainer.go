@@ -69,6 +69,11 @@ type TrainerOptions struct {
 	// DefaultMonitors adds the stats.json writer (with a Logdir) and the
 	// per-epoch scalar printer (default true).
 	DefaultMonitors bool
+	// SummaryPeriod: the cost and the tower's one-element outputs are
+	// moving averages (tensorpack's add_moving_summary, decay 0.95) that
+	// reach the monitors in each epoch's last step, and every SummaryPeriod
+	// steps when > 0 (default 0).
+	SummaryPeriod int64
 }
 
 // DefaultTrainerOptions returns the defaults, those of
@@ -172,6 +177,7 @@ func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func()) {
 		default_callbacks: cBool(o.DefaultCallbacks),
 		default_monitors:  cBool(o.DefaultMonitors),
 		scalar_history:    1000,
+		summary_period:    C.int64_t(o.SummaryPeriod),
 	}
 	if o.Logdir == "" {
 		return copts, func() {}

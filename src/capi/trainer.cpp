@@ -113,6 +113,9 @@ tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *option
     if (o.scalar_history < 0)
       tpt::invalid_argument("options->scalar_history must be >= 0 (0 keeps all), got " +
                             std::to_string(o.scalar_history));
+    if (o.summary_period < 0)
+      tpt::invalid_argument("options->summary_period must be >= 0 (0: once per epoch), got " +
+                            std::to_string(o.summary_period));
     if (o.starting_epoch < 1)
       tpt::invalid_argument("options->starting_epoch must be >= 1, got " + std::to_string(o.starting_epoch));
     if (o.max_epoch < 0)
@@ -139,6 +142,7 @@ tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *option
     c.default_callbacks = o.default_callbacks != 0;
     c.default_monitors = o.default_monitors != 0;
     c.scalar_history = o.scalar_history;
+    c.summary_period = o.summary_period;
     *out = new tpt_trainer(std::move(c));
   });
 }

@@ -82,6 +82,10 @@ std::unique_ptr<Callback> make_periodic(std::unique_ptr<Callback> inner, int64_t
 std::unique_ptr<Callback> make_step_counter();
 std::unique_ptr<Callback> make_progress_bar(tpt_progress mode);
 std::unique_ptr<Callback> make_estimated_time_left(int last_k_epochs = 5);
+// tensorpack's MergeAllSummaries (RunWithOp): the moving summaries reach the
+// monitors in the AFTER_RUN of each epoch's last step, and every `period`
+// steps when period > 0.
+std::unique_ptr<Callback> make_merge_all_summaries(int64_t period);
 std::unique_ptr<Callback> make_json_writer();
 std::unique_ptr<Callback> make_scalar_printer();
 

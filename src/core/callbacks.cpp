@@ -256,6 +256,28 @@ class EnableCallbackIf final : public Callback {
   bool enabled_for_run_ = false;
 };
 
+// tensorpack's callbacks/summary.py, MergeAllSummaries_RunWithOp._need_run:
+// the moving summaries reach the monitors after an epoch's last step, and
+// after every `period` steps when period > 0. Unlike tensorpack, a run that
+// ends mid-epoch (a stop request, the end of the data) puts them once more
+// in after_train, so its last steps are not lost.
+class MergeAllSummaries final : public Callback {
+ public:
+  explicit MergeAllSummaries(int64_t period) : Callback("MergeAllSummaries", true), period_(period) {}
+  uint32_t events() const override { return TPT_EVENT_AFTER_RUN | TPT_EVENT_AFTER_TRAIN; }
+  void on_event(Trainer &t, tpt_event e, const Record *) override {
+    if (e == TPT_EVENT_AFTER_TRAIN) {
+      if (t.summaries_pending()) t.put_summaries();
+      return;
+    }
+    int64_t k = t.local_step();
+    if (k == t.steps_per_epoch() - 1 || (period_ > 0 && (k + 1) % period_ == 0)) t.put_summaries();
+  }
+
+ private:
+  int64_t period_;
+};
+
 void check_periods(int64_t ks, int64_t ke, bool allow_none) {
   if (ks < 0) invalid_argument("every_k_steps must be >= 0, got " + std::to_string(ks));
   if (ke < 0) invalid_argument("every_k_epochs must be >= 0, got " + std::to_string(ke));
@@ -264,6 +286,9 @@ void check_periods(int64_t ks, int64_t ke, bool allow_none) {
 
 }  // namespace
 
+std::unique_ptr<Callback> make_merge_all_summaries(int64_t period) {
+  return std::make_unique<MergeAllSummaries>(period);
+}
 std::unique_ptr<Callback> make_step_counter() { return std::make_unique<StepCounter>(); }
 std::unique_ptr<Callback> make_progress_bar(tpt_progress mode) { return std::make_unique<ProgressBar>(mode); }
 std::unique_ptr<Callback> make_estimated_time_left(int last_k_epochs) {

@@ -1,6 +1,7 @@
 #include "core/trainer.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -97,6 +98,11 @@ void Trainer::freeze() {
   }
   groups_[static_cast<size_t>(Group::StepCounter)].insert(groups_[static_cast<size_t>(Group::StepCounter)].begin(),
                                                           make_step_counter());
+  // tensorpack's MergeAllSummaries (one of its default callbacks): always
+  // here, so the cost and the tower's scalar outputs reach the monitors even
+  // without the progress bar.
+  if (config_.is_chief)
+    groups_[static_cast<size_t>(Group::Default)].push_back(make_merge_all_summaries(config_.summary_period));
   auto &monitors = groups_[static_cast<size_t>(Group::Monitor)];
   if (config_.default_monitors) {
     std::vector<std::unique_ptr<Callback>> defaults;
@@ -294,6 +300,38 @@ void Trainer::put_scalar(const std::string &name, double value) {
   record.epoch_num = epoch_num_;
   record.value = value;
   for (Callback *cb : by_event_[event_index(TPT_EVENT_RECORD)]) cb->on_event(*this, TPT_EVENT_RECORD, &record);
+}
+
+void MovingSummary::update(double x) {
+  biased = decay * biased + (1 - decay) * x;
+  ++count;
+  value = biased / (1 - std::pow(decay, static_cast<double>(count)));
+}
+
+void Trainer::add_moving_summary(const std::string &name, double value, double decay) {
+  summaries_pending_ = true;
+  for (MovingSummary &m : summaries_) {
+    if (m.name == name) {
+      m.update(value);
+      return;
+    }
+  }
+  MovingSummary m;
+  m.name = name;
+  m.decay = decay;
+  m.update(value);
+  summaries_.push_back(std::move(m));
+}
+
+void Trainer::put_summaries() {
+  summaries_pending_ = false;
+  for (const MovingSummary &m : summaries_) put_scalar(m.name, m.value);
+}
+
+const MovingSummary *Trainer::moving_summary(const std::string &name) const {
+  for (const MovingSummary &m : summaries_)
+    if (m.name == name) return &m;
+  return nullptr;
 }
 
 const ScalarHistory *Trainer::history(const std::string &name) const {

@@ -33,6 +33,7 @@ struct TrainerConfig {
   bool default_callbacks = true;
   bool default_monitors = true;
   int64_t scalar_history = 1000; // entries kept per scalar name; 0: all
+  int64_t summary_period = 0;    // MergeAllSummaries' period: 0, once per epoch (its last step)
 };
 
 // Where a callback sits in the order of every event (tensorpack's order).
@@ -49,6 +50,19 @@ struct Output {
 struct ScalarHistory {
   std::deque<int64_t> steps;
   std::deque<double> values;
+};
+
+// tensorpack's add_moving_summary: an exponential moving average with
+// TensorFlow's zero-debiasing (assign_moving_average(zero_debias=True)):
+// biased = decay * biased + (1 - decay) * x; value = biased / (1 - decay^n)
+// after n updates.
+struct MovingSummary {
+  std::string name;
+  double decay = 0.95;
+  double biased = 0;
+  int64_t count = 0;
+  double value = 0;
+  void update(double x);
 };
 
 
@@ -108,6 +122,15 @@ class Trainer {
   // ---- monitors
   void put_scalar(const std::string &name, double value);
   const ScalarHistory *history(const std::string &name) const;
+  // Updates the moving average `name` (tensorpack's add_moving_summary); it
+  // reaches the monitors when put_summaries runs (MergeAllSummaries: the
+  // last step of each epoch, and every summary_period steps).
+  void add_moving_summary(const std::string &name, double value, double decay = 0.95);
+  // Puts every moving summary updated so far as a scalar.
+  void put_summaries();
+  // Whether a moving summary was updated after the last put_summaries.
+  bool summaries_pending() const { return summaries_pending_; }
+  const MovingSummary *moving_summary(const std::string &name) const;
 
  private:
   void freeze();
@@ -139,6 +162,8 @@ class Trainer {
   void *handle_ = nullptr;
   std::vector<std::pair<std::string, Output>> outputs_;
   std::map<std::string, ScalarHistory> history_;
+  std::vector<MovingSummary> summaries_;  // in order of first update
+  bool summaries_pending_ = false;
 };
 
 // Index of a single tpt_event bit in Trainer::by_event_.

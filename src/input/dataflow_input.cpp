@@ -115,9 +115,8 @@ class QueueInput final : public Input {
   std::vector<at::Tensor> next() override {
     if (error_) std::rethrow_exception(error_);
     if (!thread_.joinable()) start();
-    const double fill = static_cast<double>(q_.size());
-    ema_ = have_ema_ ? 0.5 * ema_ + 0.5 * fill : fill;
-    have_ema_ = true;
+    fill_ = static_cast<double>(q_.size());
+    have_fill_ = true;
     Item it;
     if (!q_.pop(it)) fail(TPT_ERR_STATE, "QueueInput: the queue was closed");
     if (it.error) {
@@ -133,7 +132,8 @@ class QueueInput final : public Input {
   }
 
   void after_step(Trainer &t) override {
-    if (have_ema_) t.put_scalar("QueueInput/queue_size", ema_);
+    // tensorpack's QueueInput summarises the queue's size with decay 0.5.
+    if (have_fill_) t.add_moving_summary("QueueInput/queue_size", fill_, 0.5);
   }
 
   // The state that came with the last batch given (the thread reads ahead);
@@ -198,8 +198,8 @@ class QueueInput final : public Input {
   bool repeat_;
   std::thread thread_;
   std::exception_ptr error_;
-  double ema_ = 0;
-  bool have_ema_ = false;
+  double fill_ = 0;  // the queue's fill when the last batch was taken
+  bool have_fill_ = false;
   bool got_ = false;            // restored: whether the pass under way gave a batch
   std::vector<uint8_t> last_;  // consumer side: the state that came with the last batch
 };

@@ -44,17 +44,14 @@ class Simple final : public Strategy {
   void before_train(Trainer &) override { input_->before_train(); }
   void after_train(Trainer &) override { input_->after_train(); }
 
-  void run_step(Trainer &t) override {
-    t.hooked_step(&Simple::step, this);
-    t.put_scalar("cost", cost_);
-    input_->after_step(t);
-  }
+  void run_step(Trainer &t) override { t.hooked_step(&Simple::step, this); }
 
  private:
   static void step(Trainer &t, void *self) { static_cast<Simple *>(self)->train_step(t); }
 
   void train_step(Trainer &t) {
     std::vector<at::Tensor> batch = input_->next();
+    input_->after_step(t);  // the input's own moving summaries (the queue's fill)
     model_->check_inputs(batch);
     model::Tower tower(*model_, "tower0", 0, /*training=*/true, /*building=*/false, c10::Device(c10::kCPU));
     model_->call(tower, batch);
@@ -71,10 +68,14 @@ class Simple final : public Strategy {
     Output c;
     c.scalar = cost_;
     t.set_output("cost", std::move(c));
+    // tensorpack's add_moving_summary of the cost and of the tower's scalar
+    // outputs: moving averages that MergeAllSummaries puts once per epoch.
+    t.add_moving_summary("cost", cost_);
     for (const auto &[name, value] : tower.outputs()) {
       Output o;
       o.tensor = std::make_shared<const at::Tensor>(value.detach());
       t.set_output(name, std::move(o));
+      if (value.numel() == 1 && !value.is_complex()) t.add_moving_summary(name, value.item<double>());
     }
   }
 

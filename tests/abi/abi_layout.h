@@ -103,7 +103,8 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_trainer_options, default_callbacks), 44 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, default_monitors), 48 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, scalar_history), 56 + sizeof(void *));
-  ABI_EQ(sizeof(tpt_trainer_options), 64 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_trainer_options, summary_period), 64 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_trainer_options), 72 + sizeof(void *));
   {
     tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
     ABI_EQ(o.version, TPT_TRAINER_OPTIONS_VERSION);
@@ -118,6 +119,7 @@ static int abi_run(const char *lang) {
     ABI_EQ(o.default_callbacks, 1);
     ABI_EQ(o.default_monitors, 1);
     ABI_EQ(o.scalar_history, 1000);
+    ABI_EQ(o.summary_period, 0);
   }
   /* tpt_callback_desc */
   ABI_EQ(TPT_CALLBACK_DESC_VERSION, 1);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tptrain.h"
+#include "cost_log.h"
 
 static inline void parity_die(tpt_status *st, const char *what) {
   if (!st) return;
@@ -90,15 +91,14 @@ static inline void parity_train(const char *dir, tpt_model *model, const tpt_ten
   tpt_trainer *trainer = NULL;
   CHECK(tpt_trainer_new(&trainer, &o));
   CHECK(tpt_trainer_set_model(trainer, model, input));
+  cost_log costs = {0};
+  CHECK(cost_log_attach(trainer, &costs));
   CHECK(tpt_trainer_run(trainer));
-  size_t count = 0;
-  CHECK(tpt_trainer_scalar_history(&count, NULL, NULL, 0, trainer, "cost"));
-  double *costs = malloc(count * sizeof(double));
+  size_t count = costs.count;
   float *losses = malloc(count * sizeof(float));
-  CHECK(tpt_trainer_scalar_history(&count, NULL, costs, count, trainer, "cost"));
-  for (size_t i = 0; i < count; ++i) losses[i] = (float)costs[i];
+  for (size_t i = 0; i < count; ++i) losses[i] = (float)costs.values[i];
   parity_write(dir, "losses.bin", losses, count * sizeof(float));
-  free(costs);
+  free(costs.values);
   free(losses);
   tpt_trainer_free(trainer);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "test_common.h"
+#include "cost_log.h"
 
 static tpt_status *op1(tpt_tensor **out, const char *op, const tpt_arg *args, size_t nargs) {
   size_t n = 0;
@@ -362,6 +363,89 @@ static tpt_status *feed(tpt_tensor **batch, size_t n, void *ud) {
 
 static void destroy_feed(void *ud) { ((feed_state *)ud)->destroyed++; }
 
+/* The cost reaches the monitors as tensorpack's add_moving_summary does: a
+ * zero-debiased moving average (decay 0.95) put by MergeAllSummaries after
+ * each epoch's last step (callbacks/summary.py, MergeAllSummaries_RunWithOp.
+ * _need_run @1547a54e lines 101-106; tfutils/summary.py lines 198-264), or every summary_period steps. Checked
+ * against a hand computation over each step's cost output. */
+static double debiased(const double *x, size_t n, double decay) {
+  double biased = 0;
+  for (size_t i = 0; i < n; ++i) biased = decay * biased + (1 - decay) * x[i];
+  return biased / (1 - pow(decay, (double)n));
+}
+
+static int count_of(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle)) ++n;
+  return n;
+}
+
+static void test_moving_summaries(void **state) {
+  (void)state;
+  char dir[] = "/tmp/tpt_summaries_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  const int64_t periods[] = {0, 250};
+  for (int k = 0; k < 2; ++k) {
+    tower_state s = {PLAIN, 0, 0, 0, 0, ""};
+    tpt_model *m = make_model(&s);
+    tpt_optimizer *opt = NULL;
+    ok(tpt_optimizer_new(&opt, "sgd"));
+    ok(tpt_optimizer_set(opt, "learning_rate", 0.01));
+    ok(tpt_model_set_optimizer(m, opt));
+    tpt_optimizer_free(opt);
+    char logdir[64];
+    snprintf(logdir, sizeof logdir, "%s/run%d", dir, k);
+    tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+    o.steps_per_epoch = 1000;
+    o.max_epoch = 3;
+    o.console = 0;
+    o.progress = TPT_PROGRESS_OFF;
+    o.logdir = logdir;
+    o.summary_period = periods[k];
+    tpt_trainer *t = NULL;
+    ok(tpt_trainer_new(&t, &o));
+    ok(tpt_trainer_set_model(t, m, make_input(16, 64)));
+    cost_log seen = {0};
+    ok(cost_log_attach(t, &seen));
+    ok(tpt_trainer_run(t));
+    assert_int_equal(seen.count, 3000);
+    const size_t per_epoch = periods[k] ? 4 : 1;
+    int64_t steps[12];
+    double values[12];
+    size_t n = 0;
+    ok(tpt_trainer_scalar_history(&n, steps, values, 12, t, "cost"));
+    assert_int_equal(n, 3 * per_epoch);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t upto = (i + 1) * (3000 / n); /* steps seen when it was put */
+      assert_int_equal(steps[i], (int64_t)upto);
+      const double want = debiased(seen.values, upto, 0.95);
+      if (fabs(values[i] - want) > 1e-12 * fabs(want))
+        fail_msg("summary %zu: %.17g, by hand %.17g", i, values[i], want);
+    }
+    /* a one-element output would be summarised too; "prediction" is not one */
+    expect_code(tpt_trainer_scalar_latest(&(double){0}, NULL, t, "prediction"), TPT_ERR_NOT_FOUND, NULL);
+    tpt_trainer_free(t);
+    tpt_model_free(m);
+    free(seen.values);
+    /* stats.json: an entry per put, not one per step */
+    char path[96];
+    snprintf(path, sizeof path, "%s/stats.json", logdir);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char text[16384];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    assert_int_equal(count_of(text, "\"cost\""), (int)(3 * per_epoch));
+    assert_int_equal(count_of(text, "\"global_step\""), (int)(3 * per_epoch));
+    unlink(path);
+    snprintf(path, sizeof path, "%s/log.log", logdir);
+    unlink(path);
+    rmdir(logdir);
+  }
+  rmdir(dir);
+}
+
 static void test_feed_input(void **state) {
   (void)state;
   feed_state f = {0, 5, 0, 0};
@@ -375,6 +459,8 @@ static void test_feed_input(void **state) {
   ok(tpt_input_from_feed(&in, feed, &f, destroy_feed));
   tpt_trainer *t = make_trainer(100, 1);
   ok(tpt_trainer_set_model(t, m, in));
+  cost_log seen = {0};
+  ok(cost_log_attach(t, &seen));
   ok(tpt_trainer_run(t));
   const char *reason = NULL;
   ok(tpt_trainer_stop_reason(&reason, t));
@@ -382,8 +468,15 @@ static void test_feed_input(void **state) {
   int64_t g = 0;
   ok(tpt_trainer_global_step(&g, t));
   assert_int_equal(g, 5);
+  /* the run ended mid-epoch: after_train put the moving average once more
+   * (tensorpack would have dropped it) */
   double cost = 0;
-  ok(tpt_trainer_scalar_latest(&cost, NULL, t, "cost"));
+  int64_t at = 0;
+  ok(tpt_trainer_scalar_latest(&cost, &at, t, "cost"));
+  assert_int_equal(at, 5);
+  assert_int_equal(seen.count, 5);
+  assert_true(fabs(cost - debiased(seen.values, 5, 0.95)) <= 1e-12 * fabs(cost));
+  free(seen.values);
   tpt_trainer_free(t);
   assert_int_equal(f.destroyed, 1);
 
@@ -451,7 +544,7 @@ static void test_optimizer_hyperparameters(void **state) {
   assert_true(fabs(v - 0.01) < 1e-12);
   size_t n = 0;
   ok(tpt_trainer_scalar_history(&n, NULL, NULL, 0, t, "cost"));
-  assert_int_equal(n, 24);
+  assert_int_equal(n, 3); /* the moving average of the cost, once per epoch */
   tpt_trainer_free(t);
   tpt_optimizer_free(o);
   tpt_model_free(m);
@@ -713,14 +806,15 @@ static void test_torchscript_source_trains_saves_loads(void **state) {
   tpt_optimizer_free(opt);
   tpt_trainer *t = make_trainer(20, 4);
   ok(tpt_trainer_set_model(t, m, make_input(16, 64)));
+  cost_log seen = {0};
+  ok(cost_log_attach(t, &seen));
   ok(tpt_trainer_run(t));
-  double costs[80];
-  size_t count = 0;
-  ok(tpt_trainer_scalar_history(&count, NULL, costs, 80, t, "cost"));
-  assert_int_equal(count, 80);
+  assert_int_equal(seen.count, 80);
+  const double *costs = seen.values;
   tpt_trainer_free(t);
   double first = (costs[0] + costs[1] + costs[2] + costs[3]) / 4, last = (costs[76] + costs[77] + costs[78] + costs[79]) / 4;
   if (!(last < 0.25 * first)) fail_msg("the cost went from %g to %g", first, last);
+  free(seen.values);
   values_of(v, m, "scale");
   assert_true(v[0] == 1.0f);
   float trained[24];
@@ -805,12 +899,12 @@ static void test_torchscript_source_train_mode(void **state) {
   tpt_optimizer_free(opt);
   tpt_trainer *t = make_trainer(2, 1);
   ok(tpt_trainer_set_model(t, m, in));
+  cost_log seen = {0};
+  ok(cost_log_attach(t, &seen));
   ok(tpt_trainer_run(t));
-  double costs[2];
-  size_t count = 0;
-  ok(tpt_trainer_scalar_history(&count, NULL, costs, 2, t, "cost"));
-  assert_int_equal(count, 2);
-  assert_true(costs[0] == 1 && costs[1] == 1);
+  assert_int_equal(seen.count, 2);
+  assert_true(seen.values[0] == 1 && seen.values[1] == 1);
+  free(seen.values);
   tpt_trainer_free(t);
   tpt_tensor *c = NULL;
   const char *names[] = {"cost"};
@@ -1142,6 +1236,7 @@ int main(void) {
       cmocka_unit_test(test_reuse_mismatch_and_infer_only),
       cmocka_unit_test(test_initializers),
       cmocka_unit_test(test_bad_steps_fail_cleanly),
+      cmocka_unit_test(test_moving_summaries),
       cmocka_unit_test(test_feed_input),
       cmocka_unit_test(test_optimizer_hyperparameters),
       cmocka_unit_test(test_input_validation),

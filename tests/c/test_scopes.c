@@ -127,6 +127,10 @@ static void test_ten_thousand_towers_no_growth(void **state) {
   ok(tpt_trainer_run(t));
   assert_int_equal(u.calls, 10001); /* the build call, then one per step */
   assert_true(u.inside >= before + 8); /* the call's eight tensors were alive inside it */
+  /* the one-element output is a moving summary, put once (the epoch's end) */
+  size_t n = 0;
+  ok(tpt_trainer_scalar_history(&n, NULL, NULL, 0, t, "accuracy"));
+  assert_int_equal(n, 1);
   tpt_trainer_free(t);
   tpt_model_free(m);
   assert_int_equal(tpt_tensor_live_handles(), before);

@@ -168,6 +168,7 @@ pub struct tpt_trainer_options {
     pub default_monitors: i32,
     // version 2
     pub scalar_history: i64,
+    pub summary_period: i64,
 }
 /// `TPT_TRAINER_OPTIONS_INIT`
 pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
@@ -183,6 +184,7 @@ pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
     default_callbacks: 1,
     default_monitors: 1,
     scalar_history: 1000,
+    summary_period: 0,
 };
 
 /// `tpt_run_step_fn`
@@ -1151,7 +1153,8 @@ mod tests {
         assert_eq!(offset_of!(tpt_trainer_options, default_callbacks), 52);
         assert_eq!(offset_of!(tpt_trainer_options, default_monitors), 56);
         assert_eq!(offset_of!(tpt_trainer_options, scalar_history), 64);
-        assert_eq!(size_of::<tpt_trainer_options>(), 72);
+        assert_eq!(offset_of!(tpt_trainer_options, summary_period), 72);
+        assert_eq!(size_of::<tpt_trainer_options>(), 80);
     }
 
     #[test]
@@ -1406,7 +1409,7 @@ mod tests {
     fn init_constants_match_the_header_defaults() {
         let o = TPT_TRAINER_OPTIONS_INIT;
         assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (2, 1, 1, 99999999, -1));
-        assert_eq!(o.scalar_history, 1000);
+        assert_eq!((o.scalar_history, o.summary_period), (1000, 0));
         assert!(o.logdir.is_null());
         assert_eq!((o.logdir_action, o.progress), (TPT_LOGDIR_REFUSE, TPT_PROGRESS_AUTO));
         assert_eq!((o.console, o.default_callbacks, o.default_monitors), (1, 1, 1));

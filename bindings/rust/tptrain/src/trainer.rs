@@ -98,6 +98,11 @@ pub struct TrainerOptions {
     /// The stats.json writer (with a logdir) and the per-epoch scalar
     /// printer (default true).
     pub default_monitors: bool,
+    /// The cost and the tower's one-element outputs are moving averages
+    /// (tensorpack's `add_moving_summary`, decay 0.95) that reach the
+    /// monitors in each epoch's last step; `Some(n)` also every n steps.
+    /// Default `None`.
+    pub summary_period: Option<u64>,
 }
 
 impl Default for TrainerOptions {
@@ -114,6 +119,7 @@ impl Default for TrainerOptions {
             console: c.console != 0,
             default_callbacks: c.default_callbacks != 0,
             default_monitors: c.default_monitors != 0,
+            summary_period: None,
         }
     }
 }
@@ -329,6 +335,16 @@ impl TrainerOptions {
         o.console = self.console as i32;
         o.default_callbacks = self.default_callbacks as i32;
         o.default_monitors = self.default_monitors as i32;
+        o.summary_period = match self.summary_period {
+            Some(n) if n == 0 || n > i64::MAX as u64 => {
+                return Err(Error::new(
+                    Code::InvalidArgument,
+                    format!("summary_period must be >= 1 (None: once per epoch), got {n}"),
+                ))
+            }
+            Some(n) => n as i64,
+            None => 0,
+        };
         Ok((o, logdir))
     }
 }
