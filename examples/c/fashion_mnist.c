@@ -17,7 +17,6 @@
  *     (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 5)
  *
  * Exits 0 when the final test accuracy is at least 90 %. */
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -78,18 +77,7 @@ static tpt_dataflow *pipeline(const char *dir, const char *split, int train) {
   return batched;
 }
 
-/* glibc returns freed memory to the system eagerly (blocks over the mmap
- * threshold, and the top of the heap past the trim threshold); the next step
- * then faults every page in again. Here that made epochs after the first 3x
- * slower (docs/dataflow.md, "Memory"). Keep it in the process instead. */
-static void keep_freed_memory(void) {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  mallopt(M_TOP_PAD, 64 << 20);
-}
-
 int main(int argc, char **argv) {
-  keep_freed_memory();
   const char *logdir = argc > 1 ? argv[1] : "train_log/fashion_mnist";
   const char *dir = argc > 2 ? argv[2] : "/usr/share/datasets/fashion-mnist";
   const int64_t epochs = argc > 3 ? atoll(argv[3]) : 5;

@@ -9,6 +9,7 @@
 
 #include "barrier.hpp"
 #include "dist/nccl_info.hpp"
+#include "model/cpu_allocator.hpp"
 
 namespace {
 
@@ -35,6 +36,11 @@ std::string describe_build() {
   s << "CUDA devices: " << (cuda_available() ? "yes" : "no") << "\n";
   s << "NCCL: " << tpt::dist::nccl_description() << "\n";
   s << "intra-op threads: " << at::get_num_threads() << "\n";
+  tpt::model::CpuAllocatorStats a = tpt::model::cpu_allocator_stats();
+  s << "CPU allocator: "
+    << (a.installed ? "tptrain's, keeps freed blocks (up to " + std::to_string(a.cache_limit >> 20) + " MiB)"
+                    : std::string("c10's default (TPT_CPU_ALLOCATOR=system or another allocator registered)"))
+    << "\n";
   s << at::show_config();
   return s.str();
 }

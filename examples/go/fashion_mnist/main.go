@@ -21,9 +21,6 @@
 // Exits 0 when the final test accuracy is at least 90 %.
 package main
 
-// #include <malloc.h>
-import "C"
-
 import (
 	"fmt"
 	"log"
@@ -121,17 +118,7 @@ func pipeline(dir, split string, train bool) (*tptrain.DataFlow, error) {
 	return norm.Batch(size, !train)
 }
 
-// keepFreedMemory stops glibc from returning freed memory to the system
-// eagerly: the next step would fault every page in again (epochs after the
-// first were 3x slower; see docs/dataflow.md, "Memory").
-func keepFreedMemory() {
-	C.mallopt(C.M_MMAP_THRESHOLD, 32<<20) // glibc's maximum
-	C.mallopt(C.M_TRIM_THRESHOLD, 1<<30)
-	C.mallopt(C.M_TOP_PAD, 64<<20)
-}
-
 func main() {
-	keepFreedMemory()
 	log.SetFlags(0)
 	accuracy, err := run()
 	if err != nil {

@@ -57,27 +57,7 @@ fn pipeline<'a>(dir: &str, split: &str, train: bool) -> Result<DataFlow<'a>> {
     norm.batch(if train { BATCH } else { 500 }, !train)
 }
 
-extern "C" {
-    fn mallopt(param: std::os::raw::c_int, value: std::os::raw::c_int) -> std::os::raw::c_int;
-}
-
-/// Stops glibc from returning freed memory to the system eagerly: the next
-/// step would fault every page in again (epochs after the first were 3x
-/// slower; see docs/dataflow.md, "Memory").
-fn keep_freed_memory() {
-    const M_TRIM_THRESHOLD: i32 = -1;
-    const M_TOP_PAD: i32 = -2;
-    const M_MMAP_THRESHOLD: i32 = -3;
-    // SAFETY: mallopt only changes glibc's allocator settings.
-    unsafe {
-        mallopt(M_MMAP_THRESHOLD, 32 << 20); // glibc's maximum
-        mallopt(M_TRIM_THRESHOLD, 1 << 30);
-        mallopt(M_TOP_PAD, 64 << 20);
-    }
-}
-
 fn main() -> Result<ExitCode> {
-    keep_freed_memory();
     let args: Vec<String> = std::env::args().collect();
     let logdir = args.get(1).map_or("train_log/fashion_mnist", String::as_str);
     let dir = args.get(2).map_or("/usr/share/datasets/fashion-mnist", String::as_str);

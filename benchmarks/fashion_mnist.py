@@ -1,0 +1,83 @@
+"""The python3-torch side of benchmark fashion-mnist: the network, data and
+schedule of examples/c/fashion_mnist.c (tensorpack's mnist-convnet recipe)
+written as a PyTorch user would, with the data in memory (no loader
+threads): conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 -> max
+pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after each conv
+and fc0, SAME padding, softmax cross-entropy, Adam 1e-3 (times 0.6 after each
+epoch from the second), batches of 128 shuffled each epoch, images scaled to
+[-1, 1]; after each epoch the accuracy on the 10,000 test images.
+
+usage: fashion_mnist.py EPOCHS [DIR]
+prints, per epoch, the trainer's line: "Epoch N (global_step G) finished, time: S sec."
+(training steps only, as tptrain times them), then the test accuracy."""
+import gzip
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def load(d, split):
+    with gzip.open("%s/%s-images-idx3-ubyte.gz" % (d, split)) as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
+    with gzip.open("%s/%s-labels-idx1-ubyte.gz" % (d, split)) as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)
+    x = torch.from_numpy(x.astype(np.float32) / 255.0)
+    return (x - 0.5) / 0.5, torch.from_numpy(y.astype(np.int64))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv0 = nn.Conv2d(1, 32, 5, padding=2)
+        self.conv1 = nn.Conv2d(32, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 32, 3, padding=1)
+        self.conv3 = nn.Conv2d(32, 32, 3, padding=1)
+        self.fc0 = nn.Linear(32 * 7 * 7, 512)
+        self.fc1 = nn.Linear(512, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv0(x)), 2)
+        x = F.relu(self.conv2(F.relu(self.conv1(x))))
+        x = F.max_pool2d(x, 2)
+        x = F.relu(self.conv3(x))
+        x = F.dropout(F.relu(self.fc0(x.flatten(1))), 0.5, self.training)
+        return self.fc1(x)
+
+
+def main():
+    epochs = int(sys.argv[1])
+    d = sys.argv[2] if len(sys.argv) > 2 else "/usr/share/datasets/fashion-mnist"
+    torch.manual_seed(1)
+    x, y = load(d, "train")
+    tx, ty = load(d, "t10k")
+    net = Net()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    step = 0
+    for epoch in range(1, epochs + 1):
+        net.train()
+        order = torch.randperm(len(y))
+        start = time.perf_counter()
+        for i in range(0, len(y) - 127, 128):
+            idx = order[i:i + 128]
+            loss = F.cross_entropy(net(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+        print("Epoch %d (global_step %d) finished, time: %.1f sec." % (epoch, step, time.perf_counter() - start),
+              flush=True)
+        net.eval()
+        with torch.no_grad():
+            correct = sum(int((net(tx[i:i + 128]).argmax(1) == ty[i:i + 128]).sum()) for i in range(0, len(ty), 128))
+        print("test accuracy: %.2f %%" % (100.0 * correct / len(ty)), flush=True)
+        if epoch >= 2:
+            for g in opt.param_groups:
+                g["lr"] *= 0.6
+
+
+if __name__ == "__main__":
+    main()
