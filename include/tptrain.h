@@ -408,6 +408,20 @@ TPT_API TPT_NODISCARD tpt_status *tpt_op_call(tpt_tensor **outputs, size_t capac
 TPT_API TPT_NODISCARD tpt_status *tpt_op_schemas(char *buf, size_t size, size_t *needed,
                                                  const char *op);
 
+/* Element-wise arithmetic, with broadcasting and type promotion as
+ * LibTorch's: *out = a + b, a - b, a * b, a / b (true division: integers
+ * give floats), and the same with a number b. Shapes that do not broadcast
+ * are TPT_ERR_INVALID_ARGUMENT naming both. Inside a tower function or a
+ * callback, *out belongs to the call like every tensor made there. */
+TPT_API TPT_NODISCARD tpt_status *tpt_op_add(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_sub(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_mul(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_div(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_add_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_sub_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_mul_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_div_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
+
 /* ------------------------------------------------------------------------ */
 /* Trainer: the epoch/step loop                                              */
 /*                                                                           */
@@ -1061,9 +1075,12 @@ TPT_API TPT_NODISCARD tpt_status *tpt_loss_mse(tpt_tensor **out, const tpt_tenso
 TPT_API TPT_NODISCARD tpt_status *tpt_loss_l1(tpt_tensor **out, const tpt_tensor *prediction,
                                               const tpt_tensor *target);
 
-/* weight * sum of the squares of the trainable variables whose name matches
- * `pattern` (ECMAScript regular expression, searched), e.g. "/W$" (L2
- * regularisation, tensorpack's regularize_cost). A 0-d tensor. */
+/* weight * sum over the trainable variables w whose name matches `pattern`
+ * (ECMAScript regular expression, searched), e.g. "/W$", of sum(w^2): L2
+ * regularisation as PyTorch's weight decay counts it. A 0-d tensor, to add
+ * to the cost. tensorpack's recipes use TensorFlow's
+ * regularize_cost(pattern, l2_regularizer(wd)) = wd * sum(w^2) / 2
+ * (tf.nn.l2_loss): pass weight = wd / 2 to port them. */
 TPT_API TPT_NODISCARD tpt_status *tpt_regularize_l2(tpt_tensor **out, tpt_tower *tower,
                                                     const char *pattern, double weight);
 
@@ -1090,7 +1107,14 @@ TPT_API TPT_NODISCARD tpt_status *tpt_metric_wrong(tpt_tensor **out, const tpt_t
 /*   "adagrad": learning_rate (0.01), lr_decay (0), weight_decay (0),        */
 /*              initial_accumulator_value (0), eps (1e-10)                    */
 /* Gradient processing, for every kind:                                      */
-/*   "clip_global_norm" (0: off), "clip_value" (0: off),                     */
+/*   "clip_global_norm" (0: off): when > 0, after accumulation and scaling,  */
+/*     PyTorch's clip_grad_norm_ bit for bit (float32 steps): norm = the     */
+/*     2-norm of the stacked 2-norms of the gradients, every gradient times  */
+/*     min(1, clip_global_norm / (norm + 1e-6));                              */
+/*   "clip_global_norm_tf" (0; 1: TensorFlow's clip_by_global_norm instead,  */
+/*     tensorpack's GlobalNormClip: g * clip / max(norm, clip));              */
+/*   "clip_value" (0: off; every gradient element clamped to +-clip_value,  */
+/*     before the global-norm clip),                                          */
 /*   "accumulate_steps" (1: apply every step; N: average N micro-steps),     */
 /*   "check_numerics" (1, the default: a NaN or Inf cost fails the step;    */
 /*   2: a NaN or Inf gradient too, at the price of one more sync per step;   */
@@ -1548,9 +1572,19 @@ typedef struct tpt_train_config {
 #define TPT_TRAIN_CONFIG_INIT \
   { TPT_TRAIN_CONFIG_VERSION, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL }
 
+/* The model of a trainer (set by tpt_trainer_set_model or a config), and
+ * that model's optimizer, as new handles the caller frees: a callback can
+ * reach them without user_data, e.g. to set the learning rate
+ * (tpt_optimizer_set). TPT_ERR_NOT_FOUND when there is none. Any time. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_model(tpt_model **out, const tpt_trainer *trainer);
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_optimizer(tpt_optimizer **out,
+                                                        const tpt_trainer *trainer);
+
 /* Makes a simple trainer from a config without running it (add callbacks,
  * then tpt_trainer_run). The input and every callback and monitor are taken,
- * also on failure. */
+ * also on failure. steps_per_epoch comes from the options or else from the
+ * input's size; with neither, this fails (TPT_ERR_INVALID_ARGUMENT naming
+ * options->steps_per_epoch) rather than the later run. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_from_config(tpt_trainer **out,
                                                           const tpt_train_config *config);
 

@@ -436,14 +436,36 @@ func DataFlowFromSource(src Source) (*DataFlow, error) {
 // DataFlowFromFunc makes a dataflow whose datapoints next makes: it returns
 // the components of the next one (which the dataflow takes over), io.EOF
 // at the end of a pass (the call after that starts the next pass), or an
-// error that ends the consumer. Its size is unknown (see DataFlowFromSource
-// for one that knows it or reseeds).
+// error that ends the consumer. Its size is unknown, so a trainer fed by it
+// needs TrainerOptions.StepsPerEpoch (see DataFlowFromFuncSized, or
+// DataFlowFromSource for one that reseeds).
 func DataFlowFromFunc(next func() ([]*Tensor, error)) (*DataFlow, error) {
 	if next == nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "DataFlowFromFunc: next is nil"}
 	}
 	return DataFlowFromSource(funcSource(next))
 }
+
+// DataFlowFromFuncSized is DataFlowFromFunc with a known size: size
+// datapoints per pass (a trainer fed by it takes its StepsPerEpoch from it).
+func DataFlowFromFuncSized(size int64, next func() ([]*Tensor, error)) (*DataFlow, error) {
+	if next == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "DataFlowFromFuncSized: next is nil"}
+	}
+	if size < 0 {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "DataFlowFromFuncSized: size must be >= 0, got " + strconv.FormatInt(size, 10)}
+	}
+	return DataFlowFromSource(sizedFuncSource{next, size})
+}
+
+// sizedFuncSource is a funcSource that knows its size.
+type sizedFuncSource struct {
+	next func() ([]*Tensor, error)
+	size int64
+}
+
+func (s sizedFuncSource) Next() ([]*Tensor, error) { return s.next() }
+func (s sizedFuncSource) Size() int64               { return s.size }
 
 // DataFlowFromTensors makes a dataflow of the rows (dimension 0) of
 // in-memory tensors: datapoint i is (tensors[0][i], tensors[1][i], ...), in

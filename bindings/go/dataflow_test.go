@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1147,6 +1148,45 @@ func regressionDataFlow(t *testing.T, rows int, batch int64, shuffle bool) *Data
 	defer y.Close()
 	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, y}, shuffle)).of(t))
 	return closeDF(t, must(src.Batch(batch, false)).of(t))
+}
+
+// A config fed by a function source: with a size the trainer takes its
+// StepsPerEpoch from it; without one it is refused at once, naming the option
+// as Go spells it.
+func TestTrainConfigStepsFromSizedFunc(t *testing.T) {
+	checkHandles(t)
+	m := newRegressionModel(t, &regression{})
+	setOptimizer(t, m, "sgd", 0.1)
+	i := 0
+	next := func() ([]*Tensor, error) {
+		if i++; i > 4 {
+			i = 0
+			return nil, io.EOF
+		}
+		x, err := FromFloat32(make([]float32, 48), 16, 3)
+		if err != nil {
+			return nil, err
+		}
+		y, err := FromFloat32(make([]float32, 16), 16, 1)
+		return []*Tensor{x, y}, err
+	}
+	df := must(DataFlowFromFunc(next)).of(t)
+	_, err := NewTrainerFromConfig(&TrainConfig{Options: quietOptions(1, 3, -1), Model: m, DataFlow: df})
+	wantError(t, err, CodeInvalidArgument, "NewTrainerFromConfig: TrainerOptions.StepsPerEpoch is not set")
+	if !strings.Contains(err.Error(), "DataFlowFromFuncSized") {
+		t.Errorf("%v does not point at DataFlowFromFuncSized", err)
+	}
+	df.Close()
+	df = must(DataFlowFromFuncSized(4, next)).of(t)
+	defer df.Close()
+	tr := must(NewTrainerFromConfig(&TrainConfig{Options: quietOptions(1, 3, -1), Model: m, DataFlow: df})).of(t)
+	defer tr.Close()
+	ok(t, tr.Run())
+	if g := tr.GlobalStep(); g != 12 {
+		t.Errorf("GlobalStep() = %d, want 12 (3 epochs of the source's 4)", g)
+	}
+	_, err = DataFlowFromFuncSized(-1, next)
+	wantError(t, err, CodeInvalidArgument, "size must be >= 0")
 }
 
 func TestTrainConfigDataFlow(t *testing.T) {

@@ -8,6 +8,7 @@ package tptrain
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/cgo"
@@ -1052,6 +1053,14 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 	if err := statusError(st); err != nil {
 		if h != 0 {
 			deleteHandle(h) // no trainer refers to it any more
+		}
+		var e *Error
+		if errors.As(err, &e) && strings.Contains(e.Message, "options->steps_per_epoch is not set") {
+			// The option as Go spells it.
+			e.Message = strings.NewReplacer(
+				"tpt_trainer_from_config: ", who+": ",
+				"options->steps_per_epoch", "TrainerOptions.StepsPerEpoch",
+				"give the source a size", "make the source with a size (DataFlowFromFuncSized)").Replace(e.Message)
 		}
 		return nil, err
 	}

@@ -764,12 +764,18 @@ func TestOptimizer(t *testing.T) {
 	ok(t, m.SetOptimizer(o))
 	tr := newQuietTrainer(t, 1, 3, 8)
 	ok(t, tr.SetModel(m, regressionInput(t, 16, 64)))
+	// The optimizer through the trainer: nothing captured.
 	cb := must(NewCallback("halve", EventTrigger, false, func(ctx *Context, e Event, r *Record) error {
-		lr, err := o.Get("learning_rate")
+		opt, err := ctx.Optimizer()
 		if err != nil {
 			return err
 		}
-		return o.Set("learning_rate", lr/2)
+		defer opt.Close()
+		lr, err := opt.Get("learning_rate")
+		if err != nil {
+			return err
+		}
+		return opt.Set("learning_rate", lr/2)
 	})).of(t)
 	ok(t, tr.AddCallback(cb))
 	ok(t, tr.Run())

@@ -192,3 +192,45 @@ func TestOpCallConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestArithmeticMethods(t *testing.T) {
+	checkHandles(t)
+	x := must(FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3)).of(t)
+	defer closeT(t, x)
+	row := must(FromFloat32([]float32{10, 20, 40}, 3)).of(t)
+	defer closeT(t, row)
+	col := must(FromFloat32([]float32{2, 4}, 2, 1)).of(t)
+	defer closeT(t, col)
+	check := func(name string, got *Tensor, err error, want []float32) {
+		t.Helper()
+		ok(t, err)
+		defer closeT(t, got)
+		if v := must(got.Float32s()).of(t); !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	y, err := x.Add(row)
+	check("x.Add(row)", y, err, []float32{11, 22, 43, 14, 25, 46})
+	y, err = x.Sub(col)
+	check("x.Sub(col)", y, err, []float32{-1, 0, 1, 0, 1, 2})
+	y, err = col.Mul(row)
+	check("col.Mul(row)", y, err, []float32{20, 40, 80, 40, 80, 160})
+	y, err = x.Div(col)
+	check("x.Div(col)", y, err, []float32{0.5, 1, 1.5, 1, 1.25, 1.5})
+	y, err = row.AddScalar(0.5)
+	check("row.AddScalar(0.5)", y, err, []float32{10.5, 20.5, 40.5})
+	y, err = row.SubScalar(10)
+	check("row.SubScalar(10)", y, err, []float32{0, 10, 30})
+	y, err = row.MulScalar(-0.5)
+	check("row.MulScalar(-0.5)", y, err, []float32{-5, -10, -20})
+	y, err = row.DivScalar(4)
+	check("row.DivScalar(4)", y, err, []float32{2.5, 5, 10})
+	y, err = x.Mul(x)
+	check("x.Mul(x)", y, err, []float32{1, 4, 9, 16, 25, 36})
+	four := must(FromFloat32([]float32{1, 2, 3, 4}, 4)).of(t)
+	defer closeT(t, four)
+	_, err = x.Add(four)
+	wantError(t, err, CodeInvalidArgument, "tpt_op_add: a is [2, 3] and b is [4]: the shapes do not broadcast")
+	_, err = x.Add(nil)
+	wantError(t, err, CodeInvalidArgument, "Add: b is nil")
+}

@@ -556,6 +556,19 @@ func (c *Context) OutputScalar(name string) (float64, error) {
 	return float64(v), nil
 }
 
+// Optimizer returns the optimizer of the trainer's model
+// (tpt_trainer_optimizer), e.g. to set the learning rate from a callback;
+// an *Error of CodeNotFound when there is none. Close it when done.
+func (c *Context) Optimizer() (*Optimizer, error) {
+	var out *C.tpt_optimizer
+	if err := statusError(C.tpt_trainer_optimizer(&out, c.ptr)); err != nil {
+		return nil, err
+	}
+	o := &Optimizer{ptr: out}
+	runtime.SetFinalizer(o, (*Optimizer).Close)
+	return o, nil
+}
+
 // Output returns a new Tensor on an output of the latest hooked step; a
 // scalar output comes back as a 0-d float64 tensor (tpt_trainer_output).
 // The caller owns it.

@@ -2,6 +2,7 @@
 // tpt::model::layers (src/model/layers.hpp).
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -28,6 +29,41 @@ void at_least_one(int64_t v, const char *field, int index = -1) {
   if (v >= 1) return;
   std::string f = index >= 0 ? std::string(field) + "[" + std::to_string(index) + "]" : std::string(field);
   tpt::invalid_argument(f + " is " + std::to_string(v) + " (must be >= 1)");
+}
+
+// a and b broadcast (LibTorch's rule: aligned from the right, each pair equal
+// or one of them 1), or an error naming both shapes.
+void check_broadcast(const at::Tensor &a, const at::Tensor &b) {
+  int64_t na = a.dim(), nb = b.dim();
+  for (int64_t i = 1; i <= std::min(na, nb); ++i) {
+    int64_t x = a.size(na - i), y = b.size(nb - i);
+    if (x != y && x != 1 && y != 1)
+      tpt::invalid_argument("a is " + tpt::model::shape_text(a.sizes()) + " and b is " +
+                            tpt::model::shape_text(b.sizes()) + ": the shapes do not broadcast");
+  }
+}
+
+enum class Arith { Add, Sub, Mul, Div };
+
+at::Tensor arith(Arith op, const at::Tensor &a, const at::Tensor &b) {
+  check_broadcast(a, b);
+  switch (op) {
+    case Arith::Add: return a.add(b);
+    case Arith::Sub: return a.sub(b);
+    case Arith::Mul: return a.mul(b);
+    case Arith::Div: return a.div(b);
+  }
+  return {};
+}
+
+at::Tensor arith(Arith op, const at::Tensor &a, double b) {
+  switch (op) {
+    case Arith::Add: return a.add(b);
+    case Arith::Sub: return a.sub(b);
+    case Arith::Mul: return a.mul(b);
+    case Arith::Div: return a.div(b);
+  }
+  return {};
 }
 
 // The options as the C++ layers take them; NULL means the defaults.
@@ -257,5 +293,27 @@ tpt_status *tpt_metric_wrong(tpt_tensor **out, const tpt_tensor *logits, const t
     give(out, layers::wrong(tensor_arg(logits, "logits"), tensor_arg(labels, "labels"), k));
   });
 }
+
+// ------------------------------------------------------------------ element-wise arithmetic
+
+#define TPT_ARITH(fn, op)                                                                            \
+  tpt_status *fn(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b) {                       \
+    return guard(#fn, [&] {                                                                          \
+      clear(out);                                                                                    \
+      give(out, arith(Arith::op, tensor_arg(a, "a"), tensor_arg(b, "b")));                           \
+    });                                                                                              \
+  }                                                                                                  \
+  tpt_status *fn##_scalar(tpt_tensor **out, const tpt_tensor *a, double b) {                         \
+    return guard(#fn "_scalar", [&] {                                                                \
+      clear(out);                                                                                    \
+      give(out, arith(Arith::op, tensor_arg(a, "a"), b));                                            \
+    });                                                                                              \
+  }
+
+TPT_ARITH(tpt_op_add, Add)
+TPT_ARITH(tpt_op_sub, Sub)
+TPT_ARITH(tpt_op_mul, Mul)
+TPT_ARITH(tpt_op_div, Div)
+#undef TPT_ARITH
 
 }  // extern "C"

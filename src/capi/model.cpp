@@ -446,7 +446,36 @@ tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_in
     if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
     in->set_signature(m->inputs());
     if (auto n = in->size()) t.default_steps_per_epoch(*n);
+    trainer->model = m;
     tpt::parallel::attach(t, tpt::parallel::simple(std::move(m), std::move(in)));
+  });
+}
+
+tpt_status *tpt_trainer_model(tpt_model **out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    tpt::capi::trainer_arg(const_cast<tpt_trainer *>(trainer));
+    if (!trainer->model)
+      tpt::fail(TPT_ERR_NOT_FOUND, "the trainer has no model (tpt_trainer_set_model or a config gives it one)");
+    auto *h = new tpt_model;
+    h->model = trainer->model;
+    *out = h;
+  });
+}
+
+tpt_status *tpt_trainer_optimizer(tpt_optimizer **out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    tpt::capi::trainer_arg(const_cast<tpt_trainer *>(trainer));
+    if (!trainer->model)
+      tpt::fail(TPT_ERR_NOT_FOUND, "the trainer has no model (tpt_trainer_set_model or a config gives it one)");
+    const std::shared_ptr<tpt::model::Optimizer> &opt = trainer->model->optimizer();
+    if (!opt) tpt::fail(TPT_ERR_NOT_FOUND, "the trainer's model has no optimizer (tpt_model_set_optimizer)");
+    auto *h = new tpt_optimizer;
+    h->optimizer = opt;
+    *out = h;
   });
 }
 
@@ -507,6 +536,12 @@ tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *c
     st = tpt_trainer_set_model(trainer, config->model, input);
     input = nullptr;
   }
+  // A missing steps_per_epoch is the config's mistake: say so now, not at run.
+  if (!st && trainer->trainer.steps_per_epoch() < 0)
+    st = tpt::capi::make_status(
+        TPT_ERR_INVALID_ARGUMENT,
+        "tpt_trainer_from_config: options->steps_per_epoch is not set and the input does not know its size "
+        "(a source made from a function, without a size); set options->steps_per_epoch, or give the source a size");
   if (!st && config->init) {
     st = guard("tpt_trainer_from_config", [&] {
       auto *h = new tpt_model;

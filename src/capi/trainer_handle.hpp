@@ -13,9 +13,14 @@
 inline constexpr uint64_t kTrainerMagic = 0x7470745472616e72ull;   // "tptTranr"
 inline constexpr uint64_t kCallbackMagic = 0x74707443616c6c62ull;  // "tptCallb"
 
+namespace tpt::model {
+class Model;
+}
+
 struct tpt_trainer {
   uint64_t magic = kTrainerMagic;
   tpt::Trainer trainer;
+  std::shared_ptr<tpt::model::Model> model;  // set by tpt_trainer_set_model, for tpt_trainer_model
   explicit tpt_trainer(tpt::TrainerConfig config) : trainer(std::move(config)) { trainer.set_handle(this); }
 };
 

@@ -19,7 +19,8 @@ namespace {
 const std::map<std::string, std::map<std::string, double>> &defaults() {
   static const std::map<std::string, std::map<std::string, double>> table = [] {
     std::map<std::string, double> common = {
-        {"clip_global_norm", 0}, {"clip_value", 0}, {"accumulate_steps", 1}, {"check_numerics", 1}};
+        {"clip_global_norm", 0}, {"clip_global_norm_tf", 0}, {"clip_value", 0}, {"accumulate_steps", 1},
+        {"check_numerics", 1}};
     auto with = [&](std::map<std::string, double> m) {
       m.insert(common.begin(), common.end());
       return m;
@@ -62,6 +63,9 @@ void Optimizer::set(const std::string &name, double value) {
   if (it == params_.end())
     invalid_argument("optimizer '" + kind_ + "' has no hyper-parameter '" + name + "'; it has " + names_of(params_));
   if (!std::isfinite(value)) invalid_argument("hyper-parameter '" + name + "' must be finite");
+  if (name == "clip_global_norm_tf" && value != 0 && value != 1)
+    invalid_argument("clip_global_norm_tf must be 0 (PyTorch's clip_grad_norm_) or 1 (TensorFlow's clip_by_global_norm), got " +
+                     std::to_string(value));
   if (name == "check_numerics" && value != 0 && value != 1 && value != 2)
     invalid_argument("check_numerics must be 0, 1 or 2, got " + std::to_string(value));
   if (name == "accumulate_steps" && (value < 1 || value != std::floor(value)))
@@ -74,6 +78,7 @@ void Optimizer::set(const std::string &name, double value) {
   processing_.check_numerics = static_cast<int>(params_.at("check_numerics"));
   processing_.clip_value = params_.at("clip_value");
   processing_.clip_global_norm = params_.at("clip_global_norm");
+  processing_.clip_tf = params_.at("clip_global_norm_tf") != 0;
   if (opt_) push_options();
 }
 
@@ -176,19 +181,43 @@ bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
       if (p.grad().defined()) p.grad().clamp_(-clip_value, clip_value);
   double max_norm = processing_.clip_global_norm;
   if (max_norm > 0) {
-    double total = 0;
+    std::vector<at::Tensor> grads;
     for (const auto &p : params)
-      if (p.grad().defined()) total += p.grad().pow(2).sum().item<double>();
-    total = std::sqrt(total);
-    if (total > max_norm) {
-      double scale = max_norm / (total + 1e-6);
-      for (const auto &p : params)
-        if (p.grad().defined()) p.grad().mul_(scale);
-    }
+      if (p.grad().defined()) grads.push_back(p.grad());
+    if (!grads.empty()) clip_global_norm(grads, max_norm, processing_.clip_tf);
   }
   opt_->step();
   opt_->zero_grad();
   return true;
+}
+
+void clip_global_norm(const std::vector<at::Tensor> &grads, double max_norm, bool tf) {
+  if (!tf) {
+    // PyTorch's clip_grad_norm_ (torch/nn/utils/clip_grad.py, 1.13), step by
+    // step in the gradients' dtype: per-gradient 2-norms, the 2-norm of their
+    // stack, clip_coef = max_norm / (total + 1e-6) (Python's scalar / tensor
+    // is reciprocal() * scalar), clamped to at most 1, every gradient times it.
+    std::vector<at::Tensor> norms;
+    norms.reserve(grads.size());
+    for (const auto &g : grads) {
+      std::vector<int64_t> all(static_cast<size_t>(g.dim()));
+      for (int64_t d = 0; d < g.dim(); ++d) all[static_cast<size_t>(d)] = d;
+      norms.push_back(at::norm(g, 2, all, false));
+    }
+    at::Tensor total = at::norm(at::stack(norms), 2, {0}, false);
+    at::Tensor coef = at::clamp((total + 1e-6).reciprocal() * max_norm, c10::nullopt, 1.0);
+    for (const auto &g : grads) g.mul_(coef);
+  } else {
+    // TensorFlow's clip_by_global_norm (tensorpack's GlobalNormClip):
+    // global_norm = sqrt(sum of sum(g^2)); g *= max_norm * min(1/global_norm, 1/max_norm).
+    at::Tensor sum;
+    for (const auto &g : grads) {
+      at::Tensor s = (g * g).sum();
+      sum = sum.defined() ? sum + s : s;
+    }
+    at::Tensor scale = at::minimum(sum.sqrt().reciprocal(), at::full({}, 1.0 / max_norm, sum.options())) * max_norm;
+    for (const auto &g : grads) g.mul_(scale);
+  }
 }
 
 }  // namespace tpt::model

@@ -30,6 +30,7 @@ class Optimizer {
     int64_t accumulate_steps = 1;
     int check_numerics = 1;
     double clip_value = 0, clip_global_norm = 0;
+    bool clip_tf = false;  // TensorFlow's clip_by_global_norm instead of PyTorch's clip_grad_norm_
   };
   const Processing &processing() const { return processing_; }
   void set(const std::string &name, double value);
@@ -54,5 +55,11 @@ class Optimizer {
   std::vector<at::Tensor> params_list_;  // the trainable variables, fixed at the first update
   int64_t micro_steps_ = 0;
 };
+
+// Scales `grads` in place so that their global 2-norm is at most max_norm:
+// PyTorch's clip_grad_norm_ arithmetic (float32 steps, coefficient
+// min(1, max_norm / (norm + 1e-6))), or with tf, TensorFlow's
+// clip_by_global_norm (g * max_norm / max(norm, max_norm)).
+void clip_global_norm(const std::vector<at::Tensor> &grads, double max_norm, bool tf);
 
 }  // namespace tpt::model

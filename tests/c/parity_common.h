@@ -65,8 +65,15 @@ static inline void parity_save(const char *dir, const char *name, const tpt_tens
 /* "sgd": lr 0.05, momentum 0.9; "adam": lr 0.01 (as the Python references). */
 static inline void parity_set_optimizer(tpt_model *model, const char *kind) {
   tpt_optimizer *opt = NULL;
-  CHECK(tpt_optimizer_new(&opt, kind));
-  if (strcmp(kind, "sgd") == 0) {
+  /* "sgd_clip" / "sgd_clip_tf": plain SGD (lr 0.05) with global-norm
+   * clipping at 0.1, PyTorch's arithmetic or TensorFlow's */
+  const int clip = strncmp(kind, "sgd_clip", 8) == 0;
+  CHECK(tpt_optimizer_new(&opt, clip ? "sgd" : kind));
+  if (clip) {
+    CHECK(tpt_optimizer_set(opt, "learning_rate", 0.05));
+    CHECK(tpt_optimizer_set(opt, "clip_global_norm", 0.1));
+    CHECK(tpt_optimizer_set(opt, "clip_global_norm_tf", strcmp(kind, "sgd_clip_tf") == 0));
+  } else if (strcmp(kind, "sgd") == 0) {
     CHECK(tpt_optimizer_set(opt, "learning_rate", 0.05));
     CHECK(tpt_optimizer_set(opt, "momentum", 0.9));
   } else {

@@ -2835,6 +2835,67 @@ static void test_train_queue_and_feed(void **state) {
   tpt_model_free(m);
 }
 
+/* A config fed by a source made from a function: with a size, the trainer
+ * takes steps_per_epoch from it; without one (and without the option), the
+ * config is refused when it is built, naming the option. */
+typedef struct {
+  tpt_tensor *x, *y;
+  int pos, passes;
+} batch_src;
+
+static tpt_status *batch_next(tpt_datapoint *dp, void *ud) {
+  batch_src *b = ud;
+  if (b->pos == 4) { /* the end of a pass: the next call starts another */
+    b->pos = 0;
+    b->passes++;
+    return tpt_status_new(TPT_STOP, "end of pass");
+  }
+  b->pos++;
+  tpt_status *st = tpt_datapoint_set(dp, 0, b->x);
+  return st ? st : tpt_datapoint_set(dp, 1, b->y);
+}
+
+static int64_t batch_size4(void *ud) {
+  (void)ud;
+  return 4;
+}
+
+static void test_config_steps_from_a_sized_source(void **state) {
+  (void)state;
+  batch_src b = {NULL, NULL, 0, 0};
+  linear_tensors(&b.x, &b.y, 16, 3);
+  for (int sized = 0; sized < 2; ++sized) {
+    lin_state s;
+    tpt_model *m = lin_model(&s);
+    tpt_dataflow_callbacks cb = TPT_DATAFLOW_CALLBACKS_INIT;
+    cb.next = batch_next;
+    if (sized) cb.size = batch_size4;
+    tpt_dataflow *df = NULL;
+    ok(tpt_dataflow_from_callbacks(&df, &cb, &b, NULL));
+    tpt_trainer_options o = quiet(3, -1);
+    tpt_train_config cfg = TPT_TRAIN_CONFIG_INIT;
+    cfg.options = &o;
+    cfg.model = m;
+    cfg.dataflow = df;
+    tpt_trainer *t = NULL;
+    if (!sized) {
+      expect_code2(tpt_trainer_from_config(&t, &cfg), TPT_ERR_INVALID_ARGUMENT,
+                   "tpt_trainer_from_config: options->steps_per_epoch is not set and the input does not know its size",
+                   "give the source a size");
+      assert_null(t);
+    } else {
+      ok(tpt_trainer_from_config(&t, &cfg));
+      ok(tpt_trainer_run(t));
+      assert_int_equal(global_step(t), 12); /* 3 epochs of the source's 4 */
+      tpt_trainer_free(t);
+    }
+    tpt_dataflow_free(df);
+    tpt_model_free(m);
+  }
+  tpt_tensor_free(b.x);
+  tpt_tensor_free(b.y);
+}
+
 static void test_train_end_of_data(void **state) {
   (void)state;
   const tpt_input_kind kinds[] = {TPT_INPUT_QUEUE, TPT_INPUT_FEED};
@@ -3274,6 +3335,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_one_consumer),
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_train_queue_and_feed),
+      cmocka_unit_test(test_config_steps_from_a_sized_source),
       cmocka_unit_test(test_train_end_of_data),
       cmocka_unit_test(test_train_errors),
       cmocka_unit_test(test_train_threads),

@@ -501,6 +501,58 @@ static tpt_status *halve_lr(tpt_trainer *t, tpt_event e, const tpt_record *r, vo
   return st ? st : tpt_optimizer_set(ud, "learning_rate", lr / 2);
 }
 
+/* The same schedule, reaching the optimizer through the trainer: no user_data. */
+static tpt_status *halve_lr_of_trainer(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
+  (void)e, (void)r, (void)ud;
+  tpt_optimizer *o = NULL;
+  tpt_status *st = tpt_trainer_optimizer(&o, t); /* a new handle: ours to free */
+  if (st) return st;
+  double lr = 0;
+  st = tpt_optimizer_get(&lr, o, "learning_rate");
+  if (!st) st = tpt_optimizer_set(o, "learning_rate", lr / 2);
+  tpt_optimizer_free(o);
+  return st;
+}
+
+static void test_callback_reaches_model_and_optimizer(void **state) {
+  (void)state;
+  tower_state s = {PLAIN, 0, 0, 0, 0, ""};
+  tpt_model *m = make_model(&s);
+  tpt_trainer *t = make_trainer(4, 3);
+  tpt_model *got = (tpt_model *)1;
+  tpt_optimizer *o = (tpt_optimizer *)1;
+  expect_code(tpt_trainer_model(&got, t), TPT_ERR_NOT_FOUND, "the trainer has no model");
+  assert_null(got);
+  expect_code(tpt_trainer_optimizer(&o, t), TPT_ERR_NOT_FOUND, "the trainer has no model");
+  assert_null(o);
+  ok(tpt_trainer_set_model(t, m, make_input(16, 64)));
+  expect_code(tpt_trainer_optimizer(&o, t), TPT_ERR_NOT_FOUND, "no optimizer");
+  ok(tpt_optimizer_new(&o, "sgd"));
+  ok(tpt_optimizer_set(o, "learning_rate", 0.08));
+  ok(tpt_model_set_optimizer(m, o));
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_TRIGGER;
+  d.fn = halve_lr_of_trainer;
+  tpt_callback *cb = NULL;
+  ok(tpt_callback_new(&cb, &d));
+  ok(tpt_trainer_add_callback(t, cb));
+  ok(tpt_trainer_run(t));
+  double lr = 0;
+  ok(tpt_optimizer_get(&lr, o, "learning_rate"));
+  assert_true(fabs(lr - 0.01) < 1e-12); /* halved after each of 3 epochs */
+  /* the model handle: the same model */
+  ok(tpt_trainer_model(&got, t));
+  char names[64];
+  ok(tpt_model_variable_names(names, sizeof names, NULL, got));
+  assert_non_null(strstr(names, "W"));
+  tpt_model_free(got);
+  EXPECT_NULL_ARG(tpt_trainer_model(NULL, t), "tpt_trainer_model", "out");
+  EXPECT_NULL_ARG(tpt_trainer_optimizer(&o, NULL), "tpt_trainer_optimizer", "trainer");
+  tpt_trainer_free(t);
+  tpt_optimizer_free(o);
+  tpt_model_free(m);
+}
+
 static void test_optimizer_hyperparameters(void **state) {
   (void)state;
   tpt_optimizer *o = NULL;
@@ -1239,6 +1291,7 @@ int main(void) {
       cmocka_unit_test(test_moving_summaries),
       cmocka_unit_test(test_feed_input),
       cmocka_unit_test(test_optimizer_hyperparameters),
+      cmocka_unit_test(test_callback_reaches_model_and_optimizer),
       cmocka_unit_test(test_input_validation),
       cmocka_unit_test(test_train_config_and_launch),
       cmocka_unit_test(test_torchscript_errors),

@@ -271,6 +271,51 @@ static void test_elementwise(void **state) {
   free_all();
 }
 
+/* tpt_op_add ... tpt_op_div_scalar: values by hand, broadcasting, type
+ * promotion, and the error for shapes that do not broadcast. */
+static void test_arithmetic_functions(void **state) {
+  (void)state;
+  tpt_tensor *x = F32(SHAPE(2, 3), VALS(1, 2, 3, 4, 5, 6)), *row = F32(SHAPE(3), VALS(10, 20, 40));
+  tpt_tensor *col = F32(SHAPE(2, 1), VALS(2, 4)), *ints = I64(SHAPE(3), VALS(1, 2, 3));
+  tpt_tensor *o = NULL;
+  ok(tpt_op_add(&o, x, row));
+  check_tensor("add", keep(o), SHAPE(2, 3), VALS(11, 22, 43, 14, 25, 46));
+  ok(tpt_op_sub(&o, x, col));
+  check_tensor("sub", keep(o), SHAPE(2, 3), VALS(-1, 0, 1, 0, 1, 2));
+  ok(tpt_op_mul(&o, col, row));
+  check_tensor("mul (outer)", keep(o), SHAPE(2, 3), VALS(20, 40, 80, 40, 80, 160));
+  ok(tpt_op_div(&o, x, col));
+  check_tensor("div", keep(o), SHAPE(2, 3), VALS(0.5, 1, 1.5, 1, 1.25, 1.5));
+  ok(tpt_op_add_scalar(&o, x, 0.5));
+  check_tensor("add_scalar", keep(o), SHAPE(2, 3), VALS(1.5, 2.5, 3.5, 4.5, 5.5, 6.5));
+  ok(tpt_op_sub_scalar(&o, row, 10));
+  check_tensor("sub_scalar", keep(o), SHAPE(3), VALS(0, 10, 30));
+  ok(tpt_op_mul_scalar(&o, row, -0.5));
+  check_tensor("mul_scalar", keep(o), SHAPE(3), VALS(-5, -10, -20));
+  ok(tpt_op_div_scalar(&o, ints, 2)); /* true division: integers give floats */
+  keep(o);
+  tpt_dtype dt = TPT_DTYPE_I64;
+  ok(tpt_tensor_dtype(&dt, o));
+  assert_int_equal(dt, TPT_DTYPE_F32);
+  check_tensor("div_scalar", o, SHAPE(3), VALS(0.5, 1, 1.5));
+  ok(tpt_op_add(&o, ints, ints)); /* integers stay integers */
+  keep(o);
+  ok(tpt_tensor_dtype(&dt, o));
+  assert_int_equal(dt, TPT_DTYPE_I64);
+  ok(tpt_op_mul(&o, x, x)); /* the same tensor twice */
+  check_tensor("x * x", keep(o), SHAPE(2, 3), VALS(1, 4, 9, 16, 25, 36));
+
+  tpt_tensor *four = F32(SHAPE(4), VALS(1, 2, 3, 4));
+  o = (tpt_tensor *)1;
+  expect_code(tpt_op_add(&o, x, four), TPT_ERR_INVALID_ARGUMENT,
+              "tpt_op_add: a is [2, 3] and b is [4]: the shapes do not broadcast");
+  assert_null(o);
+  EXPECT_NULL_ARG(tpt_op_mul(&o, NULL, x), "tpt_op_mul", "a");
+  EXPECT_NULL_ARG(tpt_op_div(&o, x, NULL), "tpt_op_div", "b");
+  EXPECT_NULL_ARG(tpt_op_sub_scalar(NULL, x, 1), "tpt_op_sub_scalar", "out");
+  free_all();
+}
+
 static void test_reductions(void **state) {
   (void)state;
   make_fixture();
@@ -762,6 +807,7 @@ static void test_schemas(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_elementwise),
+      cmocka_unit_test(test_arithmetic_functions),
       cmocka_unit_test(test_reductions),
       cmocka_unit_test(test_shapes_and_indexing),
       cmocka_unit_test(test_nn),

@@ -3,9 +3,11 @@
 same LibTorch version): an MLP regression, and a small CNN with batch
 normalisation built from the C API's layers (conv2d SAME, batch_norm, relu,
 max_pool, flatten, fc, softmax cross-entropy), each trained 200 steps with
-SGD + momentum and with Adam from the same initial values and data. Every
-loss and every final parameter (the batch-norm moving averages included)
-must agree within 1e-5 (float32). The reference is computed here,
+SGD + momentum and with Adam from the same initial values and data, and the
+MLP with plain SGD and global-norm clipping (PyTorch's clip_grad_norm_, which
+must match bit for bit, and TensorFlow's clip_by_global_norm). Every loss and
+every final parameter (the batch-norm moving averages included) must agree
+within 1e-5 (float32). The reference is computed here,
 independently, with torch.nn.functional on every run. Prints TAP.
 
 usage: test_parity.py PATH/TO/parity_mlp PATH/TO/parity_cnn"""
@@ -41,6 +43,8 @@ def reference(x, y, params, kind):
     w1, b1, w2, b2 = [p.clone().requires_grad_(True) for p in params]
     if kind == "sgd":
         opt = torch.optim.SGD([w1, b1, w2, b2], lr=0.05, momentum=0.9)
+    elif kind.startswith("sgd_clip"):
+        opt = torch.optim.SGD([w1, b1, w2, b2], lr=0.05)
     else:
         opt = torch.optim.Adam([w1, b1, w2, b2], lr=0.01)
     losses = []
@@ -51,6 +55,15 @@ def reference(x, y, params, kind):
         loss = torch.nn.functional.mse_loss(p, yb)
         opt.zero_grad()
         loss.backward()
+        if kind == "sgd_clip":
+            norm = torch.nn.utils.clip_grad_norm_([w1, b1, w2, b2], 0.1)
+            assert step > 0 or norm > 0.1, "the first step's gradient norm %g does not clip" % norm
+        elif kind == "sgd_clip_tf":  # tf.clip_by_global_norm, as tensorpack's GlobalNormClip
+            grads = [w.grad for w in (w1, b1, w2, b2)]
+            norm = torch.stack([(g * g).sum() for g in grads]).sum().sqrt()
+            scale = torch.minimum(norm.reciprocal(), torch.tensor(1 / 0.1)) * 0.1
+            for g in grads:
+                g.mul_(scale)
         opt.step()
         losses.append(loss.item())
     return torch.tensor(losses), [w1.detach(), b1.detach(), w2.detach(), b2.detach()]
@@ -78,8 +91,10 @@ def parity(kind):
     print("# %s: max |loss diff| %.3g, max |param diff| %.3g, loss %.4f -> %.4f" %
           (kind, dl, dp, want_losses[0].item(), want_losses[-1].item()))
     assert want_losses[-1] < want_losses[0] * 0.5, "the reference did not train"
-    assert dl <= TOL, "losses differ by %g" % dl
-    assert dp <= TOL, "parameters differ by %g" % dp
+    # PyTorch's clip_grad_norm_ arithmetic is reproduced bit for bit
+    tol = 0 if kind == "sgd_clip" else TOL
+    assert dl <= tol, "losses differ by %g" % dl
+    assert dp <= tol, "parameters differ by %g" % dp
 
 
 CNN_PARAMS = ["conv_W", "conv_b", "bn_gamma", "bn_beta", "fc_W", "fc_b"]
@@ -152,6 +167,8 @@ def cnn_parity(kind):
 def main():
     tests = [("mlp_sgd_momentum_matches_python_torch", lambda: parity("sgd")),
              ("mlp_adam_matches_python_torch", lambda: parity("adam")),
+             ("mlp_sgd_clip_grad_norm_bit_for_bit", lambda: parity("sgd_clip")),
+             ("mlp_sgd_clip_by_global_norm_tf", lambda: parity("sgd_clip_tf")),
              ("cnn_bn_sgd_momentum", lambda: cnn_parity("sgd")),
              ("cnn_bn_adam", lambda: cnn_parity("adam"))]
     print("TAP version 13")

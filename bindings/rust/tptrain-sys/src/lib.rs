@@ -657,6 +657,14 @@ extern "C" {
         nargs: usize,
     ) -> *mut tpt_status;
     pub fn tpt_op_schemas(buf: *mut c_char, size: usize, needed: *mut usize, op: *const c_char) -> *mut tpt_status;
+    pub fn tpt_op_add(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_op_sub(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_op_mul(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_op_div(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_op_add_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
+    pub fn tpt_op_sub_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
+    pub fn tpt_op_mul_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
+    pub fn tpt_op_div_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
 
     // Trainer
     pub fn tpt_trainer_new(out: *mut *mut tpt_trainer, options: *const tpt_trainer_options) -> *mut tpt_status;
@@ -1111,6 +1119,8 @@ extern "C" {
     ) -> *mut tpt_status;
 
     // TrainConfig and launch
+    pub fn tpt_trainer_model(out: *mut *mut tpt_model, trainer: *const tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_trainer_optimizer(out: *mut *mut tpt_optimizer, trainer: *const tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_from_config(out: *mut *mut tpt_trainer, config: *const tpt_train_config) -> *mut tpt_status;
     pub fn tpt_launch_train(config: *const tpt_train_config) -> *mut tpt_status;
 }

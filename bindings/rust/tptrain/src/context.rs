@@ -10,6 +10,7 @@
 
 use crate::cstr::with_cstr;
 use crate::error::{call, Code, Error, Result};
+use crate::model::{Model, Optimizer};
 use crate::panic;
 use crate::tensor::Tensor;
 use crate::Flow;
@@ -184,6 +185,24 @@ impl Context {
         let mut v = 0f64;
         with_cstr(name, "name", |n| call!(sys::tpt_trainer_output_scalar(&mut v, self.as_ptr(), n)))??;
         Ok(v)
+    }
+
+    /// The trainer's model (`tpt_trainer_model`); [`Code::NotFound`] if it
+    /// has none.
+    pub fn model(&self) -> Result<Model<'_>> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_trainer_model(&mut out, self.as_ptr()))?;
+        Model::wrap(out)
+    }
+
+    /// The optimizer of the trainer's model (`tpt_trainer_optimizer`), e.g.
+    /// for a learning-rate schedule in a callback:
+    /// `ctx.optimizer()?.set("learning_rate", lr)?`. [`Code::NotFound`] if
+    /// there is none.
+    pub fn optimizer(&self) -> Result<Optimizer> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_trainer_optimizer(&mut out, self.as_ptr()))?;
+        Optimizer::wrap(out)
     }
 
     /// A tensor output of the latest hooked step (a scalar output comes back

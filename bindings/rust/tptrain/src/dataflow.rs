@@ -521,11 +521,17 @@ unsafe extern "C" fn source_restore<S: StatefulSource>(
 }
 
 /// `next` as a [`Source`].
-struct FnSource<F>(F);
+struct FnSource<F> {
+    next: F,
+    size: Option<i64>,
+}
 
 impl<F: FnMut() -> Result<Option<Vec<Tensor>>> + Send> Source for FnSource<F> {
     fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
-        (self.0)()
+        (self.next)()
+    }
+    fn size(&self) -> Option<i64> {
+        self.size
     }
 }
 
@@ -724,13 +730,37 @@ impl<'a> DataFlow<'a> {
     /// A dataflow whose datapoints `next` makes: `Ok(Some(components))`, or
     /// `Ok(None)` at the end of a pass (the call after that starts the next
     /// one), or an error that ends the consumer with its code and message.
-    /// Its size is unknown (see [`from_source`](Self::from_source) for one
-    /// that knows it or reseeds).
+    /// Its size is unknown: a trainer fed by it needs `steps_per_epoch`
+    /// (see [`from_fn_sized`](Self::from_fn_sized), or
+    /// [`from_source`](Self::from_source) for one that reseeds).
     pub fn from_fn<F>(next: F) -> Result<DataFlow<'a>>
     where
         F: FnMut() -> Result<Option<Vec<Tensor>>> + Send + 'a,
     {
-        DataFlow::from_source(FnSource(next))
+        DataFlow::from_source(FnSource { next, size: None })
+    }
+
+    /// [`from_fn`](Self::from_fn) with a known size: `size` datapoints per
+    /// pass (a trainer fed by it takes its `steps_per_epoch` from it).
+    ///
+    /// ```
+    /// # use tptrain::{DataFlow, Tensor};
+    /// let mut i = 0i64;
+    /// let df = DataFlow::from_fn_sized(4, move || {
+    ///     i += 1;
+    ///     Ok((i <= 4).then(|| vec![Tensor::from_slice(&[i], &[]).unwrap()]))
+    /// })?;
+    /// assert_eq!(df.size(), Some(4));
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn from_fn_sized<F>(size: i64, next: F) -> Result<DataFlow<'a>>
+    where
+        F: FnMut() -> Result<Option<Vec<Tensor>>> + Send + 'a,
+    {
+        if size < 0 {
+            return Err(Error::new(Code::InvalidArgument, format!("from_fn_sized: size must be >= 0, got {size}")));
+        }
+        DataFlow::from_source(FnSource { next, size: Some(size) })
     }
 
     /// A dataflow that iterates a new iterator from `make` each pass (and

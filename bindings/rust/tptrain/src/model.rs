@@ -311,7 +311,8 @@ impl<'a> Model<'a> {
         Model::wrap(out)
     }
 
-    fn wrap(out: *mut sys::tpt_model) -> Result<Model<'a>> {
+    /// Wraps a new model handle from a successful call.
+    pub(crate) fn wrap(out: *mut sys::tpt_model) -> Result<Model<'a>> {
         let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no model"))?;
         Ok(Model { raw, _marker: PhantomData })
     }
@@ -701,6 +702,12 @@ pub struct Optimizer {
 }
 
 impl Optimizer {
+    /// Wraps a new optimizer handle from a successful call.
+    pub(crate) fn wrap(out: *mut sys::tpt_optimizer) -> Result<Optimizer> {
+        let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no optimizer"))?;
+        Ok(Optimizer { raw, _marker: PhantomData })
+    }
+
     /// A new optimizer of `kind` with its default hyper-parameters
     /// (`tpt_optimizer_new`).
     pub fn new(kind: &str) -> Result<Optimizer> {

@@ -227,10 +227,12 @@ impl Tower {
         out(|t| call!(sys::tpt_layer_dropout(t, self.as_ptr(), x.as_ptr(), rate)))
     }
 
-    /// `weight` times the sum of the squares of the trainable variables whose
-    /// name matches `pattern` (ECMAScript regular expression, searched), e.g.
-    /// "/W$": L2 regularisation, tensorpack's regularize_cost; a 0-d tensor
-    /// (`tpt_regularize_l2`).
+    /// `weight * Σ sum(w²)` over the trainable variables `w` whose name
+    /// matches `pattern` (ECMAScript regular expression, searched), e.g.
+    /// "/W$": L2 regularisation as PyTorch's weight decay counts it; a 0-d
+    /// tensor to add to the cost (`tpt_regularize_l2`). tensorpack's recipes
+    /// use TensorFlow's `wd * sum(w²) / 2` (`tf.nn.l2_loss`): pass
+    /// `weight = wd / 2` to port them.
     pub fn regularize_l2(&mut self, pattern: &str, weight: f64) -> Result<Tensor> {
         out(|t| with_cstr(pattern, "pattern", |p| call!(sys::tpt_regularize_l2(t, self.as_ptr(), p, weight)))?)
     }

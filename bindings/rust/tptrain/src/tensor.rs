@@ -406,3 +406,48 @@ pub(crate) fn own_call_tensors() {
         }
     }
 }
+
+// ---- element-wise arithmetic: `&a + &b`, `&a * 2.0`, ... (`tpt_op_add`, ...)
+
+macro_rules! arithmetic {
+    ($trait:ident, $method:ident, $tensor_fn:ident, $scalar_fn:ident, $what:literal) => {
+        #[doc = concat!("`&a ", $what, " &b`, element-wise with broadcasting (`", stringify!($tensor_fn), "`); ")]
+        #[doc = "shapes that do not broadcast are an error, hence the `Result`: `(&a + &b)?`."]
+        impl std::ops::$trait<&Tensor> for &Tensor {
+            type Output = Result<Tensor>;
+            fn $method(self, rhs: &Tensor) -> Result<Tensor> {
+                let mut out = ptr::null_mut();
+                call!(sys::$tensor_fn(&mut out, self.as_ptr(), rhs.as_ptr()))?;
+                Tensor::wrap(out)
+            }
+        }
+        #[doc = concat!("`&a ", $what, " x` with a number (`", stringify!($scalar_fn), "`).")]
+        impl std::ops::$trait<f64> for &Tensor {
+            type Output = Result<Tensor>;
+            fn $method(self, rhs: f64) -> Result<Tensor> {
+                let mut out = ptr::null_mut();
+                call!(sys::$scalar_fn(&mut out, self.as_ptr(), rhs))?;
+                Tensor::wrap(out)
+            }
+        }
+        #[doc = concat!("`a ", $what, " &b` on an owned tensor, for chains: `((&x * 2.0)? + &b)?`.")]
+        impl std::ops::$trait<&Tensor> for Tensor {
+            type Output = Result<Tensor>;
+            fn $method(self, rhs: &Tensor) -> Result<Tensor> {
+                std::ops::$trait::$method(&self, rhs)
+            }
+        }
+        #[doc = concat!("`a ", $what, " x` on an owned tensor, for chains: `((&x * 2.0)? + 1.0)?`.")]
+        impl std::ops::$trait<f64> for Tensor {
+            type Output = Result<Tensor>;
+            fn $method(self, rhs: f64) -> Result<Tensor> {
+                std::ops::$trait::$method(&self, rhs)
+            }
+        }
+    };
+}
+
+arithmetic!(Add, add, tpt_op_add, tpt_op_add_scalar, "+");
+arithmetic!(Sub, sub, tpt_op_sub, tpt_op_sub_scalar, "-");
+arithmetic!(Mul, mul, tpt_op_mul, tpt_op_mul_scalar, "*");
+arithmetic!(Div, div, tpt_op_div, tpt_op_div_scalar, "/");

@@ -409,6 +409,15 @@ impl<'a> Trainer<'a> {
                     // SAFETY: no C trainer refers to the hook any more.
                     unsafe { panic::drop_box::<InitHook<'a>>(h.as_ptr().cast()) };
                 }
+                if e.message().contains("options->steps_per_epoch is not set") {
+                    // The option as Rust spells it.
+                    let message = e
+                        .message()
+                        .replace("tpt_trainer_from_config: ", "Trainer::from_config: ")
+                        .replace("options->steps_per_epoch", "TrainerOptions::steps_per_epoch")
+                        .replace("give the source a size", "make the source with a size (DataFlow::from_fn_sized)");
+                    return Err(Error::new(e.code(), message));
+                }
                 Err(e)
             }
         };

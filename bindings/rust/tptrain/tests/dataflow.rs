@@ -903,6 +903,37 @@ fn closures_are_dropped_exactly_once_with_the_last_reference() {
 
 // ------------------------------------------------------------ training
 
+#[test]
+fn a_config_takes_steps_per_epoch_from_a_sized_closure_source_or_says_which_option_is_missing() {
+    let batch = |i: &mut i64| -> Result<Option<Vec<Tensor>>> {
+        *i += 1;
+        if *i > 4 {
+            *i = 0;
+            return Ok(None);
+        }
+        Ok(Some(vec![Tensor::from_vec(vec![0.5f32; 48], &[16, 3])?, Tensor::from_vec(vec![1f32; 16], &[16, 1])?]))
+    };
+    let model = regression_model();
+    // Without a size, and without steps_per_epoch: refused at once.
+    let mut i = 0;
+    let df = DataFlow::from_fn(move || batch(&mut i)).unwrap();
+    let e = Trainer::from_config(TrainConfig { options: Some(quiet(3)), ..TrainConfig::from_dataflow(&model, &df) })
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().starts_with("Trainer::from_config: TrainerOptions::steps_per_epoch is not set"), "{e}");
+    assert!(e.message().contains("DataFlow::from_fn_sized"), "{e}");
+    // With one: 3 epochs of 4 steps.
+    let mut i = 0;
+    let df = DataFlow::from_fn_sized(4, move || batch(&mut i)).unwrap();
+    assert_eq!(df.size(), Some(4));
+    let mut t =
+        Trainer::from_config(TrainConfig { options: Some(quiet(3)), ..TrainConfig::from_dataflow(&model, &df) }).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    assert_eq!(t.global_step(), 12);
+    assert_eq!(DataFlow::from_fn_sized(-1, || Ok(None)).err().unwrap().code(), Code::InvalidArgument);
+}
+
 /// Each step's cost, as a user records it: read from the step's output after
 /// each step (the monitors get only its moving average, once per epoch).
 fn cost_log(costs: &RefCell<Vec<f64>>) -> Callback<'_> {

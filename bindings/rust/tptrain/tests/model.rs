@@ -598,8 +598,11 @@ fn optimizer_hyperparameters_and_a_schedule() {
     let mut t = Trainer::new(&options(8, 3)).unwrap();
     t.set_model(&model, input(16)).unwrap();
     t.add_callback(
-        Callback::new("halve_lr", Events::TRIGGER, true, |_, _, _| {
-            o.set("learning_rate", o.get("learning_rate")? / 2.0)?;
+        // The optimizer and the model through the trainer: nothing captured.
+        Callback::new("halve_lr", Events::TRIGGER, true, |ctx, _, _| {
+            let opt = ctx.optimizer()?;
+            opt.set("learning_rate", opt.get("learning_rate")? / 2.0)?;
+            assert_eq!(ctx.model()?.variable_names()?, vec!["W", "b"]);
             Ok(Flow::Continue)
         })
         .unwrap(),

@@ -208,3 +208,30 @@ fn schemas_one_per_line() {
     assert!(e.message().contains("no operator 'aten::conv2dd'"), "{e}");
     assert!(e.message().contains("aten::conv2d"), "{e}");
 }
+
+#[test]
+fn arithmetic_operators_broadcast_and_promote() -> Result<(), tptrain::Error> {
+    let x = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let row = t(&[10.0, 20.0, 40.0], &[3]);
+    let col = t(&[2.0, 4.0], &[2, 1]);
+    assert_eq!(f32s(&(&x + &row)?), vec![11.0, 22.0, 43.0, 14.0, 25.0, 46.0]);
+    assert_eq!(f32s(&(&x - &col)?), vec![-1.0, 0.0, 1.0, 0.0, 1.0, 2.0]);
+    let outer = (&col * &row)?;
+    assert_eq!(outer.shape()?, vec![2, 3]);
+    assert_eq!(f32s(&outer), vec![20.0, 40.0, 80.0, 40.0, 80.0, 160.0]);
+    assert_eq!(f32s(&(&x / &col)?), vec![0.5, 1.0, 1.5, 1.0, 1.25, 1.5]);
+    // chained, with numbers: (x * 2 + 1) / 2 - 0.5 == x
+    let back = ((((&x * 2.0)? + 1.0)? / 2.0)? - 0.5)?;
+    let twice = ((&x + &x)? - &x)?;
+    assert_eq!(f32s(&twice), f32s(&x));
+    assert_eq!(f32s(&back), f32s(&x));
+    let ints = Tensor::from_slice(&[1i64, 2, 3], &[3])?;
+    let half = (&ints / 2.0)?;
+    assert_eq!(half.dtype()?, DType::F32); // true division
+    assert_eq!(half.to_vec::<f32>()?, vec![0.5, 1.0, 1.5]);
+    assert_eq!((&ints + &ints)?.dtype()?, DType::I64);
+    let e = (&x + &t(&[1.0, 2.0, 3.0, 4.0], &[4])).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert_eq!(e.message(), "tpt_op_add: a is [2, 3] and b is [4]: the shapes do not broadcast");
+    Ok(())
+}
