@@ -1040,10 +1040,21 @@ TPT_API TPT_NODISCARD tpt_status *tpt_layer_batch_norm(tpt_tensor **out, tpt_tow
                                                        const char *name, const tpt_tensor *x,
                                                        double momentum, double eps);
 
-/* Layer normalisation over the last dimension, with "name/gamma", "name/beta". */
+/* Layer normalisation over the last dimension, with "name/gamma", "name/beta"
+ * of that dimension's size (PyTorch's LayerNorm(d)). */
 TPT_API TPT_NODISCARD tpt_status *tpt_layer_layer_norm(tpt_tensor **out, tpt_tower *tower,
                                                        const char *name, const tpt_tensor *x,
                                                        double eps);
+
+/* Layer normalisation over the dimensions `axes` (negative: from the end):
+ * (x - mean) / sqrt(var + eps) * gamma + beta, mean and the biased variance
+ * per example over `axes`, "name/gamma" and "name/beta" of size
+ * x.shape[channel_axis] broadcast along it. axes {1, 2, 3} with
+ * channel_axis 1 is tensorpack's LayerNorm of an NCHW tensor. */
+TPT_API TPT_NODISCARD tpt_status *tpt_layer_layer_norm_axes(tpt_tensor **out, tpt_tower *tower,
+                                                            const char *name, const tpt_tensor *x,
+                                                            const int64_t *axes, size_t n_axes,
+                                                            int64_t channel_axis, double eps);
 
 /* Dropout with drop probability `rate` in training towers; the identity in
  * inference towers and in the build call. */

@@ -203,6 +203,22 @@ func (tw *Tower) LayerNorm(name string, x *Tensor, eps float64) (*Tensor, error)
 	})
 }
 
+// LayerNormAxes normalises x over axes (negative: from the end), with
+// variables "name/gamma" and "name/beta" of size x's channelAxis dimension,
+// broadcast along it (tpt_layer_layer_norm_axes); axes {1, 2, 3} with
+// channelAxis 1 is tensorpack's LayerNorm of an NCHW tensor.
+func (tw *Tower) LayerNormAxes(name string, x *Tensor, axes []int64, channelAxis int64, eps float64) (*Tensor, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var ap *C.int64_t
+	if len(axes) > 0 {
+		ap = (*C.int64_t)(unsafe.Pointer(&axes[0]))
+	}
+	return tw.towerCall("LayerNormAxes", x, func(out **C.tpt_tensor, t *C.tpt_tower, x *C.tpt_tensor) *C.tpt_status {
+		return C.tpt_layer_layer_norm_axes(out, t, cname, x, ap, C.size_t(len(axes)), C.int64_t(channelAxis), C.double(eps))
+	})
+}
+
 // Dropout drops elements with probability rate in training towers (and
 // scales the rest by 1 / (1 - rate)); it is the identity in inference
 // towers and in the build call (tpt_layer_dropout).

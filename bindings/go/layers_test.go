@@ -370,3 +370,47 @@ func TestTrainMLPWithLayers(t *testing.T) {
 		t.Errorf("%d costs, first %v, last %v", len(costs), costs[0], costs[len(costs)-1])
 	}
 }
+
+// LayerNormAxes over C, H, W with per-channel gamma and beta (tensorpack's
+// LayerNorm of NCHW), against a hand computation.
+func TestLayerNormAxes(t *testing.T) {
+	checkHandles(t)
+	m := must(NewModel([]InputSpec{{Name: "x", Shape: []int64{-1, 2, 1, 2}}}, func(tw *Tower, in []*Tensor) error {
+		y, err := tw.LayerNormAxes("ln", in[0], []int64{1, 2, 3}, 1, 1e-5)
+		if err != nil {
+			return err
+		}
+		return tw.SetOutput("y", y)
+	})).of(t)
+	defer m.Close()
+	ok(t, m.Build())
+	for name, v := range map[string][]float32{"ln/gamma": {2, 1}, "ln/beta": {0, 10}} {
+		x := must(FromFloat32(v, 2)).of(t)
+		ok(t, m.SetVariable(name, x))
+		x.Close()
+	}
+	xs := []float32{1, 2, 3, 6, 5, 5, 5, 5}
+	x := must(FromFloat32(xs, 2, 2, 1, 2)).of(t)
+	defer x.Close()
+	outs := must(m.Infer([]*Tensor{x}, []string{"y"})).of(t)
+	defer closeAll(outs)
+	got := must(outs[0].Float32s()).of(t)
+	sd := math.Sqrt(3.5 + 1e-5) // example 1: mean 3, biased variance 3.5
+	gamma, beta := []float64{2, 1}, []float64{0, 10}
+	for i, g := range got {
+		want := beta[(i%4)/2] // example 2 is constant
+		if i < 4 {
+			want = (float64(xs[i])-3)/sd*gamma[i/2] + beta[i/2]
+		}
+		if math.Abs(float64(g)-want) > 1e-5 {
+			t.Errorf("y[%d] = %v, want %v", i, g, want)
+		}
+	}
+	bad := must(NewModel([]InputSpec{{Name: "x", Shape: []int64{-1, 2, 1, 2}}}, func(tw *Tower, in []*Tensor) error {
+		_, err := tw.LayerNormAxes("ln", in[0], []int64{1, 1}, 1, 1e-5)
+		wantError(t, err, CodeInvalidArgument, "axis 1 is given twice")
+		return nil
+	})).of(t)
+	defer bad.Close()
+	ok(t, bad.Build())
+}

@@ -201,6 +201,18 @@ tpt_status *tpt_layer_layer_norm(tpt_tensor **out, tpt_tower *tower, const char 
   });
 }
 
+tpt_status *tpt_layer_layer_norm_axes(tpt_tensor **out, tpt_tower *tower, const char *name, const tpt_tensor *x,
+                                      const int64_t *axes, size_t n_axes, int64_t channel_axis, double eps) {
+  return guard(__func__, [&] {
+    clear(out);
+    tpt::model::Tower &t = tower_arg(tower);
+    std::string n = name_arg(name, "name");
+    if (n_axes > 0) require(axes, "axes");
+    std::vector<int64_t> a(axes, axes + n_axes);
+    give(out, layers::layer_norm_axes(t, n, tensor_arg(x, "x"), std::move(a), channel_axis, eps));
+  });
+}
+
 tpt_status *tpt_layer_dropout(tpt_tensor **out, const tpt_tower *tower, const tpt_tensor *x, double rate) {
   return guard(__func__, [&] {
     clear(out);

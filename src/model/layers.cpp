@@ -417,6 +417,42 @@ at::Tensor layer_norm(Tower &tower, const std::string &name, const at::Tensor &x
   return at::layer_norm(x, {d}, gamma, beta, eps);
 }
 
+at::Tensor layer_norm_axes(Tower &tower, const std::string &name, const at::Tensor &x, std::vector<int64_t> axes,
+                           int64_t channel_axis, double eps) {
+  const Who who("layer_norm", name);
+  need_floating(x, who, "x");
+  if (!(eps > 0) || !std::isfinite(eps)) invalid_argument(who + ": eps must be > 0, got " + num(eps));
+  const int64_t nd = x.dim();
+  auto axis = [&](int64_t a, const std::string &what) {
+    int64_t b = a < 0 ? a + nd : a;
+    if (b < 0 || b >= nd)
+      invalid_argument(who + ": " + what + " is " + std::to_string(a) + " but x has " + std::to_string(nd) +
+                       " dimensions " + shape_text(x.sizes()));
+    return b;
+  };
+  if (axes.empty()) invalid_argument(who + ": axes is empty (give the dimensions to normalise over)");
+  for (size_t i = 0; i < axes.size(); ++i) {
+    axes[i] = axis(axes[i], "axes[" + std::to_string(i) + "]");
+    for (size_t j = 0; j < i; ++j)
+      if (axes[j] == axes[i]) invalid_argument(who + ": axis " + std::to_string(axes[i]) + " is given twice");
+  }
+  channel_axis = axis(channel_axis, "channel_axis");
+  const int64_t c = x.size(channel_axis);
+  if (c < 1) invalid_argument(who + ": the channel dimension of x " + shape_text(x.sizes()) + " is empty");
+  LayerScope scope(tower, name);
+  at::Tensor gamma = tower.variable("gamma", {c}, constant(x.scalar_type(), 1, true));
+  at::Tensor beta = tower.variable("beta", {c}, constant(x.scalar_type(), 0, true));
+  // tensorpack's LayerNorm: tf.nn.moments over the axes (the biased
+  // variance), then (x - mean) / sqrt(var + eps) * gamma + beta, gamma and
+  // beta broadcast along the channel axis.
+  at::Tensor mean = x.mean(axes, /*keepdim=*/true);
+  at::Tensor centred = x.sub(mean);
+  at::Tensor var = centred.mul(centred).mean(axes, /*keepdim=*/true);
+  std::vector<int64_t> shape(static_cast<size_t>(nd), 1);
+  shape[static_cast<size_t>(channel_axis)] = c;
+  return centred.mul(var.add(eps).rsqrt()).mul(gamma.view(shape)).add(beta.view(shape));
+}
+
 at::Tensor dropout(const Tower &tower, const at::Tensor &x, double rate) {
   need_floating(x, "dropout", "x");
   if (!(rate >= 0 && rate < 1)) invalid_argument("dropout: rate must be in [0, 1), got " + num(rate));

@@ -61,6 +61,11 @@ at::Tensor global_avg_pool(const at::Tensor &x);
 at::Tensor batch_norm(Tower &tower, const std::string &name, const at::Tensor &x, double momentum = 0.9,
                       double eps = 1e-5);
 at::Tensor layer_norm(Tower &tower, const std::string &name, const at::Tensor &x, double eps = 1e-5);
+// Layer normalisation over `axes` (negative counts from the end), with
+// gamma/beta of size x.size(channel_axis) broadcast along it: axes {1, 2, 3}
+// and channel_axis 1 are tensorpack's LayerNorm of an NCHW tensor.
+at::Tensor layer_norm_axes(Tower &tower, const std::string &name, const at::Tensor &x, std::vector<int64_t> axes,
+                           int64_t channel_axis, double eps);
 at::Tensor dropout(const Tower &tower, const at::Tensor &x, double rate);
 
 at::Tensor activation(const at::Tensor &x, tpt_activation act, double alpha = 0.2);

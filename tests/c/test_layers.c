@@ -217,7 +217,7 @@ static void train(tpt_model *m, const tpt_tensor *x, int64_t batch, int64_t step
 
 /* ------------------------------------------------------------------ bodies */
 
-enum { FC, CONV, DECONV, BN, LN, DROPOUT };
+enum { FC, CONV, DECONV, BN, LN, LN_AXES, DROPOUT };
 
 static tpt_status *one_layer(ctx *c, tpt_tower *tw, const tpt_tensor *x, tpt_tensor **y) {
   switch (c->kind) {
@@ -226,6 +226,10 @@ static tpt_status *one_layer(ctx *c, tpt_tower *tw, const tpt_tensor *x, tpt_ten
     case DECONV: return tpt_layer_conv2d_transpose(y, tw, c->name, x, c->n, &c->opts);
     case BN: return tpt_layer_batch_norm(y, tw, c->name, x, c->a, c->b);
     case LN: return tpt_layer_layer_norm(y, tw, c->name, x, c->b);
+    case LN_AXES: { /* tensorpack's LayerNorm of NCHW: over C, H, W, per-channel gamma and beta */
+      const int64_t axes[] = {1, 2, 3};
+      return tpt_layer_layer_norm_axes(y, tw, c->name, x, axes, 3, 1, c->b);
+    }
     case DROPOUT: return tpt_layer_dropout(y, tw, x, c->a);
     default: return tpt_status_new(TPT_ERR_INTERNAL, "no such kind");
   }
@@ -628,6 +632,57 @@ static void test_layer_norm(void **state) {
                 8, 1e-5);
   tpt_tensor_free(x);
   tpt_tensor_free(y);
+  tpt_model_free(m);
+}
+
+/* Over C, H, W with per-channel gamma and beta, by hand: x [2, 2, 1, 2]. */
+static void test_layer_norm_axes(void **state) {
+  (void)state;
+  ctx c = layer_ctx(LN_AXES, "ln", 0);
+  c.b = 1e-5;
+  const int64_t sx[] = {-1, 2, 1, 2}, sv[] = {2};
+  tpt_model *m = harness(&c, sx, 4);
+  build(m, &c);
+  names_are(m, "ln/gamma\nln/beta\n");
+  var_shape(m, "ln/gamma", 1, sv);
+  set_var(m, "ln/gamma", (const float[]){2, 1}, sv, 1);
+  set_var(m, "ln/beta", (const float[]){0, 10}, sv, 1);
+  const int64_t s[] = {2, 2, 1, 2};
+  const float xv[] = {1, 2, 3, 6, /* example 2: constant */ 5, 5, 5, 5};
+  tpt_tensor *x = f32(xv, s, 4), *y = infer(m, x);
+  /* example 1: mean 3, biased variance (4 + 1 + 0 + 9) / 4 = 3.5 */
+  double sd = sqrt(3.5 + 1e-5);
+  float want[8];
+  const float gamma[] = {2, 1}, beta[] = {0, 10};
+  for (int i = 0; i < 4; ++i) want[i] = (float)((xv[i] - 3) / sd * gamma[i / 2] + beta[i / 2]);
+  for (int i = 4; i < 8; ++i) want[i] = beta[(i - 4) / 2]; /* zero variance: (x - mean) is 0 */
+  assert_values(y, want, 8, 1e-5);
+  tpt_tensor_free(x);
+  tpt_tensor_free(y);
+  tpt_model_free(m);
+}
+
+/* Its argument errors, from a tower. */
+static tpt_status *ln_axes_errors(ctx *c, tpt_tower *tw, const tpt_tensor *x, tpt_tensor **y) {
+  const tpt_code BAD = TPT_ERR_INVALID_ARGUMENT;
+  tpt_tensor *out = NULL;
+  const int64_t bad[] = {1, 4}, twice[] = {1, -3}, ok_axes[] = {1, 2, 3};
+  EXPECT(c, tpt_layer_layer_norm_axes(&out, tw, "ln", x, bad, 2, 1, 1e-5), BAD, "axes[1] is 4 but x has 4 dimensions [");
+  EXPECT(c, tpt_layer_layer_norm_axes(&out, tw, "ln", x, twice, 2, 1, 1e-5), BAD, "axis 1 is given twice");
+  EXPECT(c, tpt_layer_layer_norm_axes(&out, tw, "ln", x, ok_axes, 0, 1, 1e-5), BAD, "axes is empty");
+  EXPECT(c, tpt_layer_layer_norm_axes(&out, tw, "ln", x, NULL, 3, 1, 1e-5), BAD, "argument 'axes' is NULL");
+  EXPECT(c, tpt_layer_layer_norm_axes(&out, tw, "ln", x, ok_axes, 3, 7, 1e-5), BAD, "channel_axis is 7");
+  EXPECT(c, tpt_layer_layer_norm_axes(&out, tw, "ln", x, ok_axes, 3, 1, 0), BAD, "eps must be > 0");
+  return tpt_layer_layer_norm_axes(y, tw, "ln", x, ok_axes, 3, -3, 1e-5);
+}
+
+static void test_layer_norm_axes_errors(void **state) {
+  (void)state;
+  ctx c = layer_ctx(LN_AXES, "ln", 0);
+  c.body = ln_axes_errors;
+  const int64_t sx[] = {-1, 2, 1, 2};
+  tpt_model *m = harness(&c, sx, 4);
+  build(m, &c);
   tpt_model_free(m);
 }
 
@@ -1105,6 +1160,8 @@ int main(void) {
       cmocka_unit_test(test_batch_norm_training_and_ema),
       cmocka_unit_test(test_batch_norm_inference_values),
       cmocka_unit_test(test_layer_norm),
+      cmocka_unit_test(test_layer_norm_axes),
+      cmocka_unit_test(test_layer_norm_axes_errors),
       cmocka_unit_test(test_dropout),
       cmocka_unit_test(test_activations),
       cmocka_unit_test(test_flatten_and_concat),

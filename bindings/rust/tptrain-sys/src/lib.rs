@@ -885,6 +885,16 @@ extern "C" {
         x: *const tpt_tensor,
         eps: f64,
     ) -> *mut tpt_status;
+    pub fn tpt_layer_layer_norm_axes(
+        out: *mut *mut tpt_tensor,
+        tower: *mut tpt_tower,
+        name: *const c_char,
+        x: *const tpt_tensor,
+        axes: *const i64,
+        n_axes: usize,
+        channel_axis: i64,
+        eps: f64,
+    ) -> *mut tpt_status;
     pub fn tpt_layer_dropout(
         out: *mut *mut tpt_tensor,
         tower: *const tpt_tower,

@@ -221,6 +221,34 @@ impl Tower {
         out(|t| with_cstr(name, "name", |n| call!(sys::tpt_layer_layer_norm(t, self.as_ptr(), n, x.as_ptr(), eps)))?)
     }
 
+    /// Layer normalisation over `axes` (negative: from the end) with
+    /// "name/gamma" and "name/beta" of size `x.shape[channel_axis]`
+    /// broadcast along it (`tpt_layer_layer_norm_axes`); `&[1, 2, 3]` with
+    /// channel axis 1 is tensorpack's LayerNorm of an NCHW tensor.
+    pub fn layer_norm_axes(
+        &mut self,
+        name: &str,
+        x: &Tensor,
+        axes: &[i64],
+        channel_axis: i64,
+        eps: f64,
+    ) -> Result<Tensor> {
+        out(|t| {
+            with_cstr(name, "name", |n| {
+                call!(sys::tpt_layer_layer_norm_axes(
+                    t,
+                    self.as_ptr(),
+                    n,
+                    x.as_ptr(),
+                    axes.as_ptr(),
+                    axes.len(),
+                    channel_axis,
+                    eps
+                ))
+            })?
+        })
+    }
+
     /// Dropout with drop probability `rate` in training towers; the identity
     /// in inference towers and in the build call (`tpt_layer_dropout`).
     pub fn dropout(&self, x: &Tensor, rate: f64) -> Result<Tensor> {

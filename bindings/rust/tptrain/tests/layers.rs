@@ -197,6 +197,20 @@ fn layer_norm_and_dropout() {
     let sd = (1.25f32 + 1e-5).sqrt();
     let y = infer(&m, &f32t(&[1.0, 2.0, 3.0, 4.0, 2.0, 2.0, 2.0, 2.0], &[2, 4]));
     assert_close(&y, &[-1.5 / sd, -0.5 / sd, 0.5 / sd, 1.5 / sd + 1.0, 0.0, 0.0, 0.0, 1.0], 1e-5);
+    // Over C, H, W with per-channel gamma and beta (tensorpack's LayerNorm of NCHW).
+    let m = harness(&[-1, 2, 1, 2], |t, x| t.layer_norm_axes("ln", x, &[1, 2, 3], 1, 1e-5));
+    m.build().unwrap();
+    m.set_variable("ln/gamma", &f32t(&[2.0, 1.0], &[2])).unwrap();
+    m.set_variable("ln/beta", &f32t(&[0.0, 10.0], &[2])).unwrap();
+    let xs = [1.0f32, 2.0, 3.0, 6.0, 5.0, 5.0, 5.0, 5.0];
+    let y = infer(&m, &f32t(&xs, &[2, 2, 1, 2]));
+    let sd = (3.5f32 + 1e-5).sqrt(); // example 1: mean 3, biased variance 3.5
+    let mut want: Vec<f32> = (0..4).map(|i| (xs[i] - 3.0) / sd * [2.0, 1.0][i / 2] + [0.0, 10.0][i / 2]).collect();
+    want.extend_from_slice(&[0.0, 0.0, 10.0, 10.0]); // example 2 is constant
+    assert_close(&y, &want, 1e-5);
+    let m = harness(&[-1, 2, 1, 2], |t, x| t.layer_norm_axes("ln", x, &[1, 1], 1, 1e-5));
+    let e = m.build().unwrap_err();
+    assert!(e.message().contains("axis 1 is given twice"), "{e}");
     // Dropout is the identity in inference.
     let m = harness(&[-1, 4], |t, x| t.dropout(x, 0.5));
     let x = iota(&[3, 4]);
