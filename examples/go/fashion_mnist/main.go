@@ -27,7 +27,7 @@ import (
 	"os"
 	"strconv"
 
-	tptrain "github.com/tptrain/tptrain/bindings/go"
+	"github.com/tptrain/tptrain/bindings/go/tptrain"
 )
 
 const (
@@ -199,10 +199,7 @@ func run() (float64, error) {
 		return 0, err
 	}
 
-	opts := tptrain.DefaultTrainerOptions()
-	opts.MaxEpoch = epochs
-	opts.Logdir = logdir
-	opts.LogdirAction = tptrain.LogdirDelete
+	opts := tptrain.TrainerOptions{MaxEpoch: epochs, Logdir: logdir, LogdirAction: tptrain.LogdirDelete}
 	trainer, err := tptrain.NewTrainerFromConfig(&tptrain.TrainConfig{
 		Options:   &opts,
 		Model:     model,

@@ -14,7 +14,7 @@ import (
 	"log"
 	"os"
 
-	tptrain "github.com/tptrain/tptrain/bindings/go"
+	"github.com/tptrain/tptrain/bindings/go/tptrain"
 )
 
 func main() {

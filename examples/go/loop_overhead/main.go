@@ -22,7 +22,7 @@ import (
 	"strconv"
 	"time"
 
-	tptrain "github.com/tptrain/tptrain/bindings/go"
+	"github.com/tptrain/tptrain/bindings/go/tptrain"
 )
 
 const (
@@ -72,12 +72,8 @@ func main() {
 
 // timeTrainer returns the nanoseconds per step of Run.
 func timeTrainer(stepsPerEpoch int64) float64 {
-	opts := tptrain.DefaultTrainerOptions()
-	opts.StepsPerEpoch = stepsPerEpoch
-	opts.MaxEpoch = maxEpoch
-	opts.Progress = tptrain.ProgressOff
-	opts.Console = false
-	trainer, err := tptrain.NewTrainer(&opts)
+	trainer, err := tptrain.NewTrainer(&tptrain.TrainerOptions{
+		StepsPerEpoch: stepsPerEpoch, MaxEpoch: maxEpoch, Progress: tptrain.ProgressOff, Quiet: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -91,7 +87,7 @@ func timeTrainer(stepsPerEpoch int64) float64 {
 		log.Fatal(err)
 	}
 	ns := float64(time.Since(t0).Nanoseconds()) / float64(steps)
-	if g := trainer.GlobalStep(); g != steps {
+	if g, err := trainer.GlobalStep(); err != nil || g != steps {
 		log.Fatalf("the trainer ran %d hooked steps, want %d", g, steps)
 	}
 	return ns

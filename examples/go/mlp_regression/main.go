@@ -17,7 +17,7 @@ import (
 	"math/rand"
 	"os"
 
-	tptrain "github.com/tptrain/tptrain/bindings/go"
+	"github.com/tptrain/tptrain/bindings/go/tptrain"
 )
 
 const (
@@ -135,10 +135,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	opts := tptrain.DefaultTrainerOptions()
-	opts.MaxEpoch = epochs // StepsPerEpoch: the input's size, rows / batchSize
-	opts.Progress = tptrain.ProgressOff
-	trainer, err := tptrain.NewTrainer(&opts)
+	// StepsPerEpoch: the input's size, rows / batchSize
+	trainer, err := tptrain.NewTrainer(&tptrain.TrainerOptions{MaxEpoch: epochs, Progress: tptrain.ProgressOff})
 	if err != nil {
 		input.Close()
 		return err

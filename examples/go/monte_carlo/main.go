@@ -19,7 +19,7 @@ import (
 	"math"
 	"os"
 
-	tptrain "github.com/tptrain/tptrain/bindings/go"
+	"github.com/tptrain/tptrain/bindings/go/tptrain"
 )
 
 const (
@@ -90,12 +90,8 @@ func main() {
 	}
 	mc := &monteCarlo{rng: 0x9E3779B97F4A7C15}
 
-	opts := tptrain.DefaultTrainerOptions()
-	opts.StepsPerEpoch = 50
-	opts.MaxEpoch = 100
-	opts.Logdir = logdir
-	opts.LogdirAction = tptrain.LogdirDelete
-	trainer, err := tptrain.NewTrainer(&opts)
+	trainer, err := tptrain.NewTrainer(&tptrain.TrainerOptions{
+		StepsPerEpoch: 50, MaxEpoch: 100, Logdir: logdir, LogdirAction: tptrain.LogdirDelete})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -124,8 +120,12 @@ func main() {
 	if !stopped {
 		reason = "no (ran to max_epoch)"
 	}
+	steps, err := trainer.GlobalStep()
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Printf("pi ~ %.6f (error %.2e) after %d steps; stopped: %s; stats in %s/stats.json\n",
-		mc.estimate, math.Abs(mc.estimate-math.Pi), trainer.GlobalStep(), reason, trainer.Logdir())
+		mc.estimate, math.Abs(mc.estimate-math.Pi), steps, reason, trainer.Logdir())
 	if !stopped {
 		os.Exit(1)
 	}

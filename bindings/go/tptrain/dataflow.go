@@ -465,7 +465,7 @@ type sizedFuncSource struct {
 }
 
 func (s sizedFuncSource) Next() ([]*Tensor, error) { return s.next() }
-func (s sizedFuncSource) Size() int64               { return s.size }
+func (s sizedFuncSource) Size() int64              { return s.size }
 
 // DataFlowFromTensors makes a dataflow of the rows (dimension 0) of
 // in-memory tensors: datapoint i is (tensors[0][i], tensors[1][i], ...), in

@@ -1,6 +1,7 @@
 package tptrain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -407,7 +408,7 @@ func TestTowerErrorsComeBackUnchanged(t *testing.T) {
 	if err := tr.Run(); err != want {
 		t.Errorf("Run() = %#v, want the tower's error %#v", err, want)
 	}
-	if g := tr.GlobalStep(); g != 2 {
+	if g := must(tr.GlobalStep()).of(t); g != 2 {
 		t.Errorf("GlobalStep() = %d, want 2", g)
 	}
 
@@ -492,7 +493,7 @@ func TestPanicInTower(t *testing.T) {
 	if n := rec.count("A", EventAfterTrain); n != 1 {
 		t.Errorf("AFTER_TRAIN ran %d times, want 1", n)
 	}
-	if g := tr.GlobalStep(); g != 2 {
+	if g := must(tr.GlobalStep()).of(t); g != 2 {
 		t.Errorf("GlobalStep() = %d, want 2", g)
 	}
 
@@ -650,7 +651,7 @@ func TestFeedInput(t *testing.T) {
 	if reason, stopped := tr.StopReason(); !stopped || reason != "end of data" {
 		t.Errorf("StopReason() = %q, %v", reason, stopped)
 	}
-	if g := tr.GlobalStep(); g != 5 {
+	if g := must(tr.GlobalStep()).of(t); g != 5 {
 		t.Errorf("GlobalStep() = %d, want 5", g)
 	}
 	if _, _, err := tr.ScalarLatest("cost"); err != nil {
@@ -659,8 +660,8 @@ func TestFeedInput(t *testing.T) {
 	// io.EOF ends the data too.
 	tr, err = run((&feeder{limit: 2, end: io.EOF}).feed)
 	ok(t, err)
-	if reason, stopped := tr.StopReason(); !stopped || reason != "EOF" || tr.GlobalStep() != 2 {
-		t.Errorf("StopReason() = %q, %v after %d steps", reason, stopped, tr.GlobalStep())
+	if reason, stopped := tr.StopReason(); !stopped || reason != "EOF" || must(tr.GlobalStep()).of(t) != 2 {
+		t.Errorf("StopReason() = %q, %v after %d steps", reason, stopped, must(tr.GlobalStep()).of(t))
 	}
 	// Any other error fails training and comes back unchanged.
 	bad := errors.New("the disk is gone")
@@ -701,8 +702,8 @@ func TestFeedInput(t *testing.T) {
 		return []*Tensor{x, ys}, err
 	})
 	ok(t, err)
-	if tr.GlobalStep() != 3 {
-		t.Errorf("GlobalStep() = %d", tr.GlobalStep())
+	if must(tr.GlobalStep()).of(t) != 3 {
+		t.Errorf("GlobalStep() = %d", must(tr.GlobalStep()).of(t))
 	}
 	for _, x := range xs {
 		if _, err := x.Shape(); err == nil {
@@ -947,7 +948,7 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 		t.Errorf("the init hook ran %d times before Run", initCalls)
 	}
 	ok(t, tr.Run())
-	if g := tr.GlobalStep(); g != 8 {
+	if g := must(tr.GlobalStep()).of(t); g != 8 {
 		t.Errorf("GlobalStep() = %d, want 8", g)
 	}
 	if initCalls != 1 {
@@ -970,15 +971,19 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 	stopper := must(NewCallback("stop", EventTriggerEpoch, true, func(*Context, Event, *Record) error {
 		return Stop("one epoch is enough")
 	})).of(t)
-	ok(t, LaunchTrain(&TrainConfig{Options: quietOptions(1, 5, -1), Model: m, Input: regressionInput(t, 16, 64),
-		Callbacks: []*Callback{stopper}, Init: init}))
+	outcome, err := LaunchTrain(context.Background(), &TrainConfig{Options: quietOptions(1, 5, -1), Model: m,
+		Input: regressionInput(t, 16, 64), Callbacks: []*Callback{stopper}, Init: init})
+	ok(t, err)
+	if want := (Outcome{Stopped: true, Reason: "one epoch is enough"}); outcome != want {
+		t.Errorf("LaunchTrain() = %+v, want %+v", outcome, want)
+	}
 	if initCalls != 2 {
 		t.Errorf("the init hook ran %d times, want 2", initCalls)
 	}
 	// Without options (the defaults) and without a hook: made, not run (the
 	// default console would write into the test's output).
 	tr = must(NewTrainerFromConfig(&TrainConfig{Model: m, Input: regressionInput(t, 32, 64)})).of(t)
-	if e, g := tr.EpochNum(), tr.GlobalStep(); e != 0 || g != 0 {
+	if e, g := must(tr.EpochNum()).of(t), must(tr.GlobalStep()).of(t); e != 0 || g != 0 {
 		t.Errorf("EpochNum(), GlobalStep() = %d, %d", e, g)
 	}
 	ok(t, tr.Close())
@@ -992,8 +997,8 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 		})).of(t)
 	}
 	noCheckpoint := errors.New("no checkpoint to restore")
-	err := LaunchTrain(&TrainConfig{Options: quietOptions(1, 3, -1), Model: m, Input: regressionInput(t, 16, 64),
-		Callbacks: []*Callback{after()}, Init: func(*Model) error { return noCheckpoint }})
+	_, err = LaunchTrain(context.Background(), &TrainConfig{Options: quietOptions(1, 3, -1), Model: m,
+		Input: regressionInput(t, 16, 64), Callbacks: []*Callback{after()}, Init: func(*Model) error { return noCheckpoint }})
 	if err != noCheckpoint {
 		t.Errorf("LaunchTrain() = %#v, want %#v", err, noCheckpoint)
 	}
@@ -1006,8 +1011,8 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 		Init: func(*Model) error { return Stop("nothing to train") }})).of(t)
 	defer tr.Close()
 	ok(t, tr.Run())
-	if reason, stopped := tr.StopReason(); !stopped || reason != "nothing to train" || tr.GlobalStep() != 0 {
-		t.Errorf("StopReason() = %q, %v after %d steps", reason, stopped, tr.GlobalStep())
+	if reason, stopped := tr.StopReason(); !stopped || reason != "nothing to train" || must(tr.GlobalStep()).of(t) != 0 {
+		t.Errorf("StopReason() = %q, %v after %d steps", reason, stopped, must(tr.GlobalStep()).of(t))
 	}
 }
 
@@ -1024,7 +1029,7 @@ func TestBadTrainConfigReleasesEverything(t *testing.T) {
 	hook := func(*Model) error { initCalled = true; return nil }
 	// No model: the library says so, and releases the input and the callbacks.
 	in, cb, mon := parts()
-	err := LaunchTrain(&TrainConfig{Input: in, Callbacks: []*Callback{cb}, Monitors: []*Callback{mon}, Init: hook})
+	_, err := LaunchTrain(context.Background(), &TrainConfig{Input: in, Callbacks: []*Callback{cb}, Monitors: []*Callback{mon}, Init: hook})
 	wantError(t, err, CodeInvalidArgument, "argument 'config->model' is NULL")
 	if n := liveHandles.Load() - base; n != 0 {
 		t.Errorf("%d handles live after a config without a model, want 0", n)
@@ -1039,7 +1044,7 @@ func TestBadTrainConfigReleasesEverything(t *testing.T) {
 	m := newRegressionModel(t, &regression{})
 	// Refused by the library with a model: the same.
 	in, cb, mon = parts()
-	o := quietOptions(0, 1, -1)
+	o := quietOptions(-1, 1, -1)
 	_, err = NewTrainerFromConfig(&TrainConfig{Options: o, Model: m, Input: in, Callbacks: []*Callback{cb},
 		Monitors: []*Callback{mon}, Init: hook})
 	wantError(t, err, CodeInvalidArgument, "starting_epoch")
@@ -1091,12 +1096,13 @@ func TestPanicInInitHook(t *testing.T) {
 	if n := r.count("A", EventAfterTrain); n != 1 {
 		t.Errorf("AFTER_TRAIN %d times, want 1", n)
 	}
-	if g := tr.GlobalStep(); g != 0 {
+	if g := must(tr.GlobalStep()).of(t); g != 0 {
 		t.Errorf("GlobalStep() = %d, want 0", g)
 	}
 	p = func() (p any) {
 		defer func() { p = recover() }()
-		return LaunchTrain(cfg())
+		_, err := LaunchTrain(context.Background(), cfg())
+		return err
 	}()
 	if p != value {
 		t.Fatalf("LaunchTrain panicked with %#v, want %#v", p, value)

@@ -8,10 +8,13 @@ package tptrain
 import "C"
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"runtime/cgo"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -40,35 +43,37 @@ const (
 	ProgressOff   Progress = C.TPT_PROGRESS_OFF
 )
 
-// TrainerOptions are the options of NewTrainer (tpt_trainer_options). Start
-// from DefaultTrainerOptions: the zero value is not the default (it has
-// StartingEpoch 0, which NewTrainer rejects, and every switch off).
+// TrainerOptions are the options of NewTrainer (tpt_trainer_options). The
+// zero value is the defaults: a chief trainer from epoch 1 with no epoch
+// limit, StepsPerEpoch taken from the input, no log directory, log lines on
+// stdout, the progress bar and the default monitors.
 type TrainerOptions struct {
-	// IsChief keeps chief-only callbacks (default true).
-	IsChief bool
-	// StartingEpoch is the first epoch number, >= 1 (default 1).
+	// NotChief drops chief-only callbacks (a worker that is not the chief).
+	NotChief bool
+	// StartingEpoch is the first epoch number; 0 means 1.
 	StartingEpoch int64
-	// MaxEpoch is the last epoch number, inclusive (default 99999999).
+	// MaxEpoch is the last epoch number, inclusive; 0 means no limit
+	// (99999999).
 	MaxEpoch int64
-	// StepsPerEpoch is the number of run_step calls per epoch, >= 0; 0 runs
-	// the callbacks only; -1 means not set (the default), which Run rejects.
+	// StepsPerEpoch is the number of run_step calls per epoch; 0 means not
+	// set: the input's size (a trainer without one must set it). NoSteps
+	// runs the callbacks only.
 	StepsPerEpoch int64
-	// Logdir is the log directory (log.log, stats.json); "" means none (the
-	// default).
+	// Logdir is the log directory (log.log, stats.json); "" means none.
 	Logdir string
 	// LogdirAction applies when Logdir exists and is not empty (default
 	// LogdirRefuse).
 	LogdirAction LogdirAction
 	// Progress is how progress is shown (default ProgressAuto).
 	Progress Progress
-	// Console copies log lines to stdout (default true).
-	Console bool
-	// DefaultCallbacks adds the progress bar and estimated time left
-	// (default true).
-	DefaultCallbacks bool
-	// DefaultMonitors adds the stats.json writer (with a Logdir) and the
-	// per-epoch scalar printer (default true).
-	DefaultMonitors bool
+	// Quiet keeps log lines off stdout (they still go to log.log).
+	Quiet bool
+	// NoDefaultCallbacks leaves out the progress bar and the estimated time
+	// left.
+	NoDefaultCallbacks bool
+	// NoDefaultMonitors leaves out the stats.json writer (with a Logdir) and
+	// the per-epoch scalar printer.
+	NoDefaultMonitors bool
 	// SummaryPeriod: the cost and the tower's one-element outputs are
 	// moving averages (tensorpack's add_moving_summary, decay 0.95) that
 	// reach the monitors in each epoch's last step, and every SummaryPeriod
@@ -76,21 +81,9 @@ type TrainerOptions struct {
 	SummaryPeriod int64
 }
 
-// DefaultTrainerOptions returns the defaults, those of
-// TPT_TRAINER_OPTIONS_INIT.
-func DefaultTrainerOptions() TrainerOptions {
-	return TrainerOptions{
-		IsChief:          true,
-		StartingEpoch:    1,
-		MaxEpoch:         99999999,
-		StepsPerEpoch:    -1,
-		LogdirAction:     LogdirRefuse,
-		Progress:         ProgressAuto,
-		Console:          true,
-		DefaultCallbacks: true,
-		DefaultMonitors:  true,
-	}
-}
+// NoSteps as TrainerOptions.StepsPerEpoch runs epochs without steps: only
+// the callbacks.
+const NoSteps int64 = -1
 
 // Trainer runs the epoch/step loop with callbacks around it (tpt_trainer):
 //
@@ -147,13 +140,16 @@ type stashedError struct {
 }
 
 // NewTrainer creates a trainer (tpt_trainer_new). opts may be nil: the
-// defaults, under which StepsPerEpoch is not set. Close the trainer when done.
+// defaults (the zero TrainerOptions). Close the trainer when done.
 func NewTrainer(opts *TrainerOptions) (*Trainer, error) {
-	o := DefaultTrainerOptions()
+	var o TrainerOptions
 	if opts != nil {
 		o = *opts
 	}
-	copts, free := cTrainerOptions(&o)
+	copts, free, err := cTrainerOptions(&o)
+	if err != nil {
+		return nil, err
+	}
 	defer free()
 	var ptr *C.tpt_trainer
 	if err := statusError(C.tpt_trainer_new(&ptr, &copts)); err != nil {
@@ -164,27 +160,45 @@ func NewTrainer(opts *TrainerOptions) (*Trainer, error) {
 
 // cTrainerOptions returns the C options of o, and the function that frees
 // the C string their logdir points to.
-func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func()) {
+func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func(), error) {
+	steps := o.StepsPerEpoch
+	switch {
+	case steps == 0:
+		steps = -1 // not set
+	case steps == NoSteps:
+		steps = 0
+	case steps < 0:
+		return C.tpt_trainer_options{}, nil, &Error{Code: CodeInvalidArgument,
+			Message: "TrainerOptions.StepsPerEpoch must be >= 0 (0: from the input; NoSteps: callbacks only), got " +
+				strconv.FormatInt(steps, 10)}
+	}
+	start, max := o.StartingEpoch, o.MaxEpoch
+	if start == 0 {
+		start = 1
+	}
+	if max == 0 {
+		max = 99999999
+	}
 	copts := C.tpt_trainer_options{
 		version:           C.TPT_TRAINER_OPTIONS_VERSION,
-		is_chief:          cBool(o.IsChief),
-		starting_epoch:    C.int64_t(o.StartingEpoch),
-		max_epoch:         C.int64_t(o.MaxEpoch),
-		steps_per_epoch:   C.int64_t(o.StepsPerEpoch),
+		is_chief:          cBool(!o.NotChief),
+		starting_epoch:    C.int64_t(start),
+		max_epoch:         C.int64_t(max),
+		steps_per_epoch:   C.int64_t(steps),
 		logdir_action:     C.tpt_logdir_action(o.LogdirAction),
 		progress:          C.tpt_progress(o.Progress),
-		console:           cBool(o.Console),
-		default_callbacks: cBool(o.DefaultCallbacks),
-		default_monitors:  cBool(o.DefaultMonitors),
+		console:           cBool(!o.Quiet),
+		default_callbacks: cBool(!o.NoDefaultCallbacks),
+		default_monitors:  cBool(!o.NoDefaultMonitors),
 		scalar_history:    1000,
 		summary_period:    C.int64_t(o.SummaryPeriod),
 	}
 	if o.Logdir == "" {
-		return copts, func() {}
+		return copts, func() {}, nil
 	}
 	logdir := C.CString(o.Logdir)
 	copts.logdir = logdir
-	return copts, func() { C.free(unsafe.Pointer(logdir)) }
+	return copts, func() { C.free(unsafe.Pointer(logdir)) }, nil
 }
 
 // newTrainer wraps a new trainer handle, with ctx (whose functions may
@@ -330,6 +344,40 @@ func (t *Trainer) Run() error {
 	return err
 }
 
+// RunContext is Run with a context: when ctx is done, training stops at the
+// next step boundary as after RequestStop (AFTER_TRAIN runs as always) and
+// RunContext returns ctx.Err() (context.Canceled or DeadlineExceeded). A ctx
+// already done returns its error without running.
+func (t *Trainer) RunContext(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ctx.Done() == nil { // never done (context.Background)
+		return t.Run()
+	}
+	var byCtx atomic.Bool
+	finished := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			byCtx.Store(true)
+			t.requestStop() // no-op once Run has returned
+		case <-finished:
+		}
+	}()
+	err := t.Run()
+	close(finished)
+	<-watched
+	if err == nil && byCtx.Load() {
+		if reason, stopped := t.StopReason(); stopped && reason == "tpt_trainer_request_stop" {
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
 // RequestStop asks the trainer to stop before its next step, a graceful stop:
 // AFTER_TRAIN runs and Run returns nil, and StopReason gives
 // "tpt_trainer_request_stop" (tpt_trainer_request_stop). Safe from any
@@ -342,6 +390,10 @@ func (t *Trainer) RequestStop() error {
 	defer t.mu.Unlock()
 	return statusError(C.tpt_trainer_request_stop(ptr))
 }
+
+// requestStop is RequestStop for RunContext's watcher, which may come after
+// Close: there is nothing left to stop then.
+func (t *Trainer) requestStop() { _ = t.RequestStop() }
 
 // StopReason says why the last run stopped early: the reason given to Stop,
 // or "tpt_trainer_request_stop" after RequestStop (tpt_trainer_stop_reason).
@@ -360,36 +412,31 @@ func (t *Trainer) StopReason() (reason string, ok bool) {
 }
 
 // EpochNum returns the epoch number: StartingEpoch-1 before training, the
-// running epoch during it (tpt_trainer_epoch_num). 0 on a closed trainer.
-func (t *Trainer) EpochNum() int64 {
-	ptr, err := t.lock("EpochNum")
-	if err != nil {
-		return 0
-	}
-	defer t.mu.Unlock()
-	return epochNum(ptr)
+// running epoch during it (tpt_trainer_epoch_num). On a closed trainer it
+// returns an *Error.
+func (t *Trainer) EpochNum() (int64, error) {
+	return t.counter("EpochNum", epochNum)
 }
 
 // LocalStep returns the 0-based index of the step inside the epoch, -1
-// before the first (tpt_trainer_local_step). 0 on a closed trainer.
-func (t *Trainer) LocalStep() int64 {
-	ptr, err := t.lock("LocalStep")
-	if err != nil {
-		return 0
-	}
-	defer t.mu.Unlock()
-	return localStep(ptr)
+// before the first (tpt_trainer_local_step).
+func (t *Trainer) LocalStep() (int64, error) {
+	return t.counter("LocalStep", localStep)
 }
 
 // GlobalStep returns the number of hooked steps run, counting from the value
-// set by SetGlobalStep (tpt_trainer_global_step). 0 on a closed trainer.
-func (t *Trainer) GlobalStep() int64 {
-	ptr, err := t.lock("GlobalStep")
+// set by SetGlobalStep (tpt_trainer_global_step).
+func (t *Trainer) GlobalStep() (int64, error) {
+	return t.counter("GlobalStep", globalStep)
+}
+
+func (t *Trainer) counter(method string, get func(*C.tpt_trainer) (int64, error)) (int64, error) {
+	ptr, err := t.lock(method)
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	defer t.mu.Unlock()
-	return globalStep(ptr)
+	return get(ptr)
 }
 
 // SetGlobalStep sets the global step, e.g. after restoring a checkpoint
@@ -416,31 +463,32 @@ func (t *Trainer) Logdir() string {
 	return logdir(ptr)
 }
 
-func epochNum(ptr *C.tpt_trainer) int64 {
+func epochNum(ptr *C.tpt_trainer) (int64, error) {
 	var v C.int64_t
-	if st := C.tpt_trainer_epoch_num(&v, ptr); st != nil {
-		C.tpt_status_free(st)
-		return 0
-	}
-	return int64(v)
+	err := statusError(C.tpt_trainer_epoch_num(&v, ptr))
+	return int64(v), err
 }
 
-func localStep(ptr *C.tpt_trainer) int64 {
+func localStep(ptr *C.tpt_trainer) (int64, error) {
 	var v C.int64_t
-	if st := C.tpt_trainer_local_step(&v, ptr); st != nil {
-		C.tpt_status_free(st)
-		return 0
-	}
-	return int64(v)
+	err := statusError(C.tpt_trainer_local_step(&v, ptr))
+	return int64(v), err
 }
 
-func globalStep(ptr *C.tpt_trainer) int64 {
+func globalStep(ptr *C.tpt_trainer) (int64, error) {
 	var v C.int64_t
-	if st := C.tpt_trainer_global_step(&v, ptr); st != nil {
-		C.tpt_status_free(st)
-		return 0
+	err := statusError(C.tpt_trainer_global_step(&v, ptr))
+	return int64(v), err
+}
+
+// must is for the Context's counters, which cannot fail while the Context
+// is in use (during Run): a failure means a Context kept past its Trainer's
+// Close, a programming error.
+func mustCount(v int64, err error) int64 {
+	if err != nil {
+		panic("tptrain: Context used after its Trainer was closed: " + err.Error())
 	}
-	return int64(v)
+	return v
 }
 
 func logdir(ptr *C.tpt_trainer) string {
@@ -455,16 +503,16 @@ func logdir(ptr *C.tpt_trainer) string {
 
 // EpochNum returns the epoch number: StartingEpoch-1 before training, the
 // running epoch during it (also in TRIGGER_EPOCH) (tpt_trainer_epoch_num).
-func (c *Context) EpochNum() int64 { return epochNum(c.ptr) }
+func (c *Context) EpochNum() int64 { return mustCount(epochNum(c.ptr)) }
 
 // LocalStep returns the 0-based index of the step inside the epoch, -1
 // before the first (tpt_trainer_local_step).
-func (c *Context) LocalStep() int64 { return localStep(c.ptr) }
+func (c *Context) LocalStep() int64 { return mustCount(localStep(c.ptr)) }
 
 // GlobalStep returns the number of hooked steps run (tpt_trainer_global_step).
 // It is already advanced in the AFTER_RUN of user callbacks and in
 // TRIGGER_STEP.
-func (c *Context) GlobalStep() int64 { return globalStep(c.ptr) }
+func (c *Context) GlobalStep() int64 { return mustCount(globalStep(c.ptr)) }
 
 // SetGlobalStep sets the global step from a SETUP or BEFORE_TRAIN callback,
 // e.g. after restoring a checkpoint (tpt_trainer_set_global_step).

@@ -1,6 +1,7 @@
 package tptrain
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -1182,7 +1183,7 @@ func TestTrainConfigStepsFromSizedFunc(t *testing.T) {
 	tr := must(NewTrainerFromConfig(&TrainConfig{Options: quietOptions(1, 3, -1), Model: m, DataFlow: df})).of(t)
 	defer tr.Close()
 	ok(t, tr.Run())
-	if g := tr.GlobalStep(); g != 12 {
+	if g := must(tr.GlobalStep()).of(t); g != 12 {
 		t.Errorf("GlobalStep() = %d, want 12 (3 epochs of the source's 4)", g)
 	}
 	_, err = DataFlowFromFuncSized(-1, next)
@@ -1207,7 +1208,7 @@ func TestTrainConfigDataFlow(t *testing.T) {
 	})).of(t)
 	defer tr.Close()
 	ok(t, tr.Run())
-	if g := tr.GlobalStep(); g != 4*16 {
+	if g := must(tr.GlobalStep()).of(t); g != 4*16 {
 		t.Errorf("GlobalStep() = %d, want 64 (16 steps per epoch from the dataflow)", g)
 	}
 	if n := len(history(t, tr, "cost")); n != 4 {
@@ -1298,7 +1299,7 @@ func TestDataFlowErrorsEndTraining(t *testing.T) {
 	// Through a config and an inference runner too.
 	bad := closeDF(t, must(regressionDataFlow(t, 64, 16, false).Map(func(*Datapoint) error { return errCorrupt })).of(t))
 	runner := must(NewInferenceRunner(m, bad, "cost")).of(t)
-	err := LaunchTrain(&TrainConfig{Options: quietOptions(1, 2, 2), Model: m,
+	_, err := LaunchTrain(context.Background(), &TrainConfig{Options: quietOptions(1, 2, 2), Model: m,
 		DataFlow: regressionDataFlow(t, 64, 16, false), Callbacks: []*Callback{runner}})
 	if err != errCorrupt {
 		t.Errorf("LaunchTrain with a failing inference runner: %v", err)
@@ -1320,7 +1321,7 @@ func TestInputFeedStagingDummy(t *testing.T) {
 	if reason, stopped := tr.StopReason(); !stopped || reason == "" {
 		t.Errorf("StopReason() = %q, %v", reason, stopped)
 	}
-	if g := tr.GlobalStep(); g != 16 {
+	if g := must(tr.GlobalStep()).of(t); g != 16 {
 		t.Errorf("GlobalStep() = %d, want the 16 batches of one pass", g)
 	}
 	_, err := InputStaging(must(InputDummy(4)).of(t), "gpu:7")
@@ -1328,7 +1329,7 @@ func TestInputFeedStagingDummy(t *testing.T) {
 	tr = newQuietTrainer(t, 1, 2, 3)
 	ok(t, tr.SetModel(m, must(InputDummy(8)).of(t)))
 	ok(t, tr.Run())
-	if g := tr.GlobalStep(); g != 6 {
+	if g := must(tr.GlobalStep()).of(t); g != 6 {
 		t.Errorf("GlobalStep() = %d", g)
 	}
 }

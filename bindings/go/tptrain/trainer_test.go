@@ -1,6 +1,7 @@
 package tptrain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,14 +16,17 @@ import (
 // Callbacks run on the goroutine of Run, under C frames: they report with
 // t.Error, never t.Fatal (runtime.Goexit must not unwind through C).
 
+// quietOptions: stepsPerEpoch -1 means not set (from the input), 0 no steps.
 func quietOptions(start, max, stepsPerEpoch int64) *TrainerOptions {
-	o := DefaultTrainerOptions()
-	o.StartingEpoch, o.MaxEpoch, o.StepsPerEpoch = start, max, stepsPerEpoch
-	o.Console = false
-	o.Progress = ProgressOff
-	o.DefaultCallbacks = false
-	o.DefaultMonitors = false
-	return &o
+	steps := stepsPerEpoch
+	switch stepsPerEpoch {
+	case -1:
+		steps = 0
+	case 0:
+		steps = NoSteps
+	}
+	return &TrainerOptions{StartingEpoch: start, MaxEpoch: max, StepsPerEpoch: steps, Quiet: true,
+		Progress: ProgressOff, NoDefaultCallbacks: true, NoDefaultMonitors: true}
 }
 
 func newQuietTrainer(t *testing.T, start, max, stepsPerEpoch int64) *Trainer {
@@ -213,7 +217,7 @@ func TestStopFromCallback(t *testing.T) {
 	if a, b := r.count("A", EventAfterTrain), r.count("B", EventAfterTrain); a != 1 || b != 1 {
 		t.Errorf("AFTER_TRAIN: A %d, B %d times, want 1 each", a, b)
 	}
-	if e, g := tr.EpochNum(), tr.GlobalStep(); e != 4 || g != 4 {
+	if e, g := must(tr.EpochNum()).of(t), must(tr.GlobalStep()).of(t); e != 4 || g != 4 {
 		t.Errorf("EpochNum, GlobalStep = %d, %d, want 4, 4", e, g)
 	}
 }
@@ -272,7 +276,7 @@ func TestHookedStepReturnsTheStop(t *testing.T) {
 	if reason, _ := tr.StopReason(); reason != "enough" {
 		t.Errorf("StopReason() = %q", reason)
 	}
-	if g := tr.GlobalStep(); g != 3 {
+	if g := must(tr.GlobalStep()).of(t); g != 3 {
 		t.Errorf("GlobalStep() = %d, want 3", g)
 	}
 }
@@ -437,7 +441,7 @@ func TestPanicInCallback(t *testing.T) {
 	if n := r.count("B", EventTriggerStep); n != 5 {
 		t.Errorf("B got TRIGGER_STEP %d times, want 5 (A panicked before B's turn)", n)
 	}
-	if g := tr.GlobalStep(); g != 6 {
+	if g := must(tr.GlobalStep()).of(t); g != 6 {
 		t.Errorf("GlobalStep() = %d, want 6", g)
 	}
 }
@@ -638,7 +642,7 @@ func TestHandlesReleasedExactlyOnce(t *testing.T) {
 
 	// chief-only callbacks are dropped, and released, by a non-chief trainer
 	o := quietOptions(1, 1, 0)
-	o.IsChief = false
+	o.NotChief = true
 	tr = must(NewTrainer(o)).of(t)
 	afterTrain := 0
 	ok(t, tr.AddCallback(must(NewCallback("chief", EventAll, true, noop)).of(t)))
@@ -687,7 +691,7 @@ func TestRequestStopFromAnotherGoroutine(t *testing.T) {
 	if n := r.count("A", EventAfterTrain); n != 1 {
 		t.Errorf("AFTER_TRAIN %d times", n)
 	}
-	if g := tr.GlobalStep(); g <= 0 || g >= 1000000 {
+	if g := must(tr.GlobalStep()).of(t); g <= 0 || g >= 1000000 {
 		t.Errorf("GlobalStep() = %d", g)
 	}
 }
@@ -912,29 +916,41 @@ func TestSetGlobalStepInBeforeTrain(t *testing.T) {
 			return nil
 		})).of(t)))
 	ok(t, tr.Run())
-	if g := tr.GlobalStep(); g != 106 {
+	if g := must(tr.GlobalStep()).of(t); g != 106 {
 		t.Errorf("GlobalStep() = %d, want 106", g)
 	}
 }
 
 func TestTrainerOptions(t *testing.T) {
 	checkHandles(t)
-	if o := DefaultTrainerOptions(); o != (TrainerOptions{IsChief: true, StartingEpoch: 1, MaxEpoch: 99999999,
-		StepsPerEpoch: -1, Console: true, DefaultCallbacks: true, DefaultMonitors: true}) {
-		t.Errorf("DefaultTrainerOptions() = %+v", o)
+	// The zero value is the defaults: what the C library's
+	// TPT_TRAINER_OPTIONS_INIT gives (NewTrainer(nil) passes it).
+	copts, free, err := cTrainerOptions(&TrainerOptions{})
+	ok(t, err)
+	free()
+	if copts.is_chief != 1 || copts.starting_epoch != 1 || copts.max_epoch != 99999999 ||
+		copts.steps_per_epoch != -1 || copts.console != 1 || copts.default_callbacks != 1 ||
+		copts.default_monitors != 1 || copts.summary_period != 0 || copts.logdir != nil {
+		t.Errorf("the C options of the zero TrainerOptions: %+v", copts)
+	}
+	if copts, free, _ := cTrainerOptions(&TrainerOptions{StepsPerEpoch: NoSteps}); copts.steps_per_epoch != 0 {
+		t.Errorf("NoSteps gives steps_per_epoch %d, want 0", copts.steps_per_epoch)
+	} else {
+		free()
 	}
 	bad := []struct {
 		edit func(*TrainerOptions)
 		msg  string
 	}{
-		{func(o *TrainerOptions) { o.StartingEpoch = 0 }, "starting_epoch must be >= 1"},
-		{func(o *TrainerOptions) { o.StepsPerEpoch = -2 }, "steps_per_epoch"},
+		{func(o *TrainerOptions) { o.StartingEpoch = -1 }, "starting_epoch must be >= 1"},
+		{func(o *TrainerOptions) { o.StepsPerEpoch = -2 }, "TrainerOptions.StepsPerEpoch must be >= 0"},
 		{func(o *TrainerOptions) { o.MaxEpoch = -1 }, "max_epoch"},
 		{func(o *TrainerOptions) { o.LogdirAction = 9 }, "logdir_action 9"},
 		{func(o *TrainerOptions) { o.Progress = 9 }, "progress 9"},
+		{func(o *TrainerOptions) { o.SummaryPeriod = -1 }, "summary_period must be >= 0"},
 	}
 	for _, b := range bad {
-		o := DefaultTrainerOptions()
+		var o TrainerOptions
 		b.edit(&o)
 		tr, err := NewTrainer(&o)
 		if tr != nil || !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), b.msg) {
@@ -960,8 +976,11 @@ func TestTrainerOptions(t *testing.T) {
 	if err := tr.RequestStop(); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("RequestStop on a closed trainer: %v", err)
 	}
-	if _, stopped := tr.StopReason(); stopped || tr.GlobalStep() != 0 || tr.Logdir() != "" {
+	if _, stopped := tr.StopReason(); stopped || tr.Logdir() != "" {
 		t.Error("a closed trainer reports state")
+	}
+	if _, err := tr.GlobalStep(); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "GlobalStep: use of closed Trainer") {
+		t.Errorf("GlobalStep on a closed trainer: %v", err)
 	}
 	var nilTrainer *Trainer
 	if err := nilTrainer.Close(); err != nil {
@@ -974,7 +993,7 @@ func TestLogdir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	o := quietOptions(1, 2, 2)
 	o.Logdir = dir
-	o.DefaultMonitors = true
+	o.NoDefaultMonitors = false
 	tr := must(NewTrainer(o)).of(t)
 	defer tr.Close()
 	if got := tr.Logdir(); got != "" {
@@ -1074,5 +1093,64 @@ func TestFinalizersRelease(t *testing.T) {
 	}
 	if n := liveHandles.Load() - base; n != 0 {
 		t.Errorf("%d handles still live after GC", n)
+	}
+}
+
+// RunContext: cancelling the context stops training at the next step
+// boundary; RunContext returns context.Canceled and AFTER_TRAIN has run.
+func TestRunContextCancel(t *testing.T) {
+	checkHandles(t)
+	tr := newQuietTrainer(t, 1, 100, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	steps := 0
+	ok(t, tr.SetRunStep(func(c *Context) error {
+		steps++
+		if steps == 15 {
+			cancel()
+		}
+		time.Sleep(2 * time.Millisecond) // a step takes a while
+		return nil
+	}))
+	afterTrain := 0
+	ok(t, tr.AddCallback(must(NewCallback("after", EventAfterTrain, true, func(*Context, Event, *Record) error {
+		afterTrain++
+		return nil
+	})).of(t)))
+	if err := tr.RunContext(ctx); err != context.Canceled {
+		t.Fatalf("RunContext() = %v, want context.Canceled", err)
+	}
+	if steps != 15 && steps != 16 {
+		t.Errorf("%d steps ran, want 15 (or 16: one more step at most)", steps)
+	}
+	if afterTrain != 1 {
+		t.Errorf("AFTER_TRAIN ran %d times, want 1", afterTrain)
+	}
+	// A context already done: nothing runs.
+	tr2 := newQuietTrainer(t, 1, 1, 1)
+	ok(t, tr2.SetRunStep(func(*Context) error { t.Error("ran"); return nil }))
+	if err := tr2.RunContext(ctx); err != context.Canceled {
+		t.Errorf("RunContext(done) = %v", err)
+	}
+	// A deadline, through LaunchTrain: the outcome says why.
+	m := newRegressionModel(t, &regression{})
+	setOptimizer(t, m, "sgd", 0.01)
+	dctx, dcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer dcancel()
+	slow := must(NewCallback("slow", EventTriggerStep, true, func(*Context, Event, *Record) error {
+		time.Sleep(time.Millisecond)
+		return nil
+	})).of(t)
+	outcome, err := LaunchTrain(dctx, &TrainConfig{Options: quietOptions(1, 0, -1), Model: m,
+		Input: regressionInput(t, 16, 64), Callbacks: []*Callback{slow}})
+	if err != context.DeadlineExceeded || !outcome.Stopped || outcome.Reason != context.DeadlineExceeded.Error() {
+		t.Errorf("LaunchTrain with a deadline = %+v, %v", outcome, err)
+	}
+	// Without a deadline it runs to MaxEpoch: not stopped.
+	outcome, err = LaunchTrain(context.Background(), &TrainConfig{Options: quietOptions(1, 2, -1), Model: m,
+		Input: regressionInput(t, 16, 64)})
+	ok(t, err)
+	if outcome != (Outcome{}) {
+		t.Errorf("LaunchTrain to MaxEpoch = %+v, want the zero Outcome", outcome)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	tptrain "github.com/tptrain/tptrain/bindings/go"
+	"github.com/tptrain/tptrain/bindings/go/tptrain"
 )
 
 func ExampleTensor_Matmul() {
@@ -35,12 +35,8 @@ func ExampleTensor_Matmul() {
 }
 
 func ExampleTrainer() {
-	opts := tptrain.DefaultTrainerOptions()
-	opts.MaxEpoch = 3
-	opts.StepsPerEpoch = 4
-	opts.Console = false
-	opts.Progress = tptrain.ProgressOff
-	trainer, err := tptrain.NewTrainer(&opts)
+	trainer, err := tptrain.NewTrainer(&tptrain.TrainerOptions{
+		MaxEpoch: 3, StepsPerEpoch: 4, Quiet: true, Progress: tptrain.ProgressOff})
 	if err != nil {
 		panic(err)
 	}

@@ -8,6 +8,7 @@ package tptrain
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -1030,7 +1031,14 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 	}
 	var optp *C.tpt_trainer_options
 	if cfg.Options != nil {
-		copts, free := cTrainerOptions(cfg.Options)
+		copts, free, err := cTrainerOptions(cfg.Options)
+		if err != nil {
+			C.tpt_input_free(iptr)
+			for _, p := range append(callbacks, monitors...) {
+				C.tpt_callback_free(p)
+			}
+			return nil, err
+		}
 		defer free()
 		optp = &copts
 	}
@@ -1080,22 +1088,41 @@ func firstCallback(ptrs []*C.tpt_callback) **C.tpt_callback {
 	return &ptrs[0]
 }
 
+// Outcome says how a training that did not fail ended, as Rust's RunOutcome.
+type Outcome struct {
+	// Stopped is false when training ran to MaxEpoch; true when a stop
+	// ended it first: a function returned a *StopError (Stop), RequestStop
+	// was called, the input's data ended, or the context was done.
+	Stopped bool
+	// Reason is why it stopped (StopReason; "" when it ran to MaxEpoch).
+	Reason string
+}
+
 // LaunchTrain is tensorpack's launch_train_with_config: it makes the trainer
-// of cfg (NewTrainerFromConfig), runs it and closes it, as tpt_launch_train
-// does. It returns nil when training finished or was stopped, or the error
-// that ended it (an error returned by a callback, the init hook, the tower
-// or the feed function comes back unchanged); a panic in one of them makes
-// LaunchTrain panic again with the same value once training has ended. It
-// takes cfg's input, callbacks and monitors over, also when it fails.
-func LaunchTrain(cfg *TrainConfig) error {
+// of cfg (NewTrainerFromConfig), runs it with RunContext(ctx) and closes it,
+// as tpt_launch_train does. It returns how training ended and nil, or the
+// error that ended it (an error returned by a callback, the init hook, the
+// tower or the feed function comes back unchanged; ctx.Err() when ctx ended
+// it, with the Outcome filled in). A panic in one of them makes LaunchTrain
+// panic again with the same value once training has ended. It takes cfg's
+// input, callbacks and monitors over, also when it fails.
+func LaunchTrain(ctx context.Context, cfg *TrainConfig) (Outcome, error) {
 	// Not a call of tpt_launch_train itself: the Go side of the trainer
 	// (its Context, the stashes of errors and panics) is Trainer's.
 	t, err := NewTrainerFromConfig(cfg)
 	if err != nil {
-		return err
+		return Outcome{}, err
 	}
 	defer t.Close()
-	return t.Run()
+	err = t.RunContext(ctx)
+	var out Outcome
+	if err == nil || err == ctx.Err() {
+		out.Reason, out.Stopped = t.StopReason()
+	}
+	if err == ctx.Err() && err != nil {
+		out.Stopped, out.Reason = true, err.Error()
+	}
+	return out, err
 }
 
 // ---- Errors and panics of functions that may run on other threads.
