@@ -547,7 +547,9 @@ static void test_callback_reaches_model_and_optimizer(void **state) {
   assert_non_null(strstr(names, "W"));
   tpt_model_free(got);
   EXPECT_NULL_ARG(tpt_trainer_model(NULL, t), "tpt_trainer_model", "out");
-  EXPECT_NULL_ARG(tpt_trainer_optimizer(&o, NULL), "tpt_trainer_optimizer", "trainer");
+  tpt_optimizer *scratch = NULL;
+  EXPECT_NULL_ARG(tpt_trainer_optimizer(&scratch, NULL), "tpt_trainer_optimizer", "trainer");
+  assert_null(scratch);
   tpt_trainer_free(t);
   tpt_optimizer_free(o);
   tpt_model_free(m);
