@@ -54,58 +54,39 @@ func images(rng *rand.Rand, n int) (pixels []float32, labels []int64) {
 	return pixels, labels
 }
 
-// tensors collects the tensors a tower function makes, to close them when
-// it returns.
-type tensors []*tptrain.Tensor
-
-func (ts *tensors) keep(x *tptrain.Tensor, err error) (*tptrain.Tensor, error) {
-	if x != nil {
-		*ts = append(*ts, x)
-	}
-	return x, err
-}
-
-func (ts tensors) close() {
-	for _, x := range ts {
-		x.Close()
-	}
-}
-
 // tower: conv 3x3 (8) -> batch norm -> relu -> max pool 2 -> conv 3x3 (16)
 // -> relu -> global average pool -> fc (2 logits); the cost is the softmax
 // cross-entropy. Outputs: "logits" and "accuracy".
 func tower(t *tptrain.Tower, in []*tptrain.Tensor) error {
-	var ts tensors
-	defer func() { ts.close() }() // not `defer ts.close()`: that would close the list as it is now (empty)
 	img, label := in[0], in[1]
-	x, err := ts.keep(t.Conv2D("conv1", img, 8, &tptrain.LayerOptions{NoBias: true}))
+	x, err := t.Conv2D("conv1", img, 8, &tptrain.LayerOptions{NoBias: true})
 	if err != nil {
 		return err
 	}
-	if x, err = ts.keep(t.BatchNorm("bn1", x, 0.9, 1e-5)); err != nil {
+	if x, err = t.BatchNorm("bn1", x, 0.9, 1e-5); err != nil {
 		return err
 	}
-	if x, err = ts.keep(tptrain.Activation(x, tptrain.ActReLU, 0)); err != nil {
+	if x, err = tptrain.Activation(x, tptrain.ActReLU, 0); err != nil {
 		return err
 	}
-	if x, err = ts.keep(tptrain.MaxPool(x, 2, 2, tptrain.PaddingValid)); err != nil { // 4x4
+	if x, err = tptrain.MaxPool(x, 2, 2, tptrain.PaddingValid); err != nil { // 4x4
 		return err
 	}
-	if x, err = ts.keep(t.Conv2D("conv2", x, 16, &tptrain.LayerOptions{Activation: tptrain.ActReLU})); err != nil {
+	if x, err = t.Conv2D("conv2", x, 16, &tptrain.LayerOptions{Activation: tptrain.ActReLU}); err != nil {
 		return err
 	}
-	if x, err = ts.keep(tptrain.Flatten(x)); err != nil {
+	if x, err = tptrain.Flatten(x); err != nil {
 		return err
 	}
-	logits, err := ts.keep(t.FC("fc", x, 2, &tptrain.LayerOptions{KernelInit: tptrain.InitGlorotUniform}))
+	logits, err := t.FC("fc", x, 2, &tptrain.LayerOptions{KernelInit: tptrain.InitGlorotUniform})
 	if err != nil {
 		return err
 	}
-	cost, err := ts.keep(tptrain.SoftmaxCrossEntropy(logits, label))
+	cost, err := tptrain.SoftmaxCrossEntropy(logits, label)
 	if err != nil {
 		return err
 	}
-	acc, err := ts.keep(tptrain.Accuracy(logits, label))
+	acc, err := tptrain.Accuracy(logits, label)
 	if err != nil {
 		return err
 	}

@@ -35,58 +35,38 @@ const (
 	classes = 10
 )
 
-// tensors collects the tensors a tower function makes, to close them when
-// it returns.
-type tensors []*tptrain.Tensor
-
-func (ts *tensors) keep(x *tptrain.Tensor, err error) (*tptrain.Tensor, error) {
-	if x != nil {
-		*ts = append(*ts, x)
-	}
-	return x, err
-}
-
-func (ts tensors) close() {
-	for _, x := range ts {
-		x.Close()
-	}
-}
-
+// tower is the model for one step. The tensors it makes belong to the call
+// and go when it returns: it closes nothing.
 func tower(t *tptrain.Tower, in []*tptrain.Tensor) error {
-	var ts tensors
-	defer func() { ts.close() }()                              // (not `defer ts.close()`: that would close the empty list of now)
 	conv := &tptrain.LayerOptions{Activation: tptrain.ActReLU} // SAME padding, He init, bias
 	conv5 := &tptrain.LayerOptions{Activation: tptrain.ActReLU, Kernel: [2]int64{5, 5}}
 	fc := &tptrain.LayerOptions{Activation: tptrain.ActReLU}
-	type layer = func(x *tptrain.Tensor) (*tptrain.Tensor, error)
 	pool := func(x *tptrain.Tensor) (*tptrain.Tensor, error) {
 		return tptrain.MaxPool(x, 2, 2, tptrain.PaddingValid)
 	}
-	steps := []layer{
+	steps := []func(x *tptrain.Tensor) (*tptrain.Tensor, error){
 		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.Conv2D("conv0", x, 32, conv5) },
 		pool,
 		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.Conv2D("conv1", x, 32, conv) },
 		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.Conv2D("conv2", x, 32, conv) },
 		pool,
 		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.Conv2D("conv3", x, 32, conv) },
-		tptrain.Flatten,
-		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.FC("fc0", x, 512, fc) },
+		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.FC("fc0", x, 512, fc) }, // flattens
 		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.Dropout(x, 0.5) },
 		func(x *tptrain.Tensor) (*tptrain.Tensor, error) { return t.FC("fc1", x, classes, nil) },
 	}
 	x := in[0]
 	for _, step := range steps {
 		var err error
-		if x, err = ts.keep(step(x)); err != nil {
+		if x, err = step(x); err != nil {
 			return err
 		}
 	}
-	logits, label := x, in[1]
-	xent, err := ts.keep(tptrain.SoftmaxCrossEntropy(logits, label))
+	xent, err := tptrain.SoftmaxCrossEntropy(x, in[1])
 	if err != nil {
 		return err
 	}
-	acc, err := ts.keep(tptrain.Accuracy(logits, label))
+	acc, err := tptrain.Accuracy(x, in[1])
 	if err != nil {
 		return err
 	}

@@ -41,44 +41,24 @@ func data(rng *rand.Rand) (x, y []float32) {
 	return x, y
 }
 
-// tensors collects the tensors a tower function makes, to close them when
-// it returns (the library keeps what it needs: the cost, the outputs, the
-// autograd graph).
-type tensors []*tptrain.Tensor
-
-func (ts *tensors) keep(x *tptrain.Tensor, err error) (*tptrain.Tensor, error) {
-	if x != nil {
-		*ts = append(*ts, x)
-	}
-	return x, err
-}
-
-func (ts tensors) close() {
-	for _, x := range ts {
-		x.Close()
-	}
-}
-
 // tower is the model: two hidden layers of 32 tanh units and a linear
 // output; the cost is the mean squared error. It may run on several threads
 // at once, so it keeps no state of its own.
 func tower(t *tptrain.Tower, in []*tptrain.Tensor) error {
-	var ts tensors
-	defer func() { ts.close() }() // not `defer ts.close()`: that would close the list as it is now (empty)
 	x, y := in[0], in[1]
-	h, err := ts.keep(t.FC("fc1", x, 32, &tptrain.LayerOptions{Activation: tptrain.ActTanh, KernelInit: tptrain.InitGlorotUniform}))
+	h, err := t.FC("fc1", x, 32, &tptrain.LayerOptions{Activation: tptrain.ActTanh, KernelInit: tptrain.InitGlorotUniform})
 	if err != nil {
 		return err
 	}
-	h, err = ts.keep(t.FC("fc2", h, 32, &tptrain.LayerOptions{Activation: tptrain.ActTanh, KernelInit: tptrain.InitGlorotUniform}))
+	h, err = t.FC("fc2", h, 32, &tptrain.LayerOptions{Activation: tptrain.ActTanh, KernelInit: tptrain.InitGlorotUniform})
 	if err != nil {
 		return err
 	}
-	pred, err := ts.keep(t.FC("out", h, 1, &tptrain.LayerOptions{KernelInit: tptrain.InitGlorotUniform}))
+	pred, err := t.FC("out", h, 1, &tptrain.LayerOptions{KernelInit: tptrain.InitGlorotUniform})
 	if err != nil {
 		return err
 	}
-	cost, err := ts.keep(tptrain.MSELoss(pred, y))
+	cost, err := tptrain.MSELoss(pred, y)
 	if err != nil {
 		return err
 	}
