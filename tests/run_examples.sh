@@ -24,6 +24,13 @@ check "c/monte_carlo" "$converged" "$b/examples/monte_carlo" "$tmp/mc_c"
 check "c/monte_carlo stats.json" "global_step" cat "$tmp/mc_c/stats.json"
 check "c/mlp_regression" "held-out MSE after 10 epochs" "$b/examples/mlp_regression" "$tmp/mlp_c"
 check "c/cnn_classifier" "test accuracy: " "$b/examples/cnn_classifier" "$tmp/cnn_c"
+# The programs whose [doc] parts the docs pages show (tests/docs/check_snippets.py).
+snippet_trainer="stopped after 250 steps: enough"
+snippet_model="training accuracy 0.9"
+snippet_dataflow="a batch of 2, last square 81"
+check "c/snippets/trainer_loop" "$snippet_trainer" "$b/examples/snippet_trainer_loop"
+check "c/snippets/model_train" "$snippet_model" "$b/examples/snippet_model_train"
+check "c/snippets/dataflow_pipeline" "$snippet_dataflow" "$b/examples/snippet_dataflow_pipeline"
 if command -v cargo >/dev/null; then
   r() { (cd "$s/examples/rust" && TPTRAIN_LIB_DIR=$b CARGO_TARGET_DIR=$b/cargo-target cargo run --offline -q --bin "$@"); }
   check "rust/hello" "least squares fit: y = 3.02" r hello
@@ -34,6 +41,9 @@ if command -v cargo >/dev/null; then
   rb() { (cd "$s/examples/rust" && TPTRAIN_LIB_DIR=$b CARGO_TARGET_DIR=$b/cargo-target \
           cargo build --offline -q --bin "$1" && echo "built $1"); }
   check "rust/fashion_mnist (build only)" "built fashion_mnist" rb fashion_mnist
+  check "rust/snippets/trainer_loop" "$snippet_trainer" r snippet_trainer_loop
+  check "rust/snippets/model_train" "$snippet_model" r snippet_model_train
+  check "rust/snippets/dataflow_pipeline" "$snippet_dataflow" r snippet_dataflow_pipeline
 fi
 if command -v go >/dev/null; then
   g() { (cd "$s/examples/go" && GOFLAGS=-mod=mod GOPROXY=off GOCACHE=${GOCACHE:-$b/go-cache} \
@@ -45,5 +55,8 @@ if command -v go >/dev/null; then
   gb() { (cd "$s/examples/go" && GOFLAGS=-mod=mod GOPROXY=off GOCACHE=${GOCACHE:-$b/go-cache} \
           PKG_CONFIG_PATH=$b/meson-uninstalled go build -o "$tmp/$1" "./$1" && echo "built $1"); }
   check "go/fashion_mnist (build only)" "built fashion_mnist" gb fashion_mnist
+  check "go/snippets/trainer_loop" "$snippet_trainer" g ./snippets/trainer_loop
+  check "go/snippets/model_train" "$snippet_model" g ./snippets/model_train
+  check "go/snippets/dataflow_pipeline" "$snippet_dataflow" g ./snippets/dataflow_pipeline
 fi
 echo "1..$n"

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::fmt;
 use std::marker::PhantomData;
-use std::mem::{offset_of, size_of};
+use std::mem::{size_of, MaybeUninit};
 use std::ops::{BitAnd, BitOr, BitOrAssign};
 use std::os::raw::c_void;
 use std::ptr::{self, NonNull};
@@ -194,6 +194,17 @@ pub struct Record<'r> {
     pub value: f64,
 }
 
+/// The offset of `tpt_record::value` (`std::mem::offset_of!` is newer than
+/// the crate's rust-version, 1.70).
+fn value_offset() -> usize {
+    let record = MaybeUninit::<sys::tpt_record>::uninit();
+    let base = record.as_ptr();
+    // SAFETY: addr_of! makes a pointer to the field without reading it or
+    // making a reference to uninitialised memory.
+    let field = unsafe { std::ptr::addr_of!((*base).value) };
+    field as usize - base as usize
+}
+
 impl<'r> Record<'r> {
     /// # Safety
     /// `r` is a record the library filled, valid for `'r`.
@@ -208,7 +219,7 @@ impl<'r> Record<'r> {
             name: if r.name.is_null() { Cow::Borrowed("") } else { CStr::from_ptr(r.name).to_string_lossy() },
             global_step: r.global_step,
             epoch_num: r.epoch_num,
-            value: if has(offset_of!(sys::tpt_record, value) + size_of::<f64>()) { r.value } else { f64::NAN },
+            value: if has(value_offset() + size_of::<f64>()) { r.value } else { f64::NAN },
         }
     }
 
@@ -217,8 +228,11 @@ impl<'r> Record<'r> {
     }
 }
 
-/// A callback (or monitor) not yet given to a trainer (`tpt_callback`). It
-/// owns its closure; dropping it frees both (`tpt_callback_free`).
+/// A callback (or monitor) not yet given to a trainer (`tpt_callback`),
+/// described with [`Callback::on`] and made by [`CallbackBuilder::build`]
+/// (or by [`Trainer::add_callback`](crate::Trainer::add_callback), which
+/// takes the builder). It owns its closure; dropping it frees both
+/// (`tpt_callback_free`).
 ///
 /// `'a` bounds what the closure borrows: it must outlive the trainer the
 /// callback is added to.
@@ -298,41 +312,64 @@ where
     }
 }
 
+/// The closure of a callback, with its error turned into an [`Error`].
+type CallbackFn<'a> = Box<dyn FnMut(&mut Context, Event, Option<Record<'_>>) -> Result<Flow> + 'a>;
+
+/// A callback being described: made by [`Callback::on`], finished by
+/// [`build`](Self::build), or by [`Trainer::add_callback`](crate::Trainer::add_callback)
+/// and [`Trainer::add_monitor`](crate::Trainer::add_monitor), which take
+/// either.
+///
+/// ```
+/// use tptrain::{Callback, Events, Flow};
+///
+/// let report = Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| -> tptrain::Result<Flow> {
+///     ctx.log(&format!("epoch {} done", ctx.epoch_num()))?;
+///     Ok(Flow::Continue)
+/// })
+/// .name("report")
+/// .all_workers()
+/// .build()?;
+/// # drop(report);
+/// # Ok::<(), tptrain::Error>(())
+/// ```
+#[must_use = "a callback builder does nothing until it is built or added to a trainer"]
+pub struct CallbackBuilder<'a> {
+    events: Events,
+    name: Option<String>,
+    chief_only: bool,
+    f: CallbackFn<'a>,
+}
+
 impl<'a> Callback<'a> {
-    /// Makes a callback that receives `events` (`tpt_callback_new`). `name`
-    /// appears in logs and in errors; `chief_only` callbacks are dropped on a
-    /// non-chief trainer (tensorpack's default is true). The closure gets the
-    /// trainer, the event, and for [`Event::Record`] the record; it returns
-    /// [`Flow::Continue`], [`Flow::Stop`], or an error that ends training with
-    /// its code and message. A panic ends training too, and
-    /// [`Trainer::run`](crate::Trainer::run) re-raises it.
-    pub fn new<F>(name: &str, events: Events, chief_only: bool, f: F) -> Result<Callback<'a>>
+    /// Describes a callback that receives `events` (`tpt_callback_new`); name
+    /// it with [`name`](CallbackBuilder::name) and choose where it runs with
+    /// [`chief_only`](CallbackBuilder::chief_only) (the default, as in
+    /// tensorpack) or [`all_workers`](CallbackBuilder::all_workers).
+    ///
+    /// The closure gets the trainer, the event, and for [`Event::Record`] the
+    /// record; it returns [`Flow::Continue`], [`Flow::Stop`] to end training
+    /// gracefully, or an error that ends training. The error may be of any
+    /// type that converts into `Box<dyn Error + Send + Sync>`: an [`Error`]
+    /// keeps its code and message; any other becomes a [`Code::Callback`]
+    /// error with the error's text as the message and the error itself as
+    /// the [`source`](std::error::Error::source) of the error that
+    /// [`Trainer::run`](crate::Trainer::run) returns (see [`Error::wrap`]).
+    /// Name the error type where the body does not (a closure that only uses
+    /// `?` needs it): `|ctx, event, record| -> tptrain::Result<Flow> { ... }`.
+    /// A panic ends training too, and `Trainer::run` resumes it.
+    pub fn on<F, E>(events: Events, f: F) -> CallbackBuilder<'a>
     where
-        F: FnMut(&mut Context, Event, Option<Record<'_>>) -> Result<Flow> + 'a,
+        F: FnMut(&mut Context, Event, Option<Record<'_>>) -> std::result::Result<Flow, E> + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let data = Box::new(CallbackData {
-            name: name.to_owned(),
-            f,
-            busy: Cell::new(false),
-            deferred: RefCell::new(VecDeque::new()),
-        });
-        let had = panic::pending();
-        let mut out = ptr::null_mut();
-        let r = with_cstr(name, "name", |n| {
-            let mut desc = sys::TPT_CALLBACK_DESC_INIT;
-            desc.events = events.bits();
-            desc.name = n;
-            desc.chief_only = chief_only as i32;
-            desc.fn_ = Some(callback_trampoline::<F>);
-            desc.user_data = Box::into_raw(data).cast::<c_void>();
-            desc.destroy = Some(panic::drop_box::<CallbackData<F>>);
-            // The library owns user_data from here on, also on failure.
-            call!(sys::tpt_callback_new(&mut out, &desc))
-        });
-        // A NUL in the name: the box was dropped in Rust, never given to C.
-        panic::resume_if_new(had);
-        r??;
-        Callback::wrap(out)
+        let mut f = f;
+        CallbackBuilder {
+            events,
+            name: None,
+            chief_only: true,
+            f: Box::new(move |ctx, event, record| f(ctx, event, record).map_err(Error::wrap)),
+        }
     }
 
     fn wrap(raw: *mut sys::tpt_callback) -> Result<Callback<'a>> {
@@ -411,6 +448,90 @@ impl<'a> Callback<'a> {
                 Some(panic::drop_box::<P>),
             )
         })
+    }
+}
+
+impl<'a> CallbackBuilder<'a> {
+    /// The name in logs, in the slow-callback report and in errors
+    /// ("panic in callback 'name': ..."); without one it is "callback".
+    pub fn name(mut self, name: impl Into<String>) -> CallbackBuilder<'a> {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Runs on the chief only: dropped by a trainer whose
+    /// [`is_chief`](crate::TrainerOptions::is_chief) is false. The default.
+    pub fn chief_only(mut self) -> CallbackBuilder<'a> {
+        self.chief_only = true;
+        self
+    }
+
+    /// Runs on every worker, chief or not.
+    pub fn all_workers(mut self) -> CallbackBuilder<'a> {
+        self.chief_only = false;
+        self
+    }
+
+    /// Makes the callback (`tpt_callback_new`). Fails for a name with a NUL
+    /// byte (the closure is dropped then).
+    pub fn build(self) -> Result<Callback<'a>> {
+        let CallbackBuilder { events, name, chief_only, f } = self;
+        let data = Box::new(CallbackData {
+            name: name.clone().unwrap_or_else(|| "callback".to_owned()),
+            f,
+            busy: Cell::new(false),
+            deferred: RefCell::new(VecDeque::new()),
+        });
+        let had = panic::pending();
+        let mut out = ptr::null_mut();
+        let make = |n: *const std::os::raw::c_char| {
+            let mut desc = sys::TPT_CALLBACK_DESC_INIT;
+            desc.events = events.bits();
+            desc.name = n;
+            desc.chief_only = chief_only as i32;
+            desc.fn_ = Some(callback_trampoline::<CallbackFn<'a>>);
+            desc.user_data = Box::into_raw(data).cast::<c_void>();
+            desc.destroy = Some(panic::drop_box::<CallbackData<CallbackFn<'a>>>);
+            // The library owns user_data from here on, also on failure.
+            call!(sys::tpt_callback_new(&mut out, &desc))
+        };
+        let r = match &name {
+            Some(name) => with_cstr(name, "name", make),
+            None => Ok(make(ptr::null())),
+        };
+        // A NUL in the name: the box was dropped in Rust, never given to C.
+        panic::resume_if_new(had);
+        r??;
+        Callback::wrap(out)
+    }
+}
+
+impl fmt::Debug for CallbackBuilder<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallbackBuilder")
+            .field("events", &self.events)
+            .field("name", &self.name)
+            .field("chief_only", &self.chief_only)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Trainer::add_callback`](crate::Trainer::add_callback) and
+/// [`Trainer::add_monitor`](crate::Trainer::add_monitor) take: a
+/// [`Callback`], or a [`CallbackBuilder`] that they build.
+pub trait IntoCallback<'a> {
+    fn into_callback(self) -> Result<Callback<'a>>;
+}
+
+impl<'a> IntoCallback<'a> for Callback<'a> {
+    fn into_callback(self) -> Result<Callback<'a>> {
+        Ok(self)
+    }
+}
+
+impl<'a> IntoCallback<'a> for CallbackBuilder<'a> {
+    fn into_callback(self) -> Result<Callback<'a>> {
+        self.build()
     }
 }
 

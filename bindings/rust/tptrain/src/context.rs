@@ -300,10 +300,21 @@ impl StepContext {
     /// Runs one hooked step: BEFORE_RUN of the callbacks that asked for it,
     /// then `step`, then AFTER_RUN; global_step advances by one
     /// (`tpt_trainer_hooked_step`). Returns what the step or a callback
-    /// returned: `Ok(Continue)`, `Ok(Stop(reason))`, or the error. Return a
+    /// returned: `Ok(Continue)`, `Ok(Stop(reason))`, or the error (`step`
+    /// may fail with any error type, which comes back as for
+    /// [`Callback::on`](crate::Callback::on): see [`Error::wrap`]). Return a
     /// stop or an error from run_step as it is (the loop would stop or fail
     /// anyway: the outcome of a hooked step cannot be swallowed).
-    pub fn hooked_step<F>(&mut self, step: F) -> Result<Flow>
+    pub fn hooked_step<F, E>(&mut self, step: F) -> Result<Flow>
+    where
+        F: FnOnce(&mut HookedContext) -> Result<Flow, E>,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let step = move |ctx: &mut HookedContext| step(ctx).map_err(Error::wrap);
+        self.hooked_step_inner(step)
+    }
+
+    fn hooked_step_inner<F>(&mut self, step: F) -> Result<Flow>
     where
         F: FnOnce(&mut HookedContext) -> Result<Flow>,
     {

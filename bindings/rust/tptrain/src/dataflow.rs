@@ -21,12 +21,12 @@
 //! let x = Tensor::from_slice(&[0f32, 1., 2., 3., 4., 5., 6., 7.], &[4, 2])?;
 //! let y = Tensor::from_slice(&[0i64, 1, 0, 1], &[4])?;
 //! let rows = DataFlow::from_tensors(&[&x, &y], false)?;
-//! let doubled = rows.map_component(0, |x| Ok(Some(call1("aten::mul", &[Arg::Tensor(x), Arg::Double(2.0)])?)))?;
+//! let doubled = rows.map_component(0, |x| call1("aten::mul", &[Arg::Tensor(x), Arg::Double(2.0)]).map(Some))?;
 //! let batches = doubled.batch(2, false)?;
 //! assert_eq!(batches.size(), Some(2));
 //! let first = batches.iter().next().unwrap()?;
 //! assert_eq!(first[0].to_vec::<f32>()?, vec![0., 2., 4., 6.]);
-//! assert_eq!(first[1].shape()?, vec![2]);
+//! assert_eq!(first[1].shape(), vec![2]);
 //! # Ok::<(), tptrain::Error>(())
 //! ```
 //!
@@ -39,12 +39,18 @@
 //! thread that iterates the dataflow (which is a background thread under
 //! [`prefetch`](DataFlow::prefetch), a queue input or a parallel map), a
 //! parallel map's and a threaded decoder's on several worker threads at once.
-//! So they are `Send` (and `Sync` where several threads share them). An
-//! error they return reaches the consumer with its code and message
-//! unchanged. A panic fails the call that ran the closure as well; on the
-//! thread of a Rust call that iterates ([`DataFlow::iter`],
-//! [`DataFlow::next_into`], [`DataFlow::reset_state`], [`DataFlow::get_state`],
-//! [`Trainer::run`](crate::Trainer::run) with a feed input) it is resumed
+//! So they are `Send` (and `Sync` where several threads share them). They
+//! may fail with any error type that converts into
+//! `Box<dyn Error + Send + Sync>`: an [`Error`] reaches the consumer with its
+//! code and message unchanged, any other as a [`Code::Callback`] error with
+//! the error's text as the message and the error itself as the
+//! [`source`](std::error::Error::source) (see [`Error::wrap`]); a closure
+//! that only uses `?` names its error type, e.g.
+//! `|dp| -> tptrain::Result<()> { ... }`. A panic fails the call that ran
+//! the closure as well; on the thread of a Rust call that iterates
+//! ([`DataFlow::iter`], [`DataFlow::next_into`], [`DataFlow::reset_state`],
+//! [`DataFlow::get_state`], [`Trainer::run`](crate::Trainer::run) with a
+//! feed input) it is resumed
 //! once the C call has returned; on a thread of the library's own, only its
 //! message travels, in a [`Code::Callback`] error ("panic in the map function:
 //! ...").
@@ -346,7 +352,10 @@ impl Augmentor {
 pub trait Source: Send {
     /// The next datapoint of the pass (its components, at least one), or
     /// `None` at the end of the pass; the call after that starts the next
-    /// pass. An error ends the consumer with its code and message.
+    /// pass. An error ends the consumer with its code and message, and its
+    /// [`source`](std::error::Error::source) if it has one: `?` turns an
+    /// [`std::io::Error`] or a number's parse error into an [`Error`] that
+    /// keeps it, and [`Error::wrap`] does so for any error.
     fn next(&mut self) -> Result<Option<Vec<Tensor>>>;
 
     /// Called by every reset of the dataflow, with the seed this source
@@ -526,9 +535,13 @@ struct FnSource<F> {
     size: Option<i64>,
 }
 
-impl<F: FnMut() -> Result<Option<Vec<Tensor>>> + Send> Source for FnSource<F> {
+impl<F, E> Source for FnSource<F>
+where
+    F: FnMut() -> Result<Option<Vec<Tensor>>, E> + Send,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
-        (self.next)()
+        (self.next)().map_err(Error::wrap)
     }
     fn size(&self) -> Option<i64> {
         self.size
@@ -544,19 +557,43 @@ struct IterSource<F, I> {
 impl<F, I> Source for IterSource<F, I>
 where
     F: FnMut() -> I + Send,
-    I: Iterator<Item = Vec<Tensor>> + Send,
+    I: Iterator + Send,
+    I::Item: IterItem,
 {
     fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
         let it = self.current.get_or_insert_with(&mut self.make);
-        let item = it.next();
-        if item.is_none() {
-            self.current = None; // the next call starts a new pass
+        match it.next() {
+            Some(item) => item.into_datapoint().map(Some),
+            None => {
+                self.current = None; // the next call starts a new pass
+                Ok(None)
+            }
         }
-        Ok(item)
     }
     fn reset(&mut self, _seed: u64) -> Result<()> {
         self.current = None;
         Ok(())
+    }
+}
+
+/// An item of a [`DataFlow::from_iter`] iterator: a datapoint's components
+/// (`Vec<Tensor>`), or a `Result` of them whose error ends the consumer. The
+/// error may be of any type that converts into `Box<dyn Error + Send + Sync>`
+/// (see [`Error::wrap`]).
+pub trait IterItem {
+    /// The components, or the error as an [`Error`].
+    fn into_datapoint(self) -> Result<Vec<Tensor>>;
+}
+
+impl IterItem for Vec<Tensor> {
+    fn into_datapoint(self) -> Result<Vec<Tensor>> {
+        Ok(self)
+    }
+}
+
+impl<E: Into<Box<dyn std::error::Error + Send + Sync>>> IterItem for std::result::Result<Vec<Tensor>, E> {
+    fn into_datapoint(self) -> Result<Vec<Tensor>> {
+        self.map_err(Error::wrap)
     }
 }
 
@@ -660,7 +697,7 @@ where
 /// let x = tptrain::Tensor::from_slice(&[1f32, 2.], &[2]).unwrap();
 /// let df = tptrain::DataFlow::from_tensors(&[&x], false).unwrap();
 /// let seen = std::rc::Rc::new(std::cell::Cell::new(0));
-/// df.map(move |_| { seen.set(seen.get() + 1); Ok(()) });
+/// df.map(move |_| { seen.set(seen.get() + 1); Ok::<(), tptrain::Error>(()) });
 /// ```
 pub struct DataFlow<'a> {
     raw: NonNull<sys::tpt_dataflow>,
@@ -729,13 +766,28 @@ impl<'a> DataFlow<'a> {
 
     /// A dataflow whose datapoints `next` makes: `Ok(Some(components))`, or
     /// `Ok(None)` at the end of a pass (the call after that starts the next
-    /// one), or an error that ends the consumer with its code and message.
-    /// Its size is unknown: a trainer fed by it needs `steps_per_epoch`
-    /// (see [`from_fn_sized`](Self::from_fn_sized), or
+    /// one), or an error of any type (see [`Error::wrap`]) that ends the
+    /// consumer. Its size is unknown: a trainer fed by it needs
+    /// `steps_per_epoch` (see [`from_fn_sized`](Self::from_fn_sized), or
     /// [`from_source`](Self::from_source) for one that reseeds).
-    pub fn from_fn<F>(next: F) -> Result<DataFlow<'a>>
+    ///
+    /// ```
+    /// # use tptrain::{DataFlow, Tensor};
+    /// use std::io::BufRead;
+    ///
+    /// let mut lines = std::io::Cursor::new("0.5\n1.5\n").lines();
+    /// let df = DataFlow::from_fn(move || -> tptrain::Result<_> {
+    ///     let Some(line) = lines.next() else { return Ok(None) };
+    ///     let x: f32 = line?.trim().parse()?; // io::Error and ParseFloatError convert
+    ///     Ok(Some(vec![Tensor::from_slice(&[x], &[])?]))
+    /// })?;
+    /// assert_eq!(df.iter().count(), 2);
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn from_fn<F, E>(next: F) -> Result<DataFlow<'a>>
     where
-        F: FnMut() -> Result<Option<Vec<Tensor>>> + Send + 'a,
+        F: FnMut() -> Result<Option<Vec<Tensor>>, E> + Send + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         DataFlow::from_source(FnSource { next, size: None })
     }
@@ -748,14 +800,18 @@ impl<'a> DataFlow<'a> {
     /// let mut i = 0i64;
     /// let df = DataFlow::from_fn_sized(4, move || {
     ///     i += 1;
-    ///     Ok((i <= 4).then(|| vec![Tensor::from_slice(&[i], &[]).unwrap()]))
+    ///     if i > 4 {
+    ///         return Ok(None);
+    ///     }
+    ///     Tensor::from_slice(&[i], &[]).map(|t| Some(vec![t]))
     /// })?;
     /// assert_eq!(df.size(), Some(4));
     /// # Ok::<(), tptrain::Error>(())
     /// ```
-    pub fn from_fn_sized<F>(size: i64, next: F) -> Result<DataFlow<'a>>
+    pub fn from_fn_sized<F, E>(size: i64, next: F) -> Result<DataFlow<'a>>
     where
-        F: FnMut() -> Result<Option<Vec<Tensor>>> + Send + 'a,
+        F: FnMut() -> Result<Option<Vec<Tensor>>, E> + Send + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         if size < 0 {
             return Err(Error::new(Code::InvalidArgument, format!("from_fn_sized: size must be >= 0, got {size}")));
@@ -764,7 +820,9 @@ impl<'a> DataFlow<'a> {
     }
 
     /// A dataflow that iterates a new iterator from `make` each pass (and
-    /// after each reset): every item is a datapoint's components.
+    /// after each reset): every item is a datapoint's components, a
+    /// `Vec<Tensor>`, or a `Result` of them whose error (of any type: see
+    /// [`IterItem`]) ends the consumer.
     ///
     /// ```
     /// # use tptrain::{DataFlow, Tensor};
@@ -779,8 +837,9 @@ impl<'a> DataFlow<'a> {
     pub fn from_iter<F, I>(make: F) -> Result<DataFlow<'a>>
     where
         F: FnMut() -> I + Send + 'a,
-        I: IntoIterator<Item = Vec<Tensor>>,
+        I: IntoIterator,
         I::IntoIter: Send + 'a,
+        I::Item: IterItem,
     {
         let mut make = make;
         DataFlow::from_source(IterSource { make: move || make().into_iter(), current: None })
@@ -826,8 +885,20 @@ impl<'a> DataFlow<'a> {
     /// A list of files that `decode(dp, path, index)` turns into datapoints
     /// (filling the empty `dp`), in order or shuffled every pass; with
     /// `n_threads` > 0 decoded by that many threads at once, in order
-    /// (`tpt_dataflow_from_files`).
-    pub fn from_files<P, F>(paths: &[P], shuffle: bool, n_threads: i32, decode: F) -> Result<DataFlow<'a>>
+    /// (`tpt_dataflow_from_files`). `decode` may fail with any error type
+    /// (see [`Error::wrap`]), e.g. the [`std::io::Error`] of reading the file.
+    pub fn from_files<P, F, E>(paths: &[P], shuffle: bool, n_threads: i32, decode: F) -> Result<DataFlow<'a>>
+    where
+        P: AsRef<Path>,
+        F: Fn(&mut DatapointRef, &Path, usize) -> Result<(), E> + Send + Sync + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let decode =
+            move |dp: &mut DatapointRef, path: &Path, index: usize| decode(dp, path, index).map_err(Error::wrap);
+        DataFlow::from_files_with(paths, shuffle, n_threads, decode)
+    }
+
+    fn from_files_with<P, F>(paths: &[P], shuffle: bool, n_threads: i32, decode: F) -> Result<DataFlow<'a>>
     where
         P: AsRef<Path>,
         F: Fn(&mut DatapointRef, &Path, usize) -> Result<()> + Send + Sync + 'a,
@@ -878,8 +949,18 @@ impl<'a> DataFlow<'a> {
     }
 
     /// Applies `f` to every datapoint in place, on the thread that iterates
-    /// (`tpt_dataflow_map`). Leaving the datapoint empty drops it.
-    pub fn map<F>(&self, f: F) -> Result<DataFlow<'a>>
+    /// (`tpt_dataflow_map`). Leaving the datapoint empty drops it. `f` may
+    /// fail with any error type (see [`Error::wrap`]).
+    pub fn map<F, E>(&self, f: F) -> Result<DataFlow<'a>>
+    where
+        F: FnMut(&mut DatapointRef) -> Result<(), E> + Send + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let mut f = f;
+        self.map_with(move |dp: &mut DatapointRef| f(dp).map_err(Error::wrap))
+    }
+
+    fn map_with<F>(&self, f: F) -> Result<DataFlow<'a>>
     where
         F: FnMut(&mut DatapointRef) -> Result<()> + Send + 'a,
     {
@@ -891,8 +972,18 @@ impl<'a> DataFlow<'a> {
     }
 
     /// Replaces component `index` with what `f` makes of it; `Ok(None)`
-    /// drops the datapoint (`tpt_dataflow_map_component`).
-    pub fn map_component<F>(&self, index: usize, f: F) -> Result<DataFlow<'a>>
+    /// drops the datapoint (`tpt_dataflow_map_component`). `f` may fail with
+    /// any error type (see [`Error::wrap`]).
+    pub fn map_component<F, E>(&self, index: usize, f: F) -> Result<DataFlow<'a>>
+    where
+        F: FnMut(&Tensor) -> Result<Option<Tensor>, E> + Send + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let mut f = f;
+        self.map_component_with(index, move |t: &Tensor| f(t).map_err(Error::wrap))
+    }
+
+    fn map_component_with<F>(&self, index: usize, f: F) -> Result<DataFlow<'a>>
     where
         F: FnMut(&Tensor) -> Result<Option<Tensor>> + Send + 'a,
     {
@@ -913,7 +1004,16 @@ impl<'a> DataFlow<'a> {
     /// tensorpack's MultiThreadMapData: `f` runs on `options.n_threads`
     /// worker threads at once, which start at reset
     /// (`tpt_dataflow_parallel_map`). In strict mode a drop is an error.
-    pub fn parallel_map<F>(&self, options: &ParallelMapOptions, f: F) -> Result<DataFlow<'a>>
+    /// `f` may fail with any error type (see [`Error::wrap`]).
+    pub fn parallel_map<F, E>(&self, options: &ParallelMapOptions, f: F) -> Result<DataFlow<'a>>
+    where
+        F: Fn(&mut DatapointRef) -> Result<(), E> + Send + Sync + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.parallel_map_with(options, move |dp: &mut DatapointRef| f(dp).map_err(Error::wrap))
+    }
+
+    fn parallel_map_with<F>(&self, options: &ParallelMapOptions, f: F) -> Result<DataFlow<'a>>
     where
         F: Fn(&mut DatapointRef) -> Result<()> + Send + Sync + 'a,
     {
@@ -1288,7 +1388,7 @@ impl<'a> Callback<'a> {
     /// every TRIGGER (the end of each epoch) it runs one pass of `df`
     /// (batches in signature order; it must be finite) through the model's
     /// inference tower and puts, for each name in `outputs`, the mean of
-    /// that output over all rows as the scalar "validation_<name>". It keeps
+    /// that output over all rows as the scalar `"validation_<name>"`. It keeps
     /// references to the model and `df`, which it consumes.
     pub fn inference_runner(model: &Model<'a>, df: &DataFlow<'a>, outputs: &[&str]) -> Result<Callback<'a>> {
         let names = outputs

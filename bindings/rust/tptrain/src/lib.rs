@@ -1,20 +1,24 @@
-//! Safe Rust API for tptrain.
+#![doc = include_str!("../../README.md")]
 //!
-//! Every fallible call returns [`Result`]; the error carries the C library's
-//! code and message unchanged. Handles free themselves on `Drop`. Nothing here
-//! depends on crates outside the standard library.
+//! ## The pieces
 //!
-//! ```no_run
+//! Tensors are [`Tensor`]s; element-wise arithmetic is on references
+//! (`(&a + &b)?`), and any ATen operator is reachable through [`ops::call`].
+//!
+//! ```
 //! let a = tptrain::Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2])?;
 //! let p = a.matmul(&a)?;
+//! assert_eq!(p.shape(), vec![2, 2]);
 //! assert_eq!(p.to_vec::<f32>()?, vec![7.0, 10.0, 15.0, 22.0]);
 //! # Ok::<(), tptrain::Error>(())
 //! ```
 //!
-//! The trainer runs a closure again and again, with callbacks around it.
+//! The [`Trainer`] runs a closure again and again, with callbacks around it.
 //! Closures return `Ok(Flow::Continue)`, `Ok(Flow::Stop(reason))` to end
 //! training gracefully, or an error that ends it and comes back from
-//! [`Trainer::run`] unchanged; a panic ends it too and is resumed by `run`.
+//! [`Trainer::run`] (see [`Error::wrap`] for errors of other types); a panic
+//! ends it too and is resumed by `run`. Callbacks are described with
+//! [`Callback::on`] and a [`CallbackBuilder`].
 //!
 //! ```
 //! use tptrain::{Callback, Event, Events, Flow, Progress, RunOutcome, Trainer, TrainerOptions};
@@ -27,20 +31,18 @@
 //!     ..Default::default()
 //! };
 //! let mut trainer = Trainer::new(&options)?;
-//! trainer.set_run_step(|ctx| {
-//!     ctx.hooked_step(|step| {
-//!         step.set_output_scalar("loss", 1.0)?;
-//!         Ok(Flow::Continue)
-//!     })?;
+//! trainer.set_run_step(|ctx| -> tptrain::Result<Flow> {
+//!     ctx.hooked_step(|step| step.set_output_scalar("loss", 1.0).map(|()| Flow::Continue))?;
 //!     let g = ctx.global_step();
 //!     ctx.put_scalar("half_step", g as f64 / 2.0)?;
 //!     Ok(if g == 25 { Flow::stop("enough") } else { Flow::Continue })
 //! })?;
-//! trainer.add_callback(Callback::new("report", Events::TRIGGER_EPOCH, true, |ctx, event, _| {
+//! let report = Callback::on(Events::TRIGGER_EPOCH, |ctx, event, _| -> tptrain::Result<Flow> {
 //!     assert_eq!(event, Event::TriggerEpoch);
 //!     ctx.log(&format!("epoch {} done", ctx.epoch_num()))?;
 //!     Ok(Flow::Continue)
-//! })?)?;
+//! });
+//! trainer.add_callback(report.name("report"))?;
 //! assert_eq!(trainer.run()?, RunOutcome::Stopped("enough".into()));
 //! assert_eq!(trainer.scalar_latest("half_step")?.value, 12.5);
 //! # Ok::<(), tptrain::Error>(())
@@ -71,11 +73,11 @@ mod runtime;
 mod tensor;
 mod trainer;
 
-pub use callback::{Callback, Event, Events, Flow, Record, RecordKind};
+pub use callback::{Callback, CallbackBuilder, Event, Events, Flow, IntoCallback, Record, RecordKind};
 pub use context::{Context, HookedContext, Scalar, StepContext};
 pub use dataflow::{
-    Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, InputKind, InputOptions, ParallelMapOptions, Source,
-    StatefulSource,
+    Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, InputKind, InputOptions, IterItem, ParallelMapOptions,
+    Source, StatefulSource,
 };
 pub use error::{Code, Error, Result};
 pub use model::{

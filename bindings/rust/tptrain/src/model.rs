@@ -2,7 +2,7 @@
 //! an optimizer; the tower the function sees; variables; optimizers; inputs.
 //!
 //! ```no_run
-//! use tptrain::{nn, DType, Flow, Input, InputSpec, LayerOptions, Model, Optimizer, Progress, Tensor, Trainer,
+//! use tptrain::{nn, DType, Input, InputSpec, LayerOptions, Model, Optimizer, Progress, Tensor, Trainer,
 //!               TrainerOptions};
 //!
 //! let model = Model::new(
@@ -11,8 +11,7 @@
 //!         let (x, y) = (&inputs[0], &inputs[1]);
 //!         let p = tower.fc("fc", x, 1, &LayerOptions::default())?;
 //!         tower.set_cost(&nn::mse(&p, y)?)?;
-//!         tower.set_output("prediction", &p)?;
-//!         Ok(Flow::Continue)
+//!         tower.set_output("prediction", &p)
 //!     },
 //! )?;
 //! let opt = Optimizer::new("sgd")?;
@@ -218,7 +217,7 @@ pub(crate) fn raw_specs(inputs: &[InputSpec]) -> Result<(Vec<CString>, Vec<sys::
 ///
 /// ```compile_fail
 /// fn send<T: Send>(_: T) {}
-/// let model = tptrain::Model::new(&[], |_, _| Ok(tptrain::Flow::Continue)).unwrap();
+/// let model = tptrain::Model::new(&[], |_, _| Ok::<(), tptrain::Error>(())).unwrap();
 /// send(model); // a Model stays on its thread
 /// ```
 ///
@@ -228,7 +227,7 @@ pub(crate) fn raw_specs(inputs: &[InputSpec]) -> Result<(Vec<CString>, Vec<sys::
 /// let calls = std::rc::Rc::new(std::cell::Cell::new(0));
 /// let model = tptrain::Model::new(&[], move |_, _| {
 ///     calls.set(calls.get() + 1); // Rc and Cell are not Sync: use atomics
-///     Ok(tptrain::Flow::Continue)
+///     Ok::<(), tptrain::Error>(())
 /// });
 /// ```
 pub struct Model<'a> {
@@ -243,7 +242,7 @@ unsafe extern "C" fn tower_trampoline<F>(
     user_data: *mut c_void,
 ) -> *mut sys::tpt_status
 where
-    F: Fn(&mut Tower, &[Tensor]) -> Result<Flow> + Send + Sync,
+    F: Fn(&mut Tower, &[Tensor]) -> Result<()> + Send + Sync,
 {
     // Tensors made in this call are Rust values that free themselves (Drop):
     // the library's scope for the call hands them over.
@@ -259,10 +258,11 @@ where
         if n_inputs == 0 { &[] } else { std::slice::from_raw_parts(inputs.cast::<Tensor>(), n_inputs) };
     let tower = Tower::from_ptr(tower);
     let origin = || "the tower function".to_owned();
+    let call = || f(tower, inputs).map(|()| Flow::Continue);
     if panic::entered() {
-        panic::guard(&origin, || f(tower, inputs))
+        panic::guard(&origin, call)
     } else {
-        panic::guard_detached(&origin, || f(tower, inputs))
+        panic::guard_detached(&origin, call)
     }
 }
 
@@ -275,9 +275,14 @@ impl<'a> Model<'a> {
     /// ([`Tower::set_cost`]); it may publish named outputs. It is called once
     /// when the model is built (the build call, on zero-filled inputs, where
     /// variables are created), once per step of each training tower, and by
-    /// [`infer`](Self::infer). It returns `Ok(Flow::Continue)`,
-    /// `Ok(Flow::Stop(reason))` to end training gracefully, or an error that
-    /// fails the step with its code and message unchanged.
+    /// [`infer`](Self::infer). It returns `Ok(())`, or an error that fails
+    /// the step: an [`Error`] with its code and message unchanged, any other
+    /// error (anything that converts into `Box<dyn Error + Send + Sync>`) as
+    /// a [`Code::Callback`] error with the error's text as the message and
+    /// the error itself as the [`source`](std::error::Error::source) of the
+    /// error that [`Trainer::run`](crate::Trainer::run), [`build`](Self::build)
+    /// or [`infer`](Self::infer) returns. To end training gracefully, it calls
+    /// [`Tower::stop`] and returns `Ok(())`.
     ///
     /// It is `Fn + Send + Sync` because the library may call it from several
     /// threads at once (one per tower) and re-enter it; keep mutable state in
@@ -285,9 +290,17 @@ impl<'a> Model<'a> {
     /// resumed by [`Trainer::run`](crate::Trainer::run), [`build`](Self::build)
     /// or [`infer`](Self::infer) once the C call has returned (on a thread of
     /// the library's own, only the message travels, in the error).
-    pub fn new<F>(inputs: &[InputSpec], tower: F) -> Result<Model<'a>>
+    pub fn new<F, E>(inputs: &[InputSpec], tower: F) -> Result<Model<'a>>
     where
-        F: Fn(&mut Tower, &[Tensor]) -> Result<Flow> + Send + Sync + 'a,
+        F: Fn(&mut Tower, &[Tensor]) -> Result<(), E> + Send + Sync + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        Model::with_tower(inputs, move |t: &mut Tower, i: &[Tensor]| tower(t, i).map_err(Error::wrap))
+    }
+
+    fn with_tower<F>(inputs: &[InputSpec], tower: F) -> Result<Model<'a>>
+    where
+        F: Fn(&mut Tower, &[Tensor]) -> Result<()> + Send + Sync + 'a,
     {
         let (_names, specs) = raw_specs(inputs)?;
         let user_data = Box::into_raw(Box::new(tower)).cast::<c_void>();
@@ -484,7 +497,7 @@ impl<'a> Model<'a> {
     /// the outputs it published under `names`, in that order (the cost is
     /// "cost") (`tpt_model_infer`). Builds the model first if needed.
     ///
-    /// A [`Flow::Stop`] from the tower function comes back as an error whose
+    /// A [`Tower::stop`] in the tower function comes back as an error whose
     /// code is `Code::Other(100)` (`TPT_STOP`) and whose message is the reason.
     ///
     /// # Panics
@@ -615,6 +628,35 @@ impl Tower {
     /// call (the build call) (`tpt_tower_can_create_variables`).
     pub fn can_create_variables(&self) -> bool {
         flag(sys::tpt_tower_can_create_variables, self) != 0
+    }
+
+    /// Ends training gracefully once this call of the tower function returns
+    /// `Ok(())` (tensorpack's `StopTraining` from inside the model): the step
+    /// reports a stop with `reason`, AFTER_TRAIN runs and
+    /// [`Trainer::run`](crate::Trainer::run) returns
+    /// [`RunOutcome::Stopped(reason)`](crate::RunOutcome::Stopped). The first
+    /// call in a tower call wins; an error returned by the tower function
+    /// wins over it. In [`Model::infer`] the stop comes back as an error
+    /// whose code is `Code::Other(100)` (`TPT_STOP`) and whose message is
+    /// the reason.
+    ///
+    /// ```no_run
+    /// # use tptrain::{InputSpec, Model};
+    /// # use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let steps = AtomicUsize::new(0);
+    /// let model = Model::new(&[], |tower, _inputs| -> tptrain::Result<()> {
+    ///     if steps.fetch_add(1, Ordering::Relaxed) == 100 {
+    ///         tower.stop("100 calls are enough");
+    ///         return Ok(());
+    ///     }
+    ///     // ... layers, tower.set_cost(...)
+    ///     Ok(())
+    /// })?;
+    /// # drop(model);
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn stop(&mut self, reason: impl Into<String>) {
+        panic::note_stop(reason.into());
     }
 
     /// Sets the cost (a floating tensor of one element) that training
@@ -820,10 +862,19 @@ impl<'a> Input<'a> {
     /// step (tensorpack's FeedInput; `tpt_input_from_feed`). It returns
     /// `Ok(Some(tensors))`, one per input of the signature,
     /// `Ok(None)` at the end of the data (training stops gracefully, with the
-    /// stop reason [`END_OF_DATA`]), or an error that fails training with its
-    /// code and message. A panic fails training too and is resumed by
-    /// [`Trainer::run`](crate::Trainer::run).
-    pub fn from_feed<F>(feed: F) -> Result<Input<'a>>
+    /// stop reason [`END_OF_DATA`]), or an error that fails training (any
+    /// error type, as for [`Model::new`]'s tower function). A panic fails
+    /// training too and is resumed by [`Trainer::run`](crate::Trainer::run).
+    pub fn from_feed<F, E>(feed: F) -> Result<Input<'a>>
+    where
+        F: FnMut(usize) -> Result<Option<Vec<Tensor>>, E> + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let mut feed = feed;
+        Input::from_feed_fn(move |n: usize| feed(n).map_err(Error::wrap))
+    }
+
+    fn from_feed_fn<F>(feed: F) -> Result<Input<'a>>
     where
         F: FnMut(usize) -> Result<Option<Vec<Tensor>>> + 'a,
     {

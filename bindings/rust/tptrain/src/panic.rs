@@ -40,8 +40,9 @@ struct Hot {
     /// Panics caught on this thread so far (wrapping).
     caught: Cell<u64>,
     /// The innermost running closure made a C call that came back with
-    /// TPT_STOP (put_scalar reaching a monitor that stops); the reason is on
-    /// top of `STOP_REASONS`. Its trampoline turns `Continue` into that stop.
+    /// TPT_STOP (put_scalar reaching a monitor that stops), or asked for a
+    /// stop ([`Tower::stop`](crate::Tower::stop)); the reason is on top of
+    /// `STOP_REASONS`. Its trampoline turns `Continue` into that stop.
     stopped: Cell<bool>,
     /// How many Rust entry points that resume panics (`Trainer::run`,
     /// `Model::build`, `Model::infer`) are running on this thread.
@@ -132,8 +133,8 @@ pub(crate) fn resume_if_new(had_pending: bool) {
     }
 }
 
-/// Notes a stop that a C call reported while a closure runs (see `Hot`).
-/// The first one of a closure call wins.
+/// Notes a stop that a C call reported while a closure runs, or that the
+/// closure asked for (see `Hot`). The first one of a closure call wins.
 pub(crate) fn note_stop(reason: String) {
     let first = HOT.with(|h| !h.stopped.replace(true));
     if first {
@@ -151,15 +152,17 @@ fn error_status(e: &Error) -> *mut sys::tpt_status {
     let code = e.code().to_raw();
     if code == sys::TPT_OK || code == sys::TPT_STOP {
         // Not an error to C (NULL, or a stop): keep it a failure.
-        return status(sys::TPT_ERR_CALLBACK, e.message());
+        return e.with_code(crate::Code::Callback).into_raw_status();
     }
+    // The source (if any) is kept aside, to be attached again when the
+    // library hands this error back (see `Error::check`).
     e.into_raw_status()
 }
 
 /// Runs a closure for C and turns its outcome into the status C expects:
 /// `Continue` → NULL, `Stop(reason)` → `TPT_STOP` with the reason, `Err(e)`
-/// → e's code and message, a panic → `TPT_ERR_CALLBACK` "panic in
-/// <origin>: <message>" (the payload kept for `Trainer::run`). A panic caught
+/// → e's code and message, a panic → `TPT_ERR_CALLBACK` `"panic in
+/// <origin>: <message>"` (the payload kept for `Trainer::run`). A panic caught
 /// by an inner trampoline during this call (a monitor reached through
 /// put_scalar) also fails this one, so a swallowed error cannot hide it.
 #[inline]
@@ -263,8 +266,17 @@ pub(crate) fn guard_detached<F>(origin: &dyn Fn() -> String, f: F) -> *mut sys::
 where
     F: FnOnce() -> crate::Result<Flow>,
 {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(Flow::Continue)) => ptr::null_mut(),
+    // try_with: a thread of the library's own may be tearing down its
+    // thread-locals; a stop asked for then is lost, nothing else.
+    let outer_stopped = HOT.try_with(|h| h.stopped.replace(false)).unwrap_or(false);
+    let result = catch_unwind(AssertUnwindSafe(f));
+    let stopped = HOT.try_with(|h| h.stopped.replace(outer_stopped)).unwrap_or(false);
+    let stop = if stopped { STOP_REASONS.try_with(|r| r.borrow_mut().pop()).ok().flatten() } else { None };
+    match result {
+        Ok(Ok(Flow::Continue)) => match stop {
+            Some(reason) => status(sys::TPT_STOP, &reason),
+            None => ptr::null_mut(),
+        },
         Ok(Ok(Flow::Stop(reason))) => status(sys::TPT_STOP, &reason),
         Ok(Err(e)) => error_status(&e),
         Err(payload) => {

@@ -166,25 +166,51 @@ impl Tensor {
         Tensor::wrap(out)
     }
 
-    pub fn ndim(&self) -> Result<usize> {
+    /// The number of dimensions (`tpt_tensor_ndim`).
+    ///
+    /// # Panics
+    /// If the library fails to answer, which it does only for a handle that
+    /// is not live (never for a `Tensor`).
+    pub fn ndim(&self) -> usize {
         let mut n = 0usize;
-        call!(sys::tpt_tensor_ndim(&mut n, self.as_ptr()))?;
-        Ok(n)
+        infallible(call!(sys::tpt_tensor_ndim(&mut n, self.as_ptr())));
+        n
     }
 
-    pub fn shape(&self) -> Result<Vec<i64>> {
-        let mut dims = vec![0i64; self.ndim()?];
-        call!(sys::tpt_tensor_shape(dims.as_mut_ptr(), dims.len(), self.as_ptr()))?;
-        Ok(dims)
+    /// The size of each dimension, C order (`tpt_tensor_shape`).
+    ///
+    /// # Panics
+    /// As [`ndim`](Self::ndim).
+    pub fn shape(&self) -> Vec<i64> {
+        let mut dims = vec![0i64; self.ndim()];
+        infallible(call!(sys::tpt_tensor_shape(dims.as_mut_ptr(), dims.len(), self.as_ptr())));
+        dims
     }
 
-    pub fn numel(&self) -> Result<i64> {
+    /// The number of elements (`tpt_tensor_numel`).
+    ///
+    /// # Panics
+    /// As [`ndim`](Self::ndim).
+    pub fn numel(&self) -> i64 {
         let mut n = 0i64;
-        call!(sys::tpt_tensor_numel(&mut n, self.as_ptr()))?;
-        Ok(n)
+        infallible(call!(sys::tpt_tensor_numel(&mut n, self.as_ptr())));
+        n
     }
 
-    pub fn dtype(&self) -> Result<DType> {
+    /// The element type (`tpt_tensor_dtype`).
+    ///
+    /// # Panics
+    /// If LibTorch's dtype of the tensor has no [`DType`] (complex, int8,
+    /// int16, ...: only [`ops::call`](crate::ops::call) and
+    /// [`from_dlpack`](Self::from_dlpack) can make such a tensor); use
+    /// [`try_dtype`](Self::try_dtype) where that may happen.
+    pub fn dtype(&self) -> DType {
+        self.try_dtype().unwrap_or_else(|e| panic!("Tensor::dtype: {e}"))
+    }
+
+    /// The element type, or a [`Code::Unsupported`] error if LibTorch's
+    /// dtype of the tensor has no [`DType`] (`tpt_tensor_dtype`).
+    pub fn try_dtype(&self) -> Result<DType> {
         let mut d: sys::tpt_dtype = 0;
         call!(sys::tpt_tensor_dtype(&mut d, self.as_ptr()))?;
         DType::from_raw(d)
@@ -192,7 +218,7 @@ impl Tensor {
 
     /// The elements as raw bytes, C order.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        let n = self.numel()? as usize * self.dtype()?.size();
+        let n = self.numel() as usize * self.try_dtype()?.size();
         let mut buf = vec![0u8; n];
         call!(sys::tpt_tensor_copy_to(buf.as_mut_ptr() as *mut c_void, n, self.as_ptr()))?;
         Ok(buf)
@@ -200,14 +226,14 @@ impl Tensor {
 
     /// The elements, C order; the tensor's dtype must be `T`'s.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        let dtype = self.dtype()?;
+        let dtype = self.try_dtype()?;
         if dtype != T::DTYPE {
             return Err(Error::new(
                 Code::InvalidArgument,
                 format!("tensor holds {:?}, asked for {:?}", dtype, T::DTYPE),
             ));
         }
-        let n = self.numel()? as usize;
+        let n = self.numel() as usize;
         let mut v = vec![T::default(); n];
         call!(sys::tpt_tensor_copy_to(v.as_mut_ptr() as *mut c_void, n * dtype.size(), self.as_ptr()))?;
         Ok(v)
@@ -225,6 +251,15 @@ impl Tensor {
         let mut out = ptr::null_mut();
         call!(sys::tpt_tensor_matmul(&mut out, self.as_ptr(), other.as_ptr()))?;
         Tensor::wrap(out)
+    }
+}
+
+/// The outcome of a getter that cannot fail on a live handle: a failure
+/// anyway is a bug, reported by a panic with the library's message.
+#[track_caller]
+fn infallible(r: Result<()>) {
+    if let Err(e) = r {
+        panic!("tptrain: a getter failed on a live tensor: {e}");
     }
 }
 
@@ -326,10 +361,13 @@ impl Tensor {
     }
 
     /// The device, e.g. "cpu" or "cuda:0" (`tpt_tensor_device`).
-    pub fn device(&self) -> Result<String> {
+    ///
+    /// # Panics
+    /// As [`ndim`](Self::ndim).
+    pub fn device(&self) -> String {
         let mut buf = [0u8; 128];
-        call!(sys::tpt_tensor_device(buf.as_mut_ptr().cast(), buf.len(), self.as_ptr()))?;
-        Ok(crate::cstr::from_buf(&buf))
+        infallible(call!(sys::tpt_tensor_device(buf.as_mut_ptr().cast(), buf.len(), self.as_ptr())));
+        crate::cstr::from_buf(&buf)
     }
 
     /// A copy on another device and/or with another dtype (`tpt_tensor_to`);
@@ -387,7 +425,7 @@ impl Tensor {
 
 impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tensor").field("dtype", &self.dtype().ok()).field("shape", &self.shape().ok()).finish()
+        f.debug_struct("Tensor").field("dtype", &self.try_dtype().ok()).field("shape", &self.shape()).finish()
     }
 }
 

@@ -1,6 +1,6 @@
 //! The trainer: the epoch/step loop with callbacks around it.
 
-use crate::callback::Callback;
+use crate::callback::{Callback, IntoCallback};
 use crate::context::{Context, StepContext};
 use crate::cstr::path_to_cstring;
 use crate::dataflow::DataFlow;
@@ -22,7 +22,7 @@ use tptrain_sys as sys;
 /// What to do when the log directory exists and is not empty (`tpt_logdir_action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum LogdirAction {
-    /// Fail with [`Code::Io`](crate::Code::Io), naming the other actions.
+    /// Fail with [`Code::Io`], naming the other actions.
     #[default]
     Refuse,
     /// Use it as it is (resume: stats.json is appended to).
@@ -163,10 +163,34 @@ pub struct Trainer<'a> {
 /// The init / restore hook of a [`TrainConfig`] (tensorpack's
 /// `session_init`): it runs once on the chief, after the model's build call
 /// and before BEFORE_TRAIN, e.g. to load weights with
-/// [`Model::set_variable`]. It gets the model and returns
-/// [`Flow::Continue`], [`Flow::Stop`] to end training gracefully, or an error
-/// that fails it with its code and message.
-pub type InitFn<'a> = Box<dyn FnMut(&Model<'_>) -> Result<Flow> + 'a>;
+/// [`Model::set_variable`]. Made by [`InitFn::new`].
+pub struct InitFn<'a>(Box<InitClosure<'a>>);
+
+/// The closure of an init hook, with its error turned into an [`Error`].
+type InitClosure<'a> = dyn FnMut(&Model<'_>) -> Result<Flow> + 'a;
+
+impl<'a> InitFn<'a> {
+    /// An init hook that calls `f` with the model. It returns
+    /// [`Flow::Continue`], [`Flow::Stop`] to end training gracefully, or an
+    /// error that fails training: an [`Error`] with its code and message,
+    /// any other error as for [`Callback::on`](crate::Callback::on) (a
+    /// [`Code::Callback`] error whose [`source`](std::error::Error::source)
+    /// is that error; see [`Error::wrap`]).
+    pub fn new<F, E>(f: F) -> InitFn<'a>
+    where
+        F: FnMut(&Model<'_>) -> Result<Flow, E> + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let mut f = f;
+        InitFn(Box::new(move |model: &Model<'_>| f(model).map_err(Error::wrap)))
+    }
+}
+
+impl fmt::Debug for InitFn<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("InitFn")
+    }
+}
 
 /// The boxed user data of an init hook (one thin pointer for C).
 struct InitHook<'a>(InitFn<'a>);
@@ -182,7 +206,7 @@ unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut
         // SAFETY: the library lends its own live handle for the call.
         let model = Model::borrowed(model)
             .ok_or_else(|| Error::new(Code::Internal, "the init hook was called without a model"))?;
-        (hook.0)(&model)
+        (hook.0 .0)(&model)
     })
 }
 
@@ -193,15 +217,17 @@ unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut
 /// other.
 ///
 /// ```no_run
-/// use tptrain::{launch_train, Callback, Events, Flow, Input, Model, Tensor, TrainConfig, TrainerOptions};
+/// use tptrain::{launch_train, Callback, Events, Flow, InitFn, Input, Model, Tensor, TrainConfig, TrainerOptions};
 /// # fn demo(model: &Model<'_>, x: &Tensor, y: &Tensor) -> tptrain::Result<()> {
 /// let config = TrainConfig {
 ///     options: Some(TrainerOptions { max_epoch: 10, ..Default::default() }),
-///     callbacks: vec![Callback::new("report", Events::TRIGGER_EPOCH, true, |ctx, _, _| {
+///     callbacks: vec![Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| -> tptrain::Result<Flow> {
 ///         ctx.log(&format!("epoch {} done", ctx.epoch_num()))?;
 ///         Ok(Flow::Continue)
-///     })?],
-///     init: Some(Box::new(|model| {
+///     })
+///     .name("report")
+///     .build()?],
+///     init: Some(InitFn::new(|model| -> tptrain::Result<Flow> {
 ///         model.set_variable("b", &Tensor::from_slice(&[1f32], &[1])?)?;
 ///         Ok(Flow::Continue)
 ///     })),
@@ -275,7 +301,7 @@ impl fmt::Debug for TrainConfig<'_, '_> {
             .field("dataflow", &self.dataflow)
             .field("callbacks", &self.callbacks)
             .field("monitors", &self.monitors)
-            .field("init", &self.init.as_ref().map(|_| "FnMut"))
+            .field("init", &self.init)
             .finish()
     }
 }
@@ -435,9 +461,20 @@ impl<'a> Trainer<'a> {
     /// Sets the body of the loop, called steps_per_epoch times per epoch; it
     /// calls [`StepContext::hooked_step`] for each step that callbacks should
     /// see. It returns [`Flow::Continue`], [`Flow::Stop`] to end training
-    /// gracefully, or an error that ends it. Replaces (and drops) an earlier
-    /// one. Before run only (`tpt_trainer_set_run_step`).
-    pub fn set_run_step<F>(&mut self, run_step: F) -> Result<()>
+    /// gracefully, or an error that ends it: an [`Error`] with its code and
+    /// message, any other error as for [`Callback::on`] (see
+    /// [`Error::wrap`]). Replaces (and drops) an earlier one. Before run only
+    /// (`tpt_trainer_set_run_step`).
+    pub fn set_run_step<F, E>(&mut self, run_step: F) -> Result<()>
+    where
+        F: FnMut(&mut StepContext) -> Result<Flow, E> + 'a,
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let mut run_step = run_step;
+        self.set_run_step_inner(move |ctx: &mut StepContext| run_step(ctx).map_err(Error::wrap))
+    }
+
+    fn set_run_step_inner<F>(&mut self, run_step: F) -> Result<()>
     where
         F: FnMut(&mut StepContext) -> Result<Flow> + 'a,
     {
@@ -460,8 +497,9 @@ impl<'a> Trainer<'a> {
     fn add(
         &mut self,
         f: unsafe extern "C" fn(*mut sys::tpt_trainer, *mut sys::tpt_callback) -> *mut sys::tpt_status,
-        cb: Callback<'a>,
+        cb: impl IntoCallback<'a>,
     ) -> Result<()> {
+        let cb = cb.into_callback()?;
         let had = panic::pending();
         // SAFETY: the library takes the callback, also on failure.
         let st = unsafe { f(self.as_ptr(), cb.into_raw()) };
@@ -469,17 +507,20 @@ impl<'a> Trainer<'a> {
         unsafe { Error::check(st) }
     }
 
-    /// Registers a callback. A chief-only callback on a non-chief trainer is
-    /// dropped. Before run only: on failure the callback (and its closure)
-    /// is dropped (`tpt_trainer_add_callback`).
-    pub fn add_callback(&mut self, callback: Callback<'a>) -> Result<()> {
+    /// Registers a callback: a [`Callback`], or a
+    /// [`CallbackBuilder`](crate::CallbackBuilder) from [`Callback::on`],
+    /// built here. A chief-only callback on a non-chief trainer is dropped.
+    /// Before run only: on failure the callback (and its closure) is dropped
+    /// (`tpt_trainer_add_callback`).
+    pub fn add_callback(&mut self, callback: impl IntoCallback<'a>) -> Result<()> {
         self.add(sys::tpt_trainer_add_callback, callback)
     }
 
     /// Registers a monitor: a callback registered after all others that also
     /// receives [`Event::Record`](crate::Event::Record) for each scalar put
-    /// (`tpt_trainer_add_monitor`).
-    pub fn add_monitor(&mut self, monitor: Callback<'a>) -> Result<()> {
+    /// (`tpt_trainer_add_monitor`). Takes what
+    /// [`add_callback`](Self::add_callback) takes.
+    pub fn add_monitor(&mut self, monitor: impl IntoCallback<'a>) -> Result<()> {
         self.add(sys::tpt_trainer_add_monitor, monitor)
     }
 

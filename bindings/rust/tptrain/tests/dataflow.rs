@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tptrain::nn;
 use tptrain::{
-    launch_train, Augmentor, Callback, Code, DType, DataFlow, Datapoint, Error, Flow, Input, InputKind, InputOptions,
-    Events, InputSpec, LayerOptions, Model, Optimizer, ParallelMapOptions, Progress, Result, RunOutcome, Source,
+    launch_train, Augmentor, Callback, Code, DType, DataFlow, Datapoint, Error, Events, Flow, Input, InputKind,
+    InputOptions, InputSpec, LayerOptions, Model, Optimizer, ParallelMapOptions, Progress, Result, RunOutcome, Source,
     StatefulSource, Tensor, TrainConfig, Trainer, TrainerOptions,
 };
 
@@ -104,7 +104,7 @@ fn a_datapoint_gets_sets_appends_and_truncates() {
 #[test]
 fn a_dataflow_from_a_closure_yields_its_passes() {
     let mut i = 0i64;
-    let df = DataFlow::from_fn(move || {
+    let df = DataFlow::from_fn(move || -> Result<_> {
         i += 1;
         // Passes of 3: 1 2 3, end, 5 6 7, end, ...
         Ok(if i % 4 == 0 { None } else { Some(vec![scalar(i), scalar(-i)]) })
@@ -200,7 +200,7 @@ fn in_memory_fake_and_file_sources() {
     assert_eq!(df.size(), Some(3));
     let first = df.iter().next().unwrap().unwrap();
     assert_eq!(first[0].to_vec::<f32>().unwrap(), vec![0., 1.]);
-    assert_eq!(first[1].shape().unwrap(), Vec::<i64>::new());
+    assert_eq!(first[1].shape(), Vec::<i64>::new());
     // Rows with different counts are refused.
     let e = DataFlow::from_tensors(&[&x, &rows(4)], false).unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
@@ -216,8 +216,8 @@ fn in_memory_fake_and_file_sources() {
     assert_eq!(fake.size(), Some(5));
     let pass: Vec<Vec<Tensor>> = fake.iter().map(|d| d.unwrap()).collect();
     assert_eq!(pass.len(), 5);
-    assert_eq!(pass[0][0].shape().unwrap(), vec![2, 3]);
-    assert_eq!(pass[0][1].dtype().unwrap(), DType::I64);
+    assert_eq!(pass[0][0].shape(), vec![2, 3]);
+    assert_eq!(pass[0][1].dtype(), DType::I64);
     assert!(pass[0][1].item().unwrap() < 4.0);
 
     // Files decoded by a closure, on the iterating thread and on 2 threads.
@@ -262,8 +262,8 @@ fn mnist_has_its_sizes_and_shapes() {
     let test = DataFlow::mnist(FASHION_MNIST, "test", false).unwrap();
     assert_eq!(test.size(), Some(10_000));
     let first = test.iter().next().unwrap().unwrap();
-    assert_eq!((first[0].dtype().unwrap(), first[0].shape().unwrap()), (DType::F32, vec![1, 28, 28]));
-    assert_eq!((first[1].dtype().unwrap(), first[1].shape().unwrap()), (DType::I64, vec![]));
+    assert_eq!((first[0].dtype(), first[0].shape()), (DType::F32, vec![1, 28, 28]));
+    assert_eq!((first[1].dtype(), first[1].shape()), (DType::I64, vec![]));
     let pixels = first[0].to_vec::<f32>().unwrap();
     assert!(pixels.iter().all(|p| (0.0..=1.0).contains(p)));
     let train = DataFlow::mnist(FASHION_MNIST, "train", true).unwrap();
@@ -284,13 +284,13 @@ fn batch_stacks_and_keeps_or_drops_the_remainder() {
     assert_eq!(batched.size(), Some(2));
     let pass: Vec<Vec<Tensor>> = batched.iter().map(|d| d.unwrap()).collect();
     assert_eq!(pass.len(), 2);
-    assert_eq!(pass[0][0].shape().unwrap(), vec![2, 2]);
+    assert_eq!(pass[0][0].shape(), vec![2, 2]);
     assert_eq!(pass[1][1].to_vec::<i64>().unwrap(), vec![2, 3]);
     let src = DataFlow::from_tensors(&[&rows5], false).unwrap();
     let with_rest = src.batch(2, true).unwrap();
     assert_eq!(with_rest.size(), Some(3));
     for _pass in 0..2 {
-        let shapes: Vec<Vec<i64>> = with_rest.iter().map(|d| d.unwrap()[0].shape().unwrap()).collect();
+        let shapes: Vec<Vec<i64>> = with_rest.iter().map(|d| d.unwrap()[0].shape()).collect();
         assert_eq!(shapes, vec![vec![2], vec![2], vec![1]]);
     }
     // A dataflow has one consumer.
@@ -325,7 +325,7 @@ fn map_changes_appends_and_drops() {
 
     let comp = DataFlow::from_tensors(&[&rows6, &rows6], false)
         .unwrap()
-        .map_component(1, |t| {
+        .map_component(1, |t| -> Result<_> {
             let v = t.item()? as i64;
             Ok(if v == 2 { None } else { Some(scalar(-v)) })
         })
@@ -336,7 +336,7 @@ fn map_changes_appends_and_drops() {
     assert_eq!(pass[2], vec![3, -3]);
     let e = DataFlow::from_tensors(&[&rows6], false)
         .unwrap()
-        .map_component(4, |t| Ok(Some(t.share()?)))
+        .map_component(4, |t| Ok::<_, Error>(Some(t.share()?)))
         .unwrap()
         .iter()
         .next()
@@ -500,8 +500,8 @@ fn the_random_state_round_trips() {
     a.set_seed(99).unwrap();
     let _first = pass_bytes(&a);
     let state = a.get_state().unwrap();
-    assert_eq!(state.dtype().unwrap(), DType::U8);
-    assert_eq!(state.ndim().unwrap(), 1);
+    assert_eq!(state.dtype(), DType::U8);
+    assert_eq!(state.ndim(), 1);
     let later = [pass_bytes(&a), pass_bytes(&a)];
 
     let b = make();
@@ -663,7 +663,7 @@ fn a_stateful_source_keeps_its_position_in_the_state() {
             a.reset_state().unwrap();
             let _ = take(&a, k);
             let state = a.get_state().unwrap();
-            assert_eq!((state.dtype().unwrap(), state.ndim().unwrap()), (DType::U8, 1));
+            assert_eq!((state.dtype(), state.ndim()), (DType::U8, 1));
             let expected = take(&a, 10);
 
             let b = make();
@@ -799,7 +799,7 @@ fn an_error_from_a_closure_comes_back_unchanged() {
     let df = DataFlow::from_fn(|| Err(Error::new(Code::NotFound, "no such shard"))).unwrap();
     assert_eq!(df.iter().next().unwrap().unwrap_err(), Error::new(Code::NotFound, "no such shard"));
     // A source that yields a datapoint without components.
-    let df = DataFlow::from_fn(|| Ok(Some(vec![]))).unwrap();
+    let df = DataFlow::from_fn(|| Ok::<_, Error>(Some(vec![]))).unwrap();
     let e = df.iter().next().unwrap().unwrap_err();
     assert_eq!(e.code(), Code::Callback);
     assert!(e.message().contains("no component"), "{e}");
@@ -871,13 +871,13 @@ fn closures_are_dropped_exactly_once_with_the_last_reference() {
     })
     .unwrap();
     let mapped = src
-        .map(move |_| {
+        .map(move |_| -> Result<_> {
             let _keep = &g2;
             Ok(())
         })
         .unwrap();
     let par = mapped
-        .parallel_map(&ParallelMapOptions::default(), move |_| {
+        .parallel_map(&ParallelMapOptions::default(), move |_| -> Result<_> {
             let _keep = &g3;
             Ok(())
         })
@@ -892,7 +892,7 @@ fn closures_are_dropped_exactly_once_with_the_last_reference() {
     let df = DataFlow::from_tensors(&[&rows3], false).unwrap();
     let _consumer = df.batch(1, false).unwrap();
     let e = df
-        .map(move |_| {
+        .map(move |_| -> Result<_> {
             let _keep = &g;
             Ok(())
         })
@@ -928,19 +928,22 @@ fn a_config_takes_steps_per_epoch_from_a_sized_closure_source_or_says_which_opti
     let df = DataFlow::from_fn_sized(4, move || batch(&mut i)).unwrap();
     assert_eq!(df.size(), Some(4));
     let mut t =
-        Trainer::from_config(TrainConfig { options: Some(quiet(3)), ..TrainConfig::from_dataflow(&model, &df) }).unwrap();
+        Trainer::from_config(TrainConfig { options: Some(quiet(3)), ..TrainConfig::from_dataflow(&model, &df) })
+            .unwrap();
     assert_eq!(t.run().unwrap(), RunOutcome::Finished);
     assert_eq!(t.global_step(), 12);
-    assert_eq!(DataFlow::from_fn_sized(-1, || Ok(None)).err().unwrap().code(), Code::InvalidArgument);
+    assert_eq!(DataFlow::from_fn_sized(-1, || Ok::<_, Error>(None)).err().unwrap().code(), Code::InvalidArgument);
 }
 
 /// Each step's cost, as a user records it: read from the step's output after
 /// each step (the monitors get only its moving average, once per epoch).
 fn cost_log(costs: &RefCell<Vec<f64>>) -> Callback<'_> {
-    Callback::new("cost_log", Events::AFTER_RUN, true, move |ctx, _, _| {
+    Callback::on(Events::AFTER_RUN, move |ctx, _, _| -> Result<Flow> {
         costs.borrow_mut().push(ctx.output_scalar("cost")?);
         Ok(Flow::Continue)
     })
+    .name("cost_log")
+    .build()
     .unwrap()
 }
 
@@ -980,8 +983,7 @@ fn regression_model<'a>() -> Model<'a> {
             let p = tower.fc("fc", &inputs[0], 1, &LayerOptions::default())?;
             let cost = nn::mse(&p, &inputs[1])?;
             tower.set_cost(&cost)?;
-            tower.set_output("cost", &cost)?;
-            Ok(Flow::Continue)
+            tower.set_output("cost", &cost)
         },
     )
     .unwrap();

@@ -21,10 +21,12 @@ use tptrain::{
 /// Each step's cost, as a user records it: read from the step's output after
 /// each step (the monitors get only its moving average, once per epoch).
 fn cost_log(costs: &RefCell<Vec<f64>>) -> Callback<'_> {
-    Callback::new("cost_log", Events::AFTER_RUN, true, move |ctx, _, _| {
+    Callback::on(Events::AFTER_RUN, move |ctx, _, _| -> Result<Flow> {
         costs.borrow_mut().push(ctx.output_scalar("cost")?);
         Ok(Flow::Continue)
     })
+    .name("cost_log")
+    .build()
     .unwrap()
 }
 
@@ -74,7 +76,7 @@ fn signature() -> Vec<InputSpec> {
 }
 
 /// cost = mean((x W^T + b - y)^2) with W [1, 3], b [1] (b starts at 0.5).
-fn linear(tower: &mut Tower, inputs: &[Tensor], probe: &Probe, how: How) -> Result<Flow> {
+fn linear(tower: &mut Tower, inputs: &[Tensor], probe: &Probe, how: How) -> Result<()> {
     assert_eq!(inputs.len(), 2);
     let building = tower.is_building();
     assert_eq!(building, tower.can_create_variables());
@@ -86,7 +88,8 @@ fn linear(tower: &mut Tower, inputs: &[Tensor], probe: &Probe, how: How) -> Resu
         return Err(Error::new(Code::Io, "the tower could not read its lookup table"));
     }
     if how == How::Stops && call == 4 {
-        return Ok(Flow::stop("the tower has seen enough"));
+        tower.stop("the tower has seen enough");
+        return Ok(());
     }
     let (w, b) = if how == How::Scopes {
         tower.push_scope("fc")?;
@@ -111,8 +114,7 @@ fn linear(tower: &mut Tower, inputs: &[Tensor], probe: &Probe, how: How) -> Resu
     if how != How::NoCost {
         tower.set_cost(&cost)?;
     }
-    tower.set_output("prediction", &p)?;
-    Ok(Flow::Continue)
+    tower.set_output("prediction", &p)
 }
 
 fn make_model(probe: &Probe, how: How) -> Model<'_> {
@@ -254,10 +256,10 @@ fn variable_rules_come_back_with_the_c_message() {
 #[test]
 fn reuse_mismatch_and_scope_errors_inside_the_tower() {
     let checked = AtomicUsize::new(0);
-    let model = Model::new(&[InputSpec::new("x", DType::F32, &[-1])], |tower, _| {
+    let model = Model::new(&[InputSpec::new("x", DType::F32, &[-1])], |tower, _| -> Result<()> {
         if tower.is_building() {
             tower.variable("v", &[3], &VariableOptions::default())?;
-            return Ok(Flow::Continue);
+            return Ok(());
         }
         let e = tower.variable("v", &[4], &VariableOptions::default()).unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument);
@@ -276,7 +278,7 @@ fn reuse_mismatch_and_scope_errors_inside_the_tower() {
         assert!(e.message().contains("does not exist"), "{e}");
         assert_eq!(tower.pop_scope().unwrap_err().code(), Code::State);
         checked.fetch_add(1, Ordering::SeqCst);
-        Ok(Flow::Continue)
+        Ok(())
     })
     .unwrap();
     let x = Tensor::from_slice(&[1f32, 2.0], &[2]).unwrap();
@@ -381,7 +383,7 @@ fn tower_errors_and_stops_come_back_unchanged() {
     // A trainer runs once; set_model afterwards takes (and drops) the input.
     let drops = Arc::new(AtomicUsize::new(0));
     let guard = DropGuard(Arc::clone(&drops));
-    let feed = Input::from_feed(move |_| {
+    let feed = Input::from_feed(move |_| -> Result<_> {
         let _keep = &guard;
         Ok(None)
     })
@@ -407,10 +409,12 @@ fn a_panic_in_the_tower_is_resumed_by_run() {
     let mut t = Trainer::new(&options(10, 2)).unwrap();
     t.set_model(&model, input(16)).unwrap();
     t.add_callback(
-        Callback::new("after", Events::AFTER_TRAIN, true, |_, _, _| {
+        Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
             after_train.fetch_add(1, Ordering::SeqCst);
             Ok(Flow::Continue)
         })
+        .name("after")
+        .build()
         .unwrap(),
     )
     .unwrap();
@@ -427,7 +431,7 @@ fn a_panic_in_the_tower_is_resumed_by_run() {
 #[test]
 fn a_panic_in_the_tower_is_resumed_by_build_and_infer() {
     let builds = AtomicUsize::new(0);
-    let model = Model::new(&signature(), |tower, inputs| {
+    let model = Model::new(&signature(), |tower, inputs| -> Result<()> {
         if tower.is_building() && builds.fetch_add(1, Ordering::SeqCst) == 0 {
             panic!("build boom");
         }
@@ -449,7 +453,7 @@ fn a_panic_in_the_tower_is_resumed_by_build_and_infer() {
 fn a_panic_on_a_thread_without_a_rust_caller_fails_with_its_message() {
     // tpt_model_build called directly (as the library's own threads would
     // call the tower): only the message travels, nothing is left pending.
-    let model = Model::new(&signature(), |_, _| panic!("detached boom")).unwrap();
+    let model = Model::new(&signature(), |_, _| -> Result<()> { panic!("detached boom") }).unwrap();
     let st = unsafe { tptrain::sys::tpt_model_build(model.as_ptr()) };
     let e = unsafe { Error::check(st) }.unwrap_err();
     assert_eq!(e.code(), Code::Callback);
@@ -470,7 +474,7 @@ fn a_feed_that_returns_none_stops_training() {
     model.set_optimizer(&opt).unwrap();
     let guard = DropGuard(Arc::clone(&drops));
     let served = &served;
-    let feed = Input::from_feed(move |n| {
+    let feed = Input::from_feed(move |n| -> Result<_> {
         let _keep = &guard;
         assert_eq!(n, 2);
         if served.fetch_add(1, Ordering::SeqCst) == 5 {
@@ -502,7 +506,7 @@ fn feed_errors_come_back_unchanged() {
     let model = make_model(&probe, How::Plain);
     model.set_optimizer(&sgd(0.1)).unwrap();
     // A batch of the wrong shape: the signature check.
-    let feed = Input::from_feed(|_| {
+    let feed = Input::from_feed(|_| -> Result<_> {
         Ok(Some(vec![Tensor::from_vec(vec![0f32; 8], &[4, 2])?, Tensor::from_vec(vec![1f32; 4], &[4, 1])?]))
     })
     .unwrap();
@@ -510,7 +514,7 @@ fn feed_errors_come_back_unchanged() {
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("input 'x' is Float [4, 2] but the signature says Float [-1, 3]"), "{e}");
     // The wrong number of tensors.
-    let feed = Input::from_feed(|_| Ok(Some(vec![Tensor::from_vec(vec![0f32; 12], &[4, 3])?]))).unwrap();
+    let feed = Input::from_feed(|_| Ok::<_, Error>(Some(vec![Tensor::from_vec(vec![0f32; 12], &[4, 3])?]))).unwrap();
     let e = run_feed(&model, feed).unwrap_err();
     assert_eq!(e, Error::new(Code::InvalidArgument, "the input feed returned 1 tensors for 2 inputs"));
     // The feed's own error.
@@ -524,7 +528,7 @@ fn feed_errors_come_back_unchanged() {
     let drops = Arc::new(AtomicUsize::new(0));
     let guard = DropGuard(Arc::clone(&drops));
     drop(
-        Input::from_feed(move |_| {
+        Input::from_feed(move |_| -> Result<_> {
             let _keep = &guard;
             Ok(None)
         })
@@ -545,9 +549,9 @@ fn input_and_signature_validation() {
     // Bad signatures: an error, and the closure is dropped at once.
     let drops = Arc::new(AtomicUsize::new(0));
     let tower = |guard: DropGuard| {
-        move |_: &mut Tower, _: &[Tensor]| {
+        move |_: &mut Tower, _: &[Tensor]| -> Result<()> {
             let _keep = &guard;
-            Ok(Flow::Continue)
+            Ok(())
         }
     };
     let e = Model::new(&[InputSpec::new("x", DType::F32, &[-1, 0])], tower(DropGuard(drops.clone()))).unwrap_err();
@@ -599,12 +603,14 @@ fn optimizer_hyperparameters_and_a_schedule() {
     t.set_model(&model, input(16)).unwrap();
     t.add_callback(
         // The optimizer and the model through the trainer: nothing captured.
-        Callback::new("halve_lr", Events::TRIGGER, true, |ctx, _, _| {
+        Callback::on(Events::TRIGGER, |ctx, _, _| -> Result<Flow> {
             let opt = ctx.optimizer()?;
             opt.set("learning_rate", opt.get("learning_rate")? / 2.0)?;
             assert_eq!(ctx.model()?.variable_names()?, vec!["W", "b"]);
             Ok(Flow::Continue)
         })
+        .name("halve_lr")
+        .build()
         .unwrap(),
     )
     .unwrap();
@@ -633,7 +639,7 @@ fn config_options(max_epoch: i64) -> Option<TrainerOptions> {
 
 fn drop_counting_feed(drops: &Arc<AtomicUsize>) -> Input<'static> {
     let guard = DropGuard(Arc::clone(drops));
-    Input::from_feed(move |_| {
+    Input::from_feed(move |_| -> Result<_> {
         let _keep = &guard;
         Ok(None)
     })
@@ -642,10 +648,12 @@ fn drop_counting_feed(drops: &Arc<AtomicUsize>) -> Input<'static> {
 
 fn drop_counting_callback<'a>(drops: &Arc<AtomicUsize>, name: &str, events: Events) -> Callback<'a> {
     let guard = DropGuard(Arc::clone(drops));
-    Callback::new(name, events, true, move |_, _, _| {
+    Callback::on(events, move |_, _, _| -> Result<Flow> {
         let _keep = &guard;
         Ok(Flow::Continue)
     })
+    .name(name)
+    .build()
     .unwrap()
 }
 
@@ -662,7 +670,7 @@ fn a_train_config_runs_the_init_hook_once_before_before_train() {
     let init = || -> InitFn<'_> {
         let guard = DropGuard(Arc::clone(&drops));
         let (seen, init_calls, probe) = (&seen, &init_calls, &probe);
-        Box::new(move |m| {
+        InitFn::new(move |m| -> Result<Flow> {
             let _keep = &guard;
             init_calls.set(init_calls.get() + 1);
             assert_eq!(probe.builds.load(Ordering::SeqCst), 1, "the hook runs after the build call");
@@ -672,18 +680,22 @@ fn a_train_config_runs_the_init_hook_once_before_before_train() {
             Ok(Flow::Continue)
         })
     };
-    let callback = Callback::new("check_b", Events::SETUP | Events::BEFORE_TRAIN, true, |_, event, _| {
+    let callback = Callback::on(Events::SETUP | Events::BEFORE_TRAIN, |_, event, _| -> Result<Flow> {
         let b = model.variable("b")?.to_vec::<f32>()?;
         seen.borrow_mut().push(format!("{event:?} b={}", b[0]));
         Ok(Flow::Continue)
     })
+    .name("check_b")
+    .build()
     .unwrap();
-    let monitor = Callback::new("count_costs", Events::RECORD, true, |_, _, record| {
+    let monitor = Callback::on(Events::RECORD, |_, _, record| -> Result<Flow> {
         if record.is_some_and(|r| r.name == "cost") {
             records.set(records.get() + 1);
         }
         Ok(Flow::Continue)
     })
+    .name("count_costs")
+    .build()
     .unwrap();
     let config = TrainConfig {
         options: config_options(2),
@@ -705,8 +717,10 @@ fn a_train_config_runs_the_init_hook_once_before_before_train() {
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 
     // launch_train: the same in one call; a stop comes back as the outcome.
-    let stopper =
-        Callback::new("stop", Events::TRIGGER_EPOCH, true, |_, _, _| Ok(Flow::stop("one epoch is enough"))).unwrap();
+    let stopper = Callback::on(Events::TRIGGER_EPOCH, |_, _, _| Ok::<_, Error>(Flow::stop("one epoch is enough")))
+        .name("stop")
+        .build()
+        .unwrap();
     let config = TrainConfig {
         options: config_options(5),
         callbacks: vec![stopper],
@@ -731,16 +745,18 @@ fn the_init_hook_error_and_stop_come_back_unchanged() {
     model.set_optimizer(&sgd(0.1)).unwrap();
     let after_train = Cell::new(0usize);
     let after = || {
-        Callback::new("after", Events::AFTER_TRAIN, true, |_, _, _| {
+        Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
             after_train.set(after_train.get() + 1);
             Ok(Flow::Continue)
         })
+        .name("after")
+        .build()
         .unwrap()
     };
     let config = TrainConfig {
         options: config_options(3),
         callbacks: vec![after()],
-        init: Some(Box::new(|_| Err(Error::new(Code::Io, "no checkpoint to restore")))),
+        init: Some(InitFn::new(|_| Err(Error::new(Code::Io, "no checkpoint to restore")))),
         ..TrainConfig::new(&model, input(16))
     };
     assert_eq!(launch_train(config).unwrap_err(), Error::new(Code::Io, "no checkpoint to restore"));
@@ -748,7 +764,7 @@ fn the_init_hook_error_and_stop_come_back_unchanged() {
     let config = TrainConfig {
         options: config_options(3),
         callbacks: vec![after()],
-        init: Some(Box::new(|_| Ok(Flow::stop("nothing to train")))),
+        init: Some(InitFn::new(|_| Ok::<_, Error>(Flow::stop("nothing to train")))),
         ..TrainConfig::new(&model, input(16))
     };
     let mut t = Trainer::from_config(config).unwrap();
@@ -770,7 +786,7 @@ fn a_bad_train_config_still_takes_the_input_callbacks_monitors_and_hook() {
             options: Some(options),
             callbacks: vec![drop_counting_callback(&drops, "a", Events::ALL)],
             monitors: vec![drop_counting_callback(&drops, "m", Events::RECORD)],
-            init: Some(Box::new(move |_| {
+            init: Some(InitFn::new(move |_| -> Result<Flow> {
                 let _keep = &guard;
                 init_calls.set(init_calls.get() + 1);
                 Ok(Flow::Continue)
@@ -814,12 +830,16 @@ fn a_panic_in_the_init_hook_is_resumed() {
     let after_train = Cell::new(0usize);
     let config = || TrainConfig {
         options: config_options(3),
-        callbacks: vec![Callback::new("after", Events::AFTER_TRAIN, true, |_, _, _| {
+        callbacks: vec![Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
             after_train.set(after_train.get() + 1);
             Ok(Flow::Continue)
         })
+        .name("after")
+        .build()
         .unwrap()],
-        init: Some(Box::new(|m| panic!("init boom with {} variables", m.variable_names().unwrap().len()))),
+        init: Some(InitFn::new(|m| -> Result<Flow> {
+            panic!("init boom with {} variables", m.variable_names().unwrap().len())
+        })),
         ..TrainConfig::new(&model, input(16))
     };
     let mut t = Trainer::from_config(config()).unwrap();
@@ -934,7 +954,7 @@ fn a_torchscript_module_trains_saves_and_loads_again() {
     let (x, y) = regression_data(4);
     let a = model.infer(&[&x, &y], &["prediction", "cost"]).unwrap();
     let b = again.infer(&[&x, &y], &["prediction", "cost"]).unwrap();
-    assert_eq!(a[0].shape().unwrap(), vec![4, 1]);
+    assert_eq!(a[0].shape(), vec![4, 1]);
     assert_eq!(a[0].to_vec::<f32>().unwrap(), b[0].to_vec::<f32>().unwrap());
     assert_eq!(a[1].item().unwrap(), b[1].item().unwrap());
     // The signature is checked as for any model.
@@ -984,7 +1004,7 @@ fn source_params() -> Vec<TorchScriptParam> {
 fn a_model_compiled_from_torchscript_source_trains_saves_and_loads_again() {
     let model = Model::from_torchscript_source(SOURCE, &source_params(), &signature()).unwrap();
     assert_eq!(model.variable_names().unwrap(), vec!["w", "b", "scale"]); // parameters, then buffers
-    assert_eq!(model.variable("w").unwrap().shape().unwrap(), vec![1, 3]);
+    assert_eq!(model.variable("w").unwrap().shape(), vec![1, 3]);
     assert_eq!(model.variable("w").unwrap().to_vec::<f32>().unwrap(), vec![0.0; 3]);
     assert_eq!(model.variable("b").unwrap().to_vec::<f32>().unwrap(), vec![0.5]);
     model.set_optimizer(&sgd(0.1)).unwrap();

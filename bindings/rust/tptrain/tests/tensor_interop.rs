@@ -95,8 +95,8 @@ fn from_vec_uses_the_vec_in_place() {
     let v: Vec<i32> = (1..=6).collect();
     let data = v.as_ptr();
     let t = Tensor::from_vec(v, &[3, 2]).unwrap();
-    assert_eq!(t.dtype().unwrap(), DType::I32);
-    assert_eq!(t.shape().unwrap(), vec![3, 2]);
+    assert_eq!(t.dtype(), DType::I32);
+    assert_eq!(t.shape(), vec![3, 2]);
     assert_eq!(t.to_vec::<i32>().unwrap(), vec![1, 2, 3, 4, 5, 6]);
     // No copy: DLPack shows the Vec's own buffer.
     let m = t.to_dlpack().unwrap().cast::<DLManagedTensor>();
@@ -107,7 +107,7 @@ fn from_vec_uses_the_vec_in_place() {
     let e = Tensor::from_vec(vec![1.0f64; 4], &[5]).unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     let empty = Tensor::from_vec(Vec::<f32>::new(), &[0, 4]).unwrap();
-    assert_eq!(empty.numel().unwrap(), 0);
+    assert_eq!(empty.numel(), 0);
     let scalar = Tensor::from_vec(vec![2.5f64], &[]).unwrap();
     assert_eq!(scalar.item().unwrap(), 2.5);
 }
@@ -127,9 +127,9 @@ fn detach_shares_values_and_handles_are_counted() {
 #[test]
 fn to_item_and_device() {
     let t = Tensor::from_slice(&[1.5f32, -2.25], &[2]).unwrap();
-    assert_eq!(t.device().unwrap(), "cpu");
+    assert_eq!(t.device(), "cpu");
     let d = t.to_dtype(DType::F64).unwrap();
-    assert_eq!(d.dtype().unwrap(), DType::F64);
+    assert_eq!(d.dtype(), DType::F64);
     assert_eq!(d.to_vec::<f64>().unwrap(), vec![1.5, -2.25]);
     let c = t.to(Some("cpu"), None).unwrap(); // a copy: changing it leaves t alone
     ops::call("aten::zero_", None, &[Arg::Tensor(&c)]).unwrap();
@@ -222,7 +222,7 @@ fn dlpack_from_a_foreign_producer() {
     let before = FOREIGN_DELETED.load(Ordering::SeqCst);
     // SAFETY: a valid DLManagedTensor, given away.
     let t = unsafe { Tensor::from_dlpack(foreign(64)) }.unwrap();
-    assert_eq!(t.dtype().unwrap(), DType::F64);
+    assert_eq!(t.dtype(), DType::F64);
     assert_eq!(t.to_vec::<f64>().unwrap(), vec![0.0, 0.0, 7.5, 0.0]);
     assert_eq!(FOREIGN_DELETED.load(Ordering::SeqCst), before);
     drop(t);

@@ -8,8 +8,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 use tptrain::{
-    Callback, Code, Context, Error, Event, Events, Flow, LogdirAction, Progress, RecordKind, RunOutcome, Scalar,
-    Tensor, Trainer, TrainerOptions,
+    Callback, Code, Context, Error, Event, Events, Flow, LogdirAction, Progress, RecordKind, Result, RunOutcome,
+    Scalar, Tensor, Trainer, TrainerOptions,
 };
 
 // ------------------------------------------------------------ helpers
@@ -64,20 +64,22 @@ const LIFECYCLE: Events = Events::SETUP
 
 /// A callback that notes every event it gets into `log`.
 fn recorder<'a>(log: &'a RefCell<Vec<Ev>>, who: char, events: Events) -> Callback<'a> {
-    Callback::new("recorder", events, true, move |ctx, event, _| {
+    Callback::on(events, move |ctx, event, _| -> Result<Flow> {
         note(log, ctx, who, Some(event));
         Ok(Flow::Continue)
     })
+    .name("recorder")
+    .build()
     .unwrap()
 }
 
 /// A run_step that notes itself ('R') and runs `hooks` hooked steps, each
 /// noting itself ('S').
 fn set_recording_run_step<'a>(t: &mut Trainer<'a>, log: &'a RefCell<Vec<Ev>>, hooks: usize) {
-    t.set_run_step(move |ctx| {
+    t.set_run_step(move |ctx| -> Result<Flow> {
         note(log, ctx, 'R', None);
         for _ in 0..hooks {
-            let flow = ctx.hooked_step(|s| {
+            let flow = ctx.hooked_step(|s| -> Result<Flow> {
                 note(log, s, 'S', None);
                 Ok(Flow::Continue)
             })?;
@@ -199,7 +201,7 @@ fn stop_from_a_callback() {
     let after_train = Cell::new(0);
     let mut t = Trainer::new(&options(3, 5, 4)).unwrap();
     set_recording_run_step(&mut t, &log, 1);
-    let a = Callback::new("stopper", LIFECYCLE, true, |ctx, event, _| {
+    let a = Callback::on(LIFECYCLE, |ctx, event, _| -> Result<Flow> {
         note(&log, ctx, 'A', Some(event));
         match event {
             Event::BeforeEpoch if ctx.epoch_num() == 4 => Ok(Flow::stop("enough at epoch 4")),
@@ -210,6 +212,8 @@ fn stop_from_a_callback() {
             _ => Ok(Flow::Continue),
         }
     })
+    .name("stopper")
+    .build()
     .unwrap();
     t.add_callback(a).unwrap();
     t.add_callback(recorder(&log, 'B', LIFECYCLE)).unwrap();
@@ -229,8 +233,8 @@ fn stop_from_a_callback() {
 fn stop_from_run_step() {
     let log = RefCell::new(Vec::new());
     let mut t = Trainer::new(&options(3, 5, 4)).unwrap();
-    t.set_run_step(|ctx| {
-        ctx.hooked_step(|_| Ok(Flow::Continue))?;
+    t.set_run_step(|ctx| -> Result<Flow> {
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
         Ok(if ctx.global_step() >= 6 { Flow::stop("run_step says stop") } else { Flow::Continue })
     })
     .unwrap();
@@ -247,8 +251,10 @@ fn stop_from_run_step() {
 fn stop_from_a_hooked_step_comes_back_from_hooked_step() {
     let seen = RefCell::new(Vec::new());
     let mut t = Trainer::new(&options(1, 3, 4)).unwrap();
-    t.set_run_step(|ctx| {
-        let flow = ctx.hooked_step(|s| Ok(if s.global_step() == 5 { Flow::stop("step 5") } else { Flow::Continue }))?;
+    t.set_run_step(|ctx| -> Result<Flow> {
+        let flow = ctx.hooked_step(|s| {
+            Ok::<_, Error>(if s.global_step() == 5 { Flow::stop("step 5") } else { Flow::Continue })
+        })?;
         seen.borrow_mut().push(flow.clone());
         Ok(flow)
     })
@@ -263,14 +269,16 @@ fn stop_from_a_hooked_step_comes_back_from_hooked_step() {
 #[test]
 fn stop_is_sticky_even_if_run_step_ignores_it() {
     let mut t = Trainer::new(&options(1, 3, 4)).unwrap();
-    t.set_run_step(|ctx| {
-        let _ignored = ctx.hooked_step(|_| Ok(Flow::Continue));
+    t.set_run_step(|ctx| -> Result<Flow> {
+        let _ignored = ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue));
         Ok(Flow::Continue)
     })
     .unwrap();
-    let cb = Callback::new("stop at 2", Events::AFTER_RUN, true, |ctx, _, _| {
+    let cb = Callback::on(Events::AFTER_RUN, |ctx, _, _| -> Result<Flow> {
         Ok(if ctx.global_step() == 2 { Flow::stop("after_run at 2") } else { Flow::Continue })
     })
+    .name("stop at 2")
+    .build()
     .unwrap();
     t.add_callback(cb).unwrap();
     assert_eq!(t.run().unwrap(), RunOutcome::Stopped("after_run at 2".into()));
@@ -286,18 +294,22 @@ fn an_error_from_a_callback_comes_back_unchanged() {
     {
         let after_train = Cell::new(0);
         let mut t = Trainer::new(&options(3, 5, 4)).unwrap();
-        t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
-        let failing = Callback::new("failing", LIFECYCLE, true, |_, e, _| {
+        t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
+        let failing = Callback::on(LIFECYCLE, |_, e, _| {
             if e == event {
                 return Err(Error::new(Code::Io, format!("disk full at {e:?}")));
             }
             Ok(Flow::Continue)
         })
+        .name("failing")
+        .build()
         .unwrap();
-        let watcher = Callback::new("watcher", Events::AFTER_TRAIN, true, |_, _, _| {
+        let watcher = Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
             after_train.set(after_train.get() + 1);
             Ok(Flow::Continue)
         })
+        .name("watcher")
+        .build()
         .unwrap();
         t.add_callback(failing).unwrap();
         t.add_callback(watcher).unwrap();
@@ -315,7 +327,7 @@ fn errors_from_run_step_and_from_a_step_come_back_unchanged() {
         if ctx.global_step() == 3 {
             return Err(Error::new(Code::InvalidArgument, "run_step failed"));
         }
-        ctx.hooked_step(|_| Ok(Flow::Continue))
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
     })
     .unwrap();
     assert_eq!(t.run().unwrap_err(), Error::new(Code::InvalidArgument, "run_step failed"));
@@ -331,10 +343,12 @@ fn errors_from_run_step_and_from_a_step_come_back_unchanged() {
         })
     })
     .unwrap();
-    let cb = Callback::new("count", Events::AFTER_RUN, true, |_, _, _| {
+    let cb = Callback::on(Events::AFTER_RUN, |_, _, _| -> Result<Flow> {
         after_runs.set(after_runs.get() + 1);
         Ok(Flow::Continue)
     })
+    .name("count")
+    .build()
     .unwrap();
     t.add_callback(cb).unwrap();
     assert_eq!(t.run().unwrap_err(), Error::new(Code::Other(4242), "a host code"));
@@ -387,8 +401,8 @@ fn logdir_is_set_up_by_run() {
     let _ = std::fs::remove_dir_all(&dir);
     let o = TrainerOptions { logdir: Some(dir.clone()), default_monitors: true, ..options(1, 2, 2) };
     let mut t = Trainer::new(&o).unwrap();
-    t.set_run_step(|ctx| {
-        ctx.hooked_step(|_| Ok(Flow::Continue))?;
+    t.set_run_step(|ctx| -> Result<Flow> {
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
         ctx.put_scalar("loss", 0.5)?;
         Ok(Flow::Continue)
     })
@@ -423,10 +437,10 @@ fn a_panic_in_a_callback_ends_training_and_is_resumed_by_run() {
     let mut t = Trainer::new(&options(1, 5, 4)).unwrap();
     t.set_run_step(|ctx| {
         steps.set(steps.get() + 1);
-        ctx.hooked_step(|_| Ok(Flow::Continue))
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
     })
     .unwrap();
-    let boom = Callback::new("boom", Events::AFTER_RUN | Events::AFTER_TRAIN, true, |ctx, e, _| {
+    let boom = Callback::on(Events::AFTER_RUN | Events::AFTER_TRAIN, |ctx, e, _| -> Result<Flow> {
         if e == Event::AfterTrain {
             after_train.set(after_train.get() + 1);
         } else if ctx.global_step() == 6 {
@@ -434,12 +448,16 @@ fn a_panic_in_a_callback_ends_training_and_is_resumed_by_run() {
         }
         Ok(Flow::Continue)
     })
+    .name("boom")
+    .build()
     .unwrap();
     t.add_callback(boom).unwrap();
-    let watcher = Callback::new("watcher", Events::AFTER_TRAIN, true, |_, _, _| {
+    let watcher = Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
         after_train.set(after_train.get() + 10);
         Ok(Flow::Continue)
     })
+    .name("watcher")
+    .build()
     .unwrap();
     t.add_callback(watcher).unwrap();
     let payload = catch_unwind(AssertUnwindSafe(|| t.run())).unwrap_err();
@@ -460,7 +478,7 @@ fn a_panic_in_run_step_or_a_step_is_resumed_by_run() {
             if !in_step && ctx.global_step() == 3 {
                 panic!("run_step panicked");
             }
-            ctx.hooked_step(|s| {
+            ctx.hooked_step(|s| -> Result<Flow> {
                 if s.global_step() == 3 {
                     std::panic::panic_any(String::from("step panicked"));
                 }
@@ -468,10 +486,12 @@ fn a_panic_in_run_step_or_a_step_is_resumed_by_run() {
             })
         })
         .unwrap();
-        let watcher = Callback::new("watcher", Events::AFTER_TRAIN, true, |_, _, _| {
+        let watcher = Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
             after_train.set(true);
             Ok(Flow::Continue)
         })
+        .name("watcher")
+        .build()
         .unwrap();
         t.add_callback(watcher).unwrap();
         let payload = catch_unwind(AssertUnwindSafe(|| t.run())).unwrap_err();
@@ -486,8 +506,8 @@ fn a_panic_in_run_step_or_a_step_is_resumed_by_run() {
 fn a_panic_in_a_monitor_is_not_lost_when_run_step_ignores_the_error() {
     let puts = Cell::new(0);
     let mut t = Trainer::new(&options(1, 5, 4)).unwrap();
-    t.set_run_step(|ctx| {
-        ctx.hooked_step(|_| Ok(Flow::Continue))?;
+    t.set_run_step(|ctx| -> Result<Flow> {
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
         let r = ctx.put_scalar("metric", 1.0);
         if ctx.global_step() == 2 {
             let e = r.unwrap_err();
@@ -498,12 +518,15 @@ fn a_panic_in_a_monitor_is_not_lost_when_run_step_ignores_the_error() {
         Ok(Flow::Continue) // swallowed: the run still fails here
     })
     .unwrap();
-    let touchy = Callback::new("touchy", Events::RECORD, false, |ctx, _, _| {
+    let touchy = Callback::on(Events::RECORD, |ctx, _, _| -> Result<Flow> {
         if ctx.global_step() == 2 {
             panic!("no metric at 2");
         }
         Ok(Flow::Continue)
     })
+    .name("touchy")
+    .all_workers()
+    .build()
     .unwrap();
     t.add_monitor(touchy).unwrap();
     let payload = catch_unwind(AssertUnwindSafe(|| t.run())).unwrap_err();
@@ -514,8 +537,9 @@ fn a_panic_in_a_monitor_is_not_lost_when_run_step_ignores_the_error() {
 #[test]
 fn a_panic_in_a_predicate_is_resumed_by_run() {
     let mut t = Trainer::new(&options(1, 5, 4)).unwrap();
-    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
-    let inner = Callback::new("inner", Events::BEFORE_EPOCH, true, |_, _, _| Ok(Flow::Continue)).unwrap();
+    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
+    let inner =
+        Callback::on(Events::BEFORE_EPOCH, |_, _, _| Ok::<_, Error>(Flow::Continue)).name("inner").build().unwrap();
     let cb = inner
         .enable_if(|ctx| {
             if ctx.epoch_num() == 2 {
@@ -539,23 +563,25 @@ fn a_panic_while_dropping_a_closure_is_resumed_where_the_drop_happened() {
         }
     }
     let bomb = Bomb;
-    let cb = Callback::new("bomb", Events::AFTER_TRAIN, true, move |_, _, _| {
+    let cb = Callback::on(Events::AFTER_TRAIN, move |_, _, _| -> Result<Flow> {
         let _ = &bomb;
         Ok(Flow::Continue)
     })
+    .name("bomb")
+    .build()
     .unwrap();
     let payload = catch_unwind(AssertUnwindSafe(|| drop(cb))).unwrap_err();
     assert_eq!(panic_message(&*payload), "bomb dropped");
 
     let mut t = Trainer::new(&options(1, 1, 1)).unwrap();
     let bomb = Bomb;
-    t.set_run_step(move |_| {
+    t.set_run_step(move |_| -> Result<Flow> {
         let _ = &bomb;
         Ok(Flow::Continue)
     })
     .unwrap();
     // replacing run_step drops the old closure
-    let payload = catch_unwind(AssertUnwindSafe(|| t.set_run_step(|_| Ok(Flow::Continue)))).unwrap_err();
+    let payload = catch_unwind(AssertUnwindSafe(|| t.set_run_step(|_| Ok::<_, Error>(Flow::Continue)))).unwrap_err();
     assert_eq!(panic_message(&*payload), "bomb dropped");
     assert_eq!(t.run().unwrap(), RunOutcome::Finished);
 }
@@ -572,23 +598,28 @@ fn closures_are_dropped_exactly_once() {
     let g = guard();
     t.set_run_step(move |ctx| {
         let _ = &g;
-        ctx.hooked_step(|_| Ok(Flow::Continue))
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
     })
     .unwrap();
     let g = guard();
     t.add_callback(
-        Callback::new("c", LIFECYCLE, true, move |_, _, _| {
+        Callback::on(LIFECYCLE, move |_, _, _| -> Result<Flow> {
             let _ = &g;
             Ok(Flow::Continue)
         })
+        .name("c")
+        .build()
         .unwrap(),
     )
     .unwrap();
     let (g, p) = (guard(), guard());
-    let m = Callback::new("m", Events::RECORD, false, move |_, _, _| {
+    let m = Callback::on(Events::RECORD, move |_, _, _| -> Result<Flow> {
         let _ = &g;
         Ok(Flow::Continue)
     })
+    .name("m")
+    .all_workers()
+    .build()
     .unwrap()
     .enable_if(move |_| {
         let _ = &p;
@@ -606,21 +637,23 @@ fn closures_are_dropped_exactly_once() {
     // 2. a replaced run_step at once
     let mut t = Trainer::new(&options(1, 1, 1)).unwrap();
     let g = guard();
-    t.set_run_step(move |_| {
+    t.set_run_step(move |_| -> Result<Flow> {
         let _ = &g;
         Ok(Flow::Continue)
     })
     .unwrap();
-    t.set_run_step(|_| Ok(Flow::Continue)).unwrap();
+    t.set_run_step(|_| Ok::<_, Error>(Flow::Continue)).unwrap();
     assert_eq!(drops.get(), 5);
 
     // 3. registration after run fails, and drops the closure
     t.run().unwrap();
     let g = guard();
-    let cb = Callback::new("late", LIFECYCLE, true, move |_, _, _| {
+    let cb = Callback::on(LIFECYCLE, move |_, _, _| -> Result<Flow> {
         let _ = &g;
         Ok(Flow::Continue)
     })
+    .name("late")
+    .build()
     .unwrap();
     let e = t.add_callback(cb).unwrap_err();
     assert_eq!(e.code(), Code::State);
@@ -628,7 +661,7 @@ fn closures_are_dropped_exactly_once() {
     assert_eq!(drops.get(), 6);
     let g = guard();
     let e = t
-        .set_run_step(move |_| {
+        .set_run_step(move |_| -> Result<Flow> {
             let _ = &g;
             Ok(Flow::Continue)
         })
@@ -641,28 +674,34 @@ fn closures_are_dropped_exactly_once() {
     // 4. a callback never given away; wrappers that fail consume the inner one
     let g = guard();
     drop(
-        Callback::new("lone", LIFECYCLE, true, move |_, _, _| {
+        Callback::on(LIFECYCLE, move |_, _, _| -> Result<Flow> {
             let _ = &g;
             Ok(Flow::Continue)
         })
+        .name("lone")
+        .build()
         .unwrap(),
     );
     assert_eq!(drops.get(), 8);
     let g = guard();
-    let e = Callback::new("p", Events::TRIGGER, true, move |_, _, _| {
+    let e = Callback::on(Events::TRIGGER, move |_, _, _| -> Result<Flow> {
         let _ = &g;
         Ok(Flow::Continue)
     })
+    .name("p")
+    .build()
     .unwrap()
     .periodic_trigger(0, 0, false)
     .unwrap_err();
     assert!(e.message().contains("every_k_steps or every_k_epochs"), "{e}");
     assert_eq!(drops.get(), 9);
     let (g, p) = (guard(), guard());
-    let e = Callback::new("q", Events::TRIGGER, true, move |_, _, _| {
+    let e = Callback::on(Events::TRIGGER, move |_, _, _| -> Result<Flow> {
         let _ = &g;
         Ok(Flow::Continue)
     })
+    .name("q")
+    .build()
     .unwrap()
     .enable_if(move |_| {
         let _ = &p;
@@ -676,10 +715,12 @@ fn closures_are_dropped_exactly_once() {
 
     // 5. a bad description: the closure is dropped, never leaked
     let g = guard();
-    let e = Callback::new("bad\0name", LIFECYCLE, true, move |_, _, _| {
+    let e = Callback::on(LIFECYCLE, move |_, _, _| -> Result<Flow> {
         let _ = &g;
         Ok(Flow::Continue)
     })
+    .name("bad\0name")
+    .build()
     .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert_eq!(drops.get(), 12);
@@ -689,22 +730,27 @@ fn closures_are_dropped_exactly_once() {
     let ran = Rc::new(Cell::new(0));
     let (g, r) = (guard(), ran.clone());
     t.add_callback(
-        Callback::new("chief", LIFECYCLE, true, move |_, _, _| {
+        Callback::on(LIFECYCLE, move |_, _, _| -> Result<Flow> {
             let _ = &g;
             r.set(r.get() + 1);
             Ok(Flow::Continue)
         })
+        .name("chief")
+        .build()
         .unwrap(),
     )
     .unwrap();
     assert_eq!(drops.get(), 13);
     let (g, r) = (guard(), ran.clone());
     t.add_callback(
-        Callback::new("anyone", Events::AFTER_TRAIN, false, move |_, _, _| {
+        Callback::on(Events::AFTER_TRAIN, move |_, _, _| -> Result<Flow> {
             let _ = &g;
             r.set(r.get() + 100);
             Ok(Flow::Continue)
         })
+        .name("anyone")
+        .all_workers()
+        .build()
         .unwrap(),
     )
     .unwrap();
@@ -722,14 +768,16 @@ fn request_stop_from_another_thread() {
     let mut t = Trainer::new(&options(1, 1_000_000, 1000)).unwrap();
     t.set_run_step(|ctx| {
         std::thread::sleep(Duration::from_millis(1));
-        ctx.hooked_step(|_| Ok(Flow::Continue))
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
     })
     .unwrap();
     t.add_callback(
-        Callback::new("watcher", Events::AFTER_TRAIN, true, |_, _, _| {
+        Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
             after_train.set(true);
             Ok(Flow::Continue)
         })
+        .name("watcher")
+        .build()
         .unwrap(),
     )
     .unwrap();
@@ -758,14 +806,14 @@ fn request_stop_from_a_callback_and_before_run() {
         if ctx.global_step() == 7 {
             ctx.request_stop();
         }
-        ctx.hooked_step(|_| Ok(Flow::Continue))
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
     })
     .unwrap();
     assert_eq!(t.run().unwrap(), RunOutcome::Stopped("tpt_trainer_request_stop".into()));
     assert_eq!(t.global_step(), 8);
 
     let mut t = Trainer::new(&options(1, 10, 10)).unwrap();
-    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
+    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
     assert!(t.stop_handle().request_stop());
     assert_eq!(t.run().unwrap(), RunOutcome::Stopped("tpt_trainer_request_stop".into()));
     assert_eq!(t.global_step(), 0);
@@ -777,7 +825,7 @@ fn request_stop_from_a_callback_and_before_run() {
 fn wrappers_schedule_as_tensorpack() {
     let log = RefCell::new(Vec::new());
     let mut t = Trainer::new(&options(1, 4, 5)).unwrap(); // global steps 1..20
-    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
+    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
     // P: trigger every 3 steps and before training
     let p = recorder(&log, 'P', Events::TRIGGER | Events::TRIGGER_EPOCH).periodic_trigger(3, 0, true).unwrap();
     // Q: trigger every 2 epochs (its own trigger_epoch is replaced)
@@ -824,14 +872,14 @@ fn put_scalar_reaches_a_rust_monitor_and_the_history() {
     let records = RefCell::new(Vec::new());
     let trigger_epochs = Cell::new(0);
     let mut t = Trainer::new(&options(1, 3, 4)).unwrap();
-    t.set_run_step(|ctx| {
-        ctx.hooked_step(|_| Ok(Flow::Continue))?;
+    t.set_run_step(|ctx| -> Result<Flow> {
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
         let g = ctx.global_step();
         ctx.put_scalar("metric", g as f64 * 0.5)?;
         Ok(Flow::Continue)
     })
     .unwrap();
-    let monitor = Callback::new("monitor", Events::RECORD | Events::TRIGGER_EPOCH, false, |_, event, record| {
+    let monitor = Callback::on(Events::RECORD | Events::TRIGGER_EPOCH, |_, event, record| -> Result<Flow> {
         match (event, record) {
             (Event::Record, Some(r)) => {
                 assert_eq!(r.kind, RecordKind::Scalar);
@@ -842,6 +890,9 @@ fn put_scalar_reaches_a_rust_monitor_and_the_history() {
         }
         Ok(Flow::Continue)
     })
+    .name("monitor")
+    .all_workers()
+    .build()
     .unwrap();
     t.add_monitor(monitor).unwrap();
     t.run().unwrap();
@@ -866,15 +917,15 @@ fn put_scalar_reaches_a_rust_monitor_and_the_history() {
 fn a_monitor_that_stops_stops_training_through_put_scalar() {
     let after_put = Cell::new(0);
     let mut t = Trainer::new(&options(1, 10, 10)).unwrap();
-    t.set_run_step(|ctx| {
-        ctx.hooked_step(|_| Ok(Flow::Continue))?;
+    t.set_run_step(|ctx| -> Result<Flow> {
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
         let g = ctx.global_step();
         ctx.put_scalar("loss", 1.0 / g as f64)?;
         after_put.set(after_put.get() + 1); // run_step goes on after the put
         Ok(Flow::Continue)
     })
     .unwrap();
-    let early = Callback::new("early stopping", Events::RECORD, false, |_, _, r| {
+    let early = Callback::on(Events::RECORD, |_, _, r| -> Result<Flow> {
         let r = r.expect("a record");
         Ok(if r.value < 0.1 {
             Flow::stop(format!("loss {:.3} at step {}", r.value, r.global_step))
@@ -882,6 +933,9 @@ fn a_monitor_that_stops_stops_training_through_put_scalar() {
             Flow::Continue
         })
     })
+    .name("early stopping")
+    .all_workers()
+    .build()
     .unwrap();
     t.add_monitor(early).unwrap();
     assert_eq!(t.run().unwrap(), RunOutcome::Stopped("loss 0.091 at step 11".into()));
@@ -893,15 +947,15 @@ fn a_monitor_that_stops_stops_training_through_put_scalar() {
 fn a_monitor_receives_the_scalars_it_puts_itself_after_returning() {
     let seen = RefCell::new(Vec::new());
     let mut t = Trainer::new(&options(1, 1, 3)).unwrap();
-    t.set_run_step(|ctx| {
-        ctx.hooked_step(|_| Ok(Flow::Continue))?;
+    t.set_run_step(|ctx| -> Result<Flow> {
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
         let g = ctx.global_step();
         ctx.put_scalar("loss", g as f64)?;
         Ok(Flow::Continue)
     })
     .unwrap();
     let mut ema = None::<f64>;
-    let smoother = Callback::new("ema", Events::RECORD, false, move |ctx, _, r| {
+    let smoother = Callback::on(Events::RECORD, move |ctx, _, r| -> Result<Flow> {
         let r = r.unwrap();
         if r.name == "loss" {
             let v = ema.map_or(r.value, |e| 0.5 * e + 0.5 * r.value);
@@ -910,11 +964,17 @@ fn a_monitor_receives_the_scalars_it_puts_itself_after_returning() {
         }
         Ok(Flow::Continue)
     })
+    .name("ema")
+    .all_workers()
+    .build()
     .unwrap();
-    let watcher = Callback::new("watcher", Events::RECORD, false, |_, _, r| {
+    let watcher = Callback::on(Events::RECORD, |_, _, r| -> Result<Flow> {
         seen.borrow_mut().push(r.unwrap().name.into_owned());
         Ok(Flow::Continue)
     })
+    .name("watcher")
+    .all_workers()
+    .build()
     .unwrap();
     t.add_monitor(smoother).unwrap();
     t.add_monitor(watcher).unwrap();
@@ -933,7 +993,7 @@ fn step_outputs_scalar_and_tensor() {
     let checked = Cell::new(0);
     let mut t = Trainer::new(&options(1, 2, 3)).unwrap();
     t.set_run_step(|ctx| {
-        ctx.hooked_step(|s| {
+        ctx.hooked_step(|s| -> Result<Flow> {
             let g = s.global_step();
             s.set_output_scalar("loss", 1.0 / (g + 1) as f64)?;
             let logits = Tensor::from_slice(&[g as f32, 1.0, 2.0], &[3])?;
@@ -942,13 +1002,13 @@ fn step_outputs_scalar_and_tensor() {
         })
     })
     .unwrap();
-    let reader = Callback::new("reader", Events::AFTER_RUN, true, |ctx, _, _| {
+    let reader = Callback::on(Events::AFTER_RUN, |ctx, _, _| -> Result<Flow> {
         let g = ctx.global_step();
         let loss = ctx.output_scalar("loss")?;
         assert_eq!(loss, 1.0 / g as f64); // set when global_step was g - 1
         assert_eq!(ctx.output("logits")?.to_vec::<f32>()?, vec![(g - 1) as f32, 1.0, 2.0]);
         let as_tensor = ctx.output("loss")?;
-        assert_eq!(as_tensor.ndim()?, 0);
+        assert_eq!(as_tensor.ndim(), 0);
         assert_eq!(as_tensor.to_vec::<f64>()?, vec![loss]);
         let e = ctx.output_scalar("logits").unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument);
@@ -959,6 +1019,8 @@ fn step_outputs_scalar_and_tensor() {
         checked.set(checked.get() + 1);
         Ok(Flow::Continue)
     })
+    .name("reader")
+    .build()
     .unwrap();
     t.add_callback(reader).unwrap();
     t.run().unwrap();
@@ -969,9 +1031,9 @@ fn step_outputs_scalar_and_tensor() {
 #[test]
 fn set_global_step_in_before_train() {
     let mut t = Trainer::new(&options(1, 2, 3)).unwrap();
-    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
+    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
     assert_eq!(t.set_global_step(-1).unwrap_err().code(), Code::InvalidArgument);
-    let restore = Callback::new("restore", Events::BEFORE_TRAIN | Events::BEFORE_EPOCH, true, |ctx, e, _| {
+    let restore = Callback::on(Events::BEFORE_TRAIN | Events::BEFORE_EPOCH, |ctx, e, _| -> Result<Flow> {
         if e == Event::BeforeTrain {
             ctx.set_global_step(100)?;
         } else {
@@ -981,6 +1043,8 @@ fn set_global_step_in_before_train() {
         ctx.log(&format!("global_step is {}", ctx.global_step()))?;
         Ok(Flow::Continue)
     })
+    .name("restore")
+    .build()
     .unwrap();
     t.add_callback(restore).unwrap();
     t.run().unwrap();
@@ -1049,9 +1113,9 @@ fn nested_runs_keep_their_panics_apart() {
     // closure, which the outer run resumes.
     let mut outer = Trainer::new(&options(1, 1, 2)).unwrap();
     outer
-        .set_run_step(|_| {
+        .set_run_step(|_| -> Result<Flow> {
             let mut inner = Trainer::new(&options(1, 1, 1)).unwrap();
-            inner.set_run_step(|_| panic!("inner panic")).unwrap();
+            inner.set_run_step(|_| -> Result<Flow> { panic!("inner panic") }).unwrap();
             inner.run()?;
             Ok(Flow::Continue)
         })
@@ -1063,13 +1127,15 @@ fn nested_runs_keep_their_panics_apart() {
     // normally and leaves the outer panic to the outer run.
     let inner_outcome = RefCell::new(None);
     let mut outer = Trainer::new(&options(1, 1, 2)).unwrap();
-    outer.set_run_step(|_| panic!("outer panic")).unwrap();
-    let cb = Callback::new("inner runner", Events::AFTER_TRAIN, true, |_, _, _| {
+    outer.set_run_step(|_| -> Result<Flow> { panic!("outer panic") }).unwrap();
+    let cb = Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
         let mut inner = Trainer::new(&options(1, 2, 2)).unwrap();
         inner.set_run_step(|ctx| ctx.hooks_only())?;
         *inner_outcome.borrow_mut() = Some(inner.run()?);
         Ok(Flow::Continue)
     })
+    .name("inner runner")
+    .build()
     .unwrap();
     outer.add_callback(cb).unwrap();
     let payload = catch_unwind(AssertUnwindSafe(|| outer.run())).unwrap_err();
@@ -1084,4 +1150,38 @@ fn handles_and_types_cross_threads_as_documented() {
     send_sync_static::<Error>();
     send_sync_static::<TrainerOptions>();
     send_sync_static::<Events>();
+}
+
+#[test]
+fn callback_builders_name_and_place_callbacks() {
+    // Unnamed, the default is chief-only: a non-chief trainer drops it; one
+    // for all workers runs. Builders go to add_callback / add_monitor as they are.
+    let ran = Cell::new(0);
+    let mut t = Trainer::new(&TrainerOptions { is_chief: false, ..options(1, 1, 1) }).unwrap();
+    t.set_run_step(|ctx| ctx.hooks_only()).unwrap();
+    let count = |n: i32| {
+        let ran = &ran;
+        move |_: &mut Context, _: Event, _: Option<tptrain::Record<'_>>| -> Result<Flow> {
+            ran.set(ran.get() + n);
+            Ok(Flow::Continue)
+        }
+    };
+    t.add_callback(Callback::on(Events::BEFORE_TRAIN, count(1))).unwrap();
+    t.add_callback(Callback::on(Events::BEFORE_TRAIN, count(10)).all_workers().chief_only()).unwrap();
+    t.add_callback(Callback::on(Events::BEFORE_TRAIN, count(100)).chief_only().all_workers()).unwrap();
+    t.add_monitor(Callback::on(Events::BEFORE_TRAIN, count(1000)).name("monitor").all_workers()).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    assert_eq!(ran.get(), 1100);
+
+    // A NUL in the name fails add_callback, which drops the closure.
+    let mut t = Trainer::new(&options(1, 1, 1)).unwrap();
+    let e = t.add_callback(Callback::on(Events::BEFORE_TRAIN, count(1)).name("a\0b")).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(format!("{:?}", Callback::on(Events::RECORD, count(1)).name("dbg")).contains("\"dbg\""));
+
+    // An unnamed callback ("callback" in logs) panics as any other.
+    t.set_run_step(|ctx| ctx.hooks_only()).unwrap();
+    t.add_callback(Callback::on(Events::BEFORE_TRAIN, |_, _, _| -> Result<Flow> { panic!("unnamed") })).unwrap();
+    let payload = catch_unwind(AssertUnwindSafe(|| t.run())).unwrap_err();
+    assert_eq!(panic_message(&*payload), "unnamed");
 }

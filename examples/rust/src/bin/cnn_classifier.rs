@@ -12,7 +12,7 @@
 //!     cargo run --bin cnn_classifier
 use std::process::ExitCode;
 use tptrain::nn::{self, Activation, LayerOptions, Padding};
-use tptrain::{DType, Flow, Input, InputSpec, Model, Optimizer, Progress, Tensor, Trainer, TrainerOptions};
+use tptrain::{DType, Input, InputSpec, Model, Optimizer, Progress, Tensor, Trainer, TrainerOptions};
 
 const SIDE: usize = 8;
 const TRAIN: usize = 512;
@@ -68,8 +68,7 @@ fn main() -> Result<ExitCode, tptrain::Error> {
         let cost = nn::softmax_cross_entropy(&logits, label)?;
         tower.set_cost(&cost)?;
         tower.set_output("logits", &logits)?;
-        tower.set_output("accuracy", &nn::accuracy(&logits, label)?)?;
-        Ok(Flow::Continue)
+        tower.set_output("accuracy", &nn::accuracy(&logits, label)?)
     })?;
     let optimizer = Optimizer::new("adam")?;
     optimizer.set("learning_rate", 0.01)?;

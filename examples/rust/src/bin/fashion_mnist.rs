@@ -29,7 +29,7 @@ use tptrain::{
 const BATCH: i64 = 128;
 const CLASSES: i64 = 10;
 
-fn tower(tower: &mut Tower, inputs: &[Tensor]) -> Result<Flow> {
+fn tower(tower: &mut Tower, inputs: &[Tensor]) -> Result<()> {
     let conv = LayerOptions::default().activation(Activation::Relu); // SAME padding, He init, bias
     let conv5 = conv.kernel(5);
     let fc = LayerOptions::default().activation(Activation::Relu);
@@ -46,8 +46,7 @@ fn tower(tower: &mut Tower, inputs: &[Tensor]) -> Result<Flow> {
     let xent = nn::softmax_cross_entropy(&logits, &inputs[1])?;
     let acc = nn::accuracy(&logits, &inputs[1])?;
     tower.set_cost(&xent)?;
-    tower.set_output("accuracy", &acc)?;
-    Ok(Flow::Continue)
+    tower.set_output("accuracy", &acc)
 }
 
 /// Images normalised to [-1, 1], batched; shuffled each epoch for training.
@@ -74,7 +73,7 @@ fn main() -> Result<ExitCode> {
 
     let runner = Callback::inference_runner(&model, &test, &["accuracy", "cost"])?;
     // After each epoch from the second on: learning rate times 0.6.
-    let schedule = Callback::new("lr_schedule", Events::TRIGGER, true, |ctx, _, _| {
+    let schedule = Callback::on(Events::TRIGGER, |ctx, _, _| -> Result<Flow> {
         let mut lr = adam.get("learning_rate")?;
         if ctx.epoch_num() >= 2 {
             lr *= 0.6;
@@ -82,7 +81,9 @@ fn main() -> Result<ExitCode> {
         }
         ctx.put_scalar("learning_rate", lr)?;
         Ok(Flow::Continue)
-    })?;
+    })
+    .name("lr_schedule")
+    .build()?;
 
     let options = TrainerOptions {
         max_epoch: epochs,

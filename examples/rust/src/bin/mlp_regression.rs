@@ -47,8 +47,7 @@ fn main() -> Result<ExitCode, tptrain::Error> {
         let hidden = tower.fc("fc1", x, 32, &LayerOptions::default().activation(Activation::Relu))?;
         let prediction = tower.fc("fc2", &hidden, 1, &LayerOptions::default())?;
         tower.set_cost(&nn::mse(&prediction, y)?)?;
-        tower.set_output("prediction", &prediction)?;
-        Ok(Flow::Continue)
+        tower.set_output("prediction", &prediction)
     })?;
     let optimizer = Optimizer::new("adam")?;
     optimizer.set("learning_rate", 0.01)?;
@@ -66,7 +65,7 @@ fn main() -> Result<ExitCode, tptrain::Error> {
     let mut trainer = Trainer::new(&options)?;
     // steps_per_epoch comes from the input: ROWS / BATCH batches per pass.
     trainer.set_model(&model, Input::from_tensors(&[&x, &y], BATCH, Some(7))?)?;
-    trainer.add_callback(Callback::new("report", Events::TRIGGER_EPOCH, true, |ctx, _, _| {
+    let report = Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| -> tptrain::Result<Flow> {
         let epoch = ctx.epoch_num();
         if epoch % 10 == 0 {
             let cost = ctx.scalar_latest("cost")?.value;
@@ -81,7 +80,8 @@ fn main() -> Result<ExitCode, tptrain::Error> {
             optimizer.set("learning_rate", optimizer.get("learning_rate")? / 5.0)?;
         }
         Ok(Flow::Continue)
-    })?)?;
+    });
+    trainer.add_callback(report.name("report"))?;
     trainer.run()?;
 
     let outputs = model.infer(&[&x, &y], &["prediction", "cost"])?;

@@ -64,9 +64,9 @@ fn main() -> Result<ExitCode, tptrain::Error> {
         ..Default::default()
     };
     let mut trainer = Trainer::new(&options)?;
-    trainer.set_run_step(|ctx| {
+    trainer.set_run_step(|ctx| -> tptrain::Result<Flow> {
         // One hooked step: the work whose outputs callbacks may read.
-        let flow = ctx.hooked_step(|step| {
+        let flow = ctx.hooked_step(|step| -> tptrain::Result<Flow> {
             let mut mc = mc.borrow_mut();
             mc.sample();
             step.set_output_scalar("pi_estimate", mc.estimate)?;
@@ -88,12 +88,12 @@ fn main() -> Result<ExitCode, tptrain::Error> {
     })?;
 
     // TRIGGER without TRIGGER_EPOCH: after each epoch.
-    let report = Callback::new("report", Events::TRIGGER, true, |ctx, _, _| {
+    let report = Callback::on(Events::TRIGGER, |ctx, _, _| -> tptrain::Result<Flow> {
         let mc = mc.borrow();
         ctx.log(&format!("pi ~ {:.6} +- {:.6} after {} points", mc.estimate, mc.std_error, mc.total))?;
         Ok(Flow::Continue)
-    })?;
-    trainer.add_callback(report)?;
+    });
+    trainer.add_callback(report.name("report"))?;
 
     let outcome = trainer.run()?;
     let estimate = mc.borrow().estimate;
