@@ -912,6 +912,7 @@ func (t *Trainer) SetModel(model *Model, input *Input) error {
 		return err
 	}
 	t.stashes = append([]*stash{model.st}, ist...)
+	t.ctx.model = model
 	return nil
 }
 
@@ -1042,7 +1043,7 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 		defer free()
 		optp = &copts
 	}
-	ctx := &Context{}
+	ctx := &Context{model: cfg.Model}
 	for _, f := range funcs {
 		f.ctx = ctx
 	}

@@ -765,8 +765,11 @@ func TestOptimizer(t *testing.T) {
 	ok(t, m.SetOptimizer(o))
 	tr := newQuietTrainer(t, 1, 3, 8)
 	ok(t, tr.SetModel(m, regressionInput(t, 16, 64)))
-	// The optimizer through the trainer: nothing captured.
+	// The optimizer (and the model) through the trainer: nothing captured.
 	cb := must(NewCallback("halve", EventTrigger, false, func(ctx *Context, e Event, r *Record) error {
+		if ctx.Model() != m {
+			t.Errorf("ctx.Model() = %p, want the model given to SetModel %p", ctx.Model(), m)
+		}
 		opt, err := ctx.Optimizer()
 		if err != nil {
 			return err

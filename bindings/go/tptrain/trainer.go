@@ -115,8 +115,9 @@ type Trainer struct {
 // the trainer as seen from inside the loop. It is valid while the Trainer is
 // open and is used on the goroutine that called Run.
 type Context struct {
-	ptr  *C.tpt_trainer // nil once the Trainer is closed
-	self cgo.Handle     // refers to this Context: user_data of hooked steps
+	ptr   *C.tpt_trainer // nil once the Trainer is closed
+	self  cgo.Handle     // refers to this Context: user_data of hooked steps
+	model *Model         // the model given by SetModel or a TrainConfig
 
 	// The steps of the hooked steps in progress, innermost last.
 	steps []func(*Context) error
@@ -603,6 +604,12 @@ func (c *Context) OutputScalar(name string) (float64, error) {
 	}
 	return float64(v), nil
 }
+
+// Model returns the trainer's model, the one given to SetModel or in the
+// TrainConfig (the same *Model value: its tower function's errors come back
+// unchanged from Infer); nil when the trainer has none. The trainer does not
+// own it: do not Close it here.
+func (c *Context) Model() *Model { return c.model }
 
 // Optimizer returns the optimizer of the trainer's model
 // (tpt_trainer_optimizer), e.g. to set the learning rate from a callback;
