@@ -12,7 +12,6 @@ import (
 	"runtime/cgo"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -151,8 +150,7 @@ func deleteHandle(h cgo.Handle) {
 // spent and using it again is an error. Close releases a Callback that was
 // never given away.
 type Callback struct {
-	mu  sync.Mutex
-	ptr *C.tpt_callback
+	handle[C.tpt_callback]
 	// The Go functions inside, the wrapped callbacks' included: the trainer
 	// that takes the callback binds them to its Context.
 	funcs []*hostFunc
@@ -191,7 +189,8 @@ func NewCallback(name string, events Event, chiefOnly bool,
 }
 
 func newCallback(ptr *C.tpt_callback, funcs []*hostFunc, name string) *Callback {
-	cb := &Callback{ptr: ptr, funcs: funcs, name: name}
+	cb := &Callback{funcs: funcs, name: name}
+	cb.ptr = ptr
 	runtime.SetFinalizer(cb, (*Callback).Close)
 	return cb
 }
@@ -203,12 +202,10 @@ func (cb *Callback) Close() error {
 	if cb == nil {
 		return nil
 	}
-	cb.mu.Lock()
-	defer cb.mu.Unlock()
-	if cb.ptr != nil {
-		C.tpt_callback_free(cb.ptr)
-		cb.ptr = nil
+	if cb.release(func(p *C.tpt_callback) {
+		C.tpt_callback_free(p)
 		cb.funcs = nil
+	}) {
 		runtime.SetFinalizer(cb, nil)
 	}
 	return nil

@@ -113,7 +113,8 @@ func tptgoPredicate(_ *C.tpt_trainer, handle C.uintptr_t) (r C.int32_t) {
 func tptgoInit(model *C.tpt_model, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*initFunc)
 	c := f.ctx
-	m := &Model{ptr: model, st: f.st, borrowed: true}
+	m := &Model{st: f.st}
+	m.ptr, m.borrowed = model, true
 	returned := false
 	defer func() {
 		// The handle is the library's: invalid from now on.
@@ -139,7 +140,7 @@ func tptgoTower(tower *C.tpt_tower, inputs **C.tpt_tensor, n C.size_t, handle C.
 	ins := make([]*Tensor, int(n))
 	if n > 0 {
 		for i, p := range unsafe.Slice(inputs, int(n)) {
-			ins[i] = &Tensor{ptr: p, borrowed: true}
+			ins[i] = lentTensor(p)
 		}
 	}
 	returned := false
@@ -312,7 +313,7 @@ func tptgoSourceSave(out **C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status) 
 func tptgoSourceRestore(state *C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
 	where := f.where + "'s RestoreState"
-	x := &Tensor{ptr: state, borrowed: true}
+	x := lentTensor(state)
 	b, err := x.Bytes()
 	x.Close() // the library's: lent for this call only
 	if err != nil {
@@ -332,7 +333,7 @@ func tptgoSourceRestore(state *C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_stat
 //export tptgoMap
 func tptgoMap(dp *C.tpt_datapoint, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
-	d := &Datapoint{ptr: dp, borrowed: true}
+	d := lentDatapoint(dp)
 	returned := false
 	defer func() {
 		d.Close() // the library's: invalid from now on
@@ -348,7 +349,7 @@ func tptgoMap(dp *C.tpt_datapoint, handle C.uintptr_t) (st *C.tpt_status) {
 //export tptgoComponent
 func tptgoComponent(out **C.tpt_tensor, value *C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
-	x := &Tensor{ptr: value, borrowed: true}
+	x := lentTensor(value)
 	returned := false
 	defer func() {
 		x.Close() // the library's: invalid from now on
@@ -379,7 +380,7 @@ func tptgoComponent(out **C.tpt_tensor, value *C.tpt_tensor, handle C.uintptr_t)
 //export tptgoDecode
 func tptgoDecode(dp *C.tpt_datapoint, path *C.char, index C.size_t, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
-	d := &Datapoint{ptr: dp, borrowed: true}
+	d := lentDatapoint(dp)
 	returned := false
 	defer func() {
 		d.Close()

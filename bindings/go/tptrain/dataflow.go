@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"unsafe"
 )
 
@@ -51,11 +50,16 @@ import (
 // function is valid during the call only; afterwards its methods report an
 // error. Its components are shared with the tensors given to Set, not copied.
 type Datapoint struct {
-	mu  sync.Mutex
-	ptr *C.tpt_datapoint
 	// borrowed: the library's (lent to a function for one call); Close only
 	// forgets it.
-	borrowed bool
+	handle[C.tpt_datapoint]
+}
+
+// lentDatapoint wraps a datapoint the library lends for one call.
+func lentDatapoint(ptr *C.tpt_datapoint) *Datapoint {
+	d := &Datapoint{}
+	d.ptr, d.borrowed = ptr, true
+	return d
 }
 
 // NewDatapoint makes a datapoint of the given components (shared, not
@@ -65,7 +69,8 @@ func NewDatapoint(components ...*Tensor) (*Datapoint, error) {
 	if err := statusError(C.tpt_datapoint_new(&out)); err != nil {
 		return nil, err
 	}
-	dp := &Datapoint{ptr: out}
+	dp := &Datapoint{}
+	dp.ptr = out
 	runtime.SetFinalizer(dp, (*Datapoint).Close)
 	if err := dp.Append(components...); err != nil {
 		dp.Close()
@@ -80,14 +85,8 @@ func (dp *Datapoint) Close() error {
 	if dp == nil {
 		return nil
 	}
-	dp.mu.Lock()
-	defer dp.mu.Unlock()
-	if dp.ptr != nil {
-		if !dp.borrowed {
-			C.tpt_datapoint_free(dp.ptr)
-			runtime.SetFinalizer(dp, nil)
-		}
-		dp.ptr = nil
+	if dp.release(func(p *C.tpt_datapoint) { C.tpt_datapoint_free(p) }) {
+		runtime.SetFinalizer(dp, nil)
 	}
 	return nil
 }
@@ -323,15 +322,15 @@ type dataflowFunc struct {
 // A DataFlow is iterated by one goroutine at a time: its methods lock it,
 // so Close (and other calls) wait for a Next in progress.
 type DataFlow struct {
-	mu  sync.Mutex
-	ptr *C.tpt_dataflow
-	dp  *C.tpt_datapoint // Next's, made on first use
+	handle[C.tpt_dataflow]
+	dp *C.tpt_datapoint // Next's, made on first use
 	// The stashes of the Go functions of the pipeline up to here.
 	stashes []*stash
 }
 
 func newDataFlow(ptr *C.tpt_dataflow, stashes []*stash) *DataFlow {
-	df := &DataFlow{ptr: ptr, stashes: stashes}
+	df := &DataFlow{stashes: stashes}
+	df.ptr = ptr
 	runtime.SetFinalizer(df, (*DataFlow).Close)
 	return df
 }
@@ -343,12 +342,11 @@ func (df *DataFlow) Close() error {
 	if df == nil {
 		return nil
 	}
-	df.mu.Lock()
-	defer df.mu.Unlock()
-	if df.ptr != nil {
-		C.tpt_dataflow_free(df.ptr)
-		C.tpt_datapoint_free(df.dp)
-		df.ptr, df.dp = nil, nil
+	if df.release(func(p *C.tpt_dataflow) {
+		C.tpt_dataflow_free(p)
+		C.tpt_datapoint_free(df.dp) // under the handle's lock, as every use of dp
+		df.dp = nil
+	}) {
 		runtime.SetFinalizer(df, nil)
 	}
 	return nil
@@ -360,12 +358,7 @@ func (df *DataFlow) lock(who string) (*C.tpt_dataflow, error) {
 	if df == nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: who + ": the DataFlow is nil"}
 	}
-	df.mu.Lock()
-	if df.ptr == nil {
-		df.mu.Unlock()
-		return nil, &Error{Code: CodeInvalidArgument, Message: who + ": use of closed DataFlow"}
-	}
-	return df.ptr, nil
+	return df.acquire(false, "DataFlow", who)
 }
 
 // result takes ownership of st: nil for success, io.EOF for the end of a

@@ -45,12 +45,10 @@ type InputSpec struct {
 // releases the caller's reference; trainers that use the model keep their
 // own.
 type Model struct {
-	mu  sync.RWMutex
-	ptr *C.tpt_model
-	st  *stash
 	// borrowed: the handle belongs to the library (the init hook's model);
 	// Close only forgets it.
-	borrowed bool
+	handle[C.tpt_model]
+	st *stash
 }
 
 // towerFunc is what the tower trampoline finds behind its handle.
@@ -91,7 +89,8 @@ func NewModel(inputs []InputSpec, tower func(t *Tower, inputs []*Tensor) error) 
 
 // newModel wraps a model handle owned by the caller.
 func newModel(ptr *C.tpt_model, st *stash) *Model {
-	m := &Model{ptr: ptr, st: st}
+	m := &Model{st: st}
+	m.ptr = ptr
 	runtime.SetFinalizer(m, (*Model).Close)
 	return m
 }
@@ -132,14 +131,8 @@ func (m *Model) Close() error {
 	if m == nil {
 		return nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.ptr != nil {
-		if !m.borrowed {
-			C.tpt_model_free(m.ptr)
-			runtime.SetFinalizer(m, nil)
-		}
-		m.ptr = nil
+	if m.release(func(p *C.tpt_model) { C.tpt_model_free(p) }) {
+		runtime.SetFinalizer(m, nil)
 	}
 	return nil
 }
@@ -690,8 +683,7 @@ func (m *Model) SaveTorchScript(path string) error {
 // Hyper-parameters can be read and set during training (schedules) from
 // callbacks, on the goroutine of Run.
 type Optimizer struct {
-	mu  sync.Mutex
-	ptr *C.tpt_optimizer
+	handle[C.tpt_optimizer]
 }
 
 // NewOptimizer makes an optimizer of the given kind with its default
@@ -703,9 +695,14 @@ func NewOptimizer(kind string) (*Optimizer, error) {
 	if err := statusError(C.tpt_optimizer_new(&out, ckind)); err != nil {
 		return nil, err
 	}
-	o := &Optimizer{ptr: out}
+	return newOptimizer(out), nil
+}
+
+func newOptimizer(ptr *C.tpt_optimizer) *Optimizer {
+	o := &Optimizer{}
+	o.ptr = ptr
 	runtime.SetFinalizer(o, (*Optimizer).Close)
-	return o, nil
+	return o
 }
 
 // Close drops the caller's reference (tpt_optimizer_free); models that use
@@ -714,11 +711,7 @@ func (o *Optimizer) Close() error {
 	if o == nil {
 		return nil
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.ptr != nil {
-		C.tpt_optimizer_free(o.ptr)
-		o.ptr = nil
+	if o.release(func(p *C.tpt_optimizer) { C.tpt_optimizer_free(p) }) {
 		runtime.SetFinalizer(o, nil)
 	}
 	return nil
@@ -728,12 +721,7 @@ func (o *Optimizer) lock(method string) (*C.tpt_optimizer, error) {
 	if o == nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: method + ": the Optimizer is nil"}
 	}
-	o.mu.Lock()
-	if o.ptr == nil {
-		o.mu.Unlock()
-		return nil, &Error{Code: CodeInvalidArgument, Message: method + ": use of closed Optimizer"}
-	}
-	return o.ptr, nil
+	return o.acquire(false, "Optimizer", method)
 }
 
 // Set sets a hyper-parameter (tpt_optimizer_set).
@@ -783,15 +771,15 @@ func (o *Optimizer) ScaleGradients(pattern string, factor float64) error {
 // Input gives a model's tower its batches (tpt_input). SetModel takes it
 // over; Close releases an Input that was never given away.
 type Input struct {
-	mu  sync.Mutex
-	ptr *C.tpt_input
+	handle[C.tpt_input]
 	// The errors and panics of the feed function or of the dataflow's
 	// functions; none for tensors.
 	stashes []*stash
 }
 
 func newInput(ptr *C.tpt_input, stashes []*stash) *Input {
-	in := &Input{ptr: ptr, stashes: stashes}
+	in := &Input{stashes: stashes}
+	in.ptr = ptr
 	runtime.SetFinalizer(in, (*Input).Close)
 	return in
 }
@@ -802,11 +790,7 @@ func (in *Input) Close() error {
 	if in == nil {
 		return nil
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.ptr != nil {
-		C.tpt_input_free(in.ptr)
-		in.ptr = nil
+	if in.release(func(p *C.tpt_input) { C.tpt_input_free(p) }) {
 		runtime.SetFinalizer(in, nil)
 	}
 	return nil

@@ -12,7 +12,6 @@ import (
 	"runtime/cgo"
 	"sort"
 	"strconv"
-	"sync"
 	"unsafe"
 )
 
@@ -76,17 +75,16 @@ type TensorOptions struct {
 // any later use returns an *Error with CodeInvalidArgument. Close waits for
 // calls in progress on the same Tensor.
 type Tensor struct {
-	mu  sync.RWMutex
-	ptr *C.tpt_tensor
 	// borrowed: the handle belongs to the library (a tower function's
 	// inputs); Close only forgets it.
-	borrowed bool
+	handle[C.tpt_tensor]
 }
 
 // newTensor wraps a handle returned by the library; the finalizer frees a
 // Tensor the program forgot to Close.
 func newTensor(ptr *C.tpt_tensor) *Tensor {
-	t := &Tensor{ptr: ptr}
+	t := &Tensor{}
+	t.ptr = ptr
 	runtime.SetFinalizer(t, (*Tensor).Close)
 	return t
 }
@@ -97,16 +95,17 @@ func (t *Tensor) Close() error {
 	if t == nil {
 		return nil
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.ptr != nil {
-		if !t.borrowed {
-			C.tpt_tensor_free(t.ptr)
-			runtime.SetFinalizer(t, nil)
-		}
-		t.ptr = nil
+	if t.release(func(p *C.tpt_tensor) { C.tpt_tensor_free(p) }) {
+		runtime.SetFinalizer(t, nil)
 	}
 	return nil
+}
+
+// lentTensor wraps a handle the library lends for one call.
+func lentTensor(ptr *C.tpt_tensor) *Tensor {
+	t := &Tensor{}
+	t.ptr, t.borrowed = ptr, true
+	return t
 }
 
 func closedError(method string) error {
@@ -119,12 +118,7 @@ func (t *Tensor) rlock(method string) (*C.tpt_tensor, error) {
 	if t == nil {
 		return nil, closedError(method)
 	}
-	t.mu.RLock()
-	if t.ptr == nil {
-		t.mu.RUnlock()
-		return nil, closedError(method)
-	}
-	return t.ptr, nil
+	return t.acquire(true, "Tensor", "Tensor."+method)
 }
 
 // FromBytes creates a tensor by copying data, a C-contiguous array of the

@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"runtime/cgo"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -95,8 +94,9 @@ const NoSteps int64 = -1
 // every callback on the goroutine that called it. Close releases the
 // trainer, its run_step and its callbacks.
 type Trainer struct {
-	mu      sync.Mutex // guards ptr and running (Close and RequestStop may come from other goroutines)
-	ptr     *C.tpt_trainer
+	// mu guards ptr and running (Close and RequestStop may come from other
+	// goroutines).
+	handle[C.tpt_trainer]
 	running bool
 	ctx     *Context
 	// The stashes of the model's tower function and the input's feed
@@ -207,7 +207,8 @@ func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func(), error) {
 func newTrainer(ptr *C.tpt_trainer, ctx *Context) *Trainer {
 	ctx.ptr = ptr
 	ctx.self = newHandle(ctx)
-	t := &Trainer{ptr: ptr, ctx: ctx}
+	t := &Trainer{ctx: ctx}
+	t.ptr = ptr
 	runtime.SetFinalizer(t, (*Trainer).Close)
 	return t
 }
@@ -251,12 +252,11 @@ func (t *Trainer) lock(method string) (*C.tpt_trainer, error) {
 	if t == nil {
 		return nil, trainerClosedError(method)
 	}
-	t.mu.Lock()
-	if t.ptr == nil {
-		t.mu.Unlock()
+	ptr, err := t.acquire(false, "Trainer", "Trainer."+method)
+	if err != nil {
 		return nil, trainerClosedError(method)
 	}
-	return t.ptr, nil
+	return ptr, nil
 }
 
 func trainerClosedError(method string) error {
@@ -619,9 +619,7 @@ func (c *Context) Optimizer() (*Optimizer, error) {
 	if err := statusError(C.tpt_trainer_optimizer(&out, c.ptr)); err != nil {
 		return nil, err
 	}
-	o := &Optimizer{ptr: out}
-	runtime.SetFinalizer(o, (*Optimizer).Close)
-	return o, nil
+	return newOptimizer(out), nil
 }
 
 // Output returns a new Tensor on an output of the latest hooked step; a
