@@ -500,7 +500,12 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_new(tpt_trainer **out,
                                                   const tpt_trainer_options *options);
 
 /* Releases a trainer, its callbacks (each destroy runs once) and its run_step.
- * NULL is a no-op. Not while tpt_trainer_run is running. */
+ * NULL is a no-op, and so is the trainer of tpt_launch_train (the library's).
+ * While tpt_trainer_run runs (a free from one of the run's own callbacks,
+ * run_step, step, feed or predicate) the free is deferred: the run stops at
+ * the next step boundary as on tpt_trainer_request_stop (stop reason
+ * "tpt_trainer_free"; after_train runs, the handle stays usable by the run's
+ * callbacks) and tpt_trainer_run releases the trainer as it returns. */
 TPT_API void tpt_trainer_free(tpt_trainer *trainer);
 
 /* The body of the loop: called steps_per_epoch times per epoch. Return NULL to
@@ -527,7 +532,8 @@ typedef tpt_status *(*tpt_step_fn)(tpt_trainer *trainer, void *user_data);
  * that asked for it, then step(trainer, user_data) (step may be NULL: hooks
  * only), then AFTER_RUN; global_step advances by one. Returns what the step or
  * a callback returned (TPT_STOP included): run_step should return it as it is.
- * Only during run_step, on the training thread. */
+ * Only during run_step, on the training thread, and not nested: from a step
+ * function or a BEFORE_RUN / AFTER_RUN callback it is TPT_ERR_STATE. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_hooked_step(tpt_trainer *trainer, tpt_step_fn step,
                                                           void *user_data);
 
@@ -535,7 +541,8 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_hooked_step(tpt_trainer *trainer, 
  * AFTER_TRAIN for every callback. Returns NULL when training finished or was
  * stopped (see tpt_trainer_stop_reason), or the error that ended it: a
  * callback's or run_step's status keeps its code and message. A trainer runs
- * once. On the caller's thread; callbacks fire on it. */
+ * once: from inside its own run this is TPT_ERR_STATE. On the caller's
+ * thread; callbacks fire on it. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_run(tpt_trainer *trainer);
 
 /* Asks the trainer to stop before its next step (a graceful stop: AFTER_TRAIN
@@ -1185,6 +1192,8 @@ typedef struct tpt_datapoint tpt_datapoint;
 
 /* An empty datapoint (for tpt_dataflow_next). The caller owns it. */
 TPT_API TPT_NODISCARD tpt_status *tpt_datapoint_new(tpt_datapoint **out);
+/* NULL is a no-op, and so is a datapoint the library lent to a callback (the
+ * `dp` of a source's next or of a map): it belongs to the call. */
 TPT_API void tpt_datapoint_free(tpt_datapoint *dp);
 /* The number of components (0 for NULL). */
 TPT_API size_t tpt_datapoint_size(const tpt_datapoint *dp);

@@ -27,6 +27,7 @@ struct tpt_dataflow {
 struct tpt_datapoint {
   uint64_t magic = kDatapointMagic;
   tpt::data::Datapoint dp;
+  bool lent = false;  // lent to a callback for one call: tpt_datapoint_free ignores it
 };
 
 using tpt::capi::guard;
@@ -49,13 +50,16 @@ tpt_datapoint &dp_arg(const tpt_datapoint *d, const char *name = "dp") {
 }
 
 // The dataflow iterated (or whose state is taken) from C: not one that a
-// combinator or input reads, whose thread may be iterating it.
-tpt::data::DataFlow &own_df_arg(const tpt_dataflow *d, const char *instead = "iterate that one") {
+// combinator or input reads, whose thread may be iterating it. The caller
+// holds the reference for the whole call, so a callback of the dataflow that
+// frees its handle (tpt_dataflow_free from inside next) cannot destroy it
+// under the running call: it goes when the call returns.
+DataFlowPtr own_df_arg(const tpt_dataflow *d, const char *instead = "iterate that one") {
   DataFlowPtr df = df_arg(d);
   if (df->claimed())
     tpt::invalid_argument("this " + df->kind() + " is read by another dataflow or an input; " + instead +
                           " (a dataflow has one consumer)");
-  return *df;
+  return df;
 }
 
 void give(tpt_dataflow **out, DataFlowPtr df) {
@@ -68,6 +72,7 @@ void give(tpt_dataflow **out, DataFlowPtr df) {
 template <class F>
 tpt_status *with_datapoint(Datapoint &dp, F &&call) {
   tpt_datapoint h;
+  h.lent = true;
   h.dp = std::move(dp);
   tpt_status *st;
   {
@@ -120,7 +125,7 @@ tpt_status *tpt_datapoint_new(tpt_datapoint **out) {
 }
 
 void tpt_datapoint_free(tpt_datapoint *dp) {
-  if (dp == nullptr || dp->magic != kDatapointMagic) return;
+  if (dp == nullptr || dp->magic != kDatapointMagic || dp->lent) return;
   dp->magic = 0;
   delete dp;
 }
@@ -515,12 +520,13 @@ tpt_status *tpt_dataflow_augment(tpt_dataflow **out, tpt_dataflow *df, size_t in
 // ------------------------------------------------------------------ iterating
 
 tpt_status *tpt_dataflow_reset_state(tpt_dataflow *df) {
-  return guard(__func__, [&] { own_df_arg(df).reset_state(); });
+  return guard(__func__, [&] { own_df_arg(df)->reset_state(); });
 }
 
 tpt_status *tpt_dataflow_next(tpt_dataflow *df, tpt_datapoint *dp) {
   return guard(__func__, [&] {
-    tpt::data::DataFlow &d = own_df_arg(df);
+    DataFlowPtr keep = own_df_arg(df);
+    tpt::data::DataFlow &d = *keep;
     Datapoint &p = dp_arg(dp).dp;
     if (!d.was_reset()) d.reset_state();
     if (!d.next(p)) {
@@ -546,7 +552,7 @@ tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df) {
   return guard(__func__, [&] {
     require(out, "out");
     *out = nullptr;
-    std::vector<uint8_t> bytes = own_df_arg(df, "take the state of that one").get_state();
+    std::vector<uint8_t> bytes = own_df_arg(df, "take the state of that one")->get_state();
     at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
     std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
     tpt::capi::give(out, std::move(t));
@@ -555,7 +561,8 @@ tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df) {
 
 tpt_status *tpt_dataflow_set_state(tpt_dataflow *df, const tpt_tensor *state) {
   return guard(__func__, [&] {
-    tpt::data::DataFlow &d = own_df_arg(df, "set the state of that one");
+    DataFlowPtr keep = own_df_arg(df, "set the state of that one");
+    tpt::data::DataFlow &d = *keep;
     at::Tensor t = tensor_arg(state, "state");
     if (t.scalar_type() != at::kByte || t.dim() != 1)
       tpt::invalid_argument("state must be a 1-d u8 tensor (from tpt_dataflow_get_state)");

@@ -197,7 +197,9 @@ void tpt_model_free(tpt_model *model) {
 }
 
 tpt_status *tpt_model_build(tpt_model *model) {
-  return guard(__func__, [&] { model_arg(model).build(); });
+  // The reference is held for the call: a tower function that frees the
+  // model's handle cannot destroy the model under its own build.
+  return guard(__func__, [&] { tpt::capi::model_arg_ptr(model)->build(); });
 }
 
 tpt_status *tpt_model_variable(tpt_tensor **out, const tpt_model *model, const char *name) {
@@ -206,7 +208,7 @@ tpt_status *tpt_model_variable(tpt_tensor **out, const tpt_model *model, const c
     *out = nullptr;
     const tpt::model::Model &m = model_arg(model);
     std::string key = name_arg(name, "name");
-    const tpt::model::Variable *v = m.variables().find(key);
+    std::optional<tpt::model::Variable> v = m.variables().find(key);
     if (!v)
       tpt::fail(TPT_ERR_NOT_FOUND, "no variable '" + key + "'" + (m.built() ? "" : " (the model is not built yet)"));
     tpt::capi::give(out, v->value);
@@ -234,7 +236,8 @@ tpt_status *tpt_model_infer(tpt_tensor **outputs, tpt_model *model, const tpt_te
   return guard(__func__, [&] {
     if (n_names > 0) require(outputs, "outputs");
     for (size_t i = 0; i < n_names; ++i) outputs[i] = nullptr;
-    tpt::model::Model &m = model_arg(model);
+    std::shared_ptr<tpt::model::Model> keep = tpt::capi::model_arg_ptr(model);  // held for the call (see tpt_model_build)
+    tpt::model::Model &m = *keep;
     std::vector<at::Tensor> batch = tensors_arg(inputs, n_inputs, "inputs");
     if (n_names > 0) require(names, "names");
     std::vector<std::string> keys;
@@ -504,6 +507,23 @@ class InitHook final : public tpt::Callback {
   tpt_model *model_;
 };
 
+// A status of an inner call, re-addressed to the config field it is about:
+// "tpt_trainer_add_callback: argument 'callback' is not a live tpt_callback"
+// becomes "tpt_trainer_from_config: config->callbacks[2]: argument ...".
+tpt_status *about_field(tpt_status *st, const std::string &field) {
+  if (!st || st == tpt::capi::out_of_memory_status() || tpt_status_code(st) == TPT_STOP) return st;
+  std::string m = st->message;
+  if (m.rfind("tpt_", 0) == 0) {
+    size_t colon = m.find(": ");
+    if (colon != std::string::npos) m.erase(0, colon + 2);
+  }
+  try {
+    st->message = "tpt_trainer_from_config: " + field + ": " + m;
+  } catch (...) {  // keep the inner message
+  }
+  return st;
+}
+
 }  // namespace
 
 tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *config) {
@@ -530,10 +550,11 @@ tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *c
   });
   // A dataflow becomes a queue input (tensorpack's automatic QueueInput for
   // the simple trainer).
-  if (!st && !input) st = tpt_input_from_dataflow(&input, config->dataflow, nullptr);
-  if (!st) st = tpt_trainer_new(&trainer, config->options);
+  if (!st && !input) st = about_field(tpt_input_from_dataflow(&input, config->dataflow, nullptr), "config->dataflow");
+  if (!st) st = about_field(tpt_trainer_new(&trainer, config->options), "config->options");
   if (!st) {
     st = tpt_trainer_set_model(trainer, config->model, input);
+    if (st) st = about_field(st, std::strstr(tpt_status_message(st), "model") ? "config->model" : "config->input");
     input = nullptr;
   }
   // A missing steps_per_epoch is the config's mistake: say so now, not at run.
@@ -550,13 +571,15 @@ tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *c
                            tpt::Group::TrainerInternal);
     });
   }
-  for (tpt_callback *cb : callbacks) {
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    tpt_callback *cb = callbacks[i];
     tpt_status *s = st ? (tpt_callback_free(cb), nullptr) : tpt_trainer_add_callback(trainer, cb);
-    if (s) st = s;
+    if (s) st = about_field(s, "config->callbacks[" + std::to_string(i) + "]");
   }
-  for (tpt_callback *cb : monitors) {
+  for (size_t i = 0; i < monitors.size(); ++i) {
+    tpt_callback *cb = monitors[i];
     tpt_status *s = st ? (tpt_callback_free(cb), nullptr) : tpt_trainer_add_monitor(trainer, cb);
-    if (s) st = s;
+    if (s) st = about_field(s, "config->monitors[" + std::to_string(i) + "]");
   }
   tpt_input_free(input);
   if (st) {
@@ -571,7 +594,9 @@ tpt_status *tpt_launch_train(const tpt_train_config *config) {
   tpt_trainer *trainer = nullptr;
   tpt_status *st = tpt_trainer_from_config(&trainer, config);
   if (st) return st;
+  trainer->library_owned = true;  // a callback's tpt_trainer_free of it is a no-op
   st = tpt_trainer_run(trainer);
+  trainer->library_owned = false;
   tpt_trainer_free(trainer);
   return st;
 }

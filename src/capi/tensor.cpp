@@ -199,11 +199,11 @@ tpt_status *tpt_tensor_to_dlpack(struct DLManagedTensor **out, const tpt_tensor 
 
 tpt_status *tpt_tensor_from_dlpack(tpt_tensor **out, struct DLManagedTensor *src) {
   return guard(__func__, [&] {
+    if (out) *out = nullptr;
     if (src == nullptr) tpt::capi::throw_null_argument("src");
     at::Tensor value;
     try {
       require(out, "out");
-      *out = nullptr;
       value = at::fromDLPack(src);  // from here on the tensor owns src
     } catch (...) {
       if (src->deleter) src->deleter(src);

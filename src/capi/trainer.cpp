@@ -29,7 +29,7 @@ class CCallback final : public tpt::Callback {
   uint32_t events() const override { return events_; }
   void on_event(tpt::Trainer &t, tpt_event event, const tpt::Record *r) override {
     if (r == nullptr) {
-      raise_status(call(t, event, nullptr));
+      raise_status(named(call(t, event, nullptr), event));
       return;
     }
     tpt_record rec{};
@@ -40,10 +40,22 @@ class CCallback final : public tpt::Callback {
     rec.epoch_num = r->epoch_num;
     rec.value = r->value;
     rec.tensor = nullptr;
-    raise_status(call(t, event, &rec));
+    raise_status(named(call(t, event, &rec), event));
   }
 
  private:
+  // An error without a message still says whose it is and when.
+  tpt_status *named(tpt_status *st, tpt_event event) const {
+    if (st && st != tpt::capi::out_of_memory_status() && st->message.empty() && tpt_status_code(st) != TPT_STOP) {
+      try {
+        st->message = "callback '" + name() + "' returned " + tpt_code_name(tpt_status_code(st)) +
+                      " without a message at " + tpt::event_name(event);
+      } catch (...) {
+      }
+    }
+    return st;
+  }
+
   tpt_status *call(tpt::Trainer &t, tpt_event event, const tpt_record *rec) {
     tpt::capi::TensorScope scope;  // tensors the callback makes go when it returns
     return fn_(handle_of(t), event, rec, ud_->data);
@@ -148,7 +160,13 @@ tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *option
 }
 
 void tpt_trainer_free(tpt_trainer *trainer) {
-  if (trainer == nullptr || trainer->magic != kTrainerMagic) return;
+  if (trainer == nullptr || trainer->magic != kTrainerMagic || trainer->library_owned) return;
+  if (trainer->running.load() > 0) {
+    // Freed from inside its own run: stop it; tpt_trainer_run deletes it.
+    trainer->free_pending.store(true);
+    trainer->trainer.request_stop(tpt::Trainer::StopBy::Free);
+    return;
+  }
   trainer->magic = 0;
   delete trainer;
 }
@@ -183,7 +201,25 @@ tpt_status *tpt_trainer_hooked_step(tpt_trainer *trainer, tpt_step_fn step, void
 }
 
 tpt_status *tpt_trainer_run(tpt_trainer *trainer) {
-  return guard(__func__, [&] { trainer_arg(trainer).run(); });
+  bool entered = false;
+  tpt_status *st = guard(__func__, [&] {
+    tpt::Trainer &t = trainer_arg(trainer);
+    int idle = 0;
+    if (!trainer->running.compare_exchange_strong(idle, 1))
+      tpt::fail(TPT_ERR_STATE,
+                "the trainer is running already (called from inside its own run: a callback, run_step, step, feed "
+                "or predicate); a trainer runs once");
+    entered = true;
+    t.run();
+  });
+  if (entered) {
+    trainer->running.store(0);
+    if (trainer->free_pending.load() && !trainer->library_owned) {  // freed from inside the run
+      trainer->magic = 0;
+      delete trainer;
+    }
+  }
+  return st;
 }
 
 tpt_status *tpt_trainer_request_stop(tpt_trainer *trainer) {
@@ -193,6 +229,7 @@ tpt_status *tpt_trainer_request_stop(tpt_trainer *trainer) {
 tpt_status *tpt_trainer_stop_reason(const char **out, const tpt_trainer *trainer) {
   return guard(__func__, [&] {
     require(out, "out");
+    *out = nullptr;
     const std::string *r = trainer_arg(trainer).stop_reason();
     *out = r ? r->c_str() : nullptr;
   });
@@ -226,6 +263,7 @@ tpt_status *tpt_trainer_set_global_step(tpt_trainer *trainer, int64_t step) {
 tpt_status *tpt_trainer_logdir(const char **out, const tpt_trainer *trainer) {
   return guard(__func__, [&] {
     require(out, "out");
+    *out = nullptr;
     const tpt::Trainer &t = trainer_arg(trainer);
     *out = t.has_logdir() ? t.logdir().c_str() : nullptr;
   });
@@ -326,9 +364,9 @@ void tpt_callback_free(tpt_callback *callback) {
 tpt_status *tpt_callback_periodic_trigger(tpt_callback **out, tpt_callback *inner, int64_t every_k_steps,
                                           int64_t every_k_epochs, int32_t before_train) {
   return guard(__func__, [&] {
+    if (out) *out = nullptr;  // also when taking inner fails
     std::unique_ptr<tpt::Callback> cb = inner ? take_callback(inner, "inner") : nullptr;
     require(out, "out");
-    *out = nullptr;
     require(cb.get(), "inner");
     give_callback(out, tpt::make_periodic_trigger(std::move(cb), every_k_steps, every_k_epochs, before_train != 0));
   });
@@ -338,9 +376,9 @@ tpt_status *tpt_callback_enable_if(tpt_callback **out, tpt_callback *inner, tpt_
                                    void *user_data, void (*destroy)(void *)) {
   auto ud = std::make_shared<UserData>(user_data, destroy);
   return guard(__func__, [&] {
+    if (out) *out = nullptr;  // also when taking inner fails
     std::unique_ptr<tpt::Callback> cb = inner ? take_callback(inner, "inner") : nullptr;
     require(out, "out");
-    *out = nullptr;
     require(cb.get(), "inner");
     require(reinterpret_cast<void *>(predicate), "predicate");
     std::string name = cb->name();
@@ -360,9 +398,9 @@ tpt_status *tpt_callback_enable_if(tpt_callback **out, tpt_callback *inner, tpt_
 tpt_status *tpt_callback_periodic(tpt_callback **out, tpt_callback *inner, int64_t every_k_steps,
                                   int64_t every_k_epochs) {
   return guard(__func__, [&] {
+    if (out) *out = nullptr;  // also when taking inner fails
     std::unique_ptr<tpt::Callback> cb = inner ? take_callback(inner, "inner") : nullptr;
     require(out, "out");
-    *out = nullptr;
     require(cb.get(), "inner");
     give_callback(out, tpt::make_periodic(std::move(cb), every_k_steps, every_k_epochs));
   });

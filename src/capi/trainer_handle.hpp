@@ -3,6 +3,7 @@
 // and user_data that is destroyed exactly once.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,6 +22,14 @@ struct tpt_trainer {
   uint64_t magic = kTrainerMagic;
   tpt::Trainer trainer;
   std::shared_ptr<tpt::model::Model> model;  // set by tpt_trainer_set_model, for tpt_trainer_model
+  // tpt_trainer_run in progress (0 or 1): a tpt_trainer_free meanwhile (from
+  // the run's own callbacks, or another thread) stops the run and leaves the
+  // delete to tpt_trainer_run as it returns.
+  std::atomic<int> running{0};
+  std::atomic<bool> free_pending{false};
+  // Made and freed by the library (tpt_launch_train): tpt_trainer_free from
+  // the host is a no-op on it.
+  bool library_owned = false;
   explicit tpt_trainer(tpt::TrainerConfig config) : trainer(std::move(config)) { trainer.set_handle(this); }
 };
 

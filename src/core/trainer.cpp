@@ -149,9 +149,28 @@ void Trainer::trigger_epoch_timed() {
   }
 }
 
+void Trainer::throw_if_stop_requested() const {
+  switch (stop_requested_.load(std::memory_order_relaxed)) {
+    case 0: return;
+    case static_cast<int>(StopBy::Free): throw StopTraining("tpt_trainer_free");
+    default: throw StopTraining("tpt_trainer_request_stop");
+  }
+}
+
 void Trainer::hooked_step(void (*step)(Trainer &, void *), void *ctx) {
   if (!in_run_step_) fail(TPT_ERR_STATE, "a hooked step can only run inside run_step");
+  // Not nested: a hooked step from inside another (its step function, or a
+  // callback's before_run / after_run) would count one step twice.
+  if (in_hooked_step_)
+    fail(TPT_ERR_STATE,
+         "a hooked step was started inside another hooked step (from its step function or a before_run / "
+         "after_run callback); hooked steps do not nest: run them one after the other in run_step");
   if (pending_) std::rethrow_exception(pending_);
+  struct InHooked {
+    bool &flag;
+    explicit InHooked(bool &f) : flag(f) { flag = true; }
+    ~InHooked() { flag = false; }
+  } in_hooked(in_hooked_step_);
   try {
     outputs_.clear();
     for (Callback *cb : by_event_[event_index(TPT_EVENT_BEFORE_RUN)])
@@ -199,14 +218,13 @@ void Trainer::run() {
       // the step loop: a stop requested in an epoch's last step still runs
       // the next epoch's before_epoch and ends at its local_step 0. With no
       // steps there is no step loop, so the request is seen here instead.
-      if (config_.steps_per_epoch == 0 && stop_requested_.load(std::memory_order_relaxed))
-        throw StopTraining("tpt_trainer_request_stop");
+      if (config_.steps_per_epoch == 0) throw_if_stop_requested();
       log_.info("Start Epoch " + std::to_string(epoch) + " ...");
       dispatch(TPT_EVENT_BEFORE_EPOCH);
       auto t0 = Clock::now();
       for (int64_t k = 0; k < config_.steps_per_epoch; ++k) {
         local_step_ = k;
-        if (stop_requested_.load(std::memory_order_relaxed)) throw StopTraining("tpt_trainer_request_stop");
+        throw_if_stop_requested();
         in_run_step_ = true;
         try {
           run_step_(*this);

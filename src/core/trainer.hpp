@@ -87,7 +87,15 @@ class Trainer {
   void run();
   // One hooked step around step(ctx): BEFORE_RUN, step, AFTER_RUN.
   void hooked_step(void (*step)(Trainer &, void *), void *ctx);
-  void request_stop() noexcept { stop_requested_.store(true, std::memory_order_relaxed); }
+  // Asks the loop to stop at the next step boundary (any thread). The reason
+  // is the stop_reason() of the run: "tpt_trainer_request_stop", or
+  // "tpt_trainer_free" for a free from inside the run (the C API defers it).
+  void request_stop() noexcept { request_stop(StopBy::Request); }
+  enum class StopBy : int { None = 0, Request = 1, Free = 2 };
+  void request_stop(StopBy by) noexcept {
+    int none = 0;
+    stop_requested_.compare_exchange_strong(none, static_cast<int>(by), std::memory_order_relaxed);
+  }
 
   // ---- state
   Phase phase() const { return phase_; }
@@ -153,8 +161,10 @@ class Trainer {
   int64_t steps_run_ = 0;
   bool in_run_step_ = false;
   bool in_step_ = false;
+  bool in_hooked_step_ = false;
   std::exception_ptr pending_;  // what ended a hooked step, until run_step returns
-  std::atomic<bool> stop_requested_{false};
+  std::atomic<int> stop_requested_{0};  // a StopBy
+  void throw_if_stop_requested() const;
   bool stopped_ = false;
   std::string stop_reason_;
   std::string logdir_;

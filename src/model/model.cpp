@@ -138,10 +138,11 @@ void VariableStore::adopt(const std::string &name, const at::Tensor &value, bool
   vars_.push_back(Variable{name, value, trainable});
 }
 
-const Variable *VariableStore::find(const std::string &name) const {
+std::optional<Variable> VariableStore::find(const std::string &name) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(name);
-  return it == index_.end() ? nullptr : &vars_[it->second];
+  if (it == index_.end()) return std::nullopt;
+  return vars_[it->second];
 }
 
 std::vector<Variable> VariableStore::all() const {
@@ -226,12 +227,38 @@ const at::Tensor *Tower::output(const std::string &name) const {
 Model::Model(std::vector<InputSpec> inputs, TowerFn fn) : inputs_(std::move(inputs)), fn_(std::move(fn)) {}
 Model::~Model() = default;
 
-bool Model::built() const {
-  std::lock_guard<std::mutex> lock(build_mu_);
-  return built_;
+namespace {
+// The models whose tower function runs on this thread, innermost last: a
+// tower function that calls back into its own model (build, infer) would
+// wait for the build lock it holds, or recurse without end.
+thread_local std::vector<const Model *> t_running;
+
+struct Running {
+  explicit Running(const Model *m) { t_running.push_back(m); }
+  ~Running() { t_running.pop_back(); }
+  Running(const Running &) = delete;
+  Running &operator=(const Running &) = delete;
+};
+}  // namespace
+
+bool Model::running_here() const {
+  for (const Model *m : t_running)
+    if (m == this) return true;
+  return false;
 }
 
+void Model::refuse_reentry(const char *what) const {
+  if (running_here())
+    fail(TPT_ERR_STATE, std::string(what) +
+                            " was called from inside this model's own tower function; a tower function cannot build "
+                            "or run inference on the model it belongs to (use another model, or do it after the "
+                            "call returns)");
+}
+
+bool Model::built() const { return built_.load(std::memory_order_acquire); }
+
 void Model::build() {
+  refuse_reentry("the build of the model");
   std::lock_guard<std::mutex> lock(build_mu_);
   if (built_) return;
   std::vector<at::Tensor> zeros;
@@ -243,8 +270,11 @@ void Model::build() {
   }
   c10::NoGradGuard no_grad;
   Tower tower(*this, "tower0", 0, /*training=*/true, /*building=*/true, c10::Device(c10::kCPU));
-  fn_(tower, zeros);
-  built_ = true;
+  {
+    Running running(this);
+    fn_(tower, zeros);
+  }
+  built_.store(true, std::memory_order_release);
 }
 
 void Model::check_inputs(const std::vector<at::Tensor> &batch) const {
@@ -265,14 +295,21 @@ void Model::check_inputs(const std::vector<at::Tensor> &batch) const {
   }
 }
 
-void Model::call(Tower &tower, const std::vector<at::Tensor> &batch) { fn_(tower, batch); }
+void Model::call(Tower &tower, const std::vector<at::Tensor> &batch) {
+  Running running(this);
+  fn_(tower, batch);
+}
 
 std::vector<at::Tensor> Model::infer(const std::vector<at::Tensor> &batch, const std::vector<std::string> &names) {
+  refuse_reentry("inference");
   build();
   check_inputs(batch);
   c10::NoGradGuard no_grad;
   Tower tower(*this, "InferenceTower", 0, /*training=*/false, /*building=*/false, c10::Device(c10::kCPU));
-  fn_(tower, batch);
+  {
+    Running running(this);
+    fn_(tower, batch);
+  }
   std::vector<at::Tensor> out;
   for (const auto &n : names) {
     const at::Tensor *t = tower.output(n);
@@ -285,7 +322,7 @@ std::vector<at::Tensor> Model::infer(const std::vector<at::Tensor> &batch, const
 void Model::set_optimizer(std::shared_ptr<Optimizer> opt) { optimizer_ = std::move(opt); }
 
 void Model::assign(const std::string &name, const at::Tensor &value) {
-  const Variable *v = store_.find(name);
+  std::optional<Variable> v = store_.find(name);
   if (!v) fail(TPT_ERR_NOT_FOUND, "no variable '" + name + "'");
   if (v->value.sizes() != value.sizes())
     invalid_argument("variable '" + name + "' has shape " + shape_text(v->value.sizes()) + ", the value " +

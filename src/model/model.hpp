@@ -8,6 +8,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <functional>
+#include <atomic>
 #include <map>
 #include <unordered_map>
 #include <memory>
@@ -59,7 +60,8 @@ class VariableStore {
                  size_t *index = nullptr);
   // Registers an existing tensor as a variable (TorchScript parameters).
   void adopt(const std::string &name, const at::Tensor &value, bool trainable);
-  const Variable *find(const std::string &name) const;
+  // A copy (the store may grow on another thread while the caller reads it).
+  std::optional<Variable> find(const std::string &name) const;
   std::vector<Variable> all() const;
   std::vector<at::Tensor> trainables() const;
   size_t size() const;
@@ -151,7 +153,10 @@ class Model {
   VariableStore store_;
   std::shared_ptr<Optimizer> optimizer_;
   mutable std::mutex build_mu_;
-  bool built_ = false;
+  std::atomic<bool> built_{false};
+  // Whether this thread is inside one of this model's tower calls.
+  bool running_here() const;
+  void refuse_reentry(const char *what) const;
 };
 
 // "[2, -1]"

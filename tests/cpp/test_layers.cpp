@@ -68,8 +68,8 @@ struct Fixture {
   Tower second() { return Tower(model, "tower1", 1, true, false, kCpu); }
   Tower inference() { return Tower(model, "InferenceTower", 0, false, false, kCpu); }
   at::Tensor var(const std::string &name) {
-    const tpt::model::Variable *v = model.variables().find(name);
-    EXPECT_NE(v, nullptr) << name;
+    std::optional<tpt::model::Variable> v = model.variables().find(name);
+    EXPECT_TRUE(v.has_value()) << name;
     return v ? v->value : at::Tensor();
   }
   void set(const std::string &name, const at::Tensor &value) { model.assign(name, value); }
@@ -163,7 +163,7 @@ TEST(Layers, FcMatchesLinear) {
   plain.use_bias = false;
   at::Tensor z = L::fc(f.builder, "flat", img, 6, plain);
   EXPECT_TRUE(close(z, at::linear(img.reshape({4, 18}), f.var("flat/W"))));
-  EXPECT_EQ(f.model.variables().find("flat/b"), nullptr);
+  EXPECT_FALSE(f.model.variables().find("flat/b").has_value());
   // dtype follows x
   at::Tensor xd = at::randn({2, 3}, at::kDouble);
   EXPECT_EQ(L::fc(f.builder, "fc64", xd, 2).scalar_type(), at::kDouble);

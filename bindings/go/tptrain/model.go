@@ -159,6 +159,7 @@ func (m *Model) Build() error {
 	if err != nil {
 		return err
 	}
+	defer m.enter()() // runs after RUnlock: a Close from the tower function waits for it
 	defer m.mu.RUnlock()
 	st := C.tpt_model_build(ptr)
 	runtime.KeepAlive(m)
@@ -268,6 +269,7 @@ func (m *Model) Infer(inputs []*Tensor, names []string) ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer m.enter()() // see Build
 	defer m.mu.RUnlock()
 	ins, unlock, err := lockTensors(inputs, false, func(i int) string { return "Model.Infer: inputs[" + strconv.Itoa(i) + "]" })
 	if err != nil {

@@ -1352,3 +1352,52 @@ func TestTorchScriptSourceErrors(t *testing.T) {
 	closeT(t, v)
 	m.Close()
 }
+
+// A tower function that calls back into its own model: Build and Infer from
+// inside are refused (CodeState), Close from inside is deferred to the end
+// of the call (the model goes when Build returns), and nothing hangs.
+func TestTowerCallsBackIntoItsModel(t *testing.T) {
+	checkHandles(t)
+	var m *Model
+	var buildErr, inferErr error
+	closeInside := false
+	m = must(NewModel([]InputSpec{{Name: "x", Shape: []int64{-1, 3}}}, func(tw *Tower, in []*Tensor) error {
+		y, err := tw.FC("fc", in[0], 2, nil)
+		if err != nil {
+			return err
+		}
+		buildErr = m.Build()
+		_, inferErr = m.Infer(in, []string{"y"})
+		if closeInside {
+			if err := m.Close(); err != nil {
+				return err
+			}
+		}
+		return tw.SetOutput("y", y)
+	})).of(t)
+	done := make(chan error, 1)
+	go func() { done <- m.Build() }()
+	select {
+	case err := <-done:
+		ok(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Build from inside the tower function hung")
+	}
+	wantError(t, buildErr, CodeState, "inside this model's own tower function")
+	wantError(t, inferErr, CodeState, "inside this model's own tower function")
+
+	closeInside = true
+	x := must(FromFloat32([]float32{1, 2, 3}, 1, 3)).of(t)
+	defer closeT(t, x)
+	go func() {
+		_, err := m.Infer([]*Tensor{x}, []string{"y"})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		ok(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close from inside Infer's tower function hung")
+	}
+	wantError(t, m.Build(), CodeInvalidArgument, "use of closed")
+}
