@@ -1,4 +1,5 @@
 #include "model/layers.hpp"
+#include "model/pattern.hpp"
 
 #include <ATen/ops/argmax.h>
 #include <ATen/ops/avg_pool2d.h>
@@ -526,12 +527,7 @@ at::Tensor l1(const at::Tensor &prediction, const at::Tensor &target) {
 
 at::Tensor regularize_l2(Tower &tower, const std::string &pattern, double weight) {
   if (!std::isfinite(weight)) invalid_argument("regularize_l2: weight must be finite, got " + num(weight));
-  std::regex re;
-  try {
-    re = std::regex(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error &e) {
-    invalid_argument("regularize_l2: pattern '" + pattern + "' is not a regular expression: " + e.what());
-  }
+  std::regex re = name_pattern(pattern, "regularize_l2");
   // The store's tensors are the ones this call's layers use, so gradients
   // reach them whichever tower asks.
   at::Tensor total;

@@ -1,4 +1,5 @@
 #include "model/optimizer.hpp"
+#include "model/pattern.hpp"
 
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
@@ -7,6 +8,7 @@
 #include <torch/optim/sgd.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "core/error.hpp"
 #include "model/model.hpp"
@@ -58,6 +60,17 @@ Optimizer::Optimizer(const std::string &kind) : kind_(kind) {
 
 Optimizer::~Optimizer() = default;
 
+namespace {
+// A number as the caller wrote it (shortest form: 1e+30, 0.5), not
+// std::to_string's fixed six decimals.
+std::string as_given(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+}  // namespace
+
 void Optimizer::set(const std::string &name, double value) {
   auto it = params_.find(name);
   if (it == params_.end())
@@ -65,14 +78,14 @@ void Optimizer::set(const std::string &name, double value) {
   if (!std::isfinite(value)) invalid_argument("hyper-parameter '" + name + "' must be finite");
   if (name == "clip_global_norm_tf" && value != 0 && value != 1)
     invalid_argument("clip_global_norm_tf must be 0 (PyTorch's clip_grad_norm_) or 1 (TensorFlow's clip_by_global_norm), got " +
-                     std::to_string(value));
+                     as_given(value));
   if (name == "check_numerics" && value != 0 && value != 1 && value != 2)
-    invalid_argument("check_numerics must be 0, 1 or 2, got " + std::to_string(value));
-  if (name == "accumulate_steps" && (value < 1 || value != std::floor(value)))
-    invalid_argument("accumulate_steps must be an integer >= 1, got " + std::to_string(value));
+    invalid_argument("check_numerics must be 0, 1 or 2, got " + as_given(value));
+  if (name == "accumulate_steps" && (value < 1 || value > 1e9 || value != std::floor(value)))
+    invalid_argument("accumulate_steps must be an integer >= 1 and <= 1e9, got " + as_given(value));
   if ((name == "learning_rate" || name == "eps" || name == "clip_global_norm" || name == "clip_value" ||
        name == "weight_decay" || name == "momentum") && value < 0)
-    invalid_argument("hyper-parameter '" + name + "' must be >= 0, got " + std::to_string(value));
+    invalid_argument("hyper-parameter '" + name + "' must be >= 0, got " + as_given(value));
   it->second = value;
   processing_.accumulate_steps = static_cast<int64_t>(params_.at("accumulate_steps"));
   processing_.check_numerics = static_cast<int>(params_.at("check_numerics"));
@@ -91,11 +104,7 @@ double Optimizer::get(const std::string &name) const {
 
 void Optimizer::scale_gradients(const std::string &pattern, double factor) {
   if (!std::isfinite(factor)) invalid_argument("the scale factor must be finite");
-  try {
-    scales_.emplace_back(std::regex(pattern, std::regex::ECMAScript), factor);
-  } catch (const std::regex_error &e) {
-    invalid_argument("pattern '" + pattern + "' is not a regular expression: " + e.what());
-  }
+  scales_.emplace_back(name_pattern(pattern, "scale_gradients"), factor);
 }
 
 void Optimizer::make(const std::vector<at::Tensor> &params) {

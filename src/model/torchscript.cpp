@@ -8,6 +8,10 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <exception>
+#include <functional>
+#include <cstring>
+#include <pthread.h>
 
 #include "core/error.hpp"
 
@@ -124,8 +128,70 @@ std::shared_ptr<Model> load_torchscript(const std::string &path, std::vector<Inp
   return from_module(std::move(module), "the TorchScript module " + path, std::move(inputs));
 }
 
+namespace {
+
+// LibTorch's TorchScript parser recurses once per nested bracket and per
+// unary operator: source nested tens of thousands deep overflows the stack.
+// Brackets are bounded here (a clear error), and the compiler runs on a
+// thread of its own with a large stack (reserved, touched only as used) for
+// what no simple count can bound.
+constexpr int kMaxNesting = 256;
+constexpr size_t kMaxSource = 4u << 20;        // 4 MiB of source
+constexpr size_t kCompileStack = 512u << 20;   // 512 MiB of address space
+
+void check_source_shape(const std::string &source) {
+  if (source.size() > kMaxSource)
+    invalid_argument("the TorchScript source has " + std::to_string(source.size()) + " bytes; at most " +
+                     std::to_string(kMaxSource));
+  int depth = 0, line = 1;
+  for (char c : source) {
+    if (c == '\n') ++line;
+    if (c == '(' || c == '[' || c == '{') {
+      if (++depth > kMaxNesting)
+        invalid_argument("the TorchScript source nests brackets more than " + std::to_string(kMaxNesting) +
+                         " deep (line " + std::to_string(line) + ")");
+    } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+}
+
+// Runs fn on a new thread with a `stack`-byte stack and waits for it; what
+// fn throws is thrown here.
+void run_on_big_stack(size_t stack, const std::function<void()> &fn) {
+  struct Call {
+    const std::function<void()> *fn;
+    std::exception_ptr error;
+  } call{&fn, nullptr};
+  pthread_attr_t attr;
+  if (pthread_attr_init(&attr) != 0) fail(TPT_ERR_INTERNAL, "cannot start the TorchScript compiler's thread (pthread_attr_init)");
+  pthread_attr_setstacksize(&attr, stack);
+  pthread_t thread;
+  int rc = pthread_create(
+      &thread, &attr,
+      [](void *p) -> void * {
+        auto *c = static_cast<Call *>(p);
+        try {
+          (*c->fn)();
+        } catch (...) {
+          c->error = std::current_exception();
+        }
+        return nullptr;
+      },
+      &call);
+  pthread_attr_destroy(&attr);
+  if (rc != 0)
+    fail(TPT_ERR_INTERNAL, "cannot start the TorchScript compiler's thread with a " + std::to_string(stack >> 20) +
+                               " MiB stack: " + std::strerror(rc));
+  pthread_join(thread, nullptr);
+  if (call.error) std::rethrow_exception(call.error);
+}
+
+}  // namespace
+
 std::shared_ptr<Model> compile_torchscript(const std::string &source, const std::vector<TorchScriptParam> &params,
                                            std::vector<InputSpec> inputs) {
+  check_source_shape(source);
   std::set<std::string> seen;
   for (size_t i = 0; i < params.size(); ++i) {
     const TorchScriptParam &p = params[i];
@@ -161,7 +227,7 @@ std::shared_ptr<Model> compile_torchscript(const std::string &source, const std:
     invalid_argument("cannot compile the TorchScript source: " + text);
   };
   try {
-    module->define(source);
+    run_on_big_stack(kCompileStack, [&] { module->define(source); });
   } catch (const std::bad_alloc &) {
     throw;
   } catch (const c10::Error &e) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "misuse_classes.h"
 #include "misuse_common.h"
@@ -558,6 +559,310 @@ static int config_errors_name_the_field(void) {
   return 0;
 }
 
+/* ======================================================================
+ * 3. Restored states are untrusted input: random bytes, bit flips of real
+ *    states, truncations and splices either fail (and leave the dataflow as
+ *    it was: its next datapoints equal those of an untouched twin) or give
+ *    a dataflow that iterates without crashing. */
+
+typedef tpt_dataflow *(*pipeline_fn)(void);
+
+static tpt_tensor *rows(int64_t n, int64_t width) {
+  float *v = malloc((size_t)(n * width) * sizeof *v);
+  for (int64_t i = 0; i < n * width; ++i) v[i] = (float)i;
+  const int64_t shape[] = {n, width};
+  tpt_tensor *t = NULL;
+  tpt_status *st = tpt_tensor_from_data(&t, v, (size_t)(n * width) * sizeof *v, shape, 2, NULL);
+  free(v);
+  if (st) _exit(3);
+  return t;
+}
+
+static tpt_dataflow *chain(tpt_status *st, tpt_dataflow *made) {
+  if (st) {
+    fprintf(stderr, "pipeline: %s\n", tpt_status_message(st));
+    _exit(3);
+  }
+  return made;
+}
+
+static tpt_dataflow *p_shuffled_batches(void) {
+  const tpt_tensor *t[] = {rows(37, 3), rows(37, 1)};
+  tpt_dataflow *a = NULL, *b = NULL, *c = NULL;
+  chain(tpt_dataflow_from_tensors(&a, t, 2, 1), a);
+  chain(tpt_dataflow_batch(&b, a, 4, 1), b);
+  chain(tpt_dataflow_repeat(&c, b, 3), c);
+  tpt_dataflow_free(a), tpt_dataflow_free(b);
+  return c;
+}
+
+static tpt_dataflow *p_concat_cache(void) {
+  const tpt_tensor *t1[] = {rows(11, 2)}, *t2[] = {rows(7, 2)};
+  tpt_dataflow *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL;
+  chain(tpt_dataflow_from_tensors(&a, t1, 1, 1), a);
+  chain(tpt_dataflow_from_tensors(&b, t2, 1, 0), b);
+  tpt_dataflow *both[] = {a, b};
+  chain(tpt_dataflow_concat(&c, both, 2), c);
+  chain(tpt_dataflow_cache(&d, c, 1), d);
+  chain(tpt_dataflow_fixed_size(&e, d, 13, 1), e);
+  tpt_dataflow_free(a), tpt_dataflow_free(b), tpt_dataflow_free(c), tpt_dataflow_free(d);
+  return e;
+}
+
+static tpt_dataflow *p_local_shuffle(void) {
+  const tpt_tensor *t[] = {rows(23, 2)};
+  tpt_dataflow *a = NULL, *b = NULL, *c = NULL;
+  chain(tpt_dataflow_from_tensors(&a, t, 1, 1), a);
+  chain(tpt_dataflow_local_shuffle(&b, a, 5, 2), b);
+  chain(tpt_dataflow_batch(&c, b, 3, 0), c);
+  tpt_dataflow_free(a), tpt_dataflow_free(b);
+  return c;
+}
+
+static tpt_status *add_one(tpt_datapoint *dp, void *ud) {
+  (void)ud;
+  tpt_tensor *t = NULL, *u = NULL;
+  tpt_status *st = tpt_datapoint_get(&t, dp, 0);
+  if (!st) st = tpt_op_add_scalar(&u, t, 1.0);
+  if (!st) st = tpt_datapoint_set(dp, 0, u);
+  tpt_tensor_free(t), tpt_tensor_free(u);
+  return st;
+}
+
+static tpt_dataflow *p_join_select_prefetch(void) {
+  const tpt_tensor *t1[] = {rows(19, 2)}, *t2[] = {rows(17, 1)};
+  tpt_dataflow *a = NULL, *b = NULL, *j = NULL, *s = NULL, *m = NULL, *p = NULL, *f = NULL, *r = NULL;
+  chain(tpt_dataflow_from_tensors(&a, t1, 1, 1), a);
+  chain(tpt_dataflow_from_tensors(&b, t2, 1, 1), b);
+  tpt_dataflow *both[] = {a, b};
+  chain(tpt_dataflow_join(&j, both, 2), j);
+  const size_t idx[] = {1, 0, 1};
+  chain(tpt_dataflow_select(&s, j, idx, 3), s);
+  tpt_parallel_map_options o = TPT_PARALLEL_MAP_OPTIONS_INIT;
+  o.ordered = 1; /* deterministic, so the twin comparison holds */
+  o.strict = 1;
+  chain(tpt_dataflow_parallel_map(&m, s, add_one, NULL, NULL, &o), m);
+  chain(tpt_dataflow_prefetch(&p, m, 4), p);
+  chain(tpt_dataflow_fixed_size(&f, p, 9, 0), f);
+  chain(tpt_dataflow_repeat(&r, f, -1), r);
+  tpt_dataflow_free(a), tpt_dataflow_free(b), tpt_dataflow_free(j), tpt_dataflow_free(s);
+  tpt_dataflow_free(m), tpt_dataflow_free(p), tpt_dataflow_free(f);
+  return r;
+}
+
+/* Fills `out` with the flattened first component of the next datapoint;
+ * returns its element count, -1 at the end of a pass, -2 on an error. */
+static int64_t next_values(tpt_dataflow *df, float *out, int64_t cap) {
+  tpt_datapoint *dp = NULL;
+  if (tpt_datapoint_new(&dp)) return -2;
+  tpt_status *st = tpt_dataflow_next(df, dp);
+  int64_t n = -2;
+  if (st) {
+    n = tpt_status_code(st) == TPT_STOP ? -1 : -2;
+    tpt_status_free(st);
+  } else {
+    tpt_tensor *t = NULL;
+    if (!tpt_datapoint_get(&t, dp, 0) && !tpt_tensor_numel(&n, t)) {
+      if (n > cap) n = cap;
+      tpt_tensor *f = NULL;
+      if (tpt_tensor_to(&f, t, NULL, TPT_DTYPE_F32) || tpt_tensor_copy_to(out, (size_t)n * sizeof *out, f)) n = -2;
+      tpt_tensor_free(f);
+    }
+    tpt_tensor_free(t);
+  }
+  tpt_datapoint_free(dp);
+  return n;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return rng;
+}
+
+static tpt_tensor *bytes_tensor(const uint8_t *b, size_t n) {
+  const int64_t shape[] = {(int64_t)n};
+  tpt_tensor_options o = TPT_TENSOR_OPTIONS_INIT;
+  o.dtype = TPT_DTYPE_U8;
+  tpt_tensor *t = NULL;
+  if (tpt_tensor_from_data(&t, n ? b : (const void *)"", n, shape, 1, &o)) _exit(3);
+  return t;
+}
+
+/* One pipeline kind, `rounds` forged states. */
+static int fuzz_states(pipeline_fn make, int rounds) {
+  /* a real state, taken mid-pass */
+  tpt_dataflow *src = make();
+  float buf[64];
+  for (int i = 0; i < 5; ++i) CHECK(next_values(src, buf, 64) >= 0);
+  tpt_tensor *state = NULL;
+  CHECK(tpt_dataflow_get_state(&state, src) == NULL);
+  int64_t n = 0;
+  CHECK(tpt_tensor_numel(&n, state) == NULL && n > 0);
+  uint8_t *real = malloc((size_t)n), *forged = malloc((size_t)n * 2 + 64);
+  CHECK(tpt_tensor_copy_to(real, (size_t)n, state) == NULL);
+  /* the pipeline under test and its untouched twin, both 2 datapoints in */
+  tpt_dataflow *df = make(), *twin = make();
+  for (int i = 0; i < 2; ++i) CHECK(next_values(df, buf, 64) >= 0 && next_values(twin, buf, 64) >= 0);
+  int refused = 0, accepted = 0;
+  for (int r = 0; r < rounds; ++r) {
+    size_t len = (size_t)n;
+    memcpy(forged, real, (size_t)n);
+    switch (r % 5) {
+      case 0: /* one bit */
+        forged[rnd() % len] ^= (uint8_t)(1u << (rnd() % 8));
+        break;
+      case 1: /* a few random bytes */
+        for (int k = 0; k < 4; ++k) forged[rnd() % len] = (uint8_t)rnd();
+        break;
+      case 2: /* truncated */
+        len = rnd() % len;
+        break;
+      case 3: /* random bytes of a random length */
+        len = rnd() % ((size_t)n * 2 + 1);
+        for (size_t k = 0; k < len; ++k) forged[k] = (uint8_t)rnd();
+        break;
+      case 4: { /* a 64-bit field set to an extreme value */
+        size_t at = len >= 8 ? rnd() % (len - 7) : 0;
+        uint64_t v = (rnd() & 1) ? UINT64_MAX - (rnd() % 4) : (uint64_t)1 << (rnd() % 64);
+        if (len >= 8) memcpy(forged + at, &v, 8);
+        break;
+      }
+    }
+    tpt_tensor *t = bytes_tensor(forged, len);
+    tpt_status *st = tpt_dataflow_set_state(df, t);
+    tpt_tensor_free(t);
+    if (st) {
+      CHECK(tpt_status_message(st)[0] != '\0');
+      tpt_status_free(st);
+      ++refused;
+      /* left as it was: the same next datapoint as the twin */
+      float a[64], b[64];
+      int64_t na = next_values(df, a, 64), nb = next_values(twin, b, 64);
+      CHECK(na == nb);
+      if (na > 0) CHECK(memcmp(a, b, (size_t)na * sizeof *a) == 0);
+      if (na == -1) { /* both at a pass end: the next pass starts in both */
+      }
+    } else {
+      ++accepted;
+      /* accepted: it must iterate, whatever it gives */
+      for (int k = 0; k < 40; ++k)
+        if (next_values(df, buf, 64) == -2) break;
+      tpt_dataflow_free(df);
+      tpt_dataflow_free(twin);
+      df = make(), twin = make();
+      for (int i = 0; i < 2; ++i) CHECK(next_values(df, buf, 64) >= 0 && next_values(twin, buf, 64) >= 0);
+    }
+  }
+  fprintf(stderr, "# %d forged states: %d refused, %d accepted\n", rounds, refused, accepted);
+  return 0;
+}
+
+static int fuzz_shuffled_batches(void) { return fuzz_states(p_shuffled_batches, 1500); }
+static int fuzz_concat_cache(void) { return fuzz_states(p_concat_cache, 1500); }
+static int fuzz_local_shuffle(void) { return fuzz_states(p_local_shuffle, 1500); }
+static int fuzz_join_select_prefetch(void) { return fuzz_states(p_join_select_prefetch, 600); }
+
+/* A state of one pipeline shape given to another: refused, nothing changed. */
+static int state_of_another_shape(void) {
+  tpt_dataflow *a = p_shuffled_batches(), *b = p_concat_cache();
+  float buf[64];
+  CHECK(next_values(a, buf, 64) >= 0);
+  tpt_tensor *st = NULL;
+  CHECK(tpt_dataflow_get_state(&st, a) == NULL);
+  CHECK(is_error(tpt_dataflow_set_state(b, st), TPT_ERR_INVALID_ARGUMENT, "state"));
+  return 0;
+}
+
+/* ======================================================================
+ * 4. Numbers in range, 5. pathological input to the parsers we call. */
+
+static int accumulate_steps_out_of_range(void) {
+  tpt_optimizer *o = mk_optimizer();
+  CHECK(is_error(tpt_optimizer_set(o, "accumulate_steps", 1e30), TPT_ERR_INVALID_ARGUMENT,
+                 "accumulate_steps must be an integer >= 1 and <= 1e9, got 1e+30"));
+  CHECK(is_error(tpt_optimizer_set(o, "accumulate_steps", -3.5), TPT_ERR_INVALID_ARGUMENT, "got -3.5"));
+  CHECK(tpt_optimizer_set(o, "accumulate_steps", 4) == NULL);
+  return 0;
+}
+
+static const char *g_pattern;
+static tpt_status *long_name_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
+  (void)n, (void)ud;
+  tpt_tensor *y = NULL, *l2 = NULL;
+  tpt_status *st = tpt_layer_fc(&y, tw, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", in[0], 2, NULL);
+  if (!st) st = tpt_regularize_l2(&l2, tw, g_pattern, 0.5);
+  if (!st) st = tpt_tower_set_output(tw, "y", y);
+  return st;
+}
+
+static int catastrophic_pattern_runs_fast(void) {
+  g_pattern = "(a*)*b"; /* exponential for a backtracking matcher on 68 a's */
+  tpt_model *m = model_with(long_name_tower);
+  CHECK(m != NULL);
+  CHECK(tpt_model_build(m) == NULL);
+  tpt_optimizer *o = mk_optimizer();
+  CHECK(tpt_optimizer_scale_gradients(o, "(a|aa)*c", 2.0) == NULL);
+  return 0;
+}
+
+static int hostile_patterns_refused(void) {
+  char longp[400];
+  memset(longp, 'a', sizeof longp - 1);
+  longp[sizeof longp - 1] = '\0';
+  tpt_optimizer *o = mk_optimizer();
+  CHECK(is_error(tpt_optimizer_scale_gradients(o, longp, 2.0), TPT_ERR_INVALID_ARGUMENT, "399 characters; at most 256"));
+  CHECK(is_error(tpt_optimizer_scale_gradients(o, "((((((((((((((((((((a))))))))))))))))))))", 2.0),
+                 TPT_ERR_INVALID_ARGUMENT, "nests 20 groups"));
+  CHECK(is_error(tpt_optimizer_scale_gradients(o, "((a{99}){99}){1000}", 2.0), TPT_ERR_INVALID_ARGUMENT,
+                 "repeat count 1000 is over 100"));
+  CHECK(is_error(tpt_optimizer_scale_gradients(o, "(a)\\1", 2.0), TPT_ERR_INVALID_ARGUMENT, "not a regular expression"));
+  CHECK(is_error(tpt_optimizer_scale_gradients(o, "(", 2.0), TPT_ERR_INVALID_ARGUMENT, "not a regular expression"));
+  return 0;
+}
+
+static int torchscript_compile(const char *source, tpt_status **st) {
+  const int64_t shape[] = {-1, 3};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, shape, 2}};
+  tpt_model *m = SENTINEL;
+  *st = tpt_model_from_torchscript_source(&m, source, NULL, 0, spec, 1);
+  if (*st && m != NULL) return MISUSE_OUT_DANGLING;
+  return 0;
+}
+
+static int torchscript_deep_brackets(void) {
+  enum { N = 50000 };
+  const char *head = "def forward(self, x):\n    return ";
+  char *src = malloc(strlen(head) + 2 * N + 8);
+  strcpy(src, head);
+  char *p = src + strlen(head);
+  for (int i = 0; i < N; ++i) *p++ = '(';
+  *p++ = 'x';
+  for (int i = 0; i < N; ++i) *p++ = ')';
+  strcpy(p, "\n");
+  tpt_status *st = NULL;
+  CHECK(torchscript_compile(src, &st) == 0);
+  CHECK(is_error(st, TPT_ERR_INVALID_ARGUMENT, "nests brackets more than 256 deep (line 2)"));
+  return 0;
+}
+
+static int torchscript_deep_unary(void) {
+  enum { N = 20000 };
+  const char *head = "def forward(self, x):\n    return ";
+  char *src = malloc(strlen(head) + 2 * N + 8);
+  strcpy(src, head);
+  char *p = src + strlen(head);
+  for (int i = 0; i < N; ++i) *p++ = '-', *p++ = ' ';
+  strcpy(p, "x\n");
+  tpt_status *st = NULL;
+  CHECK(torchscript_compile(src, &st) == 0); /* compiled or refused, on the compiler's big stack */
+  if (st) {
+    CHECK(tpt_status_message(st)[0] != '\0');
+    tpt_status_free(st);
+  }
+  return 0;
+}
+
 const class_case class_cases[] = {
     {"free the trainer from a SETUP callback", free_at_setup, 60},
     {"free the trainer from a BEFORE_TRAIN callback", free_at_before_train, 60},
@@ -586,6 +891,16 @@ const class_case class_cases[] = {
     {"tpt_trainer_hooked_step nested in a hooked step's function", nested_hooked_step, 30},
     {"tpt_trainer_hooked_step from before_run / after_run", hooked_step_from_hooks, 30},
     {"wrappers and tpt_tensor_from_dlpack set *out to NULL on failure", wrappers_clear_out, 30},
+    {"fuzzed states of shuffled batches, repeated (bit flips, bytes, truncations, extremes)", fuzz_shuffled_batches, 120},
+    {"fuzzed states of a concat of sources, cached, fixed size", fuzz_concat_cache, 120},
+    {"fuzzed states of a local shuffle, batched", fuzz_local_shuffle, 120},
+    {"fuzzed states of join, select, parallel map, prefetch, fixed size, repeat", fuzz_join_select_prefetch, 180},
+    {"a state of another pipeline shape", state_of_another_shape, 30},
+    {"accumulate_steps = 1e30 and other out-of-range numbers", accumulate_steps_out_of_range, 30},
+    {"a catastrophic regex over a long variable name runs in polynomial time", catastrophic_pattern_runs_fast, 30},
+    {"enormous, deeply nested, huge-count and back-reference regexes are refused", hostile_patterns_refused, 30},
+    {"TorchScript source nested 50,000 brackets deep", torchscript_deep_brackets, 60},
+    {"TorchScript source with 20,000 unary operators in a row", torchscript_deep_unary, 120},
     {"a callback's error without a message names the callback and the event", empty_message_names_callback, 30},
     {"tpt_trainer_from_config's errors name the config field", config_errors_name_the_field, 30},
 };
