@@ -670,10 +670,31 @@ class InferenceRunner final : public tpt::Callback {
     complete_ = false;
     std::vector<double> sum(names_.size(), 0.0), weight(names_.size(), 0.0);
     Datapoint batch;
-    while (df_->next(batch)) {
-      if (batch.empty() || batch[0].dim() < 1) tpt::invalid_argument("InferenceRunner: a batch needs a first dimension (rows)");
+    for (int64_t k = 0;; ++k) {
+      // Errors say they came from the runner's dataflow and which batch
+      // (a host callback's own status goes back unchanged).
+      auto where = [&](const std::string &what) {
+        return "InferenceRunner: batch " + std::to_string(k) + " of its dataflow: " + what;
+      };
+      bool more = false;
+      try {
+        more = df_->next(batch);
+      } catch (const tpt::Error &e) {
+        if (e.passthrough()) throw;
+        throw tpt::Error(e.code(), where(e.what()));
+      }
+      if (!more) break;
+      if (batch.empty() || batch[0].dim() < 1) tpt::invalid_argument(where("a batch needs a first dimension (rows)"));
       const int64_t rows = batch[0].size(0);
-      std::vector<at::Tensor> outs = model_->infer(batch, names_);
+      std::vector<at::Tensor> outs;
+      try {
+        outs = model_->infer(batch, names_);
+      } catch (const tpt::Error &e) {
+        if (e.passthrough()) throw;
+        throw tpt::Error(e.code(), where(e.what()));
+      } catch (const c10::Error &e) {
+        throw tpt::Error(TPT_ERR_BACKEND, where(e.what_without_backtrace()));
+      }
       for (size_t i = 0; i < names_.size(); ++i) {
         const at::Tensor &o = outs[i];
         if (o.numel() == 1) {

@@ -6,6 +6,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <exception>
+#include <system_error>
 #include <thread>
 
 #include "core/callback.hpp"
@@ -163,7 +164,11 @@ class QueueInput final : public Input {
     q_.reset();
     error_ = nullptr;
     last_ = dataflow_input_state(StateKind::Queue, got_, *df_);  // before the thread reads ahead
-    thread_ = std::thread([this] { produce(); });
+    try {
+      thread_ = std::thread([this] { produce(); });
+    } catch (const std::system_error &e) {
+      fail(TPT_ERR_INTERNAL, std::string("cannot start the queue input's thread: ") + e.what());
+    }
   }
 
   void stop() {

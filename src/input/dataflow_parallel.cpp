@@ -8,6 +8,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "core/error.hpp"
@@ -63,7 +64,14 @@ class ParallelMap final : public DataFlow {
 
   void start_threads() override {
     stopping_ = false;
-    for (int i = 0; i < o_.n_threads; ++i) workers_.emplace_back([this] { work(); });
+    try {
+      for (int i = 0; i < o_.n_threads; ++i) workers_.emplace_back([this] { work(); });
+    } catch (const std::system_error &e) {
+      size_t started = workers_.size();
+      stop_threads();  // the ones that did start
+      fail(TPT_ERR_INTERNAL, "cannot start the parallel map's worker thread " + std::to_string(started + 1) + " of " +
+                                 std::to_string(o_.n_threads) + ": " + e.what());
+    }
   }
 
   void stop_threads() override {
@@ -234,7 +242,11 @@ class Prefetch final : public DataFlow {
     error_ = nullptr;
     last_child_.clear();
     df_->save_tree(last_child_);  // nothing given yet: the input as it is before the thread reads it
-    thread_ = std::thread([this] { produce(); });
+    try {
+      thread_ = std::thread([this] { produce(); });
+    } catch (const std::system_error &e) {
+      fail(TPT_ERR_INTERNAL, std::string("cannot start the prefetch thread: ") + e.what());
+    }
   }
   // This node, then its input's state as of the last datapoint given.
   bool save_snapshot(std::vector<uint8_t> &out) const override {

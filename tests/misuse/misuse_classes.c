@@ -863,6 +863,24 @@ static int torchscript_deep_unary(void) {
   return 0;
 }
 
+static int validation_errors_name_the_runner(void) {
+  tpt_model *m = model_with(tower);
+  CHECK(m != NULL);
+  const tpt_tensor *t[] = {rows(6, 5)}; /* width 5: the signature says 3 */
+  tpt_dataflow *src = NULL, *batches = NULL;
+  CHECK(tpt_dataflow_from_tensors(&src, t, 1, 0) == NULL);
+  CHECK(tpt_dataflow_batch(&batches, src, 2, 0) == NULL);
+  const char *names[] = {"cost"};
+  tpt_callback *runner = NULL;
+  CHECK(tpt_inference_runner_new(&runner, m, batches, names, 1) == NULL);
+  tpt_trainer *tr = quiet_trainer(1);
+  CHECK(tr != NULL);
+  CHECK(tpt_trainer_add_callback(tr, runner) == NULL);
+  CHECK(tpt_trainer_set_model(tr, m, mk_input()) == NULL);
+  CHECK(is_error(tpt_trainer_run(tr), TPT_ERR_INVALID_ARGUMENT, "InferenceRunner: batch 0 of its dataflow: input 'x'"));
+  return 0;
+}
+
 const class_case class_cases[] = {
     {"free the trainer from a SETUP callback", free_at_setup, 60},
     {"free the trainer from a BEFORE_TRAIN callback", free_at_before_train, 60},
@@ -903,5 +921,6 @@ const class_case class_cases[] = {
     {"TorchScript source with 20,000 unary operators in a row", torchscript_deep_unary, 120},
     {"a callback's error without a message names the callback and the event", empty_message_names_callback, 30},
     {"tpt_trainer_from_config's errors name the config field", config_errors_name_the_field, 30},
+    {"a validation batch's error names the inference runner's dataflow", validation_errors_name_the_runner, 60},
 };
 const size_t n_class_cases = sizeof class_cases / sizeof class_cases[0];
