@@ -548,6 +548,38 @@ impl<'a> Trainer<'a> {
     /// # Panics
     /// If a closure panicked, training ended there (AFTER_TRAIN still ran)
     /// and the panic is resumed here once the C loop has returned.
+    ///
+    /// # Freeing from inside
+    /// What a C caller must be careful about (docs/ownership.md) the
+    /// compiler checks here: a callback cannot drop the trainer it runs in,
+    /// since `run` borrows it for the whole run; the callback reaches the
+    /// trainer through its [`Context`](crate::Context) instead.
+    ///
+    /// ```compile_fail
+    /// use tptrain::{Callback, Events, Flow, Trainer, TrainerOptions};
+    /// let mut trainer = Trainer::new(&TrainerOptions::default())?;
+    /// let t = &mut trainer;
+    /// trainer.add_callback(Callback::on(Events::TRIGGER_STEP, move |_, _, _| {
+    ///     drop(t); // error: `trainer` is borrowed by the callback and by run
+    ///     Ok::<Flow, tptrain::Error>(Flow::Continue)
+    /// }))?;
+    /// trainer.run()?;
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    ///
+    /// Nor can a tower function call back into its own model: a
+    /// [`Model`] is neither `Send` nor `Sync`, and tower functions must be.
+    ///
+    /// ```compile_fail
+    /// use std::sync::{Arc, OnceLock};
+    /// let cell: Arc<OnceLock<tptrain::Model>> = Arc::new(OnceLock::new());
+    /// let inner = Arc::clone(&cell);
+    /// let model = tptrain::Model::new(&[], move |_, _| {
+    ///     inner.get().map(|m| m.build()).transpose()?; // error: Model is not Sync
+    ///     Ok::<(), tptrain::Error>(())
+    /// })?;
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
     pub fn run(&mut self) -> Result<RunOutcome> {
         // Runs nest (a closure may run another trainer): call_resuming keeps
         // an outer pending panic aside so that only this run's is resumed here.
