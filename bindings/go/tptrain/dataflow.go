@@ -896,6 +896,7 @@ func (df *DataFlow) ResetState() error {
 	if err != nil {
 		return err
 	}
+	defer df.enter()() // after Unlock: a Close from the dataflow's own callbacks waits for this call
 	defer df.mu.Unlock()
 	st := C.tpt_dataflow_reset_state(ptr)
 	return df.result(st)
@@ -909,6 +910,7 @@ func (df *DataFlow) Next() ([]*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer df.enter()() // after Unlock: a Close from the dataflow's own callbacks waits for this call
 	defer df.mu.Unlock()
 	if df.dp == nil {
 		if err := statusError(C.tpt_datapoint_new(&df.dp)); err != nil {
@@ -928,6 +930,7 @@ func (df *DataFlow) NextInto(dp *Datapoint) error {
 	if err != nil {
 		return err
 	}
+	defer df.enter()() // after Unlock: a Close from the dataflow's own callbacks waits for this call
 	defer df.mu.Unlock()
 	dptr, err := dp.lock("NextInto")
 	if err != nil {

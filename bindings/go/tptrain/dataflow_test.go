@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Dataflow functions run under C frames, often on the library's threads:
@@ -1332,4 +1333,45 @@ func TestInputFeedStagingDummy(t *testing.T) {
 	if g := must(tr.GlobalStep()).of(t); g != 6 {
 		t.Errorf("GlobalStep() = %d", g)
 	}
+}
+
+// A source that closes its own dataflow: the Close waits for the Next in
+// progress (no deadlock on the handle's lock), which returns its datapoint;
+// the dataflow is closed afterwards.
+func TestSourceClosesItsDataFlow(t *testing.T) {
+	checkHandles(t)
+	var df *DataFlow
+	calls := 0
+	df = must(DataFlowFromFunc(func() ([]*Tensor, error) {
+		calls++
+		if calls == 2 {
+			if err := df.Close(); err != nil {
+				return nil, err
+			}
+		}
+		x, err := FromFloat32([]float32{float32(calls)}, 1)
+		return []*Tensor{x}, err
+	})).of(t)
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 2; i++ {
+			ts, err := df.Next()
+			if err != nil {
+				done <- err
+				return
+			}
+			for _, x := range ts {
+				x.Close()
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		ok(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close from the dataflow's own source hung")
+	}
+	_, err := df.Next()
+	wantError(t, err, CodeInvalidArgument, "use of closed")
 }

@@ -1154,3 +1154,26 @@ func TestRunContextCancel(t *testing.T) {
 		t.Errorf("LaunchTrain to MaxEpoch = %+v, want the zero Outcome", outcome)
 	}
 }
+
+// Closing the trainer from inside its own Run is refused (CodeState) and
+// the run goes on to its end; Close after Run releases it.
+func TestCloseInsideRun(t *testing.T) {
+	checkHandles(t)
+	tr := newQuietTrainer(t, 1, 2, 3)
+	ok(t, tr.SetRunStep(func(*Context) error { return nil }))
+	var closeErr error
+	triggers := 0
+	ok(t, tr.AddCallback(must(NewCallback("closer", EventTriggerStep, true, func(*Context, Event, *Record) error {
+		triggers++
+		if closeErr == nil {
+			closeErr = tr.Close()
+		}
+		return nil
+	})).of(t)))
+	ok(t, tr.Run())
+	wantError(t, closeErr, CodeState, "Run is in progress")
+	if triggers != 6 {
+		t.Errorf("%d steps after a refused Close, want 6 (2 epochs x 3)", triggers)
+	}
+	ok(t, tr.Close())
+}
