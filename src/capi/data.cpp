@@ -49,6 +49,24 @@ tpt_datapoint &dp_arg(const tpt_datapoint *d, const char *name = "dp") {
   return live(const_cast<tpt_datapoint *>(d), kDatapointMagic, name, "tpt_datapoint");
 }
 
+// The dataflows that a C API call iterates on this thread, innermost last:
+// tpt_dataflow_next on a dataflow from inside its own callbacks would recurse
+// without end (or into a pass half-made), so it is refused.
+thread_local std::vector<const tpt::data::DataFlow *> t_iterating;
+
+struct Iterating {
+  explicit Iterating(const tpt::data::DataFlow *df, const char *what) {
+    for (const tpt::data::DataFlow *d : t_iterating)
+      if (d == df)
+        tpt::fail(TPT_ERR_STATE, std::string(what) + " was called on a dataflow from inside its own callbacks (a source's "
+                                 "next, a map, a reset); a dataflow is not re-entrant");
+    t_iterating.push_back(df);
+  }
+  ~Iterating() { t_iterating.pop_back(); }
+  Iterating(const Iterating &) = delete;
+  Iterating &operator=(const Iterating &) = delete;
+};
+
 // The dataflow iterated (or whose state is taken) from C: not one that a
 // combinator or input reads, whose thread may be iterating it. The caller
 // holds the reference for the whole call, so a callback of the dataflow that
@@ -520,12 +538,17 @@ tpt_status *tpt_dataflow_augment(tpt_dataflow **out, tpt_dataflow *df, size_t in
 // ------------------------------------------------------------------ iterating
 
 tpt_status *tpt_dataflow_reset_state(tpt_dataflow *df) {
-  return guard(__func__, [&] { own_df_arg(df)->reset_state(); });
+  return guard(__func__, [&] {
+    DataFlowPtr keep = own_df_arg(df);
+    Iterating in(keep.get(), "tpt_dataflow_reset_state");
+    keep->reset_state();
+  });
 }
 
 tpt_status *tpt_dataflow_next(tpt_dataflow *df, tpt_datapoint *dp) {
   return guard(__func__, [&] {
     DataFlowPtr keep = own_df_arg(df);
+    Iterating in(keep.get(), "tpt_dataflow_next");
     tpt::data::DataFlow &d = *keep;
     Datapoint &p = dp_arg(dp).dp;
     if (!d.was_reset()) d.reset_state();
@@ -552,7 +575,9 @@ tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df) {
   return guard(__func__, [&] {
     require(out, "out");
     *out = nullptr;
-    std::vector<uint8_t> bytes = own_df_arg(df, "take the state of that one")->get_state();
+    DataFlowPtr keep = own_df_arg(df, "take the state of that one");
+    Iterating in(keep.get(), "tpt_dataflow_get_state");
+    std::vector<uint8_t> bytes = keep->get_state();
     at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
     std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
     tpt::capi::give(out, std::move(t));
@@ -562,6 +587,7 @@ tpt_status *tpt_dataflow_get_state(tpt_tensor **out, const tpt_dataflow *df) {
 tpt_status *tpt_dataflow_set_state(tpt_dataflow *df, const tpt_tensor *state) {
   return guard(__func__, [&] {
     DataFlowPtr keep = own_df_arg(df, "set the state of that one");
+    Iterating in(keep.get(), "tpt_dataflow_set_state");
     tpt::data::DataFlow &d = *keep;
     at::Tensor t = tensor_arg(state, "state");
     if (t.scalar_type() != at::kByte || t.dim() != 1)

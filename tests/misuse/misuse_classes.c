@@ -881,6 +881,34 @@ static int validation_errors_name_the_runner(void) {
   return 0;
 }
 
+/* A source whose next calls tpt_dataflow_next / get_state on its own
+ * dataflow: TPT_ERR_STATE, not an endless recursion. */
+static tpt_dataflow *g_self_df;
+static int g_self_ok = 1, g_self_calls;
+static tpt_status *src_reenters(tpt_datapoint *dp, void *ud) {
+  (void)ud;
+  if (++g_self_calls > 3) return tpt_status_new(TPT_STOP, "end");
+  tpt_datapoint *inner = mk_datapoint();
+  if (!is_error(tpt_dataflow_next(g_self_df, inner), TPT_ERR_STATE, "tpt_dataflow_next was called on a dataflow from inside its own callbacks"))
+    g_self_ok = 0;
+  tpt_tensor *st = NULL;
+  if (!is_error(tpt_dataflow_get_state(&st, g_self_df), TPT_ERR_STATE, "not re-entrant")) g_self_ok = 0;
+  if (!is_error(tpt_dataflow_reset_state(g_self_df), TPT_ERR_STATE, "not re-entrant")) g_self_ok = 0;
+  tpt_datapoint_free(inner);
+  return tpt_datapoint_set(dp, 0, mk_tensor());
+}
+
+static int dataflow_next_from_its_own_next(void) {
+  tpt_dataflow_callbacks cbs = TPT_DATAFLOW_CALLBACKS_INIT;
+  cbs.next = src_reenters;
+  CHECK(tpt_dataflow_from_callbacks(&g_self_df, &cbs, NULL, NULL) == NULL);
+  tpt_datapoint *dp = mk_datapoint();
+  CHECK(tpt_dataflow_next(g_self_df, dp) == NULL);
+  CHECK(tpt_dataflow_next(g_self_df, dp) == NULL);
+  CHECK(g_self_ok);
+  return 0;
+}
+
 const class_case class_cases[] = {
     {"free the trainer from a SETUP callback", free_at_setup, 60},
     {"free the trainer from a BEFORE_TRAIN callback", free_at_before_train, 60},
@@ -906,6 +934,7 @@ const class_case class_cases[] = {
     {"tpt_model_variable from the model's own build", reenter_variable_from_build, 30},
     {"tpt_model_infer from the model's own inference", reenter_infer_from_infer, 30},
     {"tpt_trainer_run from inside its own run", run_inside_run, 30},
+    {"tpt_dataflow_next, get_state and reset_state from the dataflow's own next", dataflow_next_from_its_own_next, 30},
     {"tpt_trainer_hooked_step nested in a hooked step's function", nested_hooked_step, 30},
     {"tpt_trainer_hooked_step from before_run / after_run", hooked_step_from_hooks, 30},
     {"wrappers and tpt_tensor_from_dlpack set *out to NULL on failure", wrappers_clear_out, 30},
