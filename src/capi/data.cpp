@@ -92,11 +92,8 @@ tpt_status *with_datapoint(Datapoint &dp, F &&call) {
   tpt_datapoint h;
   h.lent = true;
   h.dp = std::move(dp);
-  tpt_status *st;
-  {
-    tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);  // dataflow callbacks are not scoped
-    st = call(&h);
-  }
+  // Dataflow callbacks are not scoped: their tensors go to the library.
+  tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_OFF, [&] { return call(&h); });
   dp = std::move(h.dp);
   h.magic = 0;
   return st;
@@ -211,11 +208,7 @@ tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out, const tpt_dataflow_c
     };
     if (auto reset = callbacks->reset)
       fns.reset = [reset, ud](uint64_t seed) {
-        tpt_status *st;
-        {
-          tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);
-          st = reset(seed, ud->data);
-        }
+        tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_OFF, [&] { return reset(seed, ud->data); });
         raise_callback_status(st, "the reset callback");
       };
     if (auto size = callbacks->size) fns.size = [size, ud] { return size(ud->data); };
@@ -223,11 +216,7 @@ tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out, const tpt_dataflow_c
       if (auto save = callbacks->save) {
         fns.save = [save, ud] {
           tpt_tensor *t = nullptr;
-          tpt_status *st;
-          {
-            tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);
-            st = save(&t, ud->data);
-          }
+          tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_OFF, [&] { return save(&t, ud->data); });
           raise_callback_status(st, "the save callback");
           std::unique_ptr<tpt_tensor, void (*)(tpt_tensor *)> owned(t, tpt_tensor_free);
           if (!t) tpt::fail(TPT_ERR_CALLBACK, "the save callback returned success but no tensor");
@@ -246,11 +235,7 @@ tpt_status *tpt_dataflow_from_callbacks(tpt_dataflow **out, const tpt_dataflow_c
           at::Tensor v = at::empty({static_cast<int64_t>(n)}, at::TensorOptions().dtype(at::kByte));
           if (n) std::memcpy(v.data_ptr<uint8_t>(), data, n);
           tpt_tensor h(v, tpt_tensor::Borrow{});  // lent for the call
-          tpt_status *st;
-          {
-            tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);
-            st = restore(&h, ud->data);
-          }
+          tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_OFF, [&] { return restore(&h, ud->data); });
           h.magic = 0;
           raise_callback_status(st, "the restore callback");
         };
@@ -392,11 +377,7 @@ tpt_status *tpt_dataflow_map_component(tpt_dataflow **out, tpt_dataflow *df, siz
                               std::to_string(dp.size()));
       tpt_tensor value(dp[index], tpt_tensor::Borrow{});
       tpt_tensor *made = nullptr;
-      tpt_status *st;
-      {
-        tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);
-        st = fn(&made, &value, ud->data);
-      }
+      tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_OFF, [&] { return fn(&made, &value, ud->data); });
       value.magic = 0;
       at::Tensor result;
       if (made && made->magic == kTensorMagic) result = made->value;

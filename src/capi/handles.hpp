@@ -118,6 +118,14 @@ class TensorScope {
   c10::SmallVector<tpt_tensor *, 16> handles_;
 };
 
+// Runs `call` (a call into host code) inside a scope of `mode` and returns
+// what it returned: the scope closes before the caller looks at the result.
+template <class F>
+auto scoped_call(tpt_scope_mode mode, F &&call) -> decltype(call()) {
+  TensorScope scope(mode);
+  return call();
+}
+
 // Wraps a tensor in a new handle and stores it in *out; inside a scope the
 // scope owns it.
 inline void give(tpt_tensor **out, at::Tensor value) {

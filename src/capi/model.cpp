@@ -130,11 +130,9 @@ tpt_status *tpt_model_new(tpt_model **out, const tpt_input_spec *inputs, size_t 
     tpt::model::TowerFn fn = [tower_fn, ud](tpt::model::Tower &tower, const std::vector<at::Tensor> &batch) {
       tpt_tower h{kTowerMagic, &tower};
       BorrowedTensors b(batch);
-      tpt_status *st;
-      {
-        tpt::capi::TensorScope scope;  // the tensors the tower function makes go when it returns
-        st = tower_fn(&h, b.pointers.data(), b.pointers.size(), ud->data);
-      }
+      // The tensors the tower function makes go when it returns.
+      tpt_status *st = tpt::capi::scoped_call(
+          TPT_SCOPE_FREE, [&] { return tower_fn(&h, b.pointers.data(), b.pointers.size(), ud->data); });
       h.magic = 0;
       raise_status(st);
     };
@@ -404,11 +402,8 @@ tpt_status *tpt_input_from_feed(tpt_input **out, tpt_feed_fn feed, void *user_da
     require(reinterpret_cast<void *>(feed), "feed");
     auto fn = [feed, ud](size_t width) {
       std::vector<tpt_tensor *> slots(width, nullptr);
-      tpt_status *st;
-      {
-        tpt::capi::TensorScope unscoped(TPT_SCOPE_OFF);  // the feed's tensors go to the library
-        st = feed(slots.data(), slots.size(), ud->data);
-      }
+      // Unscoped: the feed's tensors go to the library.
+      tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_OFF, [&] { return feed(slots.data(), slots.size(), ud->data); });
       std::vector<at::Tensor> batch;
       for (tpt_tensor *h : slots) {  // the library takes every handle the feed made
         batch.push_back(h && h->magic == kTensorMagic ? h->value : at::Tensor());
@@ -493,11 +488,7 @@ class InitHook final : public tpt::Callback {
   ~InitHook() override { tpt_model_free(model_); }
   uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN; }
   void on_event(tpt::Trainer &, tpt_event, const tpt::Record *) override {
-    tpt_status *st;
-    {
-      tpt::capi::TensorScope scope;
-      st = fn_(model_, ud_);
-    }
+    tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return fn_(model_, ud_); });
     raise_status(st);
   }
 

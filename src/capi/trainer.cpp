@@ -57,8 +57,8 @@ class CCallback final : public tpt::Callback {
   }
 
   tpt_status *call(tpt::Trainer &t, tpt_event event, const tpt_record *rec) {
-    tpt::capi::TensorScope scope;  // tensors the callback makes go when it returns
-    return fn_(handle_of(t), event, rec, ud_->data);
+    // The tensors the callback makes go when it returns.
+    return tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return fn_(handle_of(t), event, rec, ud_->data); });
   }
 
   uint32_t events_;
@@ -95,11 +95,7 @@ struct StepCall {
 
 void run_c_step(tpt::Trainer &t, void *ctx) {
   auto *call = static_cast<StepCall *>(ctx);
-  tpt_status *st;
-  {
-    tpt::capi::TensorScope scope;
-    st = call->fn(handle_of(t), call->user_data);
-  }
+  tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return call->fn(handle_of(t), call->user_data); });
   raise_status(st);
 }
 
@@ -178,11 +174,7 @@ tpt_status *tpt_trainer_set_run_step(tpt_trainer *trainer, tpt_run_step_fn run_s
     tpt::Trainer &t = trainer_arg(trainer);
     require(reinterpret_cast<void *>(run_step), "run_step");
     t.set_run_step([run_step, ud](tpt::Trainer &tr) {
-      tpt_status *st;
-      {
-        tpt::capi::TensorScope scope;
-        st = run_step(handle_of(tr), ud->data);
-      }
+      tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return run_step(handle_of(tr), ud->data); });
       raise_status(st);
     });
   });
@@ -383,11 +375,7 @@ tpt_status *tpt_callback_enable_if(tpt_callback **out, tpt_callback *inner, tpt_
     require(reinterpret_cast<void *>(predicate), "predicate");
     std::string name = cb->name();
     tpt::Predicate pred = [predicate, ud, name](tpt::Trainer &t) {
-      int32_t r;
-      {
-        tpt::capi::TensorScope scope;
-        r = predicate(handle_of(t), ud->data);
-      }
+      int32_t r = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return predicate(handle_of(t), ud->data); });
       if (r < 0) tpt::fail(TPT_ERR_CALLBACK, "the predicate of '" + name + "' failed (returned " + std::to_string(r) + ")");
       return r != 0;
     };
