@@ -410,18 +410,26 @@ static tpt_status *cb_runs_again(tpt_trainer *t, tpt_event ev, const tpt_record 
   return NULL;
 }
 
-static int run_inside_run(void) {
+/* A quiet trainer of 3 epochs x 2 steps whose run_step is one hooked step,
+ * with one callback `fn` on `events`; NULL if any part fails. */
+static tpt_trainer *trainer_with(uint32_t events, tpt_callback_fn fn, const char *name) {
   tpt_trainer *t = quiet_trainer(2);
-  CHECK(t != NULL);
   tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
-  d.events = TPT_EVENT_TRIGGER_STEP;
-  d.fn = cb_runs_again;
+  d.events = events;
+  d.fn = fn;
+  d.name = name;
   tpt_callback *cb = NULL;
-  CHECK(tpt_callback_new(&cb, &d) == NULL);
-  CHECK(tpt_trainer_add_callback(t, cb) == NULL);
-  g.site = AT_EVENT;
+  g.site = AT_EVENT; /* the free harness's hooks stay idle */
   g.event = 0;
-  CHECK(tpt_trainer_set_run_step(t, run_step, NULL, NULL) == NULL);
+  if (!t || tpt_callback_new(&cb, &d) || tpt_trainer_add_callback(t, cb) ||
+      tpt_trainer_set_run_step(t, run_step, NULL, NULL))
+    return NULL;
+  return t;
+}
+
+static int run_inside_run(void) {
+  tpt_trainer *t = trainer_with(TPT_EVENT_TRIGGER_STEP, cb_runs_again, "runs again");
+  CHECK(t != NULL);
   CHECK(tpt_trainer_run(t) == NULL);
   CHECK(g.nested_status == 1);
   int64_t gs = 0;
@@ -470,17 +478,8 @@ static int nested_hooked_step(void) {
 }
 
 static int hooked_step_from_hooks(void) {
-  tpt_trainer *t = quiet_trainer(2);
+  tpt_trainer *t = trainer_with(TPT_EVENT_BEFORE_RUN | TPT_EVENT_AFTER_RUN, cb_hooks_again, "hooks again");
   CHECK(t != NULL);
-  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
-  d.events = TPT_EVENT_BEFORE_RUN | TPT_EVENT_AFTER_RUN;
-  d.fn = cb_hooks_again;
-  tpt_callback *cb = NULL;
-  CHECK(tpt_callback_new(&cb, &d) == NULL);
-  CHECK(tpt_trainer_add_callback(t, cb) == NULL);
-  g.site = AT_EVENT;
-  g.event = 0;
-  CHECK(tpt_trainer_set_run_step(t, run_step, NULL, NULL) == NULL);
   CHECK(tpt_trainer_run(t) == NULL);
   CHECK(g.nested_status == 1);
   int64_t gs = 0;
@@ -518,16 +517,8 @@ static tpt_status *cb_empty_error(tpt_trainer *t, tpt_event ev, const tpt_record
 }
 
 static int empty_message_names_callback(void) {
-  tpt_trainer *t = quiet_trainer(2);
+  tpt_trainer *t = trainer_with(TPT_EVENT_BEFORE_EPOCH, cb_empty_error, "silent");
   CHECK(t != NULL);
-  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
-  d.events = TPT_EVENT_BEFORE_EPOCH;
-  d.fn = cb_empty_error;
-  d.name = "silent";
-  tpt_callback *cb = NULL;
-  CHECK(tpt_callback_new(&cb, &d) == NULL);
-  CHECK(tpt_trainer_add_callback(t, cb) == NULL);
-  CHECK(tpt_trainer_set_run_step(t, run_step, NULL, NULL) == NULL);
   CHECK(is_error(tpt_trainer_run(t), TPT_ERR_CALLBACK,
                  "callback 'silent' returned TPT_ERR_CALLBACK without a message at before_epoch"));
   tpt_trainer_free(t);
