@@ -157,11 +157,14 @@ tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *option
 
 void tpt_trainer_free(tpt_trainer *trainer) {
   if (trainer == nullptr || trainer->magic != kTrainerMagic || trainer->library_owned) return;
-  if (trainer->running.load() > 0) {
-    // Freed from inside its own run: stop it; tpt_trainer_run deletes it.
-    trainer->free_pending.store(true);
+  int s = trainer->state.load();
+  while (s & tpt_trainer::kRunning) {
+    // Freed during its own run (from inside, or from another thread): stop
+    // it; tpt_trainer_run deletes it. The stop is asked first: once the flag
+    // is set, the trainer may be gone.
+    if (s & tpt_trainer::kFreePending) return;  // freed already
     trainer->trainer.request_stop(tpt::Trainer::StopBy::Free);
-    return;
+    if (trainer->state.compare_exchange_weak(s, s | tpt_trainer::kFreePending)) return;
   }
   trainer->magic = 0;
   delete trainer;
@@ -197,7 +200,7 @@ tpt_status *tpt_trainer_run(tpt_trainer *trainer) {
   tpt_status *st = guard(__func__, [&] {
     tpt::Trainer &t = trainer_arg(trainer);
     int idle = 0;
-    if (!trainer->running.compare_exchange_strong(idle, 1))
+    if (!trainer->state.compare_exchange_strong(idle, tpt_trainer::kRunning))
       tpt::fail(TPT_ERR_STATE,
                 "the trainer is running already (called from inside its own run: a callback, run_step, step, feed "
                 "or predicate); a trainer runs once");
@@ -205,8 +208,8 @@ tpt_status *tpt_trainer_run(tpt_trainer *trainer) {
     t.run();
   });
   if (entered) {
-    trainer->running.store(0);
-    if (trainer->free_pending.load() && !trainer->library_owned) {  // freed from inside the run
+    // library_owned is set before any run and never changes.
+    if ((trainer->state.exchange(0) & tpt_trainer::kFreePending) && !trainer->library_owned) {  // freed meanwhile
       trainer->magic = 0;
       delete trainer;
     }

@@ -22,11 +22,13 @@ struct tpt_trainer {
   uint64_t magic = kTrainerMagic;
   tpt::Trainer trainer;
   std::shared_ptr<tpt::model::Model> model;  // set by tpt_trainer_set_model, for tpt_trainer_model
-  // tpt_trainer_run in progress (0 or 1): a tpt_trainer_free meanwhile (from
-  // the run's own callbacks, or another thread) stops the run and leaves the
-  // delete to tpt_trainer_run as it returns.
-  std::atomic<int> running{0};
-  std::atomic<bool> free_pending{false};
+  // kRunning: tpt_trainer_run is in progress; a tpt_trainer_free meanwhile
+  // (from the run's own callbacks, or another thread) stops the run and sets
+  // kFreePending, and tpt_trainer_run deletes the trainer as it returns. One
+  // word, so a free from another thread and the end of the run agree on who
+  // deletes.
+  static constexpr int kRunning = 1, kFreePending = 2;
+  std::atomic<int> state{0};
   // Made and freed by the library (tpt_launch_train): tpt_trainer_free from
   // the host is a no-op on it.
   bool library_owned = false;

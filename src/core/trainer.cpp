@@ -158,6 +158,9 @@ void Trainer::throw_if_stop_requested() const {
 }
 
 void Trainer::hooked_step(void (*step)(Trainer &, void *), void *ctx) {
+  // The thread first: in_run_step_ belongs to the training thread.
+  if (run_thread_.load(std::memory_order_relaxed) != std::this_thread::get_id())
+    fail(TPT_ERR_STATE, "a hooked step can only run inside run_step, on the training thread");
   if (!in_run_step_) fail(TPT_ERR_STATE, "a hooked step can only run inside run_step");
   // Not nested: a hooked step from inside another (its step function, or a
   // callback's before_run / after_run) would count one step twice.
@@ -202,6 +205,7 @@ void Trainer::run() {
     log_.info("Log directory: " + logdir_);
   }
   freeze();
+  run_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   epoch_num_ = config_.starting_epoch - 1;
   local_step_ = -1;
   std::exception_ptr error;
@@ -261,6 +265,7 @@ void Trainer::run() {
   in_run_step_ = false;
   after_train(error);
   phase_ = Phase::Done;
+  run_thread_.store(std::thread::id(), std::memory_order_relaxed);
   log_.close_file();
   if (error) std::rethrow_exception(error);
 }

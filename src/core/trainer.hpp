@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -162,6 +163,8 @@ class Trainer {
   bool in_run_step_ = false;
   bool in_step_ = false;
   bool in_hooked_step_ = false;
+  // The thread tpt_trainer_run runs on: hooked steps run there only.
+  std::atomic<std::thread::id> run_thread_{};
   std::exception_ptr pending_;  // what ended a hooked step, until run_step returns
   std::atomic<int> stop_requested_{0};  // a StopBy
   void throw_if_stop_requested() const;

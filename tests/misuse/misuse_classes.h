@@ -10,7 +10,11 @@ typedef struct class_case {
   int limit;        /* seconds before the case counts as a hang */
 } class_case;
 
-extern const class_case class_cases[];
+extern const class_case class_cases[];   /* misuse_classes.c */
 extern const size_t n_class_cases;
+extern const class_case matrix_cases[];  /* misuse_matrix.c: the trainer's own run, from every site */
+extern const size_t n_matrix_cases;
+extern const class_case thread_cases[];  /* misuse_threads.c: threads the system refuses */
+extern const size_t n_thread_cases;
 
 #endif

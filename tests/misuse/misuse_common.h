@@ -37,6 +37,23 @@ tpt_optimizer *mk_optimizer(void);         /* sgd */
 tpt_input *mk_input(void);                 /* dummy, batch 2 */
 tpt_callback *mk_callback(void);           /* does nothing */
 tpt_status *mk_status(void);               /* TPT_ERR_INTERNAL "made" */
+tpt_trainer *mk_quiet_trainer(int64_t steps_per_epoch); /* 3 epochs, no output, no default callbacks */
+tpt_model *mk_model_with(tpt_tower_fn fn); /* one f32 [-1, 3] input, sgd, not built */
+/* A tower function: an FC layer of 1 unit, cost the mean of its square. */
+tpt_status *cost_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud);
+
+/* An error status with `code` whose message contains `fragment` (freed);
+ * otherwise says what came instead on stderr and returns 0. */
+int is_error(tpt_status *st, tpt_code code, const char *fragment);
+
+/* A hand-written case's check: on failure, says where and returns 1. */
+#define CHECK(cond)                                                              \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);   \
+      return 1;                                                                  \
+    }                                                                            \
+  } while (0)
 
 extern const misuse_case null_cases[];
 extern const size_t n_null_cases;

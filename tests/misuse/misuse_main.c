@@ -135,6 +135,59 @@ tpt_callback *mk_callback(void) {
 
 tpt_status *mk_status(void) { return tpt_status_new(TPT_ERR_INTERNAL, "made"); }
 
+tpt_trainer *mk_quiet_trainer(int64_t steps_per_epoch) {
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = 3;
+  o.steps_per_epoch = steps_per_epoch;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  o.default_callbacks = 0;
+  o.default_monitors = 0;
+  tpt_trainer *t = NULL;
+  must(tpt_trainer_new(&t, &o), "a quiet trainer");
+  return t;
+}
+
+tpt_model *mk_model_with(tpt_tower_fn fn) {
+  const int64_t shape[] = {-1, 3};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, shape, 2}};
+  tpt_model *m = NULL;
+  must(tpt_model_new(&m, spec, 1, fn, NULL, NULL), "a model");
+  tpt_optimizer *opt = mk_optimizer();
+  must(tpt_model_set_optimizer(m, opt), "a model's optimizer");
+  tpt_optimizer_free(opt);
+  return m;
+}
+
+tpt_status *cost_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
+  (void)n, (void)ud;
+  tpt_tensor *y = NULL, *square = NULL, *mean = NULL;
+  tpt_status *st = tpt_layer_fc(&y, tw, "fc", in[0], 1, NULL);
+  if (!st) st = tpt_op_mul(&square, y, y);
+  if (!st) {
+    tpt_arg a[] = {{0}};
+    a[0].kind = TPT_ARG_TENSOR;
+    a[0].tensor = square;
+    size_t n_out = 0;
+    st = tpt_op_call(&mean, 1, &n_out, "aten::mean", NULL, a, 1);
+  }
+  if (!st) st = tpt_tower_set_cost(tw, mean);
+  return st;
+}
+
+int is_error(tpt_status *st, tpt_code code, const char *fragment) {
+  if (!st) {
+    fprintf(stderr, "expected %s (\"%s\"), got success\n", tpt_code_name(code), fragment);
+    return 0;
+  }
+  int ok = tpt_status_code(st) == code && strstr(tpt_status_message(st), fragment) != NULL;
+  if (!ok)
+    fprintf(stderr, "got %s \"%s\", want %s with \"%s\"\n", tpt_code_name(tpt_status_code(st)),
+            tpt_status_message(st), tpt_code_name(code), fragment);
+  tpt_status_free(st);
+  return ok;
+}
+
 /* ---- the runner */
 
 static const char *verdict(int status, int limit) {
@@ -188,8 +241,13 @@ int main(int argc, char **argv) {
   size_t total = 0;
   if (want_null)
     for (size_t i = 0; i < n_null_cases; ++i) total += !filter || strstr(null_cases[i].label, filter);
+  const struct {
+    const class_case *cases;
+    size_t n;
+  } tables[] = {{class_cases, n_class_cases}, {matrix_cases, n_matrix_cases}, {thread_cases, n_thread_cases}};
   if (want_classes)
-    for (size_t i = 0; i < n_class_cases; ++i) total += !filter || strstr(class_cases[i].label, filter);
+    for (size_t k = 0; k < sizeof tables / sizeof tables[0]; ++k)
+      for (size_t i = 0; i < tables[k].n; ++i) total += !filter || strstr(tables[k].cases[i].label, filter);
   printf("1..%zu\n", total);
   int n = 0, passed = 0, null_passed = 0, null_run = 0;
   if (want_null)
@@ -199,10 +257,12 @@ int main(int argc, char **argv) {
       passed += ok, null_passed += ok, ++null_run;
     }
   if (want_classes)
-    for (size_t i = 0; i < n_class_cases; ++i) {
-      if (filter && !strstr(class_cases[i].label, filter)) continue;
-      passed += run_case(class_cases[i].label, class_cases[i].run, class_cases[i].limit, ++n);
-    }
+    for (size_t k = 0; k < sizeof tables / sizeof tables[0]; ++k)
+      for (size_t i = 0; i < tables[k].n; ++i) {
+        const class_case *c = &tables[k].cases[i];
+        if (filter && !strstr(c->label, filter)) continue;
+        passed += run_case(c->label, c->run, c->limit, ++n);
+      }
   printf("# misuse: %d of %d cases passed (null arguments: %d of %d; classes: %d of %d)\n", passed, n, null_passed,
          null_run, passed - null_passed, n - null_run);
   return passed == n ? 0 : 1;
