@@ -466,7 +466,7 @@ typedef enum tpt_progress {
 } tpt_progress;
 
 /* Options of a trainer. Initialise with TPT_TRAINER_OPTIONS_INIT. */
-#define TPT_TRAINER_OPTIONS_VERSION 2
+#define TPT_TRAINER_OPTIONS_VERSION 3
 typedef struct tpt_trainer_options {
   uint32_t version;            /* TPT_TRAINER_OPTIONS_VERSION */
   int32_t is_chief;            /* nonzero (default): chief-only callbacks are kept */
@@ -488,10 +488,16 @@ typedef struct tpt_trainer_options {
                                   averages (tensorpack's add_moving_summary, decay 0.95)
                                   that reach the monitors in each epoch's last step, and
                                   every summary_period steps when > 0; default 0 */
+  /* version 3: */
+  int32_t auto_resume;         /* nonzero: when logdir holds a checkpoint index (a ModelSaver's),
+                                  the run resumes exactly from its latest checkpoint
+                                  (tpt_trainer_resume) and the directory is kept whatever
+                                  logdir_action says; tensorpack's AutoResumeTrainConfig.
+                                  Default 0 */
 } tpt_trainer_options;
 #define TPT_TRAINER_OPTIONS_INIT \
   { TPT_TRAINER_OPTIONS_VERSION, 1, 1, 99999999, -1, NULL, TPT_LOGDIR_REFUSE, \
-    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0 }
+    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0, 0 }
 
 /* Creates a trainer. `options` may be NULL (defaults; steps_per_epoch must then
  * be given before run through a later section's input). The strings in
@@ -663,7 +669,7 @@ typedef tpt_status *(*tpt_callback_fn)(tpt_trainer *trainer, tpt_event event,
                                        const tpt_record *record, void *user_data);
 
 /* Describes a callback. Initialise with TPT_CALLBACK_DESC_INIT. */
-#define TPT_CALLBACK_DESC_VERSION 1
+#define TPT_CALLBACK_DESC_VERSION 2
 typedef struct tpt_callback_desc {
   uint32_t version;     /* TPT_CALLBACK_DESC_VERSION */
   uint32_t events;      /* a mask of tpt_event: the events to deliver */
@@ -672,8 +678,15 @@ typedef struct tpt_callback_desc {
   tpt_callback_fn fn;
   void *user_data;
   void (*destroy)(void *user_data); /* called exactly once; may be NULL */
+  /* version 2: the callback's own state in checkpoints (both or neither).
+   * save returns a new tensor of any dtype and shape (the library frees
+   * it); restore gets a tensor of the same dtype and shape when a resumed
+   * run starts (after SETUP, before BEFORE_TRAIN). The callback's name is
+   * its key in the checkpoint. */
+  tpt_status *(*save)(tpt_tensor **out, void *user_data);
+  tpt_status *(*restore)(const tpt_tensor *state, void *user_data);
 } tpt_callback_desc;
-#define TPT_CALLBACK_DESC_INIT { TPT_CALLBACK_DESC_VERSION, 0, NULL, 1, NULL, NULL, NULL }
+#define TPT_CALLBACK_DESC_INIT { TPT_CALLBACK_DESC_VERSION, 0, NULL, 1, NULL, NULL, NULL, NULL, NULL }
 
 typedef struct tpt_callback tpt_callback;
 
@@ -1611,6 +1624,89 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_from_config(tpt_trainer **out,
 /* tensorpack's launch_train_with_config: tpt_trainer_from_config, run, free.
  * Returns what the run returned. */
 TPT_API TPT_NODISCARD tpt_status *tpt_launch_train(const tpt_train_config *config);
+
+/* ---- Checkpoints and resume ------------------------------------------------
+ * A checkpoint holds everything a training needs to go on exactly where it
+ * was: every variable, the optimizer's slots and hyper-parameters, the loop
+ * counters and where the loop goes on, LibTorch's CPU random state, the
+ * input's position (its dataflow's, mid-pass), the moving summaries, and the
+ * state of callbacks that have one (MinSaver/MaxSaver, tpt_callback_desc's
+ * save/restore). The file is a torch.save archive of a dict, so
+ * python3-torch's torch.load opens it; docs/checkpoints.md has its fields.
+ * Files are written atomically (temporary file, fsync, rename, fsync of
+ * the directory), so a process killed at any moment leaves only whole ones. */
+
+/* tensorpack's ModelSaver. Initialise with TPT_MODEL_SAVER_OPTIONS_INIT. */
+#define TPT_MODEL_SAVER_OPTIONS_VERSION 1
+typedef struct tpt_model_saver_options {
+  uint32_t version;            /* TPT_MODEL_SAVER_OPTIONS_VERSION */
+  int32_t max_to_keep;         /* >= 0; default 10; 0 keeps all */
+  double keep_every_n_hours;   /* one checkpoint per this many hours is never deleted;
+                                  default 0.5; 0: none */
+  int64_t every_k_steps;       /* also save every k global steps (at trigger_step);
+                                  default 0: not step-based */
+  int64_t every_k_epochs;      /* save after every k-th epoch; default 1; 0: never */
+  const char *dir;             /* NULL (default): the trainer's log directory; copied */
+} tpt_model_saver_options;
+#define TPT_MODEL_SAVER_OPTIONS_INIT { TPT_MODEL_SAVER_OPTIONS_VERSION, 10, 0.5, 0, 1, NULL }
+
+/* A callback (chief only) that writes model-<global_step> and the index file
+ * `checkpoint` naming the latest (tensorpack's layout), deleting the oldest
+ * beyond max_to_keep. An IO error while saving is logged and training goes
+ * on. `options` may be NULL (defaults). The caller owns *out. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_model_saver(tpt_callback **out,
+                                                           const tpt_model_saver_options *options);
+
+/* tensorpack's MinSaver / MaxSaver: when the latest value of the scalar
+ * `stat` is the lowest (highest) so far, the newest checkpoint, which must
+ * be of that step, is copied to `filename` (NULL: min-<stat> / max-<stat>) in
+ * `dir` (NULL: the log directory). Register it after the ModelSaver and the
+ * callback that puts `stat`. The best value is saved in checkpoints. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_min_saver(tpt_callback **out, const char *stat,
+                                                         const char *filename, const char *dir);
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_max_saver(tpt_callback **out, const char *stat,
+                                                         const char *filename, const char *dir);
+
+/* Before tpt_trainer_run: the run goes on exactly from the checkpoint at
+ * `path` (a checkpoint file, or a directory whose index names its latest).
+ * The file is read and checked now (TPT_ERR_IO, TPT_ERR_INVALID_ARGUMENT
+ * naming the file and field); whether it fits the model is checked at
+ * SETUP, where a mismatch fails the run naming the variables. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_resume(tpt_trainer *trainer, const char *path);
+
+/* Writes the trainer's checkpoint to `path` now, atomically. From a
+ * callback between steps (trigger_step, the epoch events, before_train,
+ * after_train); TPT_ERR_STATE inside run_step. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_save_checkpoint(tpt_trainer *trainer, const char *path);
+
+/* How tpt_model_restore matches variables. Initialise with
+ * TPT_RESTORE_OPTIONS_INIT. */
+#define TPT_RESTORE_OPTIONS_VERSION 1
+typedef struct tpt_restore_options {
+  uint32_t version;                 /* TPT_RESTORE_OPTIONS_VERSION */
+  int32_t ignore_missing;           /* nonzero: model variables the file lacks keep their values
+                                       (default 0: an error listing them) */
+  int32_t ignore_unexpected;        /* nonzero (default): tensors of the file that match no
+                                       variable are skipped; 0: an error listing them */
+  int32_t ignore_shape_mismatch;    /* nonzero: variables whose shapes differ are skipped
+                                       (default 0: an error listing them) */
+  const char *prefix;               /* NULL (default), or put in front of every variable name
+                                       to find it in the file */
+  const char *const *name_map;      /* n_name_map pairs: a variable's name, then its name in
+                                       the file */
+  size_t n_name_map;
+} tpt_restore_options;
+#define TPT_RESTORE_OPTIONS_INIT { TPT_RESTORE_OPTIONS_VERSION, 0, 1, 0, NULL, NULL, 0 }
+
+/* Restores a built model's variables by name from a tptrain checkpoint (or a
+ * directory's latest), a state_dict saved with torch.save (PyTorch's dotted
+ * names, "fc.weight", are read as "fc/weight"), or a TorchScript module's
+ * parameters and buffers: tensorpack's SaverRestore. All or nothing: on any
+ * error, which names the variables or the file, no variable changes.
+ * `options` may be NULL (defaults). *n_restored (may be NULL) receives the
+ * number of variables restored. Not while the model trains. */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_restore(size_t *n_restored, tpt_model *model, const char *path,
+                                                    const tpt_restore_options *options);
 
 TPT_END_DECL
 

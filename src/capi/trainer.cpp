@@ -10,6 +10,8 @@
 
 #include "trainer_handle.hpp"
 
+using tpt::capi::check_options_version;
+using tpt::capi::give_callback;
 using tpt::capi::guard;
 using tpt::capi::handle_of;
 using tpt::capi::name_arg;
@@ -23,10 +25,53 @@ namespace {
 // A callback written in C.
 class CCallback final : public tpt::Callback {
  public:
+  using SaveFn = tpt_status *(*)(tpt_tensor **, void *);
+  using RestoreFn = tpt_status *(*)(const tpt_tensor *, void *);
   CCallback(std::string name, bool chief_only, uint32_t events, tpt_callback_fn fn,
-            std::unique_ptr<UserData> ud)
-      : Callback(std::move(name), chief_only), events_(events), fn_(fn), ud_(std::move(ud)) {}
+            std::unique_ptr<UserData> ud, SaveFn save, RestoreFn restore)
+      : Callback(std::move(name), chief_only), events_(events), fn_(fn), ud_(std::move(ud)), save_(save),
+        restore_(restore) {}
   uint32_t events() const override { return events_; }
+
+  // The host's state, as a tensor of any dtype and shape (checkpoints).
+  bool save_state(std::vector<uint8_t> &out) override {
+    if (!save_) return false;
+    bool got = false;
+    // Read inside the call's scope, which frees the tensor as it closes.
+    tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&]() -> tpt_status * {
+      tpt_tensor *t = nullptr;
+      tpt_status *r = save_(&t, ud_->data);
+      if (r || !t) return r;
+      try {
+        out = tpt::capi::encode_tensor_state(tpt::capi::tensor_arg(t, "the saved state"));
+      } catch (...) {
+        tpt_tensor_free(t);
+        throw;
+      }
+      tpt_tensor_free(t);
+      got = true;
+      return nullptr;
+    });
+    if (st && tpt_status_code(st) != TPT_STOP && tpt_status_message(st)[0] == '\0') {
+      tpt_status_free(st);
+      tpt::fail(TPT_ERR_CALLBACK, "callback '" + name() + "': save returned an error without a message");
+    }
+    raise_status(st);
+    if (!got) tpt::fail(TPT_ERR_CALLBACK, "callback '" + name() + "': save returned no tensor");
+    return true;
+  }
+  void restore_state(const std::vector<uint8_t> &state) override {
+    if (!restore_) {
+      tpt::invalid_argument("the checkpoint has a state for callback '" + name() + "', which has no restore function");
+    }
+    at::Tensor value = tpt::capi::decode_tensor_state(state, "callback '" + name() + "'");
+    tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] {
+      tpt_tensor *h = nullptr;
+      tpt::capi::give(&h, value);
+      return restore_(h, ud_->data);
+    });
+    raise_status(st);
+  }
   void on_event(tpt::Trainer &t, tpt_event event, const tpt::Record *r) override {
     if (r == nullptr) {
       raise_status(named(call(t, event, nullptr), event));
@@ -64,6 +109,8 @@ class CCallback final : public tpt::Callback {
   uint32_t events_;
   tpt_callback_fn fn_;
   std::unique_ptr<UserData> ud_;
+  SaveFn save_;
+  RestoreFn restore_;
 };
 
 // Takes a callback handle's content and frees the handle.
@@ -76,17 +123,6 @@ std::unique_ptr<tpt::Callback> take_callback(tpt_callback *cb, const char *name)
   return inner;
 }
 
-void give_callback(tpt_callback **out, std::unique_ptr<tpt::Callback> cb) {
-  auto *h = new tpt_callback;
-  h->callback = std::move(cb);
-  *out = h;
-}
-
-void check_options_version(uint32_t version, uint32_t max, const char *what, const char *init) {
-  if (version < 1 || version > max)
-    tpt::invalid_argument(std::string(what) + "->version is " + std::to_string(version) +
-                          "; this library supports 1.." + std::to_string(max) + " (initialise with " + init + ")");
-}
 
 struct StepCall {
   tpt_step_fn fn;
@@ -115,6 +151,8 @@ tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *option
                             "TPT_TRAINER_OPTIONS_INIT");
       if (options->version == 1)  // a version 1 struct ends before scalar_history
         std::memcpy(&o, options, offsetof(tpt_trainer_options, scalar_history));
+      else if (options->version == 2)  // version 2 ends before auto_resume
+        std::memcpy(&o, options, offsetof(tpt_trainer_options, auto_resume));
       else
         o = *options;
     }
@@ -151,6 +189,7 @@ tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *option
     c.default_monitors = o.default_monitors != 0;
     c.scalar_history = o.scalar_history;
     c.summary_period = o.summary_period;
+    c.auto_resume = o.auto_resume != 0;
     *out = new tpt_trainer(std::move(c));
   });
 }
@@ -345,8 +384,12 @@ tpt_status *tpt_callback_new(tpt_callback **out, const tpt_callback_desc *desc) 
     if (desc->events & ~static_cast<uint32_t>(TPT_EVENT_ALL))
       tpt::invalid_argument("desc->events has bits that are not tpt_event values: " + std::to_string(desc->events));
     std::string name = desc->name && *desc->name ? desc->name : "callback";
+    CCallback::SaveFn save = desc->version >= 2 ? desc->save : nullptr;
+    CCallback::RestoreFn restore = desc->version >= 2 ? desc->restore : nullptr;
+    if ((save == nullptr) != (restore == nullptr))
+      tpt::invalid_argument("desc->save and desc->restore go together: give both or neither");
     give_callback(out, std::make_unique<CCallback>(name, desc->chief_only != 0, desc->events, desc->fn,
-                                                   std::move(ud)));
+                                                   std::move(ud), save, restore));
   });
 }
 

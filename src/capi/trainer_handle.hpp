@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/trainer.hpp"
 #include "handles.hpp"
@@ -84,5 +85,24 @@ struct UserData {
   UserData(const UserData &) = delete;
   UserData &operator=(const UserData &) = delete;
 };
+
+// Wraps a callback in a new handle the caller owns.
+inline void give_callback(tpt_callback **out, std::unique_ptr<tpt::Callback> cb) {
+  auto *h = new tpt_callback;
+  h->callback = std::move(cb);
+  *out = h;
+}
+
+// An options struct's version: 1..max (older structs are shorter).
+inline void check_options_version(uint32_t version, uint32_t max, const char *what, const char *init) {
+  if (version < 1 || version > max)
+    tpt::invalid_argument(std::string(what) + "->version is " + std::to_string(version) +
+                          "; this library supports 1.." + std::to_string(max) + " (initialise with " + init + ")");
+}
+
+// A tensor of any dtype and shape as bytes (dtype, rank, sizes, elements),
+// and back (src/capi/checkpoint.cpp): the state of callbacks written in C.
+std::vector<uint8_t> encode_tensor_state(const at::Tensor &t);
+at::Tensor decode_tensor_state(const std::vector<uint8_t> &bytes, const std::string &who);
 
 }  // namespace tpt::capi

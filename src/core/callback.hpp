@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tptrain.h"
 
@@ -51,6 +52,13 @@ class Callback {
   // Handles one event it asked for. Throws StopTraining to end training
   // gracefully, anything else to fail it. `record` is set for RECORD only.
   virtual void on_event(Trainer &trainer, tpt_event event, const Record *record) = 0;
+
+  // A callback with state of its own (a schedule's position, a best value)
+  // saves it into checkpoints: save_state returns false when it has none.
+  // restore_state runs after SETUP of a resumed run, before BEFORE_TRAIN;
+  // it throws (nothing changed) on bytes it cannot read.
+  virtual bool save_state(std::vector<uint8_t> &out) { return false; }
+  virtual void restore_state(const std::vector<uint8_t> &state) {}
 
  private:
   std::string name_;

@@ -214,6 +214,9 @@ class PeriodicTrigger final : public Callback {
     }
   }
 
+  bool save_state(std::vector<uint8_t> &out) override { return inner_->save_state(out); }
+  void restore_state(const std::vector<uint8_t> &state) override { inner_->restore_state(state); }
+
  private:
   void trigger(Trainer &t) {
     if (inner_->events() & TPT_EVENT_TRIGGER) inner_->on_event(t, TPT_EVENT_TRIGGER, nullptr);
@@ -249,6 +252,9 @@ class EnableCallbackIf final : public Callback {
     if (e == TPT_EVENT_BEFORE_RUN) enabled_for_run_ = on;
     if (on) deliver(*inner_, t, e, r);
   }
+
+  bool save_state(std::vector<uint8_t> &out) override { return inner_->save_state(out); }
+  void restore_state(const std::vector<uint8_t> &state) override { inner_->restore_state(state); }
 
  private:
   std::unique_ptr<Callback> inner_;

@@ -160,6 +160,16 @@ std::string prepare_logdir(const std::string &dir_in, tpt_logdir_action action, 
 }
 
 void write_file_atomic(const std::string &path, const std::string &content, bool sync) {
+  write_file_atomic(path, content.data(), content.size(), sync);
+}
+
+void write_file_atomic(const std::string &path, const char *data, size_t size, bool sync) {
+  struct View {
+    const char *p;
+    size_t n;
+    const char *data() const { return p; }
+    size_t size() const { return n; }
+  } content{data, size};
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) io_error("cannot create " + tmp);
@@ -190,6 +200,14 @@ void write_file_atomic(const std::string &path, const std::string &content, bool
     ::unlink(tmp.c_str());
     errno = saved;
     io_error("cannot rename " + tmp + " to " + path);
+  }
+  if (sync) {  // the rename itself survives a power loss once the directory is synced
+    std::string dir = fs::path(path).parent_path().string();
+    int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
   }
 }
 

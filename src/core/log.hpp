@@ -52,7 +52,9 @@ std::string prepare_logdir(const std::string &dir, tpt_logdir_action action, Log
 // leaves either the old or the new file. With `sync` the data is also
 // fsync'ed before the rename (survives a power loss; costs milliseconds).
 // Throws tpt::Error(TPT_ERR_IO).
+// With `sync` the directory is fsync'ed after the rename as well.
 void write_file_atomic(const std::string &path, const std::string &content, bool sync = true);
+void write_file_atomic(const std::string &path, const char *data, size_t size, bool sync = true);
 
 // Reads a whole file; throws tpt::Error(TPT_ERR_IO).
 std::string read_file(const std::string &path);

@@ -99,7 +99,24 @@ class JsonWriter final : public Callback {
           const json::Value *e = old.items().back().find("epoch_num");
           if (e && e->is_number()) last = static_cast<int64_t>(e->as_number());
         }
-        if (last + 1 == t.config().starting_epoch) {
+        if (t.resume_checkpoint()) {
+          // An exact resume: the entries up to the checkpoint's step stay;
+          // later ones came from steps that run again.
+          keep = true;
+          size_t kept = 0, dropped = 0;
+          for (const json::Value &entry : old.items()) {
+            const json::Value *g = entry.find("global_step");
+            if (g && g->is_number() && static_cast<int64_t>(g->as_number()) > t.global_step()) {
+              ++dropped;
+              continue;
+            }
+            body += (body.empty() ? "" : ",") + serialise(entry);
+            ++kept;
+          }
+          t.log().info("Resuming at global_step " + std::to_string(t.global_step()) + ": stats.json keeps " +
+                       std::to_string(kept) + " entries" +
+                       (dropped ? " and drops " + std::to_string(dropped) + " written after the checkpoint" : "") + ".");
+        } else if (last + 1 == t.config().starting_epoch) {
           keep = true;
           for (const json::Value &entry : old.items()) body += (body.empty() ? "" : ",") + serialise(entry);
           t.log().info("Found existing stats.json at epoch " + std::to_string(last) + "; appending to it.");
@@ -116,6 +133,8 @@ class JsonWriter final : public Callback {
         if (ec) fail(TPT_ERR_IO, "cannot move " + path_ + " to " + backup + ": " + ec.message());
         t.log().warn("Existing stats.json was moved to " + backup + ": " + why + ".");
         body.clear();
+      } else if (body.empty()) {
+        fs::remove(path_, ec);  // a resume from before its first entry
       }
     }
     if (!body.empty()) {  // one whole, atomic rewrite in the format that appends rely on

@@ -200,7 +200,9 @@ void Trainer::run() {
   if (config_.steps_per_epoch > 0 && !run_step_)
     fail(TPT_ERR_STATE, "no run_step: set one with tpt_trainer_set_run_step");
   if (!config_.logdir.empty()) {
-    logdir_ = prepare_logdir(config_.logdir, config_.logdir_action, log_);
+    // auto_resume: a directory with a checkpoint index is kept and resumed from.
+    bool resuming = config_.auto_resume && !resume_ && find_auto_resume(config_.logdir);
+    logdir_ = prepare_logdir(config_.logdir, resuming ? TPT_LOGDIR_KEEP : config_.logdir_action, log_);
     log_.open_file(logdir_ + "/log.log");
     log_.info("Log directory: " + logdir_);
   }
@@ -208,16 +210,21 @@ void Trainer::run() {
   run_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   epoch_num_ = config_.starting_epoch - 1;
   local_step_ = -1;
+  first_epoch_ = next_epoch_ = config_.starting_epoch;
+  first_step_ = next_step_ = 0;
   std::exception_ptr error;
   try {
     phase_ = Phase::Setup;
     dispatch(TPT_EVENT_SETUP);
+    if (resume_) apply_resume();  // the strategy restored its part in SETUP
     phase_ = Phase::BeforeTrain;
     dispatch(TPT_EVENT_BEFORE_TRAIN);
     phase_ = Phase::Loop;
     // global_step is read again here: BEFORE_TRAIN (a restore) may have set it.
-    for (int64_t epoch = config_.starting_epoch; epoch <= config_.max_epoch; ++epoch) {
+    for (int64_t epoch = first_epoch_; epoch <= config_.max_epoch; ++epoch) {
       epoch_num_ = epoch;
+      const int64_t first_step = epoch == first_epoch_ ? first_step_ : 0;  // a resumed epoch goes on
+      next_epoch_ = epoch, next_step_ = first_step;
       // tensorpack (train/base.py, main_loop) asks should_stop() only inside
       // the step loop: a stop requested in an epoch's last step still runs
       // the next epoch's before_epoch and ends at its local_step 0. With no
@@ -226,7 +233,7 @@ void Trainer::run() {
       log_.info("Start Epoch " + std::to_string(epoch) + " ...");
       dispatch(TPT_EVENT_BEFORE_EPOCH);
       auto t0 = Clock::now();
-      for (int64_t k = 0; k < config_.steps_per_epoch; ++k) {
+      for (int64_t k = first_step; k < config_.steps_per_epoch; ++k) {
         local_step_ = k;
         throw_if_stop_requested();
         in_run_step_ = true;
@@ -238,6 +245,7 @@ void Trainer::run() {
           throw;
         }
         in_run_step_ = false;
+        next_step_ = k + 1;
         if (pending_) {  // run_step swallowed the outcome of a hooked step
           std::exception_ptr p = pending_;
           pending_ = nullptr;
@@ -245,6 +253,7 @@ void Trainer::run() {
         }
         dispatch(TPT_EVENT_TRIGGER_STEP);
       }
+      next_epoch_ = epoch + 1, next_step_ = 0;
       dispatch(TPT_EVENT_AFTER_EPOCH);
       log_.info("Epoch " + std::to_string(epoch) + " (global_step " + std::to_string(global_step_) +
                 ") finished, time: " + fmt_seconds(seconds_since(t0)) + " sec.");

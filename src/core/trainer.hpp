@@ -35,6 +35,7 @@ struct TrainerConfig {
   bool default_monitors = true;
   int64_t scalar_history = 1000; // entries kept per scalar name; 0: all
   int64_t summary_period = 0;    // MergeAllSummaries' period: 0, once per epoch (its last step)
+  bool auto_resume = false;      // resume from the log directory's latest checkpoint, if any
 };
 
 // Where a callback sits in the order of every event (tensorpack's order).
@@ -66,6 +67,16 @@ struct MovingSummary {
   void update(double x);
 };
 
+
+struct Checkpoint;  // core/checkpoint.hpp
+
+// What a checkpoint holds besides the loop's own state: the strategy's model
+// variables, optimizer and input (tensorpack's "global" state).
+class Stateful {
+ public:
+  virtual ~Stateful() = default;
+  virtual void save(Checkpoint &ck) = 0;
+};
 
 class Trainer {
  public:
@@ -119,6 +130,22 @@ class Trainer {
   const std::string &logdir() const { return logdir_; }
   Logger &log() { return log_; }
 
+  // ---- checkpoints (core/checkpoint.cpp)
+  // The strategy's part of a checkpoint.
+  void set_stateful(std::shared_ptr<Stateful> s) { stateful_ = std::move(s); }
+  Stateful *stateful() const { return stateful_.get(); }
+  // Before run: go on exactly where `ck` was taken. The strategy restores
+  // its part at SETUP (resume_checkpoint()), the loop its counters, the
+  // random state, moving summaries and callbacks' states right after SETUP.
+  void resume_from(std::shared_ptr<const Checkpoint> ck);
+  const Checkpoint *resume_checkpoint() const { return resume_.get(); }
+  // Where the loop goes on after the run_step in progress or just ended.
+  int64_t next_epoch() const { return next_epoch_; }
+  int64_t next_step() const { return next_step_; }
+  bool in_hooked_step() const { return in_hooked_step_; }
+  const std::vector<Callback *> &callbacks() const { return order_; }
+  const std::vector<MovingSummary> &moving_summaries() const { return summaries_; }
+
   // An opaque pointer for the layer above (the C API stores its tpt_trainer).
   void set_handle(void *handle) { handle_ = handle; }
   void *handle() const { return handle_; }
@@ -146,6 +173,9 @@ class Trainer {
   void dispatch(tpt_event event);
   void trigger_epoch_timed();
   void after_train(std::exception_ptr &error);
+  void apply_resume();  // core/checkpoint.cpp
+  // auto_resume: the log directory's latest checkpoint, if it has an index.
+  bool find_auto_resume(const std::string &dir);  // core/checkpoint.cpp
 
   TrainerConfig config_;
   Logger log_;
@@ -177,6 +207,11 @@ class Trainer {
   std::map<std::string, ScalarHistory> history_;
   std::vector<MovingSummary> summaries_;  // in order of first update
   bool summaries_pending_ = false;
+
+  std::shared_ptr<Stateful> stateful_;
+  std::shared_ptr<const Checkpoint> resume_;
+  int64_t first_epoch_ = 1, first_step_ = 0;  // where the loop starts (a resume moves it)
+  int64_t next_epoch_ = 1, next_step_ = 0;
 };
 
 // Index of a single tpt_event bit in Trainer::by_event_.

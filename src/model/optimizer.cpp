@@ -10,6 +10,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/checkpoint.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
 
@@ -198,6 +199,166 @@ bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
   opt_->step();
   opt_->zero_grad();
   return true;
+}
+
+namespace {
+
+std::string key_of(const at::Tensor &p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+
+// The slots of one parameter's LibTorch state, by the names PyTorch's
+// state_dict uses; `step` separately.
+std::map<std::string, at::Tensor> slots_of(const torch::optim::OptimizerParamState &st, int64_t &step) {
+  std::map<std::string, at::Tensor> m;
+  auto put = [&](const char *name, const at::Tensor &t) {
+    if (t.defined()) m[name] = t.detach().clone();
+  };
+  step = -1;
+  if (auto *s = dynamic_cast<const torch::optim::SGDParamState *>(&st)) {
+    put("momentum_buffer", s->momentum_buffer());
+  } else if (auto *s = dynamic_cast<const torch::optim::AdamParamState *>(&st)) {
+    step = s->step();
+    put("exp_avg", s->exp_avg()), put("exp_avg_sq", s->exp_avg_sq()), put("max_exp_avg_sq", s->max_exp_avg_sq());
+  } else if (auto *s = dynamic_cast<const torch::optim::AdamWParamState *>(&st)) {
+    step = s->step();
+    put("exp_avg", s->exp_avg()), put("exp_avg_sq", s->exp_avg_sq()), put("max_exp_avg_sq", s->max_exp_avg_sq());
+  } else if (auto *s = dynamic_cast<const torch::optim::RMSpropParamState *>(&st)) {
+    step = s->step();
+    put("square_avg", s->square_avg()), put("momentum_buffer", s->momentum_buffer()), put("grad_avg", s->grad_avg());
+  } else if (auto *s = dynamic_cast<const torch::optim::AdagradParamState *>(&st)) {
+    step = s->step();
+    put("sum", s->sum());
+  }
+  return m;
+}
+
+// The slot names each kind may hold.
+const std::vector<std::string> &slot_names(const std::string &kind) {
+  static const std::map<std::string, std::vector<std::string>> names = {
+      {"sgd", {"momentum_buffer"}},
+      {"adam", {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}},
+      {"adamw", {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}},
+      {"rmsprop", {"square_avg", "momentum_buffer", "grad_avg"}},
+      {"adagrad", {"sum"}},
+  };
+  return names.at(kind);
+}
+
+std::unique_ptr<torch::optim::OptimizerParamState> make_param_state(const std::string &kind,
+                                                                    const std::map<std::string, at::Tensor> &slots,
+                                                                    int64_t step) {
+  auto get = [&](const char *n) {
+    auto it = slots.find(n);
+    return it == slots.end() ? at::Tensor() : it->second.detach().clone();
+  };
+  if (kind == "sgd") {
+    auto s = std::make_unique<torch::optim::SGDParamState>();
+    s->momentum_buffer(get("momentum_buffer"));
+    return s;
+  }
+  if (kind == "adam") {
+    auto s = std::make_unique<torch::optim::AdamParamState>();
+    s->step(step).exp_avg(get("exp_avg")).exp_avg_sq(get("exp_avg_sq")).max_exp_avg_sq(get("max_exp_avg_sq"));
+    return s;
+  }
+  if (kind == "adamw") {
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->step(step).exp_avg(get("exp_avg")).exp_avg_sq(get("exp_avg_sq")).max_exp_avg_sq(get("max_exp_avg_sq"));
+    return s;
+  }
+  if (kind == "rmsprop") {
+    auto s = std::make_unique<torch::optim::RMSpropParamState>();
+    s->step(step).square_avg(get("square_avg")).momentum_buffer(get("momentum_buffer")).grad_avg(get("grad_avg"));
+    return s;
+  }
+  auto s = std::make_unique<torch::optim::AdagradParamState>();
+  s->step(step).sum(get("sum"));
+  return s;
+}
+
+}  // namespace
+
+OptimizerState Optimizer::state(const std::vector<Variable> &vars) const {
+  OptimizerState out;
+  out.kind = kind_;
+  out.hparams = params_;
+  out.micro_steps = micro_steps_;
+  for (const Variable &v : vars) {
+    if (!v.trainable) continue;
+    if (micro_steps_ > 0 && v.value.grad().defined()) out.grads[v.name] = v.value.grad().detach().clone();
+    if (!opt_) continue;
+    auto it = opt_->state().find(key_of(v.value));
+    if (it == opt_->state().end()) continue;  // not updated yet
+    int64_t step = -1;
+    out.slots[v.name] = slots_of(*it->second, step);
+    if (step >= 0) out.steps[v.name] = step;
+  }
+  return out;
+}
+
+void Optimizer::load_state(const OptimizerState &st, const std::vector<Variable> &vars) {
+  auto bad = [](const std::string &what) { invalid_argument("the checkpoint's optimizer state: " + what); };
+  if (st.kind != kind_) bad("it is for a '" + st.kind + "' optimizer, this model's is '" + kind_ + "'");
+  std::map<std::string, const Variable *> trainable;
+  for (const Variable &v : vars)
+    if (v.trainable) trainable[v.name] = &v;
+  for (const auto &[name, value] : st.hparams) {
+    auto it = params_.find(name);
+    if (it == params_.end()) bad("unknown hyper-parameter '" + name + "' for '" + kind_ + "'");
+    if (!std::isfinite(value)) bad("hyper-parameter '" + name + "' is not finite");
+  }
+  if (st.micro_steps < 0 || st.micro_steps >= std::max<int64_t>(1, static_cast<int64_t>(st.hparams.count("accumulate_steps") ? st.hparams.at("accumulate_steps") : 1)))
+    bad("micro_steps " + std::to_string(st.micro_steps) + " is out of range for its accumulate_steps");
+  auto check_like = [&](const std::string &var, const std::string &slot, const at::Tensor &t) {
+    auto it = trainable.find(var);
+    if (it == trainable.end()) bad("it has state for '" + var + "', which is not a trainable variable of this model");
+    const at::Tensor &v = it->second->value;
+    if (!t.defined() || t.sizes() != v.sizes() || t.scalar_type() != v.scalar_type())
+      bad("'" + var + "' " + slot + " has shape " + (t.defined() ? shape_text(t.sizes()) : "(none)") + ", the variable " +
+          shape_text(v.sizes()));
+  };
+  const auto &allowed = slot_names(kind_);
+  for (const auto &[var, slots] : st.slots) {
+    for (const auto &[slot, t] : slots) {
+      if (std::find(allowed.begin(), allowed.end(), slot) == allowed.end())
+        bad("'" + var + "' has a slot '" + slot + "' that a '" + kind_ + "' optimizer does not have");
+      check_like(var, slot, t);
+    }
+    if (trainable.count(var) == 0) bad("it has state for '" + var + "', which is not a trainable variable of this model");
+  }
+  for (const auto &[var, step] : st.steps)
+    if (step < 0 || st.slots.count(var) == 0) bad("'" + var + "' has a step without slots, or a negative one");
+  for (const auto &[var, g] : st.grads) check_like(var, "accumulated gradient", g);
+
+  // Checked: apply.
+  params_ = defaults().at(kind_);
+  for (const auto &[name, value] : st.hparams) params_[name] = value;
+  processing_.accumulate_steps = static_cast<int64_t>(params_.at("accumulate_steps"));
+  processing_.check_numerics = static_cast<int>(params_.at("check_numerics"));
+  processing_.clip_value = params_.at("clip_value");
+  processing_.clip_global_norm = params_.at("clip_global_norm");
+  processing_.clip_tf = params_.at("clip_global_norm_tf") != 0;
+  if (!opt_) {
+    params_list_.clear();
+    for (const auto &v : vars)
+      if (v.trainable) params_list_.push_back(v.value);
+    if (params_list_.empty()) fail(TPT_ERR_STATE, "the model has no trainable variables to optimise");
+    make(params_list_);
+  } else {
+    push_options();
+  }
+  opt_->state().clear();
+  for (const auto &[var, slots] : st.slots) {
+    auto step = st.steps.find(var);
+    opt_->state()[key_of(trainable.at(var)->value)] =
+        make_param_state(kind_, slots, step == st.steps.end() ? 0 : step->second);
+  }
+  micro_steps_ = st.micro_steps;
+  c10::NoGradGuard no_grad;
+  for (const auto &[name, v] : trainable) {
+    auto g = st.grads.find(name);
+    if (g != st.grads.end()) v->value.mutable_grad() = g->second.detach().clone();
+    else if (v->value.grad().defined()) v->value.mutable_grad() = at::Tensor();
+  }
 }
 
 void clip_global_norm(const std::vector<at::Tensor> &grads, double max_norm, bool tf) {

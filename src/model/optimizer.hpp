@@ -15,6 +15,10 @@ namespace torch::optim {
 class Optimizer;
 }
 
+namespace tpt {
+struct OptimizerState;  // core/checkpoint.hpp
+}
+
 namespace tpt::model {
 
 struct Variable;
@@ -41,6 +45,14 @@ class Optimizer {
   // trainable variables) and, every accumulate_steps calls, apply the update
   // and clear the gradients. Returns whether an update was applied.
   bool apply(const std::vector<Variable> &vars, int64_t global_step);
+
+  // For checkpoints: the hyper-parameters, and per trainable variable of
+  // `vars` (named by it) its slots, its step and a pending accumulated
+  // gradient. load_state checks every slot against `vars` (names, shapes,
+  // dtypes, the kind) before it changes anything; it creates the LibTorch
+  // optimizer over the trainable variables when no update has run yet.
+  OptimizerState state(const std::vector<Variable> &vars) const;
+  void load_state(const OptimizerState &state, const std::vector<Variable> &vars);
 
  private:
   void make(const std::vector<at::Tensor> &params);

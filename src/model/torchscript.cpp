@@ -118,6 +118,19 @@ bool identifier(const std::string &name) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, at::Tensor>> torchscript_named_tensors(const std::string &path) {
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(path);
+  } catch (const c10::Error &e) {
+    fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": " + e.what_without_backtrace());
+  }
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto &p : module.named_parameters(true)) out.emplace_back(variable_name(p.name), p.value.detach());
+  for (const auto &b : module.named_buffers(true)) out.emplace_back(variable_name(b.name), b.value.detach());
+  return out;
+}
+
 std::shared_ptr<Model> load_torchscript(const std::string &path, std::vector<InputSpec> inputs) {
   auto module = std::make_shared<torch::jit::Module>();
   try {

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/model.hpp"
@@ -25,5 +26,10 @@ struct TorchScriptParam {
 // and compile errors are TPT_ERR_INVALID_ARGUMENT; messages name params[i].
 std::shared_ptr<Model> compile_torchscript(const std::string &source, const std::vector<TorchScriptParam> &params,
                                            std::vector<InputSpec> inputs);
+
+// The parameters and buffers of a module saved with torch.jit.save, under
+// the names its model's variables get (dots become '/'), for restoring
+// another model's variables. TPT_ERR_IO when it is not such a module.
+std::vector<std::pair<std::string, at::Tensor>> torchscript_named_tensors(const std::string &path);
 
 }  // namespace tpt::model

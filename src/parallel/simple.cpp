@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/checkpoint.hpp"
 #include "core/error.hpp"
 #include "core/trainer.hpp"
 #include "input/input.hpp"
@@ -34,11 +35,55 @@ class Simple final : public Strategy {
  public:
   Simple(std::shared_ptr<model::Model> m, std::unique_ptr<input::Input> in) : model_(std::move(m)), input_(std::move(in)) {}
 
-  void setup(Trainer &) override {
+  void setup(Trainer &t) override {
     if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
     model_->build();
     vars_ = model_->variables().all();  // fixed once built: variables are only created in the build call
+    if (const Checkpoint *ck = t.resume_checkpoint()) restore(*ck);
     input_->setup();
+  }
+
+  void save(Checkpoint &ck) override {
+    for (const auto &v : vars_) {
+      ck.variables.emplace_back(v.name, v.value.detach());
+      if (v.trainable) ck.trainable.push_back(v.name);
+    }
+    ck.optimizer = model_->optimizer()->state(vars_);
+    try {
+      ck.input = input_->get_state();
+    } catch (const Error &e) {
+      if (e.code() != TPT_ERR_UNSUPPORTED) throw;  // a feed function: it has no position to save
+    }
+  }
+
+  // Checks every variable, then the input, then the optimizer (which checks
+  // before it changes anything), then copies the variables.
+  void restore(const Checkpoint &ck) {
+    std::map<std::string, const at::Tensor *> saved;
+    for (const auto &[name, value] : ck.variables) saved[name] = &value;
+    std::string missing, mismatched, extra;
+    for (const auto &v : vars_) {
+      auto it = saved.find(v.name);
+      if (it == saved.end()) {
+        missing += (missing.empty() ? "" : ", ") + v.name;
+        continue;
+      }
+      if (it->second->sizes() != v.value.sizes() || it->second->scalar_type() != v.value.scalar_type())
+        mismatched += (mismatched.empty() ? "" : ", ") + v.name + " (" + model::shape_text(it->second->sizes()) +
+                      " in the checkpoint, " + model::shape_text(v.value.sizes()) + " in the model)";
+      saved.erase(it);
+    }
+    for (const auto &kv : saved) extra += (extra.empty() ? "" : ", ") + kv.first;
+    if (!missing.empty() || !mismatched.empty() || !extra.empty())
+      invalid_argument("the checkpoint is not of this model" + (missing.empty() ? "" : "; missing: " + missing) +
+                       (mismatched.empty() ? "" : "; shapes differ: " + mismatched) +
+                       (extra.empty() ? "" : "; not in the model: " + extra));
+    if (!ck.input.empty()) input_->set_state(ck.input.data(), ck.input.size());
+    if (ck.optimizer) model_->optimizer()->load_state(*ck.optimizer, vars_);
+    c10::NoGradGuard no_grad;
+    for (const auto &[name, value] : ck.variables)
+      for (const auto &v : vars_)
+        if (v.name == name) v.value.copy_(value);
   }
 
   void before_train(Trainer &) override { input_->before_train(); }
@@ -89,6 +134,7 @@ class Simple final : public Strategy {
 
 void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy) {
   trainer.add(std::make_unique<StrategySetup>(strategy), Group::TrainerInternal);
+  trainer.set_stateful(strategy);
   trainer.set_run_step([strategy](Trainer &t) { strategy->run_step(t); });
 }
 

@@ -6,8 +6,10 @@
 
 #include <memory>
 
+#include "core/trainer.hpp"
+
 namespace tpt {
-class Trainer;
+struct Checkpoint;
 }
 namespace tpt::model {
 class Model;
@@ -18,9 +20,12 @@ class Input;
 
 namespace tpt::parallel {
 
-class Strategy {
+// A strategy's part of a checkpoint (Stateful::save): the model's
+// variables, the optimizer's state and the input's position. When the
+// trainer resumes, setup() restores that part after the build call and
+// before the input starts (all checked before anything changes).
+class Strategy : public Stateful {
  public:
-  virtual ~Strategy() = default;
   // At the trainer's SETUP: build the towers (the model's build call).
   virtual void setup(Trainer &trainer) = 0;
   // One run_step.
@@ -33,7 +38,7 @@ class Strategy {
 
 // Makes `strategy` the trainer's run_step and hooks its setup, before_train
 // and after_train into the loop (as a trainer callback, ahead of the user's
-// callbacks).
+// callbacks); it is the trainer's Stateful for checkpoints.
 void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy);
 
 // tensorpack's SimpleTrainer: one tower, one batch per step.

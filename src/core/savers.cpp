@@ -1,0 +1,201 @@
+// tensorpack's ModelSaver, MinSaver and MaxSaver (callbacks/saver.py).
+#include "core/savers.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+
+#include "core/checkpoint.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/trainer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace tpt {
+
+namespace {
+
+using SysClock = std::chrono::system_clock;
+
+std::string dir_for(Trainer &t, const std::string &dir, const char *who) {
+  if (!dir.empty()) return dir;
+  if (!t.has_logdir())
+    fail(TPT_ERR_STATE, std::string(who) + " needs a directory: give the trainer a log directory (options.logdir) or the "
+                                           "callback a checkpoint_dir");
+  return t.logdir();
+}
+
+void make_dir(const std::string &dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(TPT_ERR_IO, "cannot create the checkpoint directory " + dir + ": " + ec.message());
+}
+
+class ModelSaver final : public Callback {
+ public:
+  explicit ModelSaver(ModelSaverOptions o) : Callback("ModelSaver", true), o_(std::move(o)) {}
+  uint32_t events() const override {
+    return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH;
+  }
+  void on_event(Trainer &t, tpt_event e, const Record *) override {
+    switch (e) {
+      case TPT_EVENT_BEFORE_TRAIN: start(t); break;
+      case TPT_EVENT_TRIGGER_STEP:
+        if (o_.every_k_steps > 0 && t.global_step() % o_.every_k_steps == 0) save(t);
+        break;
+      case TPT_EVENT_TRIGGER_EPOCH:
+        if (o_.every_k_epochs > 0 && t.epoch_num() % o_.every_k_epochs == 0) save(t);
+        break;
+      default: break;
+    }
+  }
+
+ private:
+  void start(Trainer &t) {
+    dir_ = dir_for(t, o_.dir, "ModelSaver");
+    make_dir(dir_);
+    // What a killed process left: temporary files of unfinished writes.
+    std::error_code ec;
+    for (const auto &entry : fs::directory_iterator(dir_, ec)) {
+      std::string name = entry.path().filename().string();
+      if (name.rfind("model-", 0) == 0 && name.find(".tmp.") != std::string::npos) fs::remove(entry.path(), ec);
+    }
+    if (auto idx = read_index(dir_)) {
+      index_ = *idx;
+      for (const auto &n : index_.all) {
+        auto mt = fs::last_write_time(dir_ + "/" + n, ec);
+        made_[n] = ec ? SysClock::now() : SysClock::now() - (fs::file_time_type::clock::now() - mt);
+      }
+    }
+    last_kept_ = SysClock::now();
+    last_step_ = -1;
+  }
+
+  void save(Trainer &t) {
+    if (t.global_step() == last_step_) return;  // a step's save and its epoch's save are one checkpoint
+    last_step_ = t.global_step();
+    std::string name = "model-" + std::to_string(t.global_step());
+    std::string path = dir_ + "/" + name;
+    try {
+      write_checkpoint(path, take_checkpoint(t));
+    } catch (const Error &e) {
+      if (e.code() != TPT_ERR_IO) throw;
+      // tensorpack's ModelSaver logs IO errors and training goes on.
+      t.log().error("ModelSaver: " + std::string(e.what()));
+      return;
+    }
+    made_[name] = SysClock::now();
+    for (auto it = index_.all.begin(); it != index_.all.end();)
+      it = *it == name ? index_.all.erase(it) : it + 1;
+    index_.all.push_back(name);
+    index_.latest = name;
+    std::vector<std::string> remove;
+    while (o_.max_to_keep > 0 && static_cast<int64_t>(index_.all.size()) > o_.max_to_keep) {
+      std::string oldest = index_.all.front();
+      index_.all.erase(index_.all.begin());
+      auto made = made_.count(oldest) ? made_[oldest] : SysClock::now();
+      // keep_checkpoint_every_n_hours: one checkpoint per that many hours is
+      // never deleted (TensorFlow's Saver: "don't delete", not "create").
+      if (o_.keep_every_n_hours > 0 &&
+          std::chrono::duration<double, std::ratio<3600>>(made - last_kept_).count() >= o_.keep_every_n_hours) {
+        last_kept_ = made;
+        continue;
+      }
+      remove.push_back(oldest);
+    }
+    write_index(dir_, index_);  // the index first: it never names a deleted file
+    std::error_code ec;
+    for (const auto &n : remove) {
+      fs::remove(dir_ + "/" + n, ec);
+      made_.erase(n);
+    }
+    t.log().info("Model saved to " + path + ".");
+  }
+
+  ModelSaverOptions o_;
+  std::string dir_;
+  CheckpointIndex index_;
+  std::map<std::string, SysClock::time_point> made_;
+  SysClock::time_point last_kept_;
+  int64_t last_step_ = -1;
+};
+
+class BestSaver final : public Callback {
+ public:
+  BestSaver(std::string stat, bool maximize, std::string filename, std::string dir)
+      : Callback(maximize ? "MaxSaver" : "MinSaver", true),
+        stat_(std::move(stat)),
+        maximize_(maximize),
+        filename_(filename.empty() ? std::string(maximize ? "max-" : "min-") + stat_ : std::move(filename)),
+        dir_(std::move(dir)),
+        best_(maximize ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()) {}
+  uint32_t events() const override { return TPT_EVENT_TRIGGER; }
+  void on_event(Trainer &t, tpt_event, const Record *) override {
+    const ScalarHistory *h = t.history(stat_);
+    if (!h || h->values.empty()) {
+      t.log().warn(name() + ": no value of '" + stat_ + "' yet.");
+      return;
+    }
+    double v = h->values.back();
+    int64_t step = h->steps.back();
+    if (std::isnan(v) || !(maximize_ ? v > best_ : v < best_)) return;
+    std::string dir = dir_for(t, dir_, name().c_str());
+    auto idx = read_index(dir);
+    std::string want = "model-" + std::to_string(step);
+    if (!idx || idx->latest != want) {
+      // tensorpack: the newest checkpoint must be the one of that step
+      t.log().warn(name() + ": the newest checkpoint is not " + want + " (put " + name() +
+                   " after ModelSaver, saving at the same steps); '" + stat_ + "' = " + std::to_string(v) +
+                   " was not kept.");
+      return;
+    }
+    std::string from = dir + "/" + idx->latest, to = dir + "/" + filename_;
+    std::string bytes = read_file(from);
+    write_file_atomic(to, bytes, /*sync=*/true);
+    best_ = v;
+    t.log().info(name() + ": " + (maximize_ ? "max " : "min ") + stat_ + " = " + std::to_string(v) + "; " +
+                 idx->latest + " copied to " + to + ".");
+  }
+  // The best value so far goes into checkpoints.
+  bool save_state(std::vector<uint8_t> &out) override {
+    out.resize(sizeof best_);
+    std::memcpy(out.data(), &best_, sizeof best_);
+    return true;
+  }
+  void restore_state(const std::vector<uint8_t> &s) override {
+    if (s.size() != sizeof best_) invalid_argument(name() + ": a saved state of " + std::to_string(s.size()) + " bytes, not 8");
+    std::memcpy(&best_, s.data(), sizeof best_);
+  }
+
+ private:
+  std::string stat_;
+  bool maximize_;
+  std::string filename_;
+  std::string dir_;
+  double best_;
+};
+
+}  // namespace
+
+std::unique_ptr<Callback> make_model_saver(ModelSaverOptions o) {
+  if (o.max_to_keep < 0) invalid_argument("max_to_keep must be >= 0 (0 keeps all), got " + std::to_string(o.max_to_keep));
+  if (!(o.keep_every_n_hours >= 0) || !std::isfinite(o.keep_every_n_hours))
+    invalid_argument("keep_every_n_hours must be a finite number >= 0");
+  if (o.every_k_steps < 0 || o.every_k_epochs < 0) invalid_argument("every_k_steps and every_k_epochs must be >= 0");
+  if (o.every_k_steps == 0 && o.every_k_epochs == 0)
+    invalid_argument("every_k_steps and every_k_epochs are both 0: the saver would never save");
+  return std::make_unique<ModelSaver>(std::move(o));
+}
+
+std::unique_ptr<Callback> make_best_saver(const std::string &stat, bool maximize, const std::string &filename,
+                                          const std::string &dir) {
+  if (stat.empty()) invalid_argument("the monitored statistic's name is empty");
+  if (filename.find('/') != std::string::npos) invalid_argument("filename '" + filename + "' is not a plain file name");
+  return std::make_unique<BestSaver>(stat, maximize, filename, dir);
+}
+
+}  // namespace tpt
