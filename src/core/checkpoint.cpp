@@ -20,6 +20,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/torch_save.hpp"
 #include "core/trainer.hpp"
 #include "model/model.hpp"
 #include "model/torchscript.hpp"
@@ -115,6 +116,35 @@ std::vector<char> bytes_of_file(const std::string &path) {
   return std::vector<char>(s.begin(), s.end());
 }
 
+// The file is torch.save's zip archive followed by a trailer: "TPTCKPT1",
+// the archive's length and its FNV-1a 64-bit hash (little-endian). zip
+// readers (LibTorch's, Python's) find the archive from its end record and
+// ignore what follows; the trailer lets a reader refuse a truncated or
+// damaged file before LibTorch's zip reader, which skips CRCs and trusts
+// offsets, sees it.
+constexpr char kTrailerMagic[8] = {'T', 'P', 'T', 'C', 'K', 'P', 'T', '1'};
+constexpr size_t kTrailer = 24;
+
+uint64_t fnv1a(const char *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<uint8_t>(p[i])) * 0x100000001b3ull;
+  return h;
+}
+
+// The archive's bytes, checked against the trailer.
+std::vector<char> strip_trailer(const std::vector<char> &file, const std::string &what) {
+  if (file.size() < kTrailer || std::memcmp(file.data() + file.size() - kTrailer, kTrailerMagic, 8) != 0)
+    invalid_argument(what + " is truncated or not a tptrain checkpoint (it does not end with tptrain's trailer)");
+  uint64_t len = 0, hash = 0;
+  std::memcpy(&len, file.data() + file.size() - 16, 8);
+  std::memcpy(&hash, file.data() + file.size() - 8, 8);
+  if (len != file.size() - kTrailer) invalid_argument(what + " is damaged: its trailer gives another length");
+  if (fnv1a(file.data(), len) != hash) invalid_argument(what + " is corrupted: its bytes do not match the hash in its trailer");
+  std::vector<char> zip(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(len));
+  check_zip(zip.data(), zip.size(), what);
+  return zip;
+}
+
 }  // namespace
 
 // ---- the format
@@ -173,11 +203,16 @@ std::vector<char> encode(const Checkpoint &ck) {
   GenericDict rng = any_dict();
   if (ck.rng_cpu.defined()) rng.insert("cpu", ck.rng_cpu);
   d.insert("rng", rng);
-  return torch::jit::pickle_save(d);
+  std::vector<char> out = torch::jit::pickle_save(d);
+  uint64_t len = out.size(), hash = fnv1a(out.data(), out.size());
+  out.insert(out.end(), kTrailerMagic, kTrailerMagic + 8);
+  out.insert(out.end(), reinterpret_cast<const char *>(&len), reinterpret_cast<const char *>(&len) + 8);
+  out.insert(out.end(), reinterpret_cast<const char *>(&hash), reinterpret_cast<const char *>(&hash) + 8);
+  return out;
 }
 
-Checkpoint decode(const std::vector<char> &bytes, const std::string &what) {
-  IValue root = load_pickle(bytes, what);
+Checkpoint decode(const std::vector<char> &file, const std::string &what) {
+  IValue root = load_pickle(strip_trailer(file, what), what);
   Reader r(what);
   if (!root.isGenericDict()) invalid_argument(what + " is not a tptrain checkpoint (not a dict)");
   GenericDict d = root.toGenericDict();
@@ -419,31 +454,13 @@ void Trainer::apply_resume() {
 std::vector<std::pair<std::string, at::Tensor>> read_named_tensors(const std::string &path) {
   std::string file = resolve_checkpoint(path);
   std::vector<char> bytes = bytes_of_file(file);
-  IValue root;
-  try {
-    root = torch::jit::pickle_load(bytes);
-  } catch (const std::exception &) {
-    // A TorchScript module's archive does not unpickle on its own.
-    try {
-      return model::torchscript_named_tensors(file);
-    } catch (const std::exception &) {
-    }
-    root = load_pickle(bytes, file);  // the unpickler's message
-  }
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  if (!root.isGenericDict()) invalid_argument(file + " holds neither a checkpoint nor a state_dict (a dict of tensors)");
-  GenericDict d = root.toGenericDict();
-  if (d.find("format") != d.end() && d.at("format").isString() && d.at("format").toStringRef() == kCheckpointFormat) {
-    Checkpoint ck = decode(bytes, "checkpoint " + file);
-    return ck.variables;
-  }
-  Reader r(file);
-  // PyTorch's dotted names ("fc.weight") as tptrain spells variables ("fc/weight").
-  for (auto &[name, v] : r.items(root, "state_dict")) {
-    std::string n = name;
-    std::replace(n.begin(), n.end(), '.', '/');
-    out.emplace_back(n, r.tensor(v, "'" + name + "'"));
-  }
+  if (bytes.size() >= kTrailer && std::memcmp(bytes.data() + bytes.size() - kTrailer, kTrailerMagic, 8) == 0)
+    return decode(bytes, "checkpoint " + file).variables;  // a tptrain checkpoint: its variables
+  check_zip(bytes.data(), bytes.size(), file);  // before LibTorch's zip reader sees it
+  if (model::is_torchscript_archive(file)) return model::torchscript_named_tensors(file);
+  // torch.save's file: PyTorch's dotted names ("fc.weight") as tptrain spells variables ("fc/weight").
+  std::vector<std::pair<std::string, at::Tensor>> out = read_torch_save(file);
+  for (auto &[name, t] : out) std::replace(name.begin(), name.end(), '.', '/');
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/serialization/import.h>
+#include <caffe2/serialize/inline_container.h>
 
 #include <algorithm>
 #include <cctype>
@@ -117,6 +118,15 @@ bool identifier(const std::string &name) {
 }
 
 }  // namespace
+
+bool is_torchscript_archive(const std::string &path) {
+  try {
+    caffe2::serialize::PyTorchStreamReader zip(path);
+    return zip.hasRecord("constants.pkl");
+  } catch (const std::exception &) {
+    return false;
+  }
+}
 
 std::vector<std::pair<std::string, at::Tensor>> torchscript_named_tensors(const std::string &path) {
   torch::jit::Module module;

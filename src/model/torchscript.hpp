@@ -31,5 +31,7 @@ std::shared_ptr<Model> compile_torchscript(const std::string &source, const std:
 // the names its model's variables get (dots become '/'), for restoring
 // another model's variables. TPT_ERR_IO when it is not such a module.
 std::vector<std::pair<std::string, at::Tensor>> torchscript_named_tensors(const std::string &path);
+// Whether `path` is a zip archive holding TorchScript code (torch.jit.save's).
+bool is_torchscript_archive(const std::string &path);
 
 }  // namespace tpt::model

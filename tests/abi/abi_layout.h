@@ -90,7 +90,7 @@ static int abi_run(const char *lang) {
   ABI_EQ(TPT_RECORD_SCALAR, 1);
   ABI_EQ(sizeof(tpt_event), 4);
   /* tpt_trainer_options (LP64 numbers) */
-  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 2);
+  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 3);
   ABI_EQ(offsetof(tpt_trainer_options, version), 0);
   ABI_EQ(offsetof(tpt_trainer_options, is_chief), 4);
   ABI_EQ(offsetof(tpt_trainer_options, starting_epoch), 8);
@@ -104,7 +104,8 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_trainer_options, default_monitors), 48 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, scalar_history), 56 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, summary_period), 64 + sizeof(void *));
-  ABI_EQ(sizeof(tpt_trainer_options), 72 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_trainer_options, auto_resume), 72 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_trainer_options), 80 + sizeof(void *));
   {
     tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
     ABI_EQ(o.version, TPT_TRAINER_OPTIONS_VERSION);
@@ -120,9 +121,10 @@ static int abi_run(const char *lang) {
     ABI_EQ(o.default_monitors, 1);
     ABI_EQ(o.scalar_history, 1000);
     ABI_EQ(o.summary_period, 0);
+    ABI_EQ(o.auto_resume, 0);
   }
   /* tpt_callback_desc */
-  ABI_EQ(TPT_CALLBACK_DESC_VERSION, 1);
+  ABI_EQ(TPT_CALLBACK_DESC_VERSION, 2);
   ABI_EQ(offsetof(tpt_callback_desc, version), 0);
   ABI_EQ(offsetof(tpt_callback_desc, events), 4);
   ABI_EQ(offsetof(tpt_callback_desc, name), 8);
@@ -130,14 +132,46 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_callback_desc, fn), 8 + 2 * sizeof(void *));
   ABI_EQ(offsetof(tpt_callback_desc, user_data), 8 + 3 * sizeof(void *));
   ABI_EQ(offsetof(tpt_callback_desc, destroy), 8 + 4 * sizeof(void *));
-  ABI_EQ(sizeof(tpt_callback_desc), 8 + 5 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_callback_desc, save), 8 + 5 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_callback_desc, restore), 8 + 6 * sizeof(void *));
+  ABI_EQ(sizeof(tpt_callback_desc), 8 + 7 * sizeof(void *));
   {
     tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
     ABI_EQ(d.version, TPT_CALLBACK_DESC_VERSION);
     ABI_EQ(d.events, 0);
     ABI_EQ(d.chief_only, 1);
-    abi_check(d.name == NULL && d.fn == NULL && d.user_data == NULL && d.destroy == NULL,
+    abi_check(d.name == NULL && d.fn == NULL && d.user_data == NULL && d.destroy == NULL && d.save == NULL &&
+                  d.restore == NULL,
               "TPT_CALLBACK_DESC_INIT pointers are NULL");
+  }
+  /* tpt_model_saver_options */
+  ABI_EQ(TPT_MODEL_SAVER_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_model_saver_options, max_to_keep), 4);
+  ABI_EQ(offsetof(tpt_model_saver_options, keep_every_n_hours), 8);
+  ABI_EQ(offsetof(tpt_model_saver_options, every_k_steps), 16);
+  ABI_EQ(offsetof(tpt_model_saver_options, every_k_epochs), 24);
+  ABI_EQ(offsetof(tpt_model_saver_options, dir), 32);
+  ABI_EQ(sizeof(tpt_model_saver_options), 32 + sizeof(void *));
+  {
+    tpt_model_saver_options o = TPT_MODEL_SAVER_OPTIONS_INIT;
+    ABI_EQ(o.max_to_keep, 10);
+    abi_check(o.keep_every_n_hours == 0.5 && o.every_k_steps == 0 && o.every_k_epochs == 1 && o.dir == NULL,
+              "TPT_MODEL_SAVER_OPTIONS_INIT defaults");
+  }
+  /* tpt_restore_options */
+  ABI_EQ(TPT_RESTORE_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_restore_options, ignore_missing), 4);
+  ABI_EQ(offsetof(tpt_restore_options, ignore_unexpected), 8);
+  ABI_EQ(offsetof(tpt_restore_options, ignore_shape_mismatch), 12);
+  ABI_EQ(offsetof(tpt_restore_options, prefix), 16);
+  ABI_EQ(offsetof(tpt_restore_options, name_map), 16 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_restore_options, n_name_map), 16 + 2 * sizeof(void *));
+  ABI_EQ(sizeof(tpt_restore_options), 16 + 3 * sizeof(void *));
+  {
+    tpt_restore_options o = TPT_RESTORE_OPTIONS_INIT;
+    abi_check(o.ignore_missing == 0 && o.ignore_unexpected == 1 && o.ignore_shape_mismatch == 0 && o.prefix == NULL &&
+                  o.name_map == NULL && o.n_name_map == 0,
+              "TPT_RESTORE_OPTIONS_INIT defaults");
   }
   /* tpt_record (filled by the library; struct_size first) */
   ABI_EQ(offsetof(tpt_record, struct_size), 0);

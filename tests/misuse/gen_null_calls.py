@@ -38,6 +38,10 @@ NULLABLE = {
     "tpt_tensor_from_blob": {"options"},   # "options->device must be NULL or cpu": NULL options are the defaults
     "tpt_tensor_to": {"device"},           # "device: NULL keeps the tensor's device"
     "tpt_input_staging": {"device"},       # "NULL: the tower's device"
+    "tpt_callback_model_saver": {"options"},          # "options may be NULL (defaults)"
+    "tpt_callback_min_saver": {"filename", "dir"},    # "NULL: min-<stat>", "NULL: the log directory"
+    "tpt_callback_max_saver": {"filename", "dir"},
+    "tpt_model_restore": {"n_restored", "options"},   # "may be NULL", "options may be NULL (defaults)"
 }
 
 # Functions that take no pointer or whose NULL meaning is "no-op" by design

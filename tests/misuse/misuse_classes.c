@@ -498,6 +498,91 @@ static int state_of_another_shape(void) {
   return 0;
 }
 
+/* Checkpoint files: a real one (a run that saves at after_train), then
+ * forged copies: bit flips, truncations, random spans, appended bytes. Each
+ * goes to tpt_trainer_resume and tpt_model_restore: an error with a message
+ * or success, never a crash; a refused restore leaves the model as it was. */
+static tpt_status *save_at_end(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
+  (void)r;
+  return ev == TPT_EVENT_AFTER_TRAIN ? tpt_trainer_save_checkpoint(t, (const char *)ud) : NULL;
+}
+
+static int fuzz_checkpoints(void) {
+  char dir[] = "/tmp/tpt-misuse-ckXXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char real_path[128], forged_path[128];
+  snprintf(real_path, sizeof real_path, "%s/real", dir);
+  snprintf(forged_path, sizeof forged_path, "%s/forged", dir);
+  tpt_trainer *t = mk_quiet_trainer(2);
+  tpt_model *m = mk_model_with(cost_tower);
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_AFTER_TRAIN;
+  d.fn = save_at_end;
+  d.user_data = real_path;
+  tpt_callback *cb = NULL;
+  CHECK(tpt_callback_new(&cb, &d) == NULL && tpt_trainer_add_callback(t, cb) == NULL);
+  CHECK(tpt_trainer_set_model(t, m, mk_input()) == NULL);
+  CHECK(tpt_trainer_run(t) == NULL);
+  FILE *f = fopen(real_path, "rb");
+  CHECK(f != NULL);
+  static uint8_t real[1 << 16], forged[(1 << 16) + 64];
+  size_t n = fread(real, 1, sizeof real, f);
+  fclose(f);
+  CHECK(n > 0 && n < sizeof real);
+  float before[3], after[3];
+  tpt_tensor *w = NULL;
+  CHECK(tpt_model_variable(&w, m, "fc/W") == NULL && tpt_tensor_copy_to(before, sizeof before, w) == NULL);
+  int refused = 0, accepted = 0;
+  const size_t zip = n - 24; /* the archive, before tptrain's 24-byte trailer */
+  for (int round = 0; round < 400; ++round) {
+    size_t len = n;
+    memcpy(forged, real, n);
+    /* rounds 0-199 damage the file; 200-399 damage the archive and give it a
+       valid trailer (a hostile file: the zip, pickle and field checks must
+       hold on their own); every fourth of those drops the trailer (the
+       torch.save reader's path) */
+    size_t span_of = round < 200 ? n : zip;
+    switch (round % 4) {
+      case 0: for (int k = 0, flips = 1 + (int)(rnd() % 8); k < flips; ++k) forged[rnd() % span_of] ^= (uint8_t)(1u << (rnd() % 8)); break;
+      case 1: len = rnd() % span_of; break;
+      case 2: { size_t at = rnd() % span_of, span = 1 + rnd() % 64; for (size_t k = at; k < at + span && k < span_of; ++k) forged[k] = (uint8_t)rnd(); } break;
+      case 3: if (round < 200) { for (size_t k = 0; k < 64; ++k) forged[n + k] = (uint8_t)rnd(); len = n + 1 + rnd() % 63; } else len = zip; break;
+    }
+    if (round >= 200 && round % 4 != 3) { /* a valid trailer for the damaged archive */
+      size_t body = round % 4 == 1 ? len : zip;
+      uint64_t h = 0xcbf29ce484222325ull, l = body;
+      for (size_t k = 0; k < body; ++k) h = (h ^ forged[k]) * 0x100000001b3ull;
+      memcpy(forged + body, "TPTCKPT1", 8), memcpy(forged + body + 8, &l, 8), memcpy(forged + body + 16, &h, 8);
+      len = body + 24;
+    }
+    f = fopen(forged_path, "wb");
+    CHECK(f != NULL && fwrite(forged, 1, len, f) == len);
+    fclose(f);
+    tpt_trainer *fresh = mk_quiet_trainer(2);
+    tpt_status *st = tpt_trainer_resume(fresh, forged_path);
+    if (st) {
+      CHECK(tpt_status_message(st)[0] != '\0');
+      tpt_status_free(st);
+      ++refused;
+    } else {
+      ++accepted;
+    }
+    tpt_trainer_free(fresh);
+    st = tpt_model_restore(NULL, m, forged_path, NULL);
+    if (st) {
+      CHECK(tpt_status_message(st)[0] != '\0');
+      tpt_status_free(st);
+      CHECK(tpt_tensor_copy_to(after, sizeof after, w) == NULL);
+      CHECK(memcmp(before, after, sizeof before) == 0); /* nothing changed */
+    } else {
+      CHECK(tpt_tensor_copy_to(before, sizeof before, w) == NULL);
+    }
+  }
+  printf("# 400 forged checkpoints: %d refused, %d accepted\n", refused, accepted);
+  unlink(real_path), unlink(forged_path), rmdir(dir);
+  return 0;
+}
+
 /* ======================================================================
  * 4. Numbers in range, 5. pathological input to the parsers we call. */
 
@@ -652,6 +737,7 @@ const class_case class_cases[] = {
     {"fuzzed states of a local shuffle, batched", fuzz_local_shuffle, 120},
     {"fuzzed states of join, select, parallel map, prefetch, fixed size, repeat", fuzz_join_select_prefetch, 180},
     {"a state of another pipeline shape", state_of_another_shape, 30},
+    {"forged checkpoint files (bit flips, truncations, random spans, appended bytes; damaged archives with valid trailers) to resume and restore", fuzz_checkpoints, 240},
     {"accumulate_steps = 1e30 and other out-of-range numbers", accumulate_steps_out_of_range, 30},
     {"a catastrophic regex over a long variable name runs in polynomial time", catastrophic_pattern_runs_fast, 30},
     {"enormous, deeply nested, huge-count and back-reference regexes are refused", hostile_patterns_refused, 30},

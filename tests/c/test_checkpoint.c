@@ -1,0 +1,444 @@
+/* Checkpoints through the C API (issue 13): ModelSaver's files and rotation,
+ * MinSaver/MaxSaver, exact resume of a run stopped mid-epoch (variables
+ * equal to an uninterrupted run's, bit for bit), callbacks' own state, and
+ * every way a restore can go wrong: a missing variable, a shape mismatch, a
+ * truncated or corrupted file, another model's checkpoint. Each error names
+ * the variables or the file and changes nothing in the model. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_common.h"
+
+/* ---- a small model and its training */
+
+static int64_t width = 3; /* the first layer's units; another width is another model */
+
+static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
+  (void)n, (void)ud;
+  tpt_tensor *h = NULL, *y = NULL, *cost = NULL;
+  tpt_status *st = tpt_layer_fc(&h, tw, "fc0", in[0], width, NULL);
+  if (!st) st = tpt_layer_dropout(&h, tw, h, 0.25);
+  if (!st) st = tpt_layer_fc(&y, tw, "fc1", h, 1, NULL);
+  if (!st) st = tpt_loss_mse(&cost, y, in[1]);
+  if (!st) st = tpt_tower_set_cost(tw, cost);
+  return st;
+}
+
+static tpt_model *model_of(int64_t w) {
+  width = w;
+  const int64_t xs[] = {-1, 4}, ys[] = {-1, 1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, xs, 2}, {"y", TPT_DTYPE_F32, ys, 2}};
+  tpt_model *m = NULL;
+  ok(tpt_model_new(&m, spec, 2, tower, NULL, NULL));
+  tpt_optimizer *o = NULL;
+  ok(tpt_optimizer_new(&o, "sgd"));
+  ok(tpt_optimizer_set(o, "momentum", 0.9));
+  ok(tpt_model_set_optimizer(m, o));
+  tpt_optimizer_free(o);
+  return m;
+}
+
+static tpt_dataflow *data(void) {
+  float x[40 * 4], y[40];
+  for (int i = 0; i < 40; ++i) {
+    for (int j = 0; j < 4; ++j) x[i * 4 + j] = (float)((i * 3 + j * 5) % 11) / 11.0f;
+    y[i] = (float)(i % 7) / 7.0f;
+  }
+  const int64_t xs[] = {40, 4}, ys[] = {40, 1};
+  tpt_tensor *tx = NULL, *ty = NULL;
+  ok(tpt_tensor_from_data(&tx, x, sizeof x, xs, 2, NULL));
+  ok(tpt_tensor_from_data(&ty, y, sizeof y, ys, 2, NULL));
+  const tpt_tensor *cols[] = {tx, ty};
+  tpt_dataflow *rows = NULL, *batches = NULL;
+  ok(tpt_dataflow_from_tensors(&rows, cols, 2, 1));
+  ok(tpt_dataflow_batch(&batches, rows, 4, 1));
+  ok(tpt_dataflow_set_seed(batches, 11));
+  tpt_dataflow_free(rows);
+  tpt_tensor_free(tx);
+  tpt_tensor_free(ty);
+  return batches;
+}
+
+static tpt_trainer *new_trainer(void) {
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_new(&t, NULL));
+  return t;
+}
+
+static char dir[256];
+static void fresh_dir(void) {
+  snprintf(dir, sizeof dir, "/tmp/tpt-ckpt-cXXXXXX");
+  assert_non_null(mkdtemp(dir));
+}
+
+static char *path_in(const char *name) {
+  static char p[2][512];
+  static int k;
+  k ^= 1;
+  snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+  return p[k];
+}
+
+static int stop_at = -1;
+static double val_by_epoch[8];
+static tpt_status *events(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
+  (void)r, (void)ud;
+  int64_t gs = 0, ep = 0;
+  tpt_status *st = tpt_trainer_global_step(&gs, t);
+  if (!st) st = tpt_trainer_epoch_num(&ep, t);
+  if (st) return st;
+  if (ev == TPT_EVENT_TRIGGER_STEP && gs == stop_at) return tpt_trainer_request_stop(t);
+  if (ev == TPT_EVENT_TRIGGER_EPOCH && ep < 8) return tpt_trainer_put_scalar(t, "val", val_by_epoch[ep]);
+  return NULL;
+}
+
+/* A run of `epochs` x 5 steps with `saver` (taken; may be NULL) in `dir`;
+ * returns the trainer, run, not freed. */
+static tpt_trainer *train(tpt_model *m, int64_t epochs, tpt_callback *saver, tpt_callback *best, const char *resume,
+                          tpt_status **run_status) {
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = epochs;
+  o.steps_per_epoch = 5;
+  o.logdir = dir;
+  o.logdir_action = TPT_LOGDIR_KEEP;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH;
+  d.fn = events;
+  d.chief_only = 0;
+  d.name = "events";
+  tpt_callback *cbs[3] = {NULL, NULL, NULL};
+  ok(tpt_callback_new(&cbs[0], &d));
+  size_t n = 1;
+  if (saver) cbs[n++] = saver;
+  if (best) cbs[n++] = best;
+  tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+  c.options = &o;
+  c.model = m;
+  c.dataflow = data();
+  c.callbacks = cbs;
+  c.n_callbacks = n;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_from_config(&t, &c));
+  tpt_dataflow_free(c.dataflow);
+  if (resume) ok(tpt_trainer_resume(t, resume));
+  tpt_status *st = tpt_trainer_run(t);
+  if (run_status) *run_status = st;
+  else ok(st);
+  return t;
+}
+
+static tpt_callback *saver_every(int64_t k, int32_t keep, double hours) {
+  tpt_model_saver_options so = TPT_MODEL_SAVER_OPTIONS_INIT;
+  so.every_k_steps = k;
+  so.max_to_keep = keep;
+  so.keep_every_n_hours = hours;
+  tpt_callback *s = NULL;
+  ok(tpt_callback_model_saver(&s, &so));
+  return s;
+}
+
+static void variable(float *out, size_t n, tpt_model *m, const char *name) {
+  tpt_tensor *v = NULL;
+  ok(tpt_model_variable(&v, m, name));
+  ok(tpt_tensor_copy_to(out, n * sizeof *out, v));
+  tpt_tensor_free(v);
+}
+
+static int exists(const char *name) {
+  struct stat s;
+  return stat(path_in(name), &s) == 0;
+}
+
+static void remove_dir(void) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.') unlink(path_in(e->d_name));
+  closedir(d);
+  rmdir(dir);
+}
+
+/* ---- tests */
+
+static void resume_mid_epoch_equals_uninterrupted(void **state) {
+  (void)state;
+  fresh_dir();
+  ok(tpt_manual_seed(5));
+  tpt_model *a = model_of(3);
+  tpt_trainer *ta = train(a, 3, NULL, NULL, NULL, NULL);
+  float wa[12], wb[12];
+  variable(wa, 12, a, "fc0/W");
+  tpt_trainer_free(ta);
+  tpt_model_free(a);
+
+  ok(tpt_manual_seed(5));
+  tpt_model *b = model_of(3);
+  stop_at = 8; /* mid epoch 2; the saver saved at step 6 */
+  tpt_trainer_free(train(b, 3, saver_every(3, 10, 0), NULL, NULL, NULL));
+  stop_at = -1;
+  tpt_model_free(b);
+  assert_true(exists("model-6") && exists("checkpoint"));
+
+  ok(tpt_manual_seed(99)); /* the resume restores the random state, whatever it is now */
+  tpt_model *c = model_of(3);
+  tpt_trainer *tc = train(c, 3, NULL, NULL, dir, NULL);
+  int64_t gs = 0;
+  ok(tpt_trainer_global_step(&gs, tc));
+  assert_int_equal(gs, 15);
+  variable(wb, 12, c, "fc0/W");
+  assert_memory_equal(wa, wb, sizeof wa); /* bit for bit */
+  tpt_trainer_free(tc);
+  tpt_model_free(c);
+  remove_dir();
+}
+
+static void saver_rotates_and_keeps_hourly(void **state) {
+  (void)state;
+  fresh_dir();
+  tpt_model *m = model_of(3);
+  tpt_trainer_free(train(m, 2, saver_every(2, 2, 0), NULL, NULL, NULL));
+  /* saves at 2, 4, 5 (epoch end), 6, 8, 10: the last two stay */
+  assert_false(exists("model-2") || exists("model-4") || exists("model-6"));
+  assert_true(exists("model-8") && exists("model-10"));
+  tpt_model_free(m);
+  remove_dir();
+
+  fresh_dir(); /* keep_every_n_hours tiny: every checkpoint leaving the list is kept */
+  m = model_of(3);
+  tpt_trainer_free(train(m, 1, saver_every(1, 1, 1e-12), NULL, NULL, NULL));
+  for (int k = 1; k <= 5; ++k) {
+    char name[32];
+    snprintf(name, sizeof name, "model-%d", k);
+    assert_true(exists(name));
+  }
+  tpt_model_free(m);
+  remove_dir();
+}
+
+/* The global step of a checkpoint: resume a run that has no epochs left. */
+static int64_t step_of(const char *path) {
+  tpt_model *m = model_of(3);
+  tpt_trainer *t = train(m, 0, NULL, NULL, path, NULL);
+  int64_t gs = 0;
+  ok(tpt_trainer_global_step(&gs, t));
+  tpt_trainer_free(t);
+  tpt_model_free(m);
+  return gs;
+}
+
+static void min_and_max_savers(void **state) {
+  (void)state;
+  fresh_dir();
+  double vals[] = {0, 3, 1, 2, 5};
+  memcpy(val_by_epoch, vals, sizeof vals);
+  tpt_model *m = model_of(3);
+  tpt_callback *mn = NULL, *mx = NULL;
+  ok(tpt_callback_min_saver(&mn, "val", NULL, NULL));
+  ok(tpt_callback_max_saver(&mx, "val", "best", NULL));
+  tpt_callback *saver = saver_every(0, 10, 0);
+  /* two best savers: add the second as a plain user callback after the first */
+  tpt_trainer_free(train(m, 4, saver, mn, NULL, NULL));
+  assert_int_equal(step_of(path_in("min-val")), 10); /* epoch 2 (val 1) */
+  remove_dir();
+  fresh_dir();
+  tpt_trainer_free(train(m, 4, saver_every(0, 10, 0), mx, NULL, NULL));
+  assert_int_equal(step_of(path_in("best")), 20); /* epoch 4 (val 5) */
+  tpt_model_free(m);
+  remove_dir();
+  expect_code(tpt_callback_min_saver(&mn, "", NULL, NULL), TPT_ERR_INVALID_ARGUMENT, "stat");
+  expect_code(tpt_callback_max_saver(&mx, "val", "a/b", NULL), TPT_ERR_INVALID_ARGUMENT, "a/b");
+}
+
+/* ---- restores that must fail and change nothing */
+
+static tpt_model *built(int64_t w) {
+  tpt_model *m = model_of(w);
+  ok(tpt_model_build(m));
+  return m;
+}
+
+static void write_file(const char *p, const void *b, size_t n) {
+  FILE *f = fopen(p, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(b, 1, n, f), n);
+  fclose(f);
+}
+
+static size_t read_file(const char *p, unsigned char **out) {
+  FILE *f = fopen(p, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  *out = malloc((size_t)n);
+  assert_int_equal(fread(*out, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  return (size_t)n;
+}
+
+static void failed_restores_change_nothing(void **state) {
+  (void)state;
+  fresh_dir();
+  tpt_model *src = model_of(3);
+  tpt_trainer_free(train(src, 1, saver_every(0, 10, 0), NULL, NULL, NULL));
+  tpt_model_free(src);
+  const char *good = path_in("model-5");
+
+  tpt_model *m = built(3);
+  float before[12], after[12];
+  variable(before, 12, m, "fc0/W");
+  size_t n = 0;
+  ok(tpt_model_restore(&n, m, good, NULL)); /* all four variables */
+  assert_int_equal(n, 4);
+  variable(after, 12, m, "fc0/W");
+  assert_memory_not_equal(before, after, sizeof before);
+
+  /* another model's checkpoint: fc0 has 5 units there */
+  tpt_model *other = built(5);
+  float o_before[20], o_after[20];
+  variable(o_before, 20, other, "fc0/W");
+  expect_code2(tpt_model_restore(NULL, other, good, NULL), TPT_ERR_INVALID_ARGUMENT, "shapes differ: fc0/W",
+               "nothing was changed");
+  variable(o_after, 20, other, "fc0/W");
+  assert_memory_equal(o_before, o_after, sizeof o_before);
+  tpt_model *other2 = built(5);
+  tpt_restore_options ro = TPT_RESTORE_OPTIONS_INIT;
+  ro.ignore_shape_mismatch = 1; /* the rest: fc1/b only (fc1/W is [1, 5] vs [1, 3]) */
+  ok(tpt_model_restore(&n, other2, good, &ro));
+  assert_int_equal(n, 1);
+  tpt_model_free(other2);
+
+  /* a missing variable (looked up under a prefix that the file lacks) */
+  variable(before, 12, m, "fc0/W");
+  ro = (tpt_restore_options)TPT_RESTORE_OPTIONS_INIT;
+  ro.prefix = "tower1/";
+  expect_code2(tpt_model_restore(NULL, m, good, &ro), TPT_ERR_INVALID_ARGUMENT, "missing from the file: fc0/W (as 'tower1/fc0/W')",
+               "fc1/b");
+  variable(after, 12, m, "fc0/W");
+  assert_memory_equal(before, after, sizeof before);
+  /* a name map finds them */
+  const char *map[] = {"fc0/W", "fc0/W", "fc0/b", "fc0/b"};
+  ro.prefix = NULL;
+  ro.name_map = map;
+  ro.n_name_map = 2;
+  ok(tpt_model_restore(&n, m, good, &ro));
+  ro.ignore_unexpected = 0; /* the file's fc1 tensors match nothing under this map when fc1 is missing */
+  ro.ignore_missing = 0;
+
+  /* truncated and corrupted files */
+  unsigned char *bytes = NULL;
+  size_t size = read_file(good, &bytes);
+  write_file(path_in("truncated"), bytes, size / 2);
+  expect_code(tpt_model_restore(NULL, m, path_in("truncated"), NULL), TPT_ERR_INVALID_ARGUMENT, "truncated");
+  tpt_trainer *t = new_trainer();
+  expect_code(tpt_trainer_resume(t, path_in("truncated")), TPT_ERR_INVALID_ARGUMENT, "truncated");
+  tpt_trainer_free(t);
+  for (size_t i = 0; i < 64; ++i) bytes[size / 3 + i] ^= 0x5a;
+  write_file(path_in("corrupted"), bytes, size);
+  tpt_status *st = tpt_model_restore(NULL, m, path_in("corrupted"), NULL);
+  assert_non_null(st);
+  assert_non_null(strstr(tpt_status_message(st), "corrupted"));
+  tpt_status_free(st);
+  free(bytes);
+  variable(after, 12, m, "fc0/W");
+  assert_memory_equal(before, after, sizeof before);
+
+  expect_code(tpt_model_restore(NULL, m, path_in("nothing-here"), NULL), TPT_ERR_IO, "nothing-here");
+  tpt_model *unbuilt = model_of(3);
+  expect_code(tpt_model_restore(NULL, unbuilt, good, NULL), TPT_ERR_STATE, "tpt_model_build first");
+  tpt_model_free(unbuilt);
+  tpt_model_free(other);
+  tpt_model_free(m);
+  remove_dir();
+}
+
+/* A resume from another model's checkpoint fails the run at SETUP, naming
+ * the variables; one from a file that is not there fails at once. */
+static void resume_errors(void **state) {
+  (void)state;
+  fresh_dir();
+  tpt_model *src = model_of(3);
+  tpt_trainer_free(train(src, 1, saver_every(0, 10, 0), NULL, NULL, NULL));
+  tpt_model_free(src);
+  tpt_model *other = model_of(5);
+  tpt_status *st = NULL;
+  tpt_trainer_free(train(other, 2, NULL, NULL, dir, &st));
+  expect_code2(st, TPT_ERR_INVALID_ARGUMENT, "the checkpoint is not of this model", "fc0/W");
+  tpt_model_free(other);
+
+  tpt_trainer *t = new_trainer();
+  expect_code(tpt_trainer_resume(t, path_in("model-77")), TPT_ERR_IO, "model-77");
+  expect_code(tpt_trainer_resume(t, "/"), TPT_ERR_NOT_FOUND, "no checkpoint in /");
+  expect_code(tpt_trainer_resume(t, ""), TPT_ERR_INVALID_ARGUMENT, "path");
+  expect_code(tpt_trainer_save_checkpoint(t, path_in("x")), TPT_ERR_STATE, "not running");
+  tpt_trainer_free(t);
+  remove_dir();
+}
+
+static tpt_status *saves_in_run_step(tpt_trainer *t, void *ud) {
+  (void)ud;
+  expect_code(tpt_trainer_save_checkpoint(t, path_in("inside")), TPT_ERR_STATE, "not inside run_step");
+  return tpt_trainer_hooked_step(t, NULL, NULL);
+}
+
+static void options_and_placement(void **state) {
+  (void)state;
+  tpt_callback *cb = NULL;
+  tpt_model_saver_options so = TPT_MODEL_SAVER_OPTIONS_INIT;
+  so.max_to_keep = -1;
+  expect_code(tpt_callback_model_saver(&cb, &so), TPT_ERR_INVALID_ARGUMENT, "options->max_to_keep must be >= 0");
+  so = (tpt_model_saver_options)TPT_MODEL_SAVER_OPTIONS_INIT;
+  so.every_k_epochs = 0;
+  expect_code(tpt_callback_model_saver(&cb, &so), TPT_ERR_INVALID_ARGUMENT, "never save");
+  so.every_k_epochs = 1;
+  so.keep_every_n_hours = -1;
+  expect_code(tpt_callback_model_saver(&cb, &so), TPT_ERR_INVALID_ARGUMENT, "keep_every_n_hours");
+  so.version = 99;
+  expect_code(tpt_callback_model_saver(&cb, &so), TPT_ERR_INVALID_ARGUMENT, "TPT_MODEL_SAVER_OPTIONS_INIT");
+
+  /* no log directory and no dir: the run says so */
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = 1;
+  o.steps_per_epoch = 1;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_new(&t, &o));
+  ok(tpt_callback_model_saver(&cb, NULL));
+  ok(tpt_trainer_add_callback(t, cb));
+  ok(tpt_trainer_set_run_step(t, saves_in_run_step, NULL, NULL));
+  expect_code(tpt_trainer_run(t), TPT_ERR_STATE, "ModelSaver needs a directory");
+  tpt_trainer_free(t);
+
+  fresh_dir();
+  ok(tpt_trainer_new(&t, &o));
+  ok(tpt_trainer_set_run_step(t, saves_in_run_step, NULL, NULL));
+  ok(tpt_trainer_run(t));
+  tpt_trainer_free(t);
+  assert_false(exists("inside"));
+  remove_dir();
+
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_TRIGGER;
+  d.fn = events;
+  d.save = (tpt_status * (*)(tpt_tensor **, void *))1; /* without restore */
+  expect_code(tpt_callback_new(&cb, &d), TPT_ERR_INVALID_ARGUMENT, "save and desc->restore go together");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(resume_mid_epoch_equals_uninterrupted),
+      cmocka_unit_test(saver_rotates_and_keeps_hourly),
+      cmocka_unit_test(min_and_max_savers),
+      cmocka_unit_test(failed_restores_change_nothing),
+      cmocka_unit_test(resume_errors),
+      cmocka_unit_test(options_and_placement),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
