@@ -124,6 +124,7 @@ type hostFunc struct {
 	runStep   func(*Context) error
 	callback  func(*Context, Event, *Record) error
 	predicate func(*Context) bool
+	state     CallbackStater // a callback's own state in checkpoints, or nil
 	// stashes: where functions the callback runs outside this Context (a
 	// dataflow's, a tower function's) keep their errors and panics; the
 	// trainer that takes the callback consults them in Run.
@@ -167,8 +168,25 @@ type Callback struct {
 // trainer whose options have IsChief false.
 func NewCallback(name string, events Event, chiefOnly bool,
 	fn func(ctx *Context, event Event, record *Record) error) (*Callback, error) {
+	return newCallbackWith("NewCallback", name, events, chiefOnly, fn, nil)
+}
+
+// NewStatefulCallback is NewCallback for a callback with state of its own
+// that checkpoints keep (tpt_callback_desc's save and restore): state's
+// SaveState runs when a checkpoint is taken, its RestoreState when a resumed
+// run starts. The callback's name is its key in the checkpoint.
+func NewStatefulCallback(name string, events Event, chiefOnly bool,
+	fn func(ctx *Context, event Event, record *Record) error, state CallbackStater) (*Callback, error) {
+	if state == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "NewStatefulCallback: state is nil"}
+	}
+	return newCallbackWith("NewStatefulCallback", name, events, chiefOnly, fn, state)
+}
+
+func newCallbackWith(who, name string, events Event, chiefOnly bool,
+	fn func(ctx *Context, event Event, record *Record) error, state CallbackStater) (*Callback, error) {
 	if fn == nil {
-		return nil, &Error{Code: CodeInvalidArgument, Message: "NewCallback: fn is nil"}
+		return nil, &Error{Code: CodeInvalidArgument, Message: who + ": fn is nil"}
 	}
 	var cname *C.char
 	if name != "" {
@@ -177,11 +195,11 @@ func NewCallback(name string, events Event, chiefOnly bool,
 	} else {
 		name = "callback"
 	}
-	f := &hostFunc{name: name, callback: fn}
+	f := &hostFunc{name: name, callback: fn, state: state}
 	h := newHandle(f)
 	var out *C.tpt_callback
 	// The library deletes h (also when this fails).
-	st := C.tptgo_callback_new(&out, C.uint32_t(events), cname, cBool(chiefOnly), C.uintptr_t(h))
+	st := C.tptgo_callback_new(&out, C.uint32_t(events), cname, cBool(chiefOnly), C.uintptr_t(h), cBool(state != nil))
 	if err := statusError(st); err != nil {
 		return nil, err
 	}

@@ -88,6 +88,56 @@ func tptgoCallback(_ *C.tpt_trainer, event C.uint32_t, record *C.tpt_record, han
 	return st
 }
 
+//export tptgoCallbackSave
+func tptgoCallbackSave(out **C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*hostFunc)
+	c := f.ctx
+	where := "callback '" + f.name + "' saving its state"
+	returned := false
+	defer func() {
+		if !returned {
+			st = c.recovered(recover(), where)
+		}
+	}()
+	state, err := f.state.SaveState()
+	returned = true
+	if err != nil {
+		return c.status(noStop(err, where))
+	}
+	x, err := FromUint8(state) // a copy: the callback may reuse its slice
+	if err != nil {
+		return c.status(err)
+	}
+	p, err := x.take("the callback's state") // the library takes the handle
+	if err != nil {
+		return c.status(err)
+	}
+	*out = p
+	return nil
+}
+
+//export tptgoCallbackRestore
+func tptgoCallbackRestore(state *C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*hostFunc)
+	c := f.ctx
+	where := "callback '" + f.name + "' restoring its state"
+	x := lentTensor(state)
+	b, err := x.Bytes()
+	x.Close() // the library's: lent for this call only
+	if err != nil {
+		return c.status(err)
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			st = c.recovered(recover(), where)
+		}
+	}()
+	st = c.status(noStop(f.state.RestoreState(b), where))
+	returned = true
+	return st
+}
+
 //export tptgoPredicate
 func tptgoPredicate(_ *C.tpt_trainer, handle C.uintptr_t) (r C.int32_t) {
 	f := cgo.Handle(handle).Value().(*hostFunc)

@@ -78,6 +78,10 @@ type TrainerOptions struct {
 	// reach the monitors in each epoch's last step, and every SummaryPeriod
 	// steps when > 0 (default 0).
 	SummaryPeriod int64
+	// AutoResume: when Logdir holds a checkpoint index (a ModelSaver's), the
+	// run resumes exactly from its latest checkpoint and the directory is
+	// kept whatever LogdirAction says (tensorpack's AutoResumeTrainConfig).
+	AutoResume bool
 }
 
 // NoSteps as TrainerOptions.StepsPerEpoch runs epochs without steps: only
@@ -193,6 +197,7 @@ func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func(), error) {
 		default_monitors:  cBool(!o.NoDefaultMonitors),
 		scalar_history:    1000,
 		summary_period:    C.int64_t(o.SummaryPeriod),
+		auto_resume:       cBool(o.AutoResume),
 	}
 	if o.Logdir == "" {
 		return copts, func() {}, nil

@@ -41,8 +41,16 @@ tpt_status *tptgo_hooked_step(tpt_trainer *trainer, uintptr_t handle) {
   return tpt_trainer_hooked_step(trainer, step_trampoline, (void *)handle);
 }
 
+static tpt_status *callback_save_trampoline(tpt_tensor **out, void *user_data) {
+  return tptgoCallbackSave(out, (uintptr_t)user_data);
+}
+
+static tpt_status *callback_restore_trampoline(const tpt_tensor *state, void *user_data) {
+  return tptgoCallbackRestore((tpt_tensor *)state, (uintptr_t)user_data);
+}
+
 tpt_status *tptgo_callback_new(tpt_callback **out, uint32_t events, const char *name, int32_t chief_only,
-                               uintptr_t handle) {
+                               uintptr_t handle, int32_t stateful) {
   tpt_callback_desc desc = TPT_CALLBACK_DESC_INIT;
   desc.events = events;
   desc.name = name;
@@ -50,6 +58,10 @@ tpt_status *tptgo_callback_new(tpt_callback **out, uint32_t events, const char *
   desc.fn = callback_trampoline;
   desc.user_data = (void *)handle;
   desc.destroy = delete_handle;
+  if (stateful) {
+    desc.save = callback_save_trampoline;
+    desc.restore = callback_restore_trampoline;
+  }
   return tpt_callback_new(out, &desc);
 }
 

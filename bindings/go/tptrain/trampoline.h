@@ -16,9 +16,10 @@ tpt_status *tptgo_set_run_step(tpt_trainer *trainer, uintptr_t handle);
  * only (step NULL). */
 tpt_status *tptgo_hooked_step(tpt_trainer *trainer, uintptr_t handle);
 
-/* tpt_callback_new with the callback trampoline; destroy deletes the handle. */
+/* tpt_callback_new with the callback trampoline; destroy deletes the handle.
+ * With stateful, the save and restore trampolines too. */
 tpt_status *tptgo_callback_new(tpt_callback **out, uint32_t events, const char *name,
-                               int32_t chief_only, uintptr_t handle);
+                               int32_t chief_only, uintptr_t handle, int32_t stateful);
 
 /* tpt_callback_enable_if with the predicate trampoline; destroy deletes the
  * handle. */

@@ -151,7 +151,7 @@ pub const TPT_PROGRESS_BAR: tpt_progress = 1;
 pub const TPT_PROGRESS_LINES: tpt_progress = 2;
 pub const TPT_PROGRESS_OFF: tpt_progress = 3;
 
-pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 2;
+pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 3;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tpt_trainer_options {
@@ -169,6 +169,8 @@ pub struct tpt_trainer_options {
     // version 2
     pub scalar_history: i64,
     pub summary_period: i64,
+    // version 3
+    pub auto_resume: i32,
 }
 /// `TPT_TRAINER_OPTIONS_INIT`
 pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
@@ -185,6 +187,7 @@ pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
     default_monitors: 1,
     scalar_history: 1000,
     summary_period: 0,
+    auto_resume: 0,
 };
 
 /// `tpt_run_step_fn`
@@ -237,7 +240,7 @@ pub type tpt_callback_fn = Option<
     ) -> *mut tpt_status,
 >;
 
-pub const TPT_CALLBACK_DESC_VERSION: u32 = 1;
+pub const TPT_CALLBACK_DESC_VERSION: u32 = 2;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tpt_callback_desc {
@@ -250,6 +253,9 @@ pub struct tpt_callback_desc {
     pub fn_: tpt_callback_fn,
     pub user_data: *mut c_void,
     pub destroy: tpt_destroy_fn,
+    /// Version 2: the callback's own state in checkpoints (both or neither).
+    pub save: Option<unsafe extern "C" fn(out: *mut *mut tpt_tensor, user_data: *mut c_void) -> *mut tpt_status>,
+    pub restore: Option<unsafe extern "C" fn(state: *const tpt_tensor, user_data: *mut c_void) -> *mut tpt_status>,
 }
 /// `TPT_CALLBACK_DESC_INIT`
 pub const TPT_CALLBACK_DESC_INIT: tpt_callback_desc = tpt_callback_desc {
@@ -260,6 +266,8 @@ pub const TPT_CALLBACK_DESC_INIT: tpt_callback_desc = tpt_callback_desc {
     fn_: None,
     user_data: std::ptr::null_mut(),
     destroy: None,
+    save: None,
+    restore: None,
 };
 
 /// Opaque (`tpt_callback`).
@@ -1133,7 +1141,79 @@ extern "C" {
     pub fn tpt_trainer_optimizer(out: *mut *mut tpt_optimizer, trainer: *const tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_from_config(out: *mut *mut tpt_trainer, config: *const tpt_train_config) -> *mut tpt_status;
     pub fn tpt_launch_train(config: *const tpt_train_config) -> *mut tpt_status;
+
+    // Checkpoints and resume
+    pub fn tpt_callback_model_saver(
+        out: *mut *mut tpt_callback,
+        options: *const tpt_model_saver_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_callback_min_saver(
+        out: *mut *mut tpt_callback,
+        stat: *const c_char,
+        filename: *const c_char,
+        dir: *const c_char,
+    ) -> *mut tpt_status;
+    pub fn tpt_callback_max_saver(
+        out: *mut *mut tpt_callback,
+        stat: *const c_char,
+        filename: *const c_char,
+        dir: *const c_char,
+    ) -> *mut tpt_status;
+    pub fn tpt_trainer_resume(trainer: *mut tpt_trainer, path: *const c_char) -> *mut tpt_status;
+    pub fn tpt_trainer_save_checkpoint(trainer: *mut tpt_trainer, path: *const c_char) -> *mut tpt_status;
+    pub fn tpt_model_restore(
+        n_restored: *mut usize,
+        model: *mut tpt_model,
+        path: *const c_char,
+        options: *const tpt_restore_options,
+    ) -> *mut tpt_status;
 }
+
+// ---- Checkpoints and resume
+pub const TPT_MODEL_SAVER_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_model_saver_options {
+    pub version: u32,
+    pub max_to_keep: i32,
+    pub keep_every_n_hours: f64,
+    pub every_k_steps: i64,
+    pub every_k_epochs: i64,
+    pub dir: *const c_char,
+}
+/// `TPT_MODEL_SAVER_OPTIONS_INIT`
+pub const TPT_MODEL_SAVER_OPTIONS_INIT: tpt_model_saver_options = tpt_model_saver_options {
+    version: TPT_MODEL_SAVER_OPTIONS_VERSION,
+    max_to_keep: 10,
+    keep_every_n_hours: 0.5,
+    every_k_steps: 0,
+    every_k_epochs: 1,
+    dir: std::ptr::null(),
+};
+
+pub const TPT_RESTORE_OPTIONS_VERSION: u32 = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_restore_options {
+    pub version: u32,
+    pub ignore_missing: i32,
+    pub ignore_unexpected: i32,
+    pub ignore_shape_mismatch: i32,
+    pub prefix: *const c_char,
+    /// `n_name_map` pairs: a variable's name, then its name in the file.
+    pub name_map: *const *const c_char,
+    pub n_name_map: usize,
+}
+/// `TPT_RESTORE_OPTIONS_INIT`
+pub const TPT_RESTORE_OPTIONS_INIT: tpt_restore_options = tpt_restore_options {
+    version: TPT_RESTORE_OPTIONS_VERSION,
+    ignore_missing: 0,
+    ignore_unexpected: 1,
+    ignore_shape_mismatch: 0,
+    prefix: std::ptr::null(),
+    name_map: std::ptr::null(),
+    n_name_map: 0,
+};
 
 #[cfg(test)]
 mod tests {
@@ -1174,7 +1254,8 @@ mod tests {
         assert_eq!(offset_of!(tpt_trainer_options, default_monitors), 56);
         assert_eq!(offset_of!(tpt_trainer_options, scalar_history), 64);
         assert_eq!(offset_of!(tpt_trainer_options, summary_period), 72);
-        assert_eq!(size_of::<tpt_trainer_options>(), 80);
+        assert_eq!(offset_of!(tpt_trainer_options, auto_resume), 80);
+        assert_eq!(size_of::<tpt_trainer_options>(), 88);
     }
 
     #[test]
@@ -1187,9 +1268,27 @@ mod tests {
         assert_eq!(offset_of!(tpt_callback_desc, fn_), 24);
         assert_eq!(offset_of!(tpt_callback_desc, user_data), 32);
         assert_eq!(offset_of!(tpt_callback_desc, destroy), 40);
-        assert_eq!(size_of::<tpt_callback_desc>(), 48);
+        assert_eq!(offset_of!(tpt_callback_desc, save), 48);
+        assert_eq!(offset_of!(tpt_callback_desc, restore), 56);
+        assert_eq!(size_of::<tpt_callback_desc>(), 64);
         // A nullable function pointer is one pointer wide.
         assert_eq!(size_of::<tpt_callback_fn>(), size_of::<usize>());
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn checkpoint_options_layout_matches_c() {
+        assert_eq!(offset_of!(tpt_model_saver_options, max_to_keep), 4);
+        assert_eq!(offset_of!(tpt_model_saver_options, keep_every_n_hours), 8);
+        assert_eq!(offset_of!(tpt_model_saver_options, every_k_steps), 16);
+        assert_eq!(offset_of!(tpt_model_saver_options, every_k_epochs), 24);
+        assert_eq!(offset_of!(tpt_model_saver_options, dir), 32);
+        assert_eq!(size_of::<tpt_model_saver_options>(), 40);
+        assert_eq!(offset_of!(tpt_restore_options, ignore_shape_mismatch), 12);
+        assert_eq!(offset_of!(tpt_restore_options, prefix), 16);
+        assert_eq!(offset_of!(tpt_restore_options, name_map), 24);
+        assert_eq!(offset_of!(tpt_restore_options, n_name_map), 32);
+        assert_eq!(size_of::<tpt_restore_options>(), 40);
     }
 
     #[test]
@@ -1428,14 +1527,25 @@ mod tests {
     #[test]
     fn init_constants_match_the_header_defaults() {
         let o = TPT_TRAINER_OPTIONS_INIT;
-        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (2, 1, 1, 99999999, -1));
-        assert_eq!((o.scalar_history, o.summary_period), (1000, 0));
+        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (3, 1, 1, 99999999, -1));
+        assert_eq!((o.scalar_history, o.summary_period, o.auto_resume), (1000, 0, 0));
         assert!(o.logdir.is_null());
         assert_eq!((o.logdir_action, o.progress), (TPT_LOGDIR_REFUSE, TPT_PROGRESS_AUTO));
         assert_eq!((o.console, o.default_callbacks, o.default_monitors), (1, 1, 1));
         let d = TPT_CALLBACK_DESC_INIT;
-        assert_eq!((d.version, d.events, d.chief_only), (1, 0, 1));
+        assert_eq!((d.version, d.events, d.chief_only), (2, 0, 1));
         assert!(d.name.is_null() && d.fn_.is_none() && d.user_data.is_null() && d.destroy.is_none());
+        assert!(d.save.is_none() && d.restore.is_none());
+        let m = TPT_MODEL_SAVER_OPTIONS_INIT;
+        assert_eq!(
+            (m.version, m.max_to_keep, m.keep_every_n_hours, m.every_k_steps, m.every_k_epochs),
+            (1, 10, 0.5, 0, 1)
+        );
+        let r = TPT_RESTORE_OPTIONS_INIT;
+        assert_eq!(
+            (r.version, r.ignore_missing, r.ignore_unexpected, r.ignore_shape_mismatch, r.n_name_map),
+            (1, 0, 1, 0, 0)
+        );
         assert_eq!(TPT_EVENT_ALL, 0x7ff);
     }
 

@@ -5,6 +5,7 @@ use crate::context::Context;
 use crate::cstr::with_cstr;
 use crate::error::{call, Code, Error, Result};
 use crate::panic;
+use crate::tensor::Tensor;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -241,10 +242,12 @@ pub struct Callback<'a> {
     _marker: PhantomData<(&'a (), *mut ())>,
 }
 
-/// The boxed user data of a callback.
-struct CallbackData<F> {
+/// The boxed user data of a callback: its closure `f`, and `S`, its state's
+/// save and restore (see [`CallbackBuilder::state`]).
+struct CallbackData<F, S> {
     name: String,
     f: F,
+    state: S,
     /// True while `f` runs: a closure cannot be re-entered.
     busy: Cell<bool>,
     /// Records that reached this callback while `f` ran (a monitor that puts
@@ -252,7 +255,7 @@ struct CallbackData<F> {
     deferred: RefCell<VecDeque<Record<'static>>>,
 }
 
-unsafe extern "C" fn callback_trampoline<F>(
+unsafe extern "C" fn callback_trampoline<F, S>(
     trainer: *mut sys::tpt_trainer,
     event: sys::tpt_event,
     record: *const sys::tpt_record,
@@ -264,11 +267,11 @@ where
     // Tensors made in this call are Rust values that free themselves (Drop):
     // the library's scope for the call hands them over.
     crate::tensor::own_call_tensors();
-    // SAFETY: user_data is the CallbackData<F> this trampoline was made
+    // SAFETY: user_data is the CallbackData<F, S> this trampoline was made
     // with; the library frees it only with the callback, never during a call.
     // Fields are borrowed one by one: `f` mutably only while not busy, the
     // others shared (a re-entered call touches `busy` and `deferred` only).
-    let data = user_data.cast::<CallbackData<F>>();
+    let data = user_data.cast::<CallbackData<F, S>>();
     let (busy, deferred) = (&(*data).busy, &(*data).deferred);
     let Some(event) = Event::from_raw(event) else { return ptr::null_mut() };
     let record = if record.is_null() { None } else { Some(Record::from_raw(&*record)) };
@@ -315,6 +318,69 @@ where
 /// The closure of a callback, with its error turned into an [`Error`].
 type CallbackFn<'a> = Box<dyn FnMut(&mut Context, Event, Option<Record<'_>>) -> Result<Flow> + 'a>;
 
+/// A callback's own state for checkpoints: save, then restore.
+type StateFns<'a> = Option<(Box<dyn FnMut() -> Result<Vec<u8>> + 'a>, Box<dyn FnMut(&[u8]) -> Result<()> + 'a>)>;
+
+unsafe extern "C" fn state_save<F, S>(out: *mut *mut sys::tpt_tensor, user_data: *mut c_void) -> *mut sys::tpt_status
+where
+    S: StateAccess,
+{
+    // SAFETY: user_data is this callback's CallbackData<F, S>; the library
+    // asks for its state between events, never during one.
+    let data = &mut *user_data.cast::<CallbackData<F, S>>();
+    let name = &data.name;
+    let mut made = None;
+    let st = panic::guard(&|| format!("callback '{name}' saving its state"), || {
+        let bytes = data.state.save()?;
+        let n = bytes.len() as i64;
+        made = Some(Tensor::from_vec(bytes, &[n])?);
+        Ok(Flow::Continue)
+    });
+    if st.is_null() {
+        // The library takes the tensor (on failure it takes nothing).
+        *out = made.map_or(ptr::null_mut(), Tensor::into_raw);
+    }
+    st
+}
+
+unsafe extern "C" fn state_restore<F, S>(state: *const sys::tpt_tensor, user_data: *mut c_void) -> *mut sys::tpt_status
+where
+    S: StateAccess,
+{
+    // SAFETY: as in state_save; the tensor is lent for the call and seen as
+    // a borrowed &Tensor (Tensor is a repr(transparent) handle), never dropped.
+    let data = &mut *user_data.cast::<CallbackData<F, S>>();
+    let name = &data.name;
+    let handle = state;
+    let state: &Tensor = &*(&handle as *const *const sys::tpt_tensor).cast::<Tensor>();
+    panic::guard(&|| format!("callback '{name}' restoring its state"), || {
+        let bytes = state.to_bytes()?;
+        data.state.restore(&bytes)?;
+        Ok(Flow::Continue)
+    })
+}
+
+/// What the state trampolines need of `S`.
+trait StateAccess {
+    fn save(&mut self) -> Result<Vec<u8>>;
+    fn restore(&mut self, bytes: &[u8]) -> Result<()>;
+}
+
+impl StateAccess for StateFns<'_> {
+    fn save(&mut self) -> Result<Vec<u8>> {
+        match self {
+            Some((save, _)) => save(),
+            None => Err(Error::new(Code::Internal, "a callback without state was asked for it")),
+        }
+    }
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        match self {
+            Some((_, restore)) => restore(bytes),
+            None => Err(Error::new(Code::Internal, "a callback without state was given one")),
+        }
+    }
+}
+
 /// A callback being described: made by [`Callback::on`], finished by
 /// [`build`](Self::build), or by [`Trainer::add_callback`](crate::Trainer::add_callback)
 /// and [`Trainer::add_monitor`](crate::Trainer::add_monitor), which take
@@ -339,6 +405,7 @@ pub struct CallbackBuilder<'a> {
     name: Option<String>,
     chief_only: bool,
     f: CallbackFn<'a>,
+    state: StateFns<'a>,
 }
 
 impl<'a> Callback<'a> {
@@ -369,6 +436,7 @@ impl<'a> Callback<'a> {
             name: None,
             chief_only: true,
             f: Box::new(move |ctx, event, record| f(ctx, event, record).map_err(Error::wrap)),
+            state: None,
         }
     }
 
@@ -472,13 +540,51 @@ impl<'a> CallbackBuilder<'a> {
         self
     }
 
+    /// Gives the callback state of its own that checkpoints keep (a
+    /// schedule's position, a best value): `save` returns it as bytes when a
+    /// checkpoint is taken, `restore` gets those bytes back when a resumed
+    /// run starts (after SETUP, before BEFORE_TRAIN). The callback's
+    /// [`name`](Self::name) is its key in the checkpoint. Share the state
+    /// with the event closure through an `Rc<Cell<..>>` or the like.
+    ///
+    /// ```
+    /// use std::{cell::Cell, rc::Rc};
+    /// use tptrain::{Callback, Events, Flow};
+    ///
+    /// let seen = Rc::new(Cell::new(0u64));
+    /// let (a, b, c) = (seen.clone(), seen.clone(), seen.clone());
+    /// let counter = Callback::on(Events::TRIGGER_STEP, move |_, _, _| -> tptrain::Result<Flow> {
+    ///     a.set(a.get() + 1);
+    ///     Ok(Flow::Continue)
+    /// })
+    /// .name("step counter")
+    /// .state(move || Ok(b.get().to_le_bytes().to_vec()), move |bytes| {
+    ///     let bytes = bytes.try_into().map_err(|_| tptrain::Error::new(tptrain::Code::InvalidArgument, "8 bytes expected"))?;
+    ///     c.set(u64::from_le_bytes(bytes));
+    ///     Ok(())
+    /// })
+    /// .build()?;
+    /// # drop(counter);
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn state<Sv, Rs>(mut self, save: Sv, restore: Rs) -> CallbackBuilder<'a>
+    where
+        Sv: FnMut() -> Result<Vec<u8>> + 'a,
+        Rs: FnMut(&[u8]) -> Result<()> + 'a,
+    {
+        self.state = Some((Box::new(save), Box::new(restore)));
+        self
+    }
+
     /// Makes the callback (`tpt_callback_new`). Fails for a name with a NUL
     /// byte (the closure is dropped then).
     pub fn build(self) -> Result<Callback<'a>> {
-        let CallbackBuilder { events, name, chief_only, f } = self;
+        let CallbackBuilder { events, name, chief_only, f, state } = self;
+        let stateful = state.is_some();
         let data = Box::new(CallbackData {
             name: name.clone().unwrap_or_else(|| "callback".to_owned()),
             f,
+            state,
             busy: Cell::new(false),
             deferred: RefCell::new(VecDeque::new()),
         });
@@ -489,9 +595,13 @@ impl<'a> CallbackBuilder<'a> {
             desc.events = events.bits();
             desc.name = n;
             desc.chief_only = chief_only as i32;
-            desc.fn_ = Some(callback_trampoline::<CallbackFn<'a>>);
+            desc.fn_ = Some(callback_trampoline::<CallbackFn<'a>, StateFns<'a>>);
+            if stateful {
+                desc.save = Some(state_save::<CallbackFn<'a>, StateFns<'a>>);
+                desc.restore = Some(state_restore::<CallbackFn<'a>, StateFns<'a>>);
+            }
             desc.user_data = Box::into_raw(data).cast::<c_void>();
-            desc.destroy = Some(panic::drop_box::<CallbackData<CallbackFn<'a>>>);
+            desc.destroy = Some(panic::drop_box::<CallbackData<CallbackFn<'a>, StateFns<'a>>>);
             // The library owns user_data from here on, also on failure.
             call!(sys::tpt_callback_new(&mut out, &desc))
         };
@@ -512,6 +622,7 @@ impl fmt::Debug for CallbackBuilder<'_> {
             .field("events", &self.events)
             .field("name", &self.name)
             .field("chief_only", &self.chief_only)
+            .field("stateful", &self.state.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -19,6 +19,7 @@ use std::ffi::CStr;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::os::raw::{c_char, c_void};
+use std::path::Path;
 use std::path::PathBuf;
 use std::ptr;
 use tptrain_sys as sys;
@@ -110,6 +111,15 @@ impl Context {
     /// (`tpt_trainer_stop_reason`).
     pub fn stop_reason(&self) -> Option<String> {
         string_out(sys::tpt_trainer_stop_reason, self)
+    }
+
+    /// Writes the trainer's whole state to `path` now, atomically
+    /// (`tpt_trainer_save_checkpoint`): from a callback between steps
+    /// (trigger_step, the epoch events, before or after training);
+    /// [`Code::State`] inside run_step.
+    pub fn save_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        let path = crate::cstr::path_to_cstring(path.as_ref(), "path")?;
+        call!(sys::tpt_trainer_save_checkpoint(self.as_ptr(), path.as_ptr()))
     }
 
     /// Writes a line to the trainer's log (`tpt_trainer_log`).

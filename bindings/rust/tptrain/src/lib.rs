@@ -58,9 +58,12 @@
 //! operator is reachable through [`ops::call`]. Input pipelines are
 //! [`DataFlow`]s (tensorpack's DataFlow library), fed to a trainer through
 //! [`Input::from_dataflow`] or [`TrainConfig::from_dataflow`], and validated
-//! by [`Callback::inference_runner`].
+//! by [`Callback::inference_runner`]. Checkpoints: [`ModelSaver`],
+//! [`BestSaver`], [`Trainer::resume`], [`TrainerOptions::auto_resume`] and
+//! [`Model::restore`] (docs/checkpoints.md).
 
 mod callback;
+mod checkpoint;
 mod context;
 mod cstr;
 mod dataflow;
@@ -74,6 +77,7 @@ mod tensor;
 mod trainer;
 
 pub use callback::{Callback, CallbackBuilder, Event, Events, Flow, IntoCallback, Record, RecordKind};
+pub use checkpoint::{BestSaver, ModelSaver, RestoreOptions};
 pub use context::{Context, HookedContext, Scalar, StepContext};
 pub use dataflow::{
     Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, InputKind, InputOptions, IterItem, ParallelMapOptions,

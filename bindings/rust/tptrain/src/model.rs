@@ -447,6 +447,24 @@ impl<'a> Model<'a> {
         self.raw.as_ptr()
     }
 
+    /// Copies tensors into the built model's variables by name
+    /// (`tpt_model_restore`, tensorpack's SaverRestore) from a tptrain
+    /// checkpoint (or a directory's latest), a `state_dict` saved by
+    /// python3-torch (dotted names such as `fc.weight` read as `fc/weight`)
+    /// or a TorchScript module. All or nothing: the error lists the missing
+    /// and mismatched variables, and no variable changes. Returns how many
+    /// variables were restored.
+    ///
+    /// ```no_run
+    /// # fn f(model: &tptrain::Model) -> tptrain::Result<()> {
+    /// use tptrain::RestoreOptions;
+    /// model.restore("pretrained.pt", &RestoreOptions::new().ignore_missing(true))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn restore(&self, path: impl AsRef<Path>, options: &crate::RestoreOptions) -> Result<usize> {
+        crate::checkpoint::restore(self.as_ptr(), path.as_ref(), options)
+    }
+
     /// Builds the model now if it was not built yet: the build call of the
     /// tower function, which creates the variables (`tpt_model_build`).
     /// Training and the first inference build it too.

@@ -14,7 +14,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::os::raw::c_void;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::ptr::{self, NonNull};
 use std::sync::{Arc, Mutex};
 use tptrain_sys as sys;
@@ -103,6 +103,11 @@ pub struct TrainerOptions {
     /// monitors in each epoch's last step; `Some(n)` also every n steps.
     /// Default `None`.
     pub summary_period: Option<u64>,
+    /// When the log directory holds a checkpoint index (a [`ModelSaver`](crate::ModelSaver)'s),
+    /// the run resumes exactly from its latest checkpoint and the directory
+    /// is kept whatever `logdir_action` says (tensorpack's
+    /// AutoResumeTrainConfig). Default false.
+    pub auto_resume: bool,
 }
 
 impl Default for TrainerOptions {
@@ -120,6 +125,7 @@ impl Default for TrainerOptions {
             default_callbacks: c.default_callbacks != 0,
             default_monitors: c.default_monitors != 0,
             summary_period: None,
+            auto_resume: false,
         }
     }
 }
@@ -371,6 +377,7 @@ impl TrainerOptions {
             Some(n) => n as i64,
             None => 0,
         };
+        o.auto_resume = self.auto_resume as i32;
         Ok((o, logdir))
     }
 }
@@ -538,6 +545,17 @@ impl<'a> Trainer<'a> {
         let st = unsafe { sys::tpt_trainer_set_model(self.as_ptr(), model.as_ptr(), input.into_raw()) };
         panic::resume_if_new(had);
         unsafe { Error::check(st) }
+    }
+
+    /// Before [`run`](Self::run): the run goes on exactly from the
+    /// checkpoint at `path`, a checkpoint file or a directory whose index
+    /// names its latest (`tpt_trainer_resume`): variables, optimizer state,
+    /// counters, random state, the input's position and callbacks' state.
+    /// The file is read and checked now; whether it fits the model is
+    /// checked when the run starts, which then fails naming the variables.
+    pub fn resume(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path_to_cstring(path.as_ref(), "path")?;
+        call!(sys::tpt_trainer_resume(self.as_ptr(), path.as_ptr()))
     }
 
     /// Runs the training on this thread: SETUP, BEFORE_TRAIN, the epochs,

@@ -1,0 +1,168 @@
+package tptrain
+
+// Checkpoints from Go: ModelSaver and exact resume (a run stopped mid-epoch
+// and resumed, with Resume and with AutoResume, ends with the variables of an
+// uninterrupted run, bit for bit), a callback's own state across the resume,
+// MinSaver, Model.Restore and its errors. The C twin is
+// tests/c/test_checkpoint.c.
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func checkpointOptions(dir string, epochs int64) *TrainerOptions {
+	return &TrainerOptions{MaxEpoch: epochs, StepsPerEpoch: 5, Logdir: dir, LogdirAction: LogdirKeep,
+		Quiet: true, Progress: ProgressOff, NoDefaultCallbacks: true}
+}
+
+// stepCounter counts the steps it sees, across resumes (its state), and
+// stops training at global step stopAt.
+type stepCounter struct {
+	seen   uint64
+	stopAt int64
+}
+
+func (s *stepCounter) SaveState() ([]byte, error) {
+	return binary.LittleEndian.AppendUint64(nil, s.seen), nil
+}
+
+func (s *stepCounter) RestoreState(b []byte) error {
+	if len(b) != 8 {
+		return errors.New("8 bytes expected")
+	}
+	s.seen = binary.LittleEndian.Uint64(b)
+	return nil
+}
+
+func (s *stepCounter) callback(t *testing.T) *Callback {
+	return must(NewStatefulCallback("counter", EventTriggerStep, false, func(ctx *Context, _ Event, _ *Record) error {
+		s.seen++
+		if ctx.GlobalStep() == s.stopAt {
+			return Stop("interrupted")
+		}
+		return nil
+	}, s)).of(t)
+}
+
+func trainRegression(t *testing.T, opts *TrainerOptions, resume string, cbs ...*Callback) (*Model, *Trainer) {
+	t.Helper()
+	m := newRegressionModel(t, &regression{})
+	setOptimizer(t, m, "adam", 0.05)
+	tr := must(NewTrainer(opts)).of(t)
+	t.Cleanup(func() { tr.Close() })
+	ok(t, tr.SetModel(m, regressionInput(t, 4, 20)))
+	for _, cb := range cbs {
+		ok(t, tr.AddCallback(cb))
+	}
+	if resume != "" {
+		ok(t, tr.Resume(resume))
+	}
+	ok(t, tr.Run())
+	return m, tr
+}
+
+func weightsOf(t *testing.T, m *Model) []float32 {
+	t.Helper()
+	w := must(m.Variable("W")).of(t)
+	defer w.Close()
+	return must(w.Float32s()).of(t)
+}
+
+func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
+	ok(t, ManualSeed(3))
+	ref, _ := trainRegression(t, checkpointOptions(t.TempDir(), 3), "")
+	want := weightsOf(t, ref)
+
+	dir := t.TempDir()
+	ok(t, ManualSeed(3))
+	counter := &stepCounter{stopAt: 8}
+	saver := must(ModelSaver(ModelSaverOptions{EveryKSteps: 3})).of(t)
+	_, tr := trainRegression(t, checkpointOptions(dir, 3), "", counter.callback(t), saver)
+	if r, _ := tr.StopReason(); r != "interrupted" {
+		t.Fatalf("stop reason %q", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model-6")); err != nil {
+		t.Fatal(err)
+	}
+
+	ok(t, ManualSeed(77)) // the random state comes from the checkpoint
+	counter2 := &stepCounter{seen: 1000, stopAt: -1}
+	m, tr := trainRegression(t, checkpointOptions(dir, 3), dir, counter2.callback(t))
+	if gs := must(tr.GlobalStep()).of(t); gs != 15 {
+		t.Fatalf("global step %d", gs)
+	}
+	if counter2.seen != 15 {
+		t.Fatalf("the callback's state: %d steps seen, want 6 + 9", counter2.seen)
+	}
+	if got := weightsOf(t, m); !reflect.DeepEqual(got, want) {
+		t.Fatalf("resumed %v, uninterrupted %v", got, want)
+	}
+
+	// AutoResume from the finished run's last checkpoint: nothing left to do.
+	opts := checkpointOptions(dir, 3)
+	opts.AutoResume = true
+	saver = must(ModelSaver(ModelSaverOptions{EveryKSteps: 3})).of(t)
+	m, tr = trainRegression(t, opts, "", saver)
+	if gs := must(tr.GlobalStep()).of(t); gs != 15 || !reflect.DeepEqual(weightsOf(t, m), want) {
+		t.Fatalf("auto-resume: global step %d", gs)
+	}
+}
+
+func TestMinSaverAndRestore(t *testing.T) {
+	dir := t.TempDir()
+	vals := []float64{0, 2, 1, 3}
+	put := must(NewCallback("val", EventTriggerEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+		return ctx.PutScalar("val", vals[ctx.EpochNum()])
+	})).of(t)
+	saver := must(ModelSaver(ModelSaverOptions{})).of(t)
+	best := must(MinSaver("val", BestSaverOptions{})).of(t)
+	trainRegression(t, checkpointOptions(dir, 3), "", saver, put, best)
+	if _, err := os.Stat(filepath.Join(dir, "min-val")); err != nil {
+		t.Fatal(err)
+	}
+
+	other := newRegressionModel(t, &regression{})
+	ok(t, other.Build())
+	if n := must(other.Restore(filepath.Join(dir, "min-val"), RestoreOptions{})).of(t); n != 2 {
+		t.Fatalf("restored %d variables", n)
+	}
+	before := weightsOf(t, other)
+	_, err := other.Restore(dir, RestoreOptions{Prefix: "tower1/"})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeInvalidArgument || !strings.Contains(e.Message, "missing from the file: W (as 'tower1/W')") {
+		t.Fatalf("got %v", err)
+	}
+	if !reflect.DeepEqual(weightsOf(t, other), before) {
+		t.Fatal("a failed restore changed the model")
+	}
+	if n := must(other.Restore(dir, RestoreOptions{NameMap: map[string]string{"W": "W", "b": "b"}})).of(t); n != 2 {
+		t.Fatalf("restored %d variables", n)
+	}
+	if _, err := other.Restore(filepath.Join(dir, "nothing"), RestoreOptions{}); !errors.As(err, &e) || e.Code != CodeIO {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCheckpointErrors(t *testing.T) {
+	var e *Error
+	if _, err := ModelSaver(ModelSaverOptions{NoEpochSaves: true}); !errors.As(err, &e) || !strings.Contains(e.Message, "never save") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := MaxSaver("acc", BestSaverOptions{Filename: "a/b"}); err == nil {
+		t.Fatal("a file name with a slash was taken")
+	}
+	tr := must(NewTrainer(&TrainerOptions{StepsPerEpoch: 1})).of(t)
+	defer tr.Close()
+	if err := tr.Resume("/nonexistent/model-1"); !errors.As(err, &e) || e.Code != CodeIO {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := NewStatefulCallback("x", EventTrigger, false, func(*Context, Event, *Record) error { return nil }, nil); err == nil {
+		t.Fatal("a nil state was taken")
+	}
+}

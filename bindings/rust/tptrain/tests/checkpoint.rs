@@ -1,0 +1,187 @@
+//! Checkpoints from Rust: ModelSaver and exact resume (a run stopped
+//! mid-epoch and resumed, with `Trainer::resume` and with `auto_resume`,
+//! ends with the variables of an uninterrupted run, bit for bit), a
+//! callback's own state across the resume, BestSaver, `Model::restore` and
+//! its errors. The C twin is tests/c/test_checkpoint.c.
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use tptrain::ops::{self, Arg};
+use tptrain::{
+    manual_seed, BestSaver, Callback, Code, DType, Events, Flow, Input, InputSpec, Model, ModelSaver, Optimizer,
+    Progress, RestoreOptions, Result, RunOutcome, Tensor, Trainer, TrainerOptions, VariableOptions,
+};
+
+fn signature() -> Vec<InputSpec> {
+    vec![InputSpec::new("x", DType::F32, &[-1, 3]), InputSpec::new("y", DType::F32, &[-1, 1])]
+}
+
+fn model(width: i64) -> Model<'static> {
+    let m = Model::new(&signature(), move |tower, inputs| -> Result<()> {
+        let w = tower.variable("fc/W", &[width, 3], &VariableOptions::default())?;
+        let b = tower.variable("fc/b", &[width], &VariableOptions::constant(0.1))?;
+        let h = ops::call1("aten::linear", &[Arg::Tensor(&inputs[0]), Arg::Tensor(&w), Arg::Tensor(&b)])?;
+        let h = tower.dropout(&h, 0.25)?;
+        let p = ops::call1("aten::sum", &[Arg::Tensor(&h), Arg::IntList(&[1]), Arg::Bool(true)])?;
+        let cost = ops::call1("aten::mse_loss", &[Arg::Tensor(&p), Arg::Tensor(&inputs[1])])?;
+        tower.set_cost(&cost)
+    })
+    .unwrap();
+    let o = Optimizer::new("adam").unwrap();
+    o.set("learning_rate", 0.05).unwrap();
+    m.set_optimizer(&o).unwrap();
+    m
+}
+
+fn input() -> Input<'static> {
+    let x: Vec<f32> = (0..60).map(|i| ((i * 7 % 13) as f32) / 13.0 - 0.5).collect();
+    let y: Vec<f32> = (0..20).map(|i| ((i % 5) as f32) / 5.0).collect();
+    let x = Tensor::from_vec(x, &[20, 3]).unwrap();
+    let y = Tensor::from_vec(y, &[20, 1]).unwrap();
+    Input::from_tensors(&[&x, &y], 4, Some(9)).unwrap()
+}
+
+fn options(dir: &Path, epochs: i64) -> TrainerOptions {
+    TrainerOptions {
+        max_epoch: epochs,
+        steps_per_epoch: Some(5),
+        logdir: Some(dir.to_path_buf()),
+        logdir_action: tptrain::LogdirAction::Keep,
+        console: false,
+        progress: Progress::Off,
+        default_callbacks: false,
+        ..Default::default()
+    }
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tpt-rust-ckpt-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn weights(m: &Model<'_>) -> Vec<f32> {
+    m.variable("fc/W").unwrap().to_vec::<f32>().unwrap()
+}
+
+/// A callback with state: the steps it saw, kept across resumes.
+fn counter(seen: &Rc<Cell<u64>>, stop_at: i64) -> Callback<'static> {
+    let (a, b, c) = (seen.clone(), seen.clone(), seen.clone());
+    Callback::on(Events::TRIGGER_STEP, move |ctx, _, _| -> Result<Flow> {
+        a.set(a.get() + 1);
+        Ok(if ctx.global_step() == stop_at { Flow::stop("interrupted") } else { Flow::Continue })
+    })
+    .name("counter")
+    .all_workers()
+    .state(
+        move || Ok(b.get().to_le_bytes().to_vec()),
+        move |bytes| {
+            let bytes: [u8; 8] =
+                bytes.try_into().map_err(|_| tptrain::Error::new(Code::InvalidArgument, "8 bytes expected"))?;
+            c.set(u64::from_le_bytes(bytes));
+            Ok(())
+        },
+    )
+    .build()
+    .unwrap()
+}
+
+#[test]
+fn resume_mid_epoch_equals_an_uninterrupted_run() {
+    let dir = tempdir("exact");
+    manual_seed(3).unwrap();
+    let a = model(4);
+    let mut t = Trainer::new(&options(&tempdir("exact-ref"), 3)).unwrap();
+    t.set_model(&a, input()).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    let want = weights(&a);
+
+    // Stopped at step 8, with a checkpoint every 3 steps (the last at 6).
+    manual_seed(3).unwrap();
+    let seen = Rc::new(Cell::new(0));
+    let b = model(4);
+    let mut t = Trainer::new(&options(&dir, 3)).unwrap();
+    t.set_model(&b, input()).unwrap();
+    t.add_callback(counter(&seen, 8)).unwrap();
+    t.add_callback(ModelSaver::new().every_k_steps(3)).unwrap();
+    assert!(matches!(t.run().unwrap(), RunOutcome::Stopped(_)));
+    assert!(dir.join("model-6").exists() && dir.join("checkpoint").exists());
+    drop(t);
+
+    // A new process would start here: resume from the directory.
+    manual_seed(77).unwrap(); // the random state comes from the checkpoint
+    seen.set(1000); // and so does the callback's
+    let c = model(4);
+    let mut t = Trainer::new(&options(&dir, 3)).unwrap();
+    t.set_model(&c, input()).unwrap();
+    t.add_callback(counter(&seen, -1)).unwrap();
+    t.resume(&dir).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    assert_eq!(t.global_step(), 15);
+    assert_eq!(seen.get(), 15, "6 steps before the checkpoint, 9 after");
+    assert_eq!(weights(&c), want, "bit for bit");
+    drop(t);
+
+    // auto_resume from the last checkpoint of the finished run (step 15):
+    // nothing is left to do, and the variables are the final ones.
+    let d = model(4);
+    let mut t = Trainer::new(&TrainerOptions { auto_resume: true, ..options(&dir, 3) }).unwrap();
+    t.set_model(&d, input()).unwrap();
+    t.add_callback(ModelSaver::new().every_k_steps(3)).unwrap();
+    t.run().unwrap();
+    assert_eq!(t.global_step(), 15);
+    assert_eq!(weights(&d), want);
+}
+
+#[test]
+fn best_saver_and_restore_by_name() {
+    let dir = tempdir("best");
+    let m = model(4);
+    let mut t = Trainer::new(&options(&dir, 3)).unwrap();
+    t.set_model(&m, input()).unwrap();
+    let vals = [0.0, 2.0, 1.0, 3.0];
+    t.add_callback(ModelSaver::new()).unwrap();
+    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
+        ctx.put_scalar("val", vals[ctx.epoch_num() as usize])?;
+        Ok(Flow::Continue)
+    }))
+    .unwrap();
+    t.add_callback(BestSaver::min("val")).unwrap();
+    t.run().unwrap();
+    assert!(dir.join("min-val").exists());
+
+    // the best checkpoint (epoch 2, step 10) restores into a built model
+    let other = model(4);
+    other.build().unwrap();
+    assert_eq!(other.restore(dir.join("min-val"), &RestoreOptions::new()).unwrap(), 2);
+    // another architecture: an error naming the variable, nothing changed
+    let wide = model(5);
+    wide.build().unwrap();
+    let before = weights(&wide);
+    let e = wide.restore(&dir, &RestoreOptions::new()).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("shapes differ: fc/W"), "{}", e.message());
+    assert_eq!(weights(&wide), before);
+    // asked to skip mismatches: only what fits
+    assert_eq!(wide.restore(&dir, &RestoreOptions::new().ignore_shape_mismatch(true)).unwrap(), 0);
+    let e = other.restore(dir.join("nothing"), &RestoreOptions::new()).unwrap_err();
+    assert_eq!(e.code(), Code::Io);
+    let e = other.restore(&dir, &RestoreOptions::new().prefix("tower1/")).unwrap_err();
+    assert!(e.message().contains("missing from the file: fc/W (as 'tower1/fc/W')"), "{}", e.message());
+    assert_eq!(other.restore(&dir, &RestoreOptions::new().map("fc/W", "fc/W").map("fc/b", "fc/b")).unwrap(), 2);
+}
+
+#[test]
+fn saver_options_and_misplaced_saves_are_errors() {
+    let e = ModelSaver::new().every_k_epochs(0).build().unwrap_err();
+    assert!(e.message().contains("never save"), "{}", e.message());
+    let e = BestSaver::max("acc").filename("a/b").build().unwrap_err();
+    assert!(e.message().contains("a/b"), "{}", e.message());
+    let mut t = Trainer::new(&TrainerOptions { steps_per_epoch: Some(1), ..Default::default() }).unwrap();
+    let e = t.save_checkpoint("/tmp/never").unwrap_err();
+    assert_eq!(e.code(), Code::State);
+    let e = t.resume("/nonexistent/model-1").unwrap_err();
+    assert_eq!(e.code(), Code::Io);
+}
