@@ -1166,6 +1166,34 @@ TPT_API TPT_NODISCARD tpt_status *tpt_optimizer_get(double *out, const tpt_optim
 TPT_API TPT_NODISCARD tpt_status *tpt_optimizer_scale_gradients(tpt_optimizer *optimizer,
                                                                 const char *pattern, double factor);
 
+/* tensorpack's ScheduledHyperParamSetter: a callback (on every worker) that
+ * sets the optimizer's hyper-parameter `param` on a schedule. Each point
+ * sets its value after epoch `at` completes (at TRIGGER_EPOCH; at = 0:
+ * before the first epoch, in BEFORE_TRAIN), or at global step `at` with
+ * TPT_SCHEDULE_STEP_BASED (at TRIGGER_STEP). With TPT_SCHEDULE_LINEAR the
+ * value is interpolated between points at every trigger (never before the
+ * first point or after the last). In BEFORE_TRAIN the value that should hold
+ * at the current epoch (or step) is worked out from the points up to it and,
+ * when the optimizer's differs, a warning is logged and the value set (not
+ * with TPT_SCHEDULE_NOT_AT_BEGINNING): a resumed run follows the schedule.
+ * Points are sorted; they must be >= 0, distinct and finite. Keeps a
+ * reference to the optimizer. */
+typedef struct tpt_schedule_point {
+  int64_t at;   /* an epoch number, or a global step */
+  double value;
+} tpt_schedule_point;
+typedef enum tpt_schedule_flags {
+  TPT_SCHEDULE_LINEAR = 1,
+  TPT_SCHEDULE_STEP_BASED = 2,
+  TPT_SCHEDULE_NOT_AT_BEGINNING = 4,
+  TPT_SCHEDULE_FORCE32 = 0x7fffffff
+} tpt_schedule_flags;
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_scheduled_hyperparam(tpt_callback **out,
+                                                                    tpt_optimizer *optimizer,
+                                                                    const char *param,
+                                                                    const tpt_schedule_point *schedule,
+                                                                    size_t n_points, uint32_t flags);
+
 /* The model's optimizer. The model takes its own reference. Before training. */
 TPT_API TPT_NODISCARD tpt_status *tpt_model_set_optimizer(tpt_model *model,
                                                           tpt_optimizer *optimizer);

@@ -17,6 +17,7 @@
 #include "model/optimizer.hpp"
 #include "model/torchscript.hpp"
 #include "parallel/strategy.hpp"
+#include "core/hyperparams.hpp"
 #include "trainer_handle.hpp"
 
 inline constexpr uint64_t kOptimizerMagic = 0x747074496f707469ull;  // "tptIopti"
@@ -354,6 +355,28 @@ tpt_status *tpt_optimizer_set(tpt_optimizer *optimizer, const char *name, double
   return guard(__func__, [&] {
     tpt::model::Optimizer &o = optimizer_arg(optimizer);
     o.set(name_arg(name, "name"), value);
+  });
+}
+
+tpt_status *tpt_callback_scheduled_hyperparam(tpt_callback **out, tpt_optimizer *optimizer, const char *param,
+                                              const tpt_schedule_point *schedule, size_t n_points, uint32_t flags) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    std::shared_ptr<tpt::model::Optimizer> opt =
+        live(optimizer, kOptimizerMagic, "optimizer", "tpt_optimizer").optimizer;
+    std::string name = name_arg(param, "param");
+    if (n_points == 0) tpt::invalid_argument("n_points is 0: a schedule needs at least one point");
+    require(schedule, "schedule");
+    if (n_points > (size_t(1) << 24)) tpt::invalid_argument("n_points " + std::to_string(n_points) + " is too large");
+    constexpr uint32_t known = TPT_SCHEDULE_LINEAR | TPT_SCHEDULE_STEP_BASED | TPT_SCHEDULE_NOT_AT_BEGINNING;
+    if (flags & ~known) tpt::invalid_argument("flags has bits that are not tpt_schedule_flags: " + std::to_string(flags));
+    std::vector<tpt::SchedulePoint> points;
+    for (size_t i = 0; i < n_points; ++i) points.push_back({schedule[i].at, schedule[i].value});
+    tpt::capi::give_callback(out, tpt::make_scheduled_hyperparam(std::move(opt), name, std::move(points),
+                                                                 (flags & TPT_SCHEDULE_LINEAR) != 0,
+                                                                 (flags & TPT_SCHEDULE_STEP_BASED) != 0,
+                                                                 (flags & TPT_SCHEDULE_NOT_AT_BEGINNING) == 0));
   });
 }
 

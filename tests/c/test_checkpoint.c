@@ -6,6 +6,7 @@
  * the variables or the file and changes nothing in the model. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
+#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -431,6 +432,122 @@ static void options_and_placement(void **state) {
   expect_code(tpt_callback_new(&cb, &d), TPT_ERR_INVALID_ARGUMENT, "save and desc->restore go together");
 }
 
+/* ---- ScheduledHyperParamSetter */
+
+static double lr_at[64]; /* by global step, read at each trigger_step (after the setters) */
+static double lr_before_epoch[8];
+static tpt_status *read_lr(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
+  (void)r, (void)ud;
+  tpt_optimizer *o = NULL;
+  double lr = 0;
+  int64_t gs = 0, ep = 0;
+  tpt_status *st = tpt_trainer_optimizer(&o, t);
+  if (!st) st = tpt_optimizer_get(&lr, o, "momentum");
+  tpt_optimizer_free(o);
+  if (!st) st = tpt_trainer_global_step(&gs, t);
+  if (!st) st = tpt_trainer_epoch_num(&ep, t);
+  if (st) return st;
+  if (ev == TPT_EVENT_TRIGGER_STEP && gs < 64) lr_at[gs] = lr;
+  if (ev == TPT_EVENT_BEFORE_EPOCH && ep < 8) lr_before_epoch[ep] = lr;
+  return NULL;
+}
+
+static tpt_callback *scheduled(tpt_model *m, const tpt_schedule_point *pts, size_t n, uint32_t flags) {
+  tpt_optimizer *o = NULL;
+  tpt_callback *cb = NULL;
+  ok(tpt_optimizer_new(&o, "sgd"));
+  ok(tpt_optimizer_set(o, "momentum", 0.5));
+  ok(tpt_model_set_optimizer(m, o));
+  ok(tpt_callback_scheduled_hyperparam(&cb, o, "momentum", pts, n, flags));
+  tpt_optimizer_free(o);
+  return cb;
+}
+
+static tpt_callback *lr_reader(void) {
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_TRIGGER_STEP | TPT_EVENT_BEFORE_EPOCH;
+  d.fn = read_lr;
+  d.chief_only = 0;
+  tpt_callback *cb = NULL;
+  ok(tpt_callback_new(&cb, &d));
+  return cb;
+}
+
+/* tensorpack's rule: a point sets its value after that epoch completes;
+ * epoch 0 means before the first. */
+static void schedule_by_epoch(void **state) {
+  (void)state;
+  fresh_dir();
+  tpt_model *m = model_of(3);
+  const tpt_schedule_point pts[] = {{3, 0.125}, {0, 0.25}, {1, 0.75}}; /* sorted by the library */
+  tpt_callback *sched = scheduled(m, pts, 3, 0);
+  tpt_trainer_free(train(m, 4, sched, lr_reader(), NULL, NULL));
+  assert_true(lr_before_epoch[1] == 0.25);  /* point 0: in before_train */
+  assert_true(lr_before_epoch[2] == 0.75);  /* point 1: after epoch 1 */
+  assert_true(lr_before_epoch[3] == 0.75);  /* no point at 2: unchanged */
+  assert_true(lr_before_epoch[4] == 0.125); /* point 3: after epoch 3 */
+  tpt_model_free(m);
+  remove_dir();
+}
+
+/* Linear interpolation by global step: at each trigger_step between points,
+ * never after the last. */
+static void schedule_by_step_linear(void **state) {
+  (void)state;
+  fresh_dir();
+  tpt_model *m = model_of(3);
+  const tpt_schedule_point pts[] = {{2, 0.8}, {10, 0.0}};
+  tpt_callback *sched = scheduled(m, pts, 2, TPT_SCHEDULE_LINEAR | TPT_SCHEDULE_STEP_BASED);
+  tpt_trainer_free(train(m, 3, sched, lr_reader(), NULL, NULL));
+  assert_true(lr_at[1] == 0.5); /* before the first point: untouched */
+  for (int gs = 2; gs <= 10; ++gs) assert_true(fabs(lr_at[gs] - 0.8 * (10 - gs) / 8.0) < 1e-12);
+  assert_true(lr_at[15] == 0.0); /* after the last: as the last left it */
+  tpt_model_free(m);
+  remove_dir();
+}
+
+/* set_at_beginning: a run that starts at epoch 3 gets the value the
+ * schedule gives there (a warning says so); without it, it keeps its own. */
+static void schedule_set_at_beginning(void **state) {
+  (void)state;
+  fresh_dir();
+  const tpt_schedule_point pts[] = {{1, 0.75}, {5, 0.125}};
+  for (int flag = 0; flag < 2; ++flag) {
+    tpt_model *m = model_of(3);
+    tpt_callback *sched = scheduled(m, pts, 2, flag ? TPT_SCHEDULE_NOT_AT_BEGINNING : 0);
+    tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+    o.starting_epoch = 3;
+    o.max_epoch = 3;
+    o.steps_per_epoch = 1;
+    o.console = 0;
+    o.progress = TPT_PROGRESS_OFF;
+    tpt_trainer *t = NULL;
+    tpt_input *in = NULL;
+    ok(tpt_trainer_new(&t, &o));
+    ok(tpt_input_dummy(&in, 2));
+    ok(tpt_trainer_set_model(t, m, in));
+    ok(tpt_trainer_add_callback(t, sched));
+    ok(tpt_trainer_add_callback(t, lr_reader()));
+    ok(tpt_trainer_run(t));
+    assert_true(lr_before_epoch[3] == (flag ? 0.5 : 0.75));
+    tpt_trainer_free(t);
+    tpt_model_free(m);
+  }
+  tpt_callback *cb = NULL;
+  tpt_optimizer *o = NULL;
+  ok(tpt_optimizer_new(&o, "sgd"));
+  expect_code(tpt_callback_scheduled_hyperparam(&cb, o, "lr", pts, 2, 0), TPT_ERR_INVALID_ARGUMENT, "learning_rate");
+  expect_code(tpt_callback_scheduled_hyperparam(&cb, o, "momentum", pts, 0, 0), TPT_ERR_INVALID_ARGUMENT, "n_points");
+  const tpt_schedule_point twice[] = {{1, 0.1}, {1, 0.2}};
+  expect_code(tpt_callback_scheduled_hyperparam(&cb, o, "momentum", twice, 2, 0), TPT_ERR_INVALID_ARGUMENT,
+              "two values at 1");
+  const tpt_schedule_point nan_pt[] = {{1, NAN}};
+  expect_code(tpt_callback_scheduled_hyperparam(&cb, o, "momentum", nan_pt, 1, 0), TPT_ERR_INVALID_ARGUMENT, "finite");
+  expect_code(tpt_callback_scheduled_hyperparam(&cb, o, "momentum", pts, 2, 64), TPT_ERR_INVALID_ARGUMENT, "flags");
+  tpt_optimizer_free(o);
+  remove_dir();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(resume_mid_epoch_equals_uninterrupted),
@@ -439,6 +556,9 @@ int main(void) {
       cmocka_unit_test(failed_restores_change_nothing),
       cmocka_unit_test(resume_errors),
       cmocka_unit_test(options_and_placement),
+      cmocka_unit_test(schedule_by_epoch),
+      cmocka_unit_test(schedule_by_step_linear),
+      cmocka_unit_test(schedule_set_at_beginning),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
