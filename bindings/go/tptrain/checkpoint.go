@@ -229,3 +229,60 @@ type CallbackStater interface {
 	SaveState() ([]byte, error)
 	RestoreState(state []byte) error
 }
+
+// SchedulePoint is one point of a hyper-parameter schedule: from epoch (or
+// global step) At on, Value (tpt_schedule_point).
+type SchedulePoint struct {
+	At    int64
+	Value float64
+}
+
+// ScheduleOptions are the options of ScheduledHyperParam; the zero value is
+// tensorpack's defaults (epoch-based, no interpolation, set at the
+// beginning).
+type ScheduleOptions struct {
+	Linear         bool // interpolate between points at every trigger
+	StepBased      bool // points are global steps, checked at every step
+	NotAtBeginning bool // do not set the schedule's value in BEFORE_TRAIN
+}
+
+// ScheduledHyperParam makes tensorpack's ScheduledHyperParamSetter
+// (tpt_callback_scheduled_hyperparam): it sets the optimizer's
+// hyper-parameter param after epoch At completes (0: before the first
+// epoch), or at global step At with StepBased; in BEFORE_TRAIN it sets what
+// the schedule says for the epochs completed, so a resumed run follows it.
+func ScheduledHyperParam(opt *Optimizer, param string, schedule []SchedulePoint, o ScheduleOptions) (*Callback, error) {
+	ptr, err := opt.lock("ScheduledHyperParam")
+	if err != nil {
+		return nil, err
+	}
+	defer opt.mu.Unlock()
+	if len(schedule) == 0 {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "ScheduledHyperParam: the schedule is empty"}
+	}
+	// The points in C memory: no Go pointer is passed to C inside another.
+	mem := C.malloc(C.size_t(len(schedule)) * C.size_t(unsafe.Sizeof(C.tpt_schedule_point{})))
+	defer C.free(mem)
+	pts := unsafe.Slice((*C.tpt_schedule_point)(mem), len(schedule))
+	for i, p := range schedule {
+		pts[i] = C.tpt_schedule_point{at: C.int64_t(p.At), value: C.double(p.Value)}
+	}
+	var flags C.uint32_t
+	if o.Linear {
+		flags |= C.TPT_SCHEDULE_LINEAR
+	}
+	if o.StepBased {
+		flags |= C.TPT_SCHEDULE_STEP_BASED
+	}
+	if o.NotAtBeginning {
+		flags |= C.TPT_SCHEDULE_NOT_AT_BEGINNING
+	}
+	cparam := C.CString(param)
+	defer C.free(unsafe.Pointer(cparam))
+	var out *C.tpt_callback
+	st := C.tpt_callback_scheduled_hyperparam(&out, ptr, cparam, &pts[0], C.size_t(len(schedule)), flags)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newCallback(out, nil, "ScheduledHyperParamSetter("+param+")"), nil
+}

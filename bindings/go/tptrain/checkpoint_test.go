@@ -166,3 +166,33 @@ func TestCheckpointErrors(t *testing.T) {
 		t.Fatal("a nil state was taken")
 	}
 }
+
+func TestScheduledHyperParam(t *testing.T) {
+	m := newRegressionModel(t, &regression{})
+	opt := setOptimizer(t, m, "sgd", 0.5)
+	sched := must(ScheduledHyperParam(opt, "learning_rate",
+		[]SchedulePoint{{At: 2, Value: 0.25}, {At: 0, Value: 0.125}}, ScheduleOptions{})).of(t)
+	seen := map[int64]float64{}
+	read := must(NewCallback("read", EventBeforeEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+		o, err := ctx.Optimizer()
+		if err != nil {
+			return err
+		}
+		defer o.Close()
+		lr, err := o.Get("learning_rate")
+		seen[ctx.EpochNum()] = lr
+		return err
+	})).of(t)
+	tr := must(NewTrainer(&TrainerOptions{MaxEpoch: 3, StepsPerEpoch: 2, Quiet: true, Progress: ProgressOff})).of(t)
+	defer tr.Close()
+	ok(t, tr.SetModel(m, regressionInput(t, 4, 20)))
+	ok(t, tr.AddCallback(sched))
+	ok(t, tr.AddCallback(read))
+	ok(t, tr.Run())
+	if want := map[int64]float64{1: 0.125, 2: 0.125, 3: 0.25}; !reflect.DeepEqual(seen, want) {
+		t.Fatalf("learning rate by epoch %v, want %v", seen, want)
+	}
+	if _, err := ScheduledHyperParam(opt, "lr", []SchedulePoint{{1, 0.1}}, ScheduleOptions{}); err == nil {
+		t.Fatal("an unknown hyper-parameter was taken")
+	}
+}

@@ -965,6 +965,14 @@ extern "C" {
     pub fn tpt_optimizer_free(optimizer: *mut tpt_optimizer);
     pub fn tpt_optimizer_set(optimizer: *mut tpt_optimizer, name: *const c_char, value: f64) -> *mut tpt_status;
     pub fn tpt_optimizer_get(out: *mut f64, optimizer: *const tpt_optimizer, name: *const c_char) -> *mut tpt_status;
+    pub fn tpt_callback_scheduled_hyperparam(
+        out: *mut *mut tpt_callback,
+        optimizer: *mut tpt_optimizer,
+        param: *const c_char,
+        schedule: *const tpt_schedule_point,
+        n_points: usize,
+        flags: u32,
+    ) -> *mut tpt_status;
     pub fn tpt_optimizer_scale_gradients(
         optimizer: *mut tpt_optimizer,
         pattern: *const c_char,
@@ -1168,6 +1176,18 @@ extern "C" {
         options: *const tpt_restore_options,
     ) -> *mut tpt_status;
 }
+
+// ---- Hyper-parameter schedules
+/// `tpt_schedule_point`
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct tpt_schedule_point {
+    pub at: i64,
+    pub value: f64,
+}
+pub const TPT_SCHEDULE_LINEAR: u32 = 1;
+pub const TPT_SCHEDULE_STEP_BASED: u32 = 2;
+pub const TPT_SCHEDULE_NOT_AT_BEGINNING: u32 = 4;
 
 // ---- Checkpoints and resume
 pub const TPT_MODEL_SAVER_OPTIONS_VERSION: u32 = 1;

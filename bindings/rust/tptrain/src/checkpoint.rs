@@ -255,3 +255,72 @@ pub(crate) fn restore(model: *mut sys::tpt_model, path: &Path, o: &RestoreOption
     call!(sys::tpt_model_restore(&mut n, model, path.as_ptr(), &raw))?;
     Ok(n)
 }
+
+/// tensorpack's ScheduledHyperParamSetter (`tpt_callback_scheduled_hyperparam`):
+/// sets an optimizer's hyper-parameter after epoch `at` completes (0:
+/// before the first epoch), or at global step `at` with
+/// [`by_step`](Self::by_step); in BEFORE_TRAIN it sets what the schedule
+/// says for the epochs completed, so a resumed run follows it.
+///
+/// ```
+/// # fn f(optimizer: &tptrain::Optimizer, trainer: &mut tptrain::Trainer) -> tptrain::Result<()> {
+/// use tptrain::HyperParamSchedule;
+/// trainer.add_callback(HyperParamSchedule::new(optimizer, "learning_rate", &[(0, 1e-3), (10, 1e-4)]))?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+#[must_use = "a schedule does nothing until it is added to a trainer"]
+pub struct HyperParamSchedule<'o> {
+    optimizer: &'o crate::Optimizer,
+    param: String,
+    points: Vec<(i64, f64)>,
+    flags: u32,
+}
+
+impl<'o> HyperParamSchedule<'o> {
+    /// `points` are (epoch or step, value) pairs, in any order.
+    pub fn new(optimizer: &'o crate::Optimizer, param: impl Into<String>, points: &[(i64, f64)]) -> Self {
+        HyperParamSchedule { optimizer, param: param.into(), points: points.to_vec(), flags: 0 }
+    }
+    /// Interpolates between points at every trigger.
+    pub fn linear(mut self) -> Self {
+        self.flags |= sys::TPT_SCHEDULE_LINEAR;
+        self
+    }
+    /// The points are global steps, checked after every step.
+    pub fn by_step(mut self) -> Self {
+        self.flags |= sys::TPT_SCHEDULE_STEP_BASED;
+        self
+    }
+    /// Leaves the value alone in BEFORE_TRAIN (only a warning when it
+    /// differs from the schedule's).
+    pub fn not_at_beginning(mut self) -> Self {
+        self.flags |= sys::TPT_SCHEDULE_NOT_AT_BEGINNING;
+        self
+    }
+    /// Makes the callback.
+    pub fn build(self) -> Result<Callback<'static>> {
+        let param =
+            CString::new(self.param).map_err(|_| Error::new(Code::InvalidArgument, "param contains a NUL byte"))?;
+        let pts: Vec<sys::tpt_schedule_point> =
+            self.points.iter().map(|&(at, value)| sys::tpt_schedule_point { at, value }).collect();
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_callback_scheduled_hyperparam(
+            &mut out,
+            self.optimizer.as_ptr(),
+            param.as_ptr(),
+            if pts.is_empty() { ptr::null() } else { pts.as_ptr() },
+            pts.len(),
+            self.flags
+        ))?;
+        // SAFETY: a new callback that nothing else owns; it keeps its own
+        // reference to the optimizer.
+        unsafe { Callback::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
+    }
+}
+
+impl<'a> IntoCallback<'a> for HyperParamSchedule<'_> {
+    fn into_callback(self) -> Result<Callback<'a>> {
+        self.build()
+    }
+}

@@ -77,7 +77,7 @@ mod tensor;
 mod trainer;
 
 pub use callback::{Callback, CallbackBuilder, Event, Events, Flow, IntoCallback, Record, RecordKind};
-pub use checkpoint::{BestSaver, ModelSaver, RestoreOptions};
+pub use checkpoint::{BestSaver, HyperParamSchedule, ModelSaver, RestoreOptions};
 pub use context::{Context, HookedContext, Scalar, StepContext};
 pub use dataflow::{
     Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, InputKind, InputOptions, IterItem, ParallelMapOptions,

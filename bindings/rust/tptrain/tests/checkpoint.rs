@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use tptrain::ops::{self, Arg};
 use tptrain::{
-    manual_seed, BestSaver, Callback, Code, DType, Events, Flow, Input, InputSpec, Model, ModelSaver, Optimizer,
-    Progress, RestoreOptions, Result, RunOutcome, Tensor, Trainer, TrainerOptions, VariableOptions,
+    manual_seed, BestSaver, Callback, Code, DType, Events, Flow, HyperParamSchedule, Input, InputSpec, Model,
+    ModelSaver, Optimizer, Progress, RestoreOptions, Result, RunOutcome, Tensor, Trainer, TrainerOptions,
+    VariableOptions,
 };
 
 fn signature() -> Vec<InputSpec> {
@@ -184,4 +185,35 @@ fn saver_options_and_misplaced_saves_are_errors() {
     assert_eq!(e.code(), Code::State);
     let e = t.resume("/nonexistent/model-1").unwrap_err();
     assert_eq!(e.code(), Code::Io);
+}
+
+#[test]
+fn a_schedule_sets_the_learning_rate_after_its_epochs() {
+    let m = model(2);
+    let o = Optimizer::new("sgd").unwrap();
+    o.set("learning_rate", 0.5).unwrap();
+    m.set_optimizer(&o).unwrap();
+    let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
+    let s2 = seen.clone();
+    let mut t = Trainer::new(&TrainerOptions {
+        max_epoch: 3,
+        steps_per_epoch: Some(2),
+        console: false,
+        progress: Progress::Off,
+        ..Default::default()
+    })
+    .unwrap();
+    t.set_model(&m, input()).unwrap();
+    t.add_callback(HyperParamSchedule::new(&o, "learning_rate", &[(2, 0.25), (0, 0.125)])).unwrap();
+    t.add_callback(Callback::on(Events::BEFORE_EPOCH, move |ctx, _, _| -> Result<Flow> {
+        s2.borrow_mut().push(ctx.optimizer()?.get("learning_rate")?);
+        Ok(Flow::Continue)
+    }))
+    .unwrap();
+    t.run().unwrap();
+    assert_eq!(*seen.borrow(), vec![0.125, 0.125, 0.25]);
+    let e = HyperParamSchedule::new(&o, "lr", &[(1, 0.1)]).build().unwrap_err();
+    assert!(e.message().contains("learning_rate"), "{}", e.message());
+    let e = HyperParamSchedule::new(&o, "learning_rate", &[]).build().unwrap_err();
+    assert!(e.message().contains("n_points"), "{}", e.message());
 }
