@@ -57,8 +57,8 @@ class Callback {
   // saves it into checkpoints: save_state returns false when it has none.
   // restore_state runs after SETUP of a resumed run, before BEFORE_TRAIN;
   // it throws (nothing changed) on bytes it cannot read.
-  virtual bool save_state(std::vector<uint8_t> &out) { return false; }
-  virtual void restore_state(const std::vector<uint8_t> &state) {}
+  virtual bool save_state(std::vector<uint8_t> & /*out*/) { return false; }
+  virtual void restore_state(const std::vector<uint8_t> & /*state*/) {}
 
  private:
   std::string name_;
