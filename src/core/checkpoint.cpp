@@ -429,6 +429,10 @@ void Trainer::apply_resume() {
     for (auto &k : keyed) found = found || k.first == kv.first;
     if (!found) log_.warn("The checkpoint has the state of a callback '" + kv.first + "' that this trainer lacks; ignored.");
   }
+  if (!stateful_ && (!ck.variables.empty() || !ck.input.empty()))
+    log_.warn("The checkpoint holds " + std::to_string(ck.variables.size()) +
+              " variables and an input position, but this trainer has no model (tpt_trainer_set_model): "
+              "only counters, random state and callbacks are restored.");
   global_step_ = ck.global_step;
   epoch_num_ = ck.epoch_num;
   local_step_ = ck.local_step;

@@ -359,6 +359,12 @@ static void failed_restores_change_nothing(void **state) {
   remove_dir();
 }
 
+static tpt_status *saves_in_run_step(tpt_trainer *t, void *ud) {
+  (void)ud;
+  expect_code(tpt_trainer_save_checkpoint(t, path_in("inside")), TPT_ERR_STATE, "not inside run_step");
+  return tpt_trainer_hooked_step(t, NULL, NULL);
+}
+
 /* A resume from another model's checkpoint fails the run at SETUP, naming
  * the variables; one from a file that is not there fails at once. */
 static void resume_errors(void **state) {
@@ -373,6 +379,30 @@ static void resume_errors(void **state) {
   expect_code2(st, TPT_ERR_INVALID_ARGUMENT, "the checkpoint is not of this model", "fc0/W");
   tpt_model_free(other);
 
+  /* a trainer without a model: counters and random state only, and a warning says so */
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = 2;
+  o.steps_per_epoch = 1;
+  o.logdir = dir;
+  o.logdir_action = TPT_LOGDIR_KEEP;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_trainer *bare = NULL;
+  ok(tpt_trainer_new(&bare, &o));
+  ok(tpt_trainer_set_run_step(bare, saves_in_run_step, NULL, NULL));
+  ok(tpt_trainer_resume(bare, dir));
+  ok(tpt_trainer_run(bare));
+  int64_t gs = 0;
+  ok(tpt_trainer_global_step(&gs, bare));
+  assert_int_equal(gs, 6); /* 5 from the checkpoint, then epoch 2's one step */
+  tpt_trainer_free(bare);
+  unsigned char *log = NULL;
+  size_t n = read_file(path_in("log.log"), &log);
+  log = realloc(log, n + 1);
+  log[n] = 0;
+  assert_non_null(strstr((char *)log, "this trainer has no model"));
+  free(log);
+
   tpt_trainer *t = new_trainer();
   expect_code(tpt_trainer_resume(t, path_in("model-77")), TPT_ERR_IO, "model-77");
   expect_code(tpt_trainer_resume(t, "/"), TPT_ERR_NOT_FOUND, "no checkpoint in /");
@@ -380,12 +410,6 @@ static void resume_errors(void **state) {
   expect_code(tpt_trainer_save_checkpoint(t, path_in("x")), TPT_ERR_STATE, "not running");
   tpt_trainer_free(t);
   remove_dir();
-}
-
-static tpt_status *saves_in_run_step(tpt_trainer *t, void *ud) {
-  (void)ud;
-  expect_code(tpt_trainer_save_checkpoint(t, path_in("inside")), TPT_ERR_STATE, "not inside run_step");
-  return tpt_trainer_hooked_step(t, NULL, NULL);
 }
 
 static void options_and_placement(void **state) {
