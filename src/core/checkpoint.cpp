@@ -11,6 +11,7 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -111,13 +112,20 @@ IValue load_pickle(const std::vector<char> &bytes, const std::string &what) {
   }
 }
 
+// A whole file, read once into its buffer.
 std::vector<char> bytes_of_file(const std::string &path) {
-  std::string s = read_file(path);
-  return std::vector<char>(s.begin(), s.end());
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(TPT_ERR_IO, "cannot open " + path);
+  std::streamoff size = in.tellg();
+  if (size < 0) fail(TPT_ERR_IO, "cannot read " + path);
+  std::vector<char> out(static_cast<size_t>(size));
+  in.seekg(0);
+  if (size > 0 && !in.read(out.data(), size)) fail(TPT_ERR_IO, "cannot read " + path);
+  return out;
 }
 
 // The file is torch.save's zip archive followed by a trailer: "TPTCKPT1",
-// the archive's length and its FNV-1a 64-bit hash (little-endian). zip
+// the archive's length and its checksum (little-endian; docs/checkpoints.md). zip
 // readers (LibTorch's, Python's) find the archive from its end record and
 // ignore what follows; the trailer lets a reader refuse a truncated or
 // damaged file before LibTorch's zip reader, which skips CRCs and trusts
@@ -125,24 +133,43 @@ std::vector<char> bytes_of_file(const std::string &path) {
 constexpr char kTrailerMagic[8] = {'T', 'P', 'T', 'C', 'K', 'P', 'T', '1'};
 constexpr size_t kTrailer = 24;
 
-uint64_t fnv1a(const char *p, size_t n) {
+// FNV-1a's constants over 8-byte little-endian words, then the tail bytes
+// (word-wise: a checkpoint is hashed at memory speed, not byte by byte).
+uint64_t checksum(const char *p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<uint8_t>(p[i])) * 0x100000001b3ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  for (; i < n; ++i) h = (h ^ static_cast<uint8_t>(p[i])) * 0x100000001b3ull;
   return h;
 }
 
-// The archive's bytes, checked against the trailer.
-std::vector<char> strip_trailer(const std::vector<char> &file, const std::string &what) {
+// Checks the trailer and drops it: `file` becomes the archive.
+void strip_trailer(std::vector<char> &file, const std::string &what) {
   if (file.size() < kTrailer || std::memcmp(file.data() + file.size() - kTrailer, kTrailerMagic, 8) != 0)
     invalid_argument(what + " is truncated or not a tptrain checkpoint (it does not end with tptrain's trailer)");
   uint64_t len = 0, hash = 0;
   std::memcpy(&len, file.data() + file.size() - 16, 8);
   std::memcpy(&hash, file.data() + file.size() - 8, 8);
   if (len != file.size() - kTrailer) invalid_argument(what + " is damaged: its trailer gives another length");
-  if (fnv1a(file.data(), len) != hash) invalid_argument(what + " is corrupted: its bytes do not match the hash in its trailer");
-  std::vector<char> zip(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(len));
-  check_zip(zip.data(), zip.size(), what);
-  return zip;
+  if (checksum(file.data(), len) != hash)
+    invalid_argument(what + " is corrupted: its bytes do not match the hash in its trailer");
+  file.resize(len);
+  check_zip(file.data(), file.size(), what);
+}
+
+// The trailer of an archive.
+std::array<char, kTrailer> trailer_of(const std::vector<char> &zip) {
+  std::array<char, kTrailer> t{};
+  uint64_t len = zip.size(), hash = checksum(zip.data(), zip.size());
+  std::memcpy(t.data(), kTrailerMagic, 8);
+  std::memcpy(t.data() + 8, &len, 8);
+  std::memcpy(t.data() + 16, &hash, 8);
+  return t;
 }
 
 }  // namespace
@@ -204,15 +231,14 @@ std::vector<char> encode(const Checkpoint &ck) {
   if (ck.rng_cpu.defined()) rng.insert("cpu", ck.rng_cpu);
   d.insert("rng", rng);
   std::vector<char> out = torch::jit::pickle_save(d);
-  uint64_t len = out.size(), hash = fnv1a(out.data(), out.size());
-  out.insert(out.end(), kTrailerMagic, kTrailerMagic + 8);
-  out.insert(out.end(), reinterpret_cast<const char *>(&len), reinterpret_cast<const char *>(&len) + 8);
-  out.insert(out.end(), reinterpret_cast<const char *>(&hash), reinterpret_cast<const char *>(&hash) + 8);
+  auto t = trailer_of(out);
+  out.insert(out.end(), t.begin(), t.end());
   return out;
 }
 
-Checkpoint decode(const std::vector<char> &file, const std::string &what) {
-  IValue root = load_pickle(strip_trailer(file, what), what);
+Checkpoint decode(std::vector<char> file, const std::string &what) {
+  strip_trailer(file, what);
+  IValue root = load_pickle(file, what);
   Reader r(what);
   if (!root.isGenericDict()) invalid_argument(what + " is not a tptrain checkpoint (not a dict)");
   GenericDict d = root.toGenericDict();
@@ -459,7 +485,7 @@ std::vector<std::pair<std::string, at::Tensor>> read_named_tensors(const std::st
   std::string file = resolve_checkpoint(path);
   std::vector<char> bytes = bytes_of_file(file);
   if (bytes.size() >= kTrailer && std::memcmp(bytes.data() + bytes.size() - kTrailer, kTrailerMagic, 8) == 0)
-    return decode(bytes, "checkpoint " + file).variables;  // a tptrain checkpoint: its variables
+    return decode(std::move(bytes), "checkpoint " + file).variables;  // a tptrain checkpoint: its variables
   check_zip(bytes.data(), bytes.size(), file);  // before LibTorch's zip reader sees it
   if (model::is_torchscript_archive(file)) return model::torchscript_named_tensors(file);
   // torch.save's file: PyTorch's dotted names ("fc.weight") as tptrain spells variables ("fc/weight").

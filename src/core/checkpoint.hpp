@@ -63,7 +63,7 @@ struct Checkpoint {
 // others and throws TPT_ERR_INVALID_ARGUMENT naming `what` (the file) and
 // the field; it never returns a half-read checkpoint.
 std::vector<char> encode(const Checkpoint &ck);
-Checkpoint decode(const std::vector<char> &bytes, const std::string &what);
+Checkpoint decode(std::vector<char> bytes, const std::string &what);
 
 // Writes `ck` to `path` atomically (core/log.hpp's write_file_atomic: a
 // temporary file, fsync, rename, fsync of the directory): a reader sees the
@@ -86,6 +86,8 @@ void write_index(const std::string &dir, const CheckpointIndex &index);
 std::string resolve_checkpoint(const std::string &path);
 
 // The trainer's whole state, between two run_steps (TPT_ERR_STATE inside one).
+// Its tensors share storage with the live ones (no copy): encode it before
+// training goes on.
 Checkpoint take_checkpoint(Trainer &trainer);
 
 // Restoring variables by name into a model (all or nothing: nothing changes

@@ -210,7 +210,7 @@ std::string key_of(const at::Tensor &p) { return c10::guts::to_string(p.unsafeGe
 std::map<std::string, at::Tensor> slots_of(const torch::optim::OptimizerParamState &st, int64_t &step) {
   std::map<std::string, at::Tensor> m;
   auto put = [&](const char *name, const at::Tensor &t) {
-    if (t.defined()) m[name] = t.detach().clone();
+    if (t.defined()) m[name] = t.detach();  // encoded at once: no copy
   };
   step = -1;
   if (auto *s = dynamic_cast<const torch::optim::SGDParamState *>(&st)) {
@@ -284,7 +284,7 @@ OptimizerState Optimizer::state(const std::vector<Variable> &vars) const {
   out.micro_steps = micro_steps_;
   for (const Variable &v : vars) {
     if (!v.trainable) continue;
-    if (micro_steps_ > 0 && v.value.grad().defined()) out.grads[v.name] = v.value.grad().detach().clone();
+    if (micro_steps_ > 0 && v.value.grad().defined()) out.grads[v.name] = v.value.grad().detach();
     if (!opt_) continue;
     auto it = opt_->state().find(key_of(v.value));
     if (it == opt_->state().end()) continue;  // not updated yet
