@@ -8,12 +8,15 @@
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <mutex>
 #include <set>
@@ -27,6 +30,14 @@
 #include "model/torchscript.hpp"
 
 namespace fs = std::filesystem;
+
+// libtorch_cpu's, declared in torch/csrc/jit/serialization/export.h, which
+// pulls in ONNX headers; pickle_save uses it the same way.
+namespace torch::jit {
+TORCH_API void writeArchiveAndTensors(const std::string &archive_name, const char *pickle_bytes, size_t size,
+                                      const std::vector<at::Tensor> &tensors,
+                                      caffe2::serialize::PyTorchStreamWriter &out);
+}
 
 namespace tpt {
 
@@ -134,18 +145,44 @@ constexpr char kTrailerMagic[8] = {'T', 'P', 'T', 'C', 'K', 'P', 'T', '1'};
 constexpr size_t kTrailer = 24;
 
 // FNV-1a's constants over 8-byte little-endian words, then the tail bytes
-// (word-wise: a checkpoint is hashed at memory speed, not byte by byte).
-uint64_t checksum(const char *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    h = (h ^ w) * 0x100000001b3ull;
-    h ^= h >> 29;
+// (word-wise: a checkpoint is hashed at memory speed, not byte by byte), fed
+// in pieces of any size.
+class Checksum {
+ public:
+  void update(const char *p, size_t n) {
+    while (n > 0 && carry_n_ > 0 && carry_n_ < 8) {  // finish a word begun in the last piece
+      carry_[carry_n_++] = *p++;
+      --n;
+      if (carry_n_ == 8) {
+        word(carry_);
+        carry_n_ = 0;
+      }
+    }
+    for (; n >= 8; p += 8, n -= 8) word(p);
+    for (; n > 0; --n) carry_[carry_n_++] = *p++;
   }
-  for (; i < n; ++i) h = (h ^ static_cast<uint8_t>(p[i])) * 0x100000001b3ull;
-  return h;
+  uint64_t value() const {
+    uint64_t h = h_;
+    for (size_t i = 0; i < carry_n_; ++i) h = (h ^ static_cast<uint8_t>(carry_[i])) * 0x100000001b3ull;
+    return h;
+  }
+
+ private:
+  void word(const char *p) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h_ = (h_ ^ w) * 0x100000001b3ull;
+    h_ ^= h_ >> 29;
+  }
+  uint64_t h_ = 0xcbf29ce484222325ull;
+  char carry_[8] = {};
+  size_t carry_n_ = 0;
+};
+
+uint64_t checksum(const char *p, size_t n) {
+  Checksum c;
+  c.update(p, n);
+  return c.value();
 }
 
 // Checks the trailer and drops it: `file` becomes the archive.
@@ -162,10 +199,9 @@ void strip_trailer(std::vector<char> &file, const std::string &what) {
   check_zip(file.data(), file.size(), what);
 }
 
-// The trailer of an archive.
-std::array<char, kTrailer> trailer_of(const std::vector<char> &zip) {
+// The trailer of an archive of `len` bytes with checksum `hash`.
+std::array<char, kTrailer> trailer_of(uint64_t len, uint64_t hash) {
   std::array<char, kTrailer> t{};
-  uint64_t len = zip.size(), hash = checksum(zip.data(), zip.size());
   std::memcpy(t.data(), kTrailerMagic, 8);
   std::memcpy(t.data() + 8, &len, 8);
   std::memcpy(t.data() + 16, &hash, 8);
@@ -176,7 +212,9 @@ std::array<char, kTrailer> trailer_of(const std::vector<char> &zip) {
 
 // ---- the format
 
-std::vector<char> encode(const Checkpoint &ck) {
+namespace {
+
+GenericDict to_dict(const Checkpoint &ck) {
   GenericDict d = any_dict();
   d.insert("format", std::string(kCheckpointFormat));
   d.insert("version", kCheckpointVersion);
@@ -230,8 +268,41 @@ std::vector<char> encode(const Checkpoint &ck) {
   GenericDict rng = any_dict();
   if (ck.rng_cpu.defined()) rng.insert("cpu", ck.rng_cpu);
   d.insert("rng", rng);
-  std::vector<char> out = torch::jit::pickle_save(d);
-  auto t = trailer_of(out);
+  return d;
+}
+
+// torch::pickle_save's archive, written through `sink` as it is made: the
+// pickle, then each tensor's storage straight from the tensor (pickle_save
+// would gather all of it in growing buffers first). Returns the bytes written.
+uint64_t write_archive(const Checkpoint &ck, const std::function<bool(const char *, size_t)> &sink) {
+  std::vector<char> pickle_data;
+  torch::jit::Pickler pickler([&](const char *b, size_t n) { pickle_data.insert(pickle_data.end(), b, b + n); });
+  pickler.protocol();
+  pickler.pushIValue(to_dict(ck));
+  pickler.stop();
+  uint64_t written = 0;
+  // The writer runs under miniz's C frames: it reports failures, never throws.
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void *p, size_t n) -> size_t {
+    if (!sink(static_cast<const char *>(p), n)) return 0;
+    written += n;
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle_data.data(), pickle_data.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return written;
+}
+
+}  // namespace
+
+std::vector<char> encode(const Checkpoint &ck) {
+  std::vector<char> out;
+  Checksum sum;
+  uint64_t len = write_archive(ck, [&](const char *p, size_t n) {
+    out.insert(out.end(), p, p + n);
+    sum.update(p, n);
+    return true;
+  });
+  auto t = trailer_of(len, sum.value());
   out.insert(out.end(), t.begin(), t.end());
   return out;
 }
@@ -329,8 +400,21 @@ Checkpoint decode(std::vector<char> file, const std::string &what) {
 }
 
 void write_checkpoint(const std::string &path, const Checkpoint &ck) {
-  std::vector<char> bytes = encode(ck);
-  write_file_atomic(path, bytes.data(), bytes.size(), /*sync=*/true);
+  AtomicFile f(path);
+  Checksum sum;
+  uint64_t len = 0;
+  try {
+    len = write_archive(ck, [&](const char *p, size_t n) {
+      sum.update(p, n);
+      return f.try_write(p, n);
+    });
+  } catch (const c10::Error &) {
+    if (f.failed()) f.commit(false);  // throws the write's own error (disk full, ...), renaming nothing
+    throw;                            // the temporary goes with f
+  }
+  auto t = trailer_of(len, sum.value());
+  f.write(t.data(), t.size());
+  f.commit(/*sync=*/true);
 }
 
 Checkpoint read_checkpoint(const std::string &path) { return decode(bytes_of_file(path), "checkpoint " + path); }

@@ -164,45 +164,67 @@ void write_file_atomic(const std::string &path, const std::string &content, bool
 }
 
 void write_file_atomic(const std::string &path, const char *data, size_t size, bool sync) {
-  struct View {
-    const char *p;
-    size_t n;
-    const char *data() const { return p; }
-    size_t size() const { return n; }
-  } content{data, size};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) io_error("cannot create " + tmp);
+  AtomicFile f(path);
+  f.write(data, size);
+  f.commit(sync);
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) io_error("cannot create " + tmp_);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) {  // never committed: the target keeps its old content
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+}
+
+bool AtomicFile::try_write(const char *data, size_t size) noexcept {
   size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+  while (done < size) {
+    ssize_t n = ::write(fd_, data + done, size - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int saved = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      errno = saved;
-      io_error("cannot write " + tmp);
+      if (!errno_) errno_ = errno;
+      return false;
     }
     done += static_cast<size_t>(n);
   }
-  int synced = sync ? ::fsync(fd) : 0;
+  return true;
+}
+
+void AtomicFile::write(const char *data, size_t size) {
+  if (!try_write(data, size)) {
+    errno = errno_;
+    io_error("cannot write " + tmp_);
+  }
+}
+
+void AtomicFile::commit(bool sync) {
+  if (errno_) {
+    errno = errno_;
+    io_error("cannot write " + tmp_);
+  }
+  int synced = sync ? ::fsync(fd_) : 0;
   int saved_sync = errno;
-  int closed = ::close(fd);
+  int closed = ::close(fd_);
+  fd_ = -1;
   if (synced != 0 || closed != 0) {
     int saved = synced != 0 ? saved_sync : errno;
-    ::unlink(tmp.c_str());
+    ::unlink(tmp_.c_str());
     errno = saved;
-    io_error("cannot sync " + tmp);
+    io_error("cannot sync " + tmp_);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     int saved = errno;
-    ::unlink(tmp.c_str());
+    ::unlink(tmp_.c_str());
     errno = saved;
-    io_error("cannot rename " + tmp + " to " + path);
+    io_error("cannot rename " + tmp_ + " to " + path_);
   }
   if (sync) {  // the rename itself survives a power loss once the directory is synced
-    std::string dir = fs::path(path).parent_path().string();
+    std::string dir = fs::path(path_).parent_path().string();
     int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
       ::fsync(dfd);

@@ -56,6 +56,28 @@ std::string prepare_logdir(const std::string &dir, tpt_logdir_action action, Log
 void write_file_atomic(const std::string &path, const std::string &content, bool sync = true);
 void write_file_atomic(const std::string &path, const char *data, size_t size, bool sync = true);
 
+// The same, written piece by piece: a temporary file in the target's
+// directory; commit() fsyncs it (with `sync`), renames it over the target
+// and fsyncs the directory. Destroyed without commit, it removes the
+// temporary and the target is untouched. try_write reports a failure
+// without throwing (for writers called through C code); commit then throws.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile &) = delete;
+  AtomicFile &operator=(const AtomicFile &) = delete;
+  bool try_write(const char *data, size_t size) noexcept;
+  void write(const char *data, size_t size);
+  void commit(bool sync);
+  bool failed() const { return errno_ != 0; }
+
+ private:
+  std::string path_, tmp_;
+  int fd_ = -1;
+  int errno_ = 0;
+};
+
 // Reads a whole file; throws tpt::Error(TPT_ERR_IO).
 std::string read_file(const std::string &path);
 
