@@ -37,7 +37,8 @@ tpt_optimizer *mk_optimizer(void);         /* sgd */
 tpt_input *mk_input(void);                 /* dummy, batch 2 */
 tpt_callback *mk_callback(void);           /* does nothing */
 tpt_status *mk_status(void);               /* TPT_ERR_INTERNAL "made" */
-tpt_trainer *mk_quiet_trainer(int64_t steps_per_epoch); /* 3 epochs, no output, no default callbacks */
+tpt_trainer_options mk_quiet_options(int64_t steps_per_epoch); /* 3 epochs, no output, no default callbacks */
+tpt_trainer *mk_quiet_trainer(int64_t steps_per_epoch);         /* a trainer with those options */
 tpt_model *mk_model_with(tpt_tower_fn fn); /* one f32 [-1, 3] input, sgd, not built */
 /* A tower function: an FC layer of 1 unit, cost the mean of its square. */
 tpt_status *cost_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud);

@@ -135,7 +135,7 @@ tpt_callback *mk_callback(void) {
 
 tpt_status *mk_status(void) { return tpt_status_new(TPT_ERR_INTERNAL, "made"); }
 
-tpt_trainer *mk_quiet_trainer(int64_t steps_per_epoch) {
+tpt_trainer_options mk_quiet_options(int64_t steps_per_epoch) {
   tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
   o.max_epoch = 3;
   o.steps_per_epoch = steps_per_epoch;
@@ -143,6 +143,11 @@ tpt_trainer *mk_quiet_trainer(int64_t steps_per_epoch) {
   o.progress = TPT_PROGRESS_OFF;
   o.default_callbacks = 0;
   o.default_monitors = 0;
+  return o;
+}
+
+tpt_trainer *mk_quiet_trainer(int64_t steps_per_epoch) {
+  tpt_trainer_options o = mk_quiet_options(steps_per_epoch);
   tpt_trainer *t = NULL;
   must(tpt_trainer_new(&t, &o), "a quiet trainer");
   return t;

@@ -156,17 +156,6 @@ static tpt_callback *watcher(void) {
   return wrapped;
 }
 
-static tpt_trainer_options quiet_options(void) {
-  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
-  o.max_epoch = 3;
-  o.steps_per_epoch = 2;
-  o.console = 0;
-  o.progress = TPT_PROGRESS_OFF;
-  o.default_callbacks = 0;
-  o.default_monitors = 0;
-  return o;
-}
-
 /* 3 epochs x 2 steps, each run_step one hooked step. */
 static tpt_status *run_loop(void) {
   m.trainer = mk_quiet_trainer(2);
@@ -180,7 +169,7 @@ static tpt_status *run_loop(void) {
 /* A model trained by a config: a feed input, or a dataflow the trainer wraps
  * in a queue input (its source runs on the queue's thread). */
 static tpt_status *run_config(int with_dataflow) {
-  tpt_trainer_options o = quiet_options();
+  tpt_trainer_options o = mk_quiet_options(2);
   tpt_callback *cbs[] = {watcher()};
   tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
   c.options = &o;
@@ -265,7 +254,7 @@ static tpt_status *launch_cb(tpt_trainer *t, tpt_event ev, const tpt_record *r, 
 static int free_launch_trainer(void) {
   m.site = S_TRIGGER_STEP;
   m.action = A_FREE;
-  tpt_trainer_options o = quiet_options();
+  tpt_trainer_options o = mk_quiet_options(2);
   tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
   d.events = TPT_EVENT_TRIGGER_STEP | TPT_EVENT_AFTER_TRAIN;
   d.fn = launch_cb;

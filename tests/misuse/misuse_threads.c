@@ -120,13 +120,8 @@ static int parallel_map_worker_refused(void) {
 }
 
 static int queue_input_thread_refused(void) {
-  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  tpt_trainer_options o = mk_quiet_options(2);
   o.max_epoch = 1;
-  o.steps_per_epoch = 2;
-  o.console = 0;
-  o.progress = TPT_PROGRESS_OFF;
-  o.default_callbacks = 0;
-  o.default_monitors = 0;
   tpt_dataflow *src = NULL;
   tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
   c.options = &o;
