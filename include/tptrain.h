@@ -115,6 +115,8 @@ typedef enum tpt_code {
   TPT_ERR_STATE = 8,            /* the call is not allowed in the object's current state */
   TPT_ERR_UNSUPPORTED = 9,      /* not available in this build (e.g. CUDA on a CPU LibTorch) */
   TPT_ERR_NOT_FOUND = 10,       /* a name (scalar, output, file) does not exist */
+  TPT_ERR_TIMEOUT = 11,         /* something took longer than its time limit (a step
+                                   under tpt_callback_step_watchdog) */
   /* Not an error: returned by a callback or a run_step (as tpt_status_new(TPT_STOP,
    * reason)) to end training gracefully, as tensorpack's StopTraining. */
   TPT_STOP = 100,
@@ -640,10 +642,11 @@ typedef enum tpt_event {
   TPT_EVENT_FORCE32 = 0x7fffffff
 } tpt_event;
 
-/* Kinds of monitor records. Monitors ignore kinds they do not know (images,
- * histograms and text will be added as new kinds). */
+/* Kinds of monitor records. Monitors ignore kinds they do not know
+ * (histograms and text will be added as new kinds). */
 typedef enum tpt_record_kind {
   TPT_RECORD_SCALAR = 1,
+  TPT_RECORD_IMAGE = 2, /* tensor: uint8, N x H x W x C (C = 1, 3 or 4); value unused */
   TPT_RECORD_FORCE32 = 0x7fffffff
 } tpt_record_kind;
 
@@ -657,7 +660,7 @@ typedef struct tpt_record {
   int64_t global_step;       /* when it was put */
   int64_t epoch_num;
   double value;              /* TPT_RECORD_SCALAR */
-  const tpt_tensor *tensor;  /* kinds that carry a tensor; NULL otherwise */
+  const tpt_tensor *tensor;  /* TPT_RECORD_IMAGE; NULL for scalars */
 } tpt_record;
 
 /* The callback function. `record` is non-NULL only for TPT_EVENT_RECORD.
@@ -743,7 +746,8 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_add_callback(tpt_trainer *trainer,
 
 /* ---- Monitors -------------------------------------------------------------
  * Monitors are callbacks registered last that also receive RECORD events.
- * Built in (default_monitors): the stats.json writer (with a log directory:
+ * Built in (default_monitors): the TensorBoard writer (with a log directory,
+ * see tpt_monitor_tensorboard), the stats.json writer (with a log directory:
  * one entry per epoch, and one per step where scalars were put mid-epoch,
  * each with epoch_num and global_step; rewritten atomically after each epoch
  * and at most every 5 s mid-epoch; appended to when
@@ -763,6 +767,26 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_add_monitor(tpt_trainer *trainer,
  * the training thread. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_put_scalar(tpt_trainer *trainer, const char *name,
                                                          double value);
+
+/* tensorpack's put_image: `image` is H x W, H x W x C or N x H x W x C with
+ * C = 1 (grey), 3 (RGB) or 4 (RGBA), of dtype uint8, or floating point in
+ * [0, 255] (rounded and clamped). Brought to every monitor at once as a
+ * TPT_RECORD_IMAGE record of uint8 N x H x W x C; not kept in the history,
+ * not in stats.json. Same threads and times as tpt_trainer_put_scalar. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_put_image(tpt_trainer *trainer, const char *name,
+                                                        const tpt_tensor *image);
+
+/* tensorpack's TFEventWriter: a monitor that writes the scalars and images
+ * to a TensorFlow event file, events.out.tfevents.<unix time>.<host>, in
+ * `dir` (NULL: the trainer's log directory; without either the monitor does
+ * nothing), which TensorBoard reads. Scalars are float32 simple values,
+ * images PNG (one as `name`, several as name/0, name/1, ...). The file is
+ * flushed after each epoch and at the end; a resumed run starts a new file
+ * with a SessionLog START event, so TensorBoard drops what the interrupted
+ * run wrote after its checkpoint. Built in with default_monitors and a log
+ * directory; add this one for another directory. docs/monitors.md has the
+ * format. The caller owns *out. */
+TPT_API TPT_NODISCARD tpt_status *tpt_monitor_tensorboard(tpt_callback **out, const char *dir);
 
 /* The latest value of a scalar and the global_step it was put at (step_out
  * may be NULL). TPT_ERR_NOT_FOUND if it was never put. */
@@ -1194,6 +1218,56 @@ TPT_API TPT_NODISCARD tpt_status *tpt_callback_scheduled_hyperparam(tpt_callback
                                                                     const tpt_schedule_point *schedule,
                                                                     size_t n_points, uint32_t flags);
 
+/* tensorpack's HyperParamSetterWithFunc: in BEFORE_TRAIN and at every
+ * TRIGGER (after each epoch), fn(&value, epoch_num, current value) gives the
+ * value to set; epoch_num is the number of finished epochs (starting_epoch - 1
+ * in BEFORE_TRAIN, the resumed epoch - 1 after a resume). fn returns NULL, or
+ * an error that fails training. The library owns user_data (destroy exactly
+ * once, also when this call fails). Keeps a reference to the optimizer. */
+typedef tpt_status *(*tpt_hyperparam_fn)(double *value, int64_t epoch_num, double current,
+                                         void *user_data);
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_hyperparam_func(tpt_callback **out,
+                                                               tpt_optimizer *optimizer,
+                                                               const char *param,
+                                                               tpt_hyperparam_fn fn, void *user_data,
+                                                               void (*destroy)(void *user_data));
+
+/* Options of tpt_callback_stat_monitor_param. Initialise with
+ * TPT_STAT_MONITOR_OPTIONS_INIT. */
+#define TPT_STAT_MONITOR_OPTIONS_VERSION 1
+typedef struct tpt_stat_monitor_options {
+  uint32_t version;   /* TPT_STAT_MONITOR_OPTIONS_VERSION */
+  int64_t last_k;     /* the values compared, >= 2; default 5 */
+  double threshold;   /* >= 0; default 0 */
+  int32_t maximize;   /* nonzero: the stat should grow (tensorpack's reverse); default 0 */
+  double factor;      /* the new value is current * factor; > 0, default 0.1 */
+  double limit;       /* the value never goes past this: a floor when factor < 1, a
+                         ceiling when factor > 1; default 0: no limit */
+} tpt_stat_monitor_options;
+#define TPT_STAT_MONITOR_OPTIONS_INIT { TPT_STAT_MONITOR_OPTIONS_VERSION, 5, 0.0, 0, 0.1, 0.0 }
+
+/* tensorpack's StatMonitorParamSetter (reduce on plateau): at every TRIGGER
+ * (after each epoch) it takes the newest value of the scalar `stat` (a step
+ * it has seen is skipped with a warning) into a window of the last last_k
+ * values. When the window is full and its first value was not beaten by more
+ * than threshold (min >= first - threshold; maximize: max <= first +
+ * threshold), it sets current * factor and empties the window. Nothing in
+ * BEFORE_TRAIN. The window is saved in checkpoints. `options` may be NULL. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_stat_monitor_param(
+    tpt_callback **out, tpt_optimizer *optimizer, const char *param, const char *stat,
+    const tpt_stat_monitor_options *options);
+
+/* tensorpack's HumanHyperParamSetter: in BEFORE_TRAIN and at every TRIGGER
+ * (after each epoch) it reads `file` (NULL: "hyper.txt"; a relative name is in
+ * the log directory), lines of the form name:value, and sets the value of
+ * `param` when it is there. A missing file or name changes nothing; a line
+ * that does not parse is logged and skipped. Edit the file while training
+ * runs to change the learning rate by hand. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_human_hyperparam(tpt_callback **out,
+                                                                tpt_optimizer *optimizer,
+                                                                const char *param,
+                                                                const char *file);
+
 /* The model's optimizer. The model takes its own reference. Before training. */
 TPT_API TPT_NODISCARD tpt_status *tpt_model_set_optimizer(tpt_model *model,
                                                           tpt_optimizer *optimizer);
@@ -1592,12 +1666,73 @@ TPT_API void tpt_input_free(tpt_input *input);
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model,
                                                         tpt_input *input);
 
-/* A minimal InferenceRunner: at every TRIGGER (the end of each epoch) it runs
- * one pass of `df` (batches in signature order; it must be finite) through
- * the model's inference tower and puts, for each name in outputs, the mean of
- * that output over all rows as the scalar "validation_<name>" (an output of
- * one element per batch is weighted by the batch's rows, one of one element
- * per row is averaged). Keeps references to model and df. */
+/* ---- Inference during training -------------------------------------------
+ * tensorpack's InferenceRunner and inferencers: at every TRIGGER (after each
+ * epoch; wrap it in tpt_callback_periodic_trigger to run it every k steps or
+ * epochs) the runner makes one pass of a finite dataflow of batches (in
+ * signature order) through the model's inference tower, on the training
+ * thread, and each inferencer turns the outputs it asked for into scalars,
+ * put as monitors' scalars (stats.json, TensorBoard, MinSaver/MaxSaver,
+ * StatMonitorParamSetter read them). */
+
+typedef struct tpt_inferencer tpt_inferencer;
+
+/* tensorpack's ScalarStats: for each name in outputs, the mean over the pass
+ * as the scalar "<prefix>_<name>" (prefix NULL: "validation"; "": just the
+ * name). An output of one element per batch is weighted by the batch's rows
+ * (tensorpack weighs batches equally: docs/trainer.md), one of one element per
+ * row is averaged over rows. */
+TPT_API TPT_NODISCARD tpt_status *tpt_inferencer_scalar_stats(tpt_inferencer **out,
+                                                              const char *const *outputs,
+                                                              size_t n_outputs, const char *prefix);
+
+/* tensorpack's ClassificationError: `wrong_output` (NULL: "wrong", what
+ * tpt_metric_wrong gives) holds one 0/1 value per row; the scalar
+ * `summary_name` (NULL: "validation_error") is the wrong rows over all rows of
+ * the pass, whatever the batch sizes. */
+TPT_API TPT_NODISCARD tpt_status *tpt_inferencer_classification_error(tpt_inferencer **out,
+                                                                      const char *wrong_output,
+                                                                      const char *summary_name);
+
+/* An inferencer written by the host (tensorpack's Inferencer). Initialise
+ * with TPT_INFERENCER_DESC_INIT. In one pass: before, then on_outputs once per
+ * batch with the outputs named in `outputs` (borrowed tensors, in that order;
+ * `rows` is the batch's first dimension), then after, which puts its results
+ * with tpt_trainer_put_scalar. Each returns NULL or an error that fails
+ * training (its message keeps the batch's number). */
+#define TPT_INFERENCER_DESC_VERSION 1
+typedef struct tpt_inferencer_desc {
+  uint32_t version;             /* TPT_INFERENCER_DESC_VERSION */
+  const char *name;             /* for errors; copied; NULL: "inferencer" */
+  const char *const *outputs;   /* the tower's outputs it needs; copied */
+  size_t n_outputs;
+  tpt_status *(*before)(void *user_data);                       /* may be NULL */
+  tpt_status *(*on_outputs)(const tpt_tensor *const *outputs, size_t n_outputs, int64_t rows,
+                            void *user_data);                   /* required */
+  tpt_status *(*after)(tpt_trainer *trainer, void *user_data);  /* may be NULL */
+  void *user_data;
+  void (*destroy)(void *user_data); /* called exactly once; may be NULL */
+} tpt_inferencer_desc;
+#define TPT_INFERENCER_DESC_INIT { TPT_INFERENCER_DESC_VERSION, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL }
+
+/* Makes an inferencer from a description. The library owns desc->user_data
+ * from this call on (destroy exactly once, also when this call fails). */
+TPT_API TPT_NODISCARD tpt_status *tpt_inferencer_new(tpt_inferencer **out,
+                                                     const tpt_inferencer_desc *desc);
+
+/* Releases an inferencer that was not given to a runner. NULL is a no-op. */
+TPT_API void tpt_inferencer_free(tpt_inferencer *inferencer);
+
+/* An InferenceRunner (chief only) of `model` over `df` with the given
+ * inferencers, which it takes (also on failure). Keeps references to model
+ * and df. */
+TPT_API TPT_NODISCARD tpt_status *tpt_inference_runner(tpt_callback **out, tpt_model *model,
+                                                       tpt_dataflow *df,
+                                                       tpt_inferencer *const *inferencers,
+                                                       size_t n_inferencers);
+
+/* The short form: an InferenceRunner with one ScalarStats of `outputs`
+ * (scalars "validation_<name>"). */
 TPT_API TPT_NODISCARD tpt_status *tpt_inference_runner_new(tpt_callback **out, tpt_model *model,
                                                            tpt_dataflow *df,
                                                            const char *const *outputs,
@@ -1735,6 +1870,71 @@ typedef struct tpt_restore_options {
  * number of variables restored. Not while the model trains. */
 TPT_API TPT_NODISCARD tpt_status *tpt_model_restore(size_t *n_restored, tpt_model *model, const char *path,
                                                     const tpt_restore_options *options);
+
+/* ---- More callbacks ---------------------------------------------------------
+ * The rest of tensorpack's catalogue that does not belong to a section above,
+ * and the two every long run wants (early stopping, TerminateOnNaN). Each
+ * gives a new callback the caller owns until it gives it to a trainer. */
+
+/* Options of tpt_callback_early_stopping. Initialise with
+ * TPT_EARLY_STOPPING_OPTIONS_INIT. */
+#define TPT_EARLY_STOPPING_OPTIONS_VERSION 1
+typedef struct tpt_early_stopping_options {
+  uint32_t version;   /* TPT_EARLY_STOPPING_OPTIONS_VERSION */
+  int64_t patience;   /* checks without improvement before stopping, >= 1; default 3 */
+  double min_delta;   /* an improvement is by more than this, >= 0; default 0 */
+  int32_t maximize;   /* nonzero: higher is better; default 0 (lower is better) */
+} tpt_early_stopping_options;
+#define TPT_EARLY_STOPPING_OPTIONS_INIT { TPT_EARLY_STOPPING_OPTIONS_VERSION, 3, 0.0, 0 }
+
+/* Early stopping (Keras' EarlyStopping; tensorpack has none): at every
+ * TRIGGER (after each epoch) it reads the newest value of the scalar `stat`
+ * (a step it has seen does not count; a stat never put is a warning). After
+ * `patience` new values without an improvement on the best by more than
+ * min_delta, training stops gracefully with a reason that names the stat,
+ * its best value and the step of the best. Its best value and count are
+ * saved in checkpoints. `options` may be NULL. Register it after the
+ * callback that puts `stat`. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_early_stopping(
+    tpt_callback **out, const char *stat, const tpt_early_stopping_options *options);
+
+/* TerminateOnNaN: after every hooked step (AFTER_RUN; at TRIGGER_STEP for a
+ * run_step without hooked steps) it checks the step's scalar outputs named in
+ * `outputs` (NULL or none: "cost"), and stops training gracefully when one is
+ * NaN or infinite, with a reason naming it and the step. It comes before any
+ * checkpoint of that step; a ModelSaver also never writes a checkpoint whose
+ * variables are not finite, so the last checkpoint is a good one. (The
+ * optimizer's check_numerics, on by default, already fails a step whose cost
+ * is not finite, before its update; TerminateOnNaN is for check_numerics 0
+ * and for a run_step of the host's own, and ends training gracefully.) */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_terminate_on_nan(tpt_callback **out,
+                                                                const char *const *outputs,
+                                                                size_t n_outputs);
+
+/* tensorpack's ThroughputTracker: times the steps of each epoch (between
+ * BEFORE_EPOCH and AFTER_EPOCH, without the epoch's callbacks) and at every
+ * TRIGGER puts "Throughput (steps/sec)", or with samples_per_step > 0
+ * "Throughput (samples/sec)", over the steps since the last trigger. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_throughput(tpt_callback **out,
+                                                          int64_t samples_per_step);
+
+/* A step watchdog (tensorpack's SessionRunTimeout, for a whole step): a
+ * thread of its own, started in BEFORE_TRAIN and joined in AFTER_TRAIN,
+ * watches each step (run_step with its input wait, and the per-step
+ * callbacks; not the epoch's callbacks). A step still running after
+ * timeout_seconds (> 0, at most 1e9) is logged as an error at once, and when
+ * the step returns training fails with TPT_ERR_TIMEOUT naming the step and its
+ * time. A step that never returns cannot be interrupted: the log line is then
+ * what says why. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_step_watchdog(tpt_callback **out,
+                                                             double timeout_seconds);
+
+/* tensorpack's HostMemoryTracker: logs the host's available memory in SETUP
+ * and BEFORE_TRAIN, and at every TRIGGER puts "HostFreeMemory (GB)" (the
+ * kernel's MemAvailable) and "HostResidentMemory (MB)" (this process's
+ * resident set). Linux only: TPT_ERR_UNSUPPORTED where /proc/meminfo is
+ * missing. */
+TPT_API TPT_NODISCARD tpt_status *tpt_callback_host_memory(tpt_callback **out);
 
 TPT_END_DECL
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/inference.hpp"
 #include "core/trainer.hpp"
 #include "input/dataflow.hpp"
 #include "dtype.hpp"
@@ -653,80 +654,142 @@ tpt_status *tpt_input_dummy(tpt_input **out, int64_t batch_size) {
 
 namespace {
 
-class InferenceRunner final : public tpt::Callback {
+// An inferencer written by the host.
+class HostInferencer final : public tpt::Inferencer {
  public:
-  InferenceRunner(std::shared_ptr<tpt::model::Model> model, DataFlowPtr df, std::vector<std::string> names)
-      : Callback("InferenceRunner", true), model_(std::move(model)), df_(std::move(df)), names_(std::move(names)) {
-    df_->claim("InferenceRunner");
+  HostInferencer(std::string name, std::vector<std::string> outputs, const tpt_inferencer_desc &d,
+                 std::unique_ptr<UserData> ud)
+      : name_(std::move(name)), outputs_(std::move(outputs)), before_(d.before), on_outputs_(d.on_outputs),
+        after_(d.after), ud_(std::move(ud)) {}
+  std::string name() const override { return name_; }
+  const std::vector<std::string> &outputs() const override { return outputs_; }
+  void before() override {
+    if (before_) raise_status(tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return before_(ud_->data); }));
   }
-  ~InferenceRunner() override {
-    df_->stop();
-    df_->release();
+  void on_outputs(const std::vector<at::Tensor> &outs, int64_t rows) override {
+    // Lent for the call, as a tower function's inputs.
+    std::vector<tpt_tensor> hs;
+    hs.reserve(outs.size());
+    for (const at::Tensor &o : outs) hs.emplace_back(o, tpt_tensor::Borrow{});
+    std::vector<const tpt_tensor *> ps;
+    for (const tpt_tensor &h : hs) ps.push_back(&h);
+    raise_status(tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return on_outputs_(ps.data(), ps.size(), rows, ud_->data); }));
   }
-  uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER | TPT_EVENT_AFTER_TRAIN; }
-  void on_event(tpt::Trainer &t, tpt_event e, const tpt::Record *) override {
-    if (e == TPT_EVENT_BEFORE_TRAIN) df_->reset_state();
-    else if (e == TPT_EVENT_AFTER_TRAIN) df_->stop();
-    else run(t);
+  void after(tpt::Trainer &t) override {
+    if (after_)
+      raise_status(tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return after_(tpt::capi::handle_of(t), ud_->data); }));
   }
 
  private:
-  void run(tpt::Trainer &t) {
-    if (!df_->was_reset()) df_->reset_state();
-    if (!complete_) df_->restart();  // a run that failed half-way starts over
-    complete_ = false;
-    std::vector<double> sum(names_.size(), 0.0), weight(names_.size(), 0.0);
-    Datapoint batch;
-    for (int64_t k = 0;; ++k) {
-      // Errors say they came from the runner's dataflow and which batch
-      // (a host callback's own status goes back unchanged).
-      auto where = [&](const std::string &what) {
-        return "InferenceRunner: batch " + std::to_string(k) + " of its dataflow: " + what;
-      };
-      bool more = false;
-      try {
-        more = df_->next(batch);
-      } catch (const tpt::Error &e) {
-        if (e.passthrough()) throw;
-        throw tpt::Error(e.code(), where(e.what()));
-      }
-      if (!more) break;
-      if (batch.empty() || batch[0].dim() < 1) tpt::invalid_argument(where("a batch needs a first dimension (rows)"));
-      const int64_t rows = batch[0].size(0);
-      std::vector<at::Tensor> outs;
-      try {
-        outs = model_->infer(batch, names_);
-      } catch (const tpt::Error &e) {
-        if (e.passthrough()) throw;
-        throw tpt::Error(e.code(), where(e.what()));
-      } catch (const c10::Error &e) {
-        throw tpt::Error(TPT_ERR_BACKEND, where(e.what_without_backtrace()));
-      }
-      for (size_t i = 0; i < names_.size(); ++i) {
-        const at::Tensor &o = outs[i];
-        if (o.numel() == 1) {
-          sum[i] += o.item<double>() * static_cast<double>(rows);
-        } else if (o.numel() == rows) {
-          sum[i] += o.to(at::kDouble).sum().item<double>();
-        } else {
-          tpt::invalid_argument("InferenceRunner: the output \"" + names_[i] + "\" has " + std::to_string(o.numel()) +
-                                " elements for a batch of " + std::to_string(rows) + " rows (1 or one per row expected)");
-        }
-        weight[i] += static_cast<double>(rows);
-      }
-    }
-    complete_ = true;
-    for (size_t i = 0; i < names_.size(); ++i)
-      if (weight[i] > 0) t.put_scalar("validation_" + names_[i], sum[i] / weight[i]);
-  }
-
-  std::shared_ptr<tpt::model::Model> model_;
-  DataFlowPtr df_;
-  std::vector<std::string> names_;
-  bool complete_ = true;
+  std::string name_;
+  std::vector<std::string> outputs_;
+  decltype(tpt_inferencer_desc::before) before_;
+  decltype(tpt_inferencer_desc::on_outputs) on_outputs_;
+  decltype(tpt_inferencer_desc::after) after_;
+  std::unique_ptr<UserData> ud_;
 };
 
+std::vector<std::string> names_arg(const char *const *names, size_t n, const char *arg) {
+  if (n > 0) require(names, arg);
+  if (n > (size_t(1) << 20)) tpt::invalid_argument(std::string(arg) + ": " + std::to_string(n) + " names is too many");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) {
+    std::string entry = std::string(arg) + "[" + std::to_string(i) + "]";
+    out.push_back(tpt::capi::name_arg(names[i], entry.c_str()));
+  }
+  return out;
+}
+
 }  // namespace
+
+tpt_inferencer::~tpt_inferencer() = default;
+
+namespace {
+
+void give_inferencer(tpt_inferencer **out, std::unique_ptr<tpt::Inferencer> inf) {
+  auto *h = new tpt_inferencer;
+  h->inferencer = std::move(inf);
+  *out = h;
+}
+
+
+}  // namespace
+
+tpt_status *tpt_inferencer_scalar_stats(tpt_inferencer **out, const char *const *outputs, size_t n_outputs,
+                                        const char *prefix) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(outputs, "outputs");
+    if (n_outputs == 0) tpt::invalid_argument("n_outputs is 0: ScalarStats needs at least one output");
+    give_inferencer(out, tpt::make_scalar_stats(names_arg(outputs, n_outputs, "outputs"),
+                                                prefix ? prefix : "validation"));
+  });
+}
+
+tpt_status *tpt_inferencer_classification_error(tpt_inferencer **out, const char *wrong_output,
+                                                const char *summary_name) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    std::string wrong = wrong_output ? tpt::capi::name_arg(wrong_output, "wrong_output") : "wrong";
+    std::string summary = summary_name ? tpt::capi::name_arg(summary_name, "summary_name") : "validation_error";
+    give_inferencer(out, tpt::make_classification_error(std::move(wrong), std::move(summary)));
+  });
+}
+
+tpt_status *tpt_inferencer_new(tpt_inferencer **out, const tpt_inferencer_desc *desc) {
+  std::unique_ptr<UserData> ud;
+  if (desc) ud = std::make_unique<UserData>(desc->user_data, desc->destroy);
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    require(desc, "desc");
+    tpt::capi::check_options_version(desc->version, TPT_INFERENCER_DESC_VERSION, "desc", "TPT_INFERENCER_DESC_INIT");
+    require(reinterpret_cast<void *>(desc->on_outputs), "desc->on_outputs");
+    std::string name = desc->name && *desc->name ? desc->name : "inferencer";
+    std::vector<std::string> outputs = names_arg(desc->outputs, desc->n_outputs, "desc->outputs");
+    give_inferencer(out, std::make_unique<HostInferencer>(std::move(name), std::move(outputs), *desc, std::move(ud)));
+  });
+}
+
+void tpt_inferencer_free(tpt_inferencer *inferencer) {
+  if (inferencer == nullptr || inferencer->magic != kInferencerMagic) return;
+  inferencer->magic = 0;
+  delete inferencer;
+}
+
+tpt_status *tpt_inference_runner(tpt_callback **out, tpt_model *model, tpt_dataflow *df,
+                                 tpt_inferencer *const *inferencers, size_t n_inferencers) {
+  // The inferencers are taken whatever happens: each live one is moved out
+  // first (a dead or repeated handle is an error after that).
+  std::vector<std::unique_ptr<tpt::Inferencer>> infs;
+  std::string bad;
+  if (inferencers && n_inferencers <= (size_t(1) << 20)) {
+    for (size_t i = 0; i < n_inferencers; ++i) {
+      tpt_inferencer *h = inferencers[i];
+      if (h && h->magic == kInferencerMagic) {
+        infs.push_back(std::move(h->inferencer));
+        h->magic = 0;
+        delete h;
+      } else if (bad.empty()) {
+        bad = "argument 'inferencers[" + std::to_string(i) + "]' is " +
+              (h ? "not a live tpt_inferencer (freed, or given to a runner already)" : "NULL");
+      }
+    }
+  }
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    if (n_inferencers == 0) tpt::invalid_argument("n_inferencers is 0: an InferenceRunner needs an inferencer");
+    require(inferencers, "inferencers");
+    if (n_inferencers > (size_t(1) << 20)) tpt::invalid_argument("n_inferencers is too large");
+    if (!bad.empty()) tpt::invalid_argument(bad);
+    std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
+    DataFlowPtr d = df_arg(df);
+    tpt::capi::give_callback(out, tpt::make_inference_runner(std::move(m), std::move(d), std::move(infs)));
+  });
+}
 
 tpt_status *tpt_inference_runner_new(tpt_callback **out, tpt_model *model, tpt_dataflow *df,
                                      const char *const *outputs, size_t n_outputs) {
@@ -737,14 +800,8 @@ tpt_status *tpt_inference_runner_new(tpt_callback **out, tpt_model *model, tpt_d
     DataFlowPtr d = df_arg(df);
     require(outputs, "outputs");
     if (n_outputs == 0) tpt::invalid_argument("n_outputs is 0");
-    std::vector<std::string> names;
-    for (size_t i = 0; i < n_outputs; ++i) {
-      std::string entry = "outputs[" + std::to_string(i) + "]";
-      names.push_back(tpt::capi::name_arg(outputs[i], entry.c_str()));
-    }
-    auto cb = std::make_unique<InferenceRunner>(std::move(m), std::move(d), std::move(names));
-    auto *h = new tpt_callback;
-    h->callback = std::move(cb);
-    *out = h;
+    std::vector<std::unique_ptr<tpt::Inferencer>> infs;
+    infs.push_back(tpt::make_scalar_stats(names_arg(outputs, n_outputs, "outputs"), "validation"));
+    tpt::capi::give_callback(out, tpt::make_inference_runner(std::move(m), std::move(d), std::move(infs)));
   });
 }

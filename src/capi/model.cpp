@@ -380,6 +380,62 @@ tpt_status *tpt_callback_scheduled_hyperparam(tpt_callback **out, tpt_optimizer 
   });
 }
 
+tpt_status *tpt_callback_hyperparam_func(tpt_callback **out, tpt_optimizer *optimizer, const char *param,
+                                         tpt_hyperparam_fn fn, void *user_data, void (*destroy)(void *)) {
+  auto ud = std::make_shared<tpt::capi::UserData>(user_data, destroy);
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    std::shared_ptr<tpt::model::Optimizer> opt =
+        live(optimizer, kOptimizerMagic, "optimizer", "tpt_optimizer").optimizer;
+    std::string name = name_arg(param, "param");
+    require(reinterpret_cast<void *>(fn), "fn");
+    std::string who = "HyperParamSetterWithFunc(" + name + ")";
+    auto call = [fn, ud, who](int64_t epoch, double current) {
+      double v = current;
+      tpt::capi::raise_status(tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return fn(&v, epoch, current, ud->data); }));
+      return v;
+    };
+    tpt::capi::give_callback(out, tpt::make_hyperparam_func(std::move(opt), name, call));
+  });
+}
+
+tpt_status *tpt_callback_stat_monitor_param(tpt_callback **out, tpt_optimizer *optimizer, const char *param,
+                                            const char *stat, const tpt_stat_monitor_options *options) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    std::shared_ptr<tpt::model::Optimizer> opt =
+        live(optimizer, kOptimizerMagic, "optimizer", "tpt_optimizer").optimizer;
+    std::string name = name_arg(param, "param");
+    std::string s = name_arg(stat, "stat");
+    tpt::StatMonitorOptions o;
+    if (options) {
+      tpt::capi::check_options_version(options->version, TPT_STAT_MONITOR_OPTIONS_VERSION, "options",
+                                       "TPT_STAT_MONITOR_OPTIONS_INIT");
+      o.last_k = options->last_k;
+      o.threshold = options->threshold;
+      o.maximize = options->maximize != 0;
+      o.factor = options->factor;
+      o.limit = options->limit;
+    }
+    tpt::capi::give_callback(out, tpt::make_stat_monitor_param(std::move(opt), name, s, o));
+  });
+}
+
+tpt_status *tpt_callback_human_hyperparam(tpt_callback **out, tpt_optimizer *optimizer, const char *param,
+                                          const char *file) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    std::shared_ptr<tpt::model::Optimizer> opt =
+        live(optimizer, kOptimizerMagic, "optimizer", "tpt_optimizer").optimizer;
+    std::string name = name_arg(param, "param");
+    std::string f = file ? name_arg(file, "file") : "hyper.txt";
+    tpt::capi::give_callback(out, tpt::make_human_hyperparam(std::move(opt), name, f));
+  });
+}
+
 tpt_status *tpt_optimizer_get(double *out, const tpt_optimizer *optimizer, const char *name) {
   return guard(__func__, [&] {
     require(out, "out");

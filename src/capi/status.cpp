@@ -72,6 +72,7 @@ const char *tpt_code_name(tpt_code code) {
     case TPT_ERR_STATE: return "TPT_ERR_STATE";
     case TPT_ERR_UNSUPPORTED: return "TPT_ERR_UNSUPPORTED";
     case TPT_ERR_NOT_FOUND: return "TPT_ERR_NOT_FOUND";
+    case TPT_ERR_TIMEOUT: return "TPT_ERR_TIMEOUT";
     case TPT_STOP: return "TPT_STOP";
     case TPT_CODE_FORCE32: break;
   }

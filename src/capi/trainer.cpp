@@ -85,6 +85,12 @@ class CCallback final : public tpt::Callback {
     rec.epoch_num = r->epoch_num;
     rec.value = r->value;
     rec.tensor = nullptr;
+    if (r->image) {
+      tpt_tensor image(*r->image, tpt_tensor::Borrow{});  // lent for the call
+      rec.tensor = &image;
+      raise_status(named(call(t, event, &rec), event));
+      return;
+    }
     raise_status(named(call(t, event, &rec), event));
   }
 
@@ -497,6 +503,96 @@ tpt_status *tpt_trainer_scalar_history(size_t *count_out, int64_t *steps, double
       if (steps) steps[i] = h.steps[i];
       if (values) values[i] = h.values[i];
     }
+  });
+}
+
+tpt_status *tpt_trainer_put_image(tpt_trainer *trainer, const char *name, const tpt_tensor *image) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = trainer_arg(trainer);
+    std::string key = name_arg(name, "name");
+    at::Tensor img = tpt::capi::tensor_arg(image, "image");
+    const int64_t d = img.dim();
+    if (d < 2 || d > 4)
+      tpt::invalid_argument("image has " + std::to_string(d) + " dimensions: H x W, H x W x C or N x H x W x C expected");
+    if (d == 2) img = img.unsqueeze(-1);
+    if (img.dim() == 3) img = img.unsqueeze(0);
+    const int64_t c = img.size(3);
+    if (c != 1 && c != 3 && c != 4)
+      tpt::invalid_argument("image has " + std::to_string(c) + " channels in its last dimension: 1, 3 or 4 expected");
+    if (img.size(0) < 1 || img.size(1) < 1 || img.size(2) < 1) tpt::invalid_argument("image is empty");
+    if (img.scalar_type() == at::kByte) {
+    } else if (img.is_floating_point()) {
+      img = img.to(at::kCPU, at::kFloat).round().clamp(0, 255).to(at::kByte);
+    } else {
+      tpt::invalid_argument(std::string("image has dtype ") + c10::toString(img.scalar_type()) +
+                            ": uint8, or floating point in [0, 255], expected");
+    }
+    img = img.to(at::kCPU).contiguous();
+    t.put_image(key, img);
+  });
+}
+
+tpt_status *tpt_monitor_tensorboard(tpt_callback **out, const char *dir) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give_callback(out, tpt::make_tensorboard_writer(dir ? name_arg(dir, "dir") : std::string()));
+  });
+}
+
+tpt_status *tpt_callback_early_stopping(tpt_callback **out, const char *stat, const tpt_early_stopping_options *options) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    std::string name = name_arg(stat, "stat");
+    tpt::EarlyStoppingOptions o;
+    if (options) {
+      check_options_version(options->version, TPT_EARLY_STOPPING_OPTIONS_VERSION, "options",
+                            "TPT_EARLY_STOPPING_OPTIONS_INIT");
+      o.patience = options->patience;
+      o.min_delta = options->min_delta;
+      o.maximize = options->maximize != 0;
+    }
+    give_callback(out, tpt::make_early_stopping(std::move(name), o));
+  });
+}
+
+tpt_status *tpt_callback_terminate_on_nan(tpt_callback **out, const char *const *outputs, size_t n_outputs) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    std::vector<std::string> names;
+    if (n_outputs > 0 && outputs == nullptr) require(outputs, "outputs");
+    if (n_outputs > (size_t(1) << 20)) tpt::invalid_argument("n_outputs is too large");
+    for (size_t i = 0; i < n_outputs; ++i) {
+      std::string entry = "outputs[" + std::to_string(i) + "]";
+      names.push_back(name_arg(outputs[i], entry.c_str()));
+    }
+    give_callback(out, tpt::make_terminate_on_nan(std::move(names)));
+  });
+}
+
+tpt_status *tpt_callback_throughput(tpt_callback **out, int64_t samples_per_step) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give_callback(out, tpt::make_throughput_tracker(samples_per_step));
+  });
+}
+
+tpt_status *tpt_callback_step_watchdog(tpt_callback **out, double timeout_seconds) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give_callback(out, tpt::make_step_watchdog(timeout_seconds));
+  });
+}
+
+tpt_status *tpt_callback_host_memory(tpt_callback **out) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give_callback(out, tpt::make_host_memory_tracker());
   });
 }
 

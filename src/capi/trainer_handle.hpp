@@ -14,6 +14,7 @@
 
 inline constexpr uint64_t kTrainerMagic = 0x7470745472616e72ull;   // "tptTranr"
 inline constexpr uint64_t kCallbackMagic = 0x74707443616c6c62ull;  // "tptCallb"
+inline constexpr uint64_t kInferencerMagic = 0x74707449666e6372ull;  // "tptIfncr"
 
 namespace tpt::model {
 class Model;
@@ -39,6 +40,15 @@ struct tpt_trainer {
 struct tpt_callback {
   uint64_t magic = kCallbackMagic;
   std::unique_ptr<tpt::Callback> callback;
+};
+
+namespace tpt {
+class Inferencer;
+}
+struct tpt_inferencer {
+  uint64_t magic = kInferencerMagic;
+  std::unique_ptr<tpt::Inferencer> inferencer;
+  ~tpt_inferencer();  // src/capi/data.cpp, where tpt::Inferencer is complete
 };
 
 namespace tpt::capi {

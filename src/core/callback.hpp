@@ -12,6 +12,10 @@
 
 #include "tptrain.h"
 
+namespace at {
+class Tensor;
+}
+
 namespace tpt {
 
 class Trainer;
@@ -33,6 +37,7 @@ struct Record {
   int64_t global_step = 0;
   int64_t epoch_num = 0;
   double value = 0;
+  const at::Tensor *image = nullptr;  // TPT_RECORD_IMAGE: uint8 N x H x W x C
 };
 
 class Callback {
@@ -96,5 +101,21 @@ std::unique_ptr<Callback> make_estimated_time_left(int last_k_epochs = 5);
 std::unique_ptr<Callback> make_merge_all_summaries(int64_t period);
 std::unique_ptr<Callback> make_json_writer();
 std::unique_ptr<Callback> make_scalar_printer();
+// tensorpack's TFEventWriter (src/core/tensorboard.cpp); dir empty: the log
+// directory, and nothing without one.
+std::unique_ptr<Callback> make_tensorboard_writer(std::string dir);
+
+// The rest of the catalogue (src/core/callbacks.cpp); include/tptrain.h's
+// "More callbacks" has their rules.
+struct EarlyStoppingOptions {
+  int64_t patience = 3;
+  double min_delta = 0;
+  bool maximize = false;
+};
+std::unique_ptr<Callback> make_early_stopping(std::string stat, EarlyStoppingOptions options);
+std::unique_ptr<Callback> make_terminate_on_nan(std::vector<std::string> outputs);
+std::unique_ptr<Callback> make_throughput_tracker(int64_t samples_per_step);
+std::unique_ptr<Callback> make_step_watchdog(double timeout_seconds);
+std::unique_ptr<Callback> make_host_memory_tracker();
 
 }  // namespace tpt

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,5 +35,28 @@ struct SchedulePoint {
 std::unique_ptr<Callback> make_scheduled_hyperparam(std::shared_ptr<model::Optimizer> optimizer, std::string param,
                                                     std::vector<SchedulePoint> schedule, bool linear, bool step_based,
                                                     bool set_at_beginning);
+
+// HyperParamSetterWithFunc: in BEFORE_TRAIN and at every TRIGGER,
+// fn(epochs finished, current value) gives the value to set; fn may throw.
+using HyperParamFn = std::function<double(int64_t epoch_num, double current)>;
+std::unique_ptr<Callback> make_hyperparam_func(std::shared_ptr<model::Optimizer> optimizer, std::string param,
+                                               HyperParamFn fn);
+
+// StatMonitorParamSetter, with value_func "current * factor", never past
+// `limit` (0: no limit).
+struct StatMonitorOptions {
+  int64_t last_k = 5;
+  double threshold = 0;
+  bool maximize = false;
+  double factor = 0.1;
+  double limit = 0;
+};
+std::unique_ptr<Callback> make_stat_monitor_param(std::shared_ptr<model::Optimizer> optimizer, std::string param,
+                                                  std::string stat, StatMonitorOptions options);
+
+// HumanHyperParamSetter: `file` (relative: in the log directory) holds
+// lines "name:value".
+std::unique_ptr<Callback> make_human_hyperparam(std::shared_ptr<model::Optimizer> optimizer, std::string param,
+                                                std::string file);
 
 }  // namespace tpt

@@ -1,6 +1,9 @@
 // tensorpack's ModelSaver, MinSaver and MaxSaver (callbacks/saver.py).
 #include "core/savers.hpp"
 
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/isfinite.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -81,7 +84,18 @@ class ModelSaver final : public Callback {
     std::string name = "model-" + std::to_string(t.global_step());
     std::string path = dir_ + "/" + name;
     try {
-      write_checkpoint(path, take_checkpoint(t));
+      Checkpoint ck = take_checkpoint(t);
+      // A diverged model is not saved over good checkpoints (TerminateOnNaN
+      // relies on it): the last checkpoint stays the last good one.
+      for (const auto &v : ck.variables) {
+        if (v.second.is_floating_point() && !v.second.isfinite().all().item<bool>()) {
+          t.log().error("ModelSaver: not saving " + name + ": the variable " + v.first +
+                        " is not finite (NaN or infinite)" +
+                        (index_.latest.empty() ? std::string() : "; the latest checkpoint is still " + index_.latest));
+          return;
+        }
+      }
+      write_checkpoint(path, ck);
     } catch (const Error &e) {
       if (e.code() != TPT_ERR_IO) throw;
       // tensorpack's ModelSaver logs IO errors and training goes on.

@@ -106,7 +106,10 @@ void Trainer::freeze() {
   auto &monitors = groups_[static_cast<size_t>(Group::Monitor)];
   if (config_.default_monitors) {
     std::vector<std::unique_ptr<Callback>> defaults;
-    if (has_logdir()) defaults.push_back(make_json_writer());
+    if (has_logdir()) {
+      defaults.push_back(make_tensorboard_writer(""));
+      defaults.push_back(make_json_writer());
+    }
     defaults.push_back(make_scalar_printer());
     monitors.insert(monitors.begin(), std::make_move_iterator(defaults.begin()),
                     std::make_move_iterator(defaults.end()));
@@ -331,6 +334,18 @@ void Trainer::put_scalar(const std::string &name, double value) {
   record.global_step = global_step_;
   record.epoch_num = epoch_num_;
   record.value = value;
+  for (Callback *cb : by_event_[event_index(TPT_EVENT_RECORD)]) cb->on_event(*this, TPT_EVENT_RECORD, &record);
+}
+
+void Trainer::put_image(const std::string &name, const at::Tensor &image) {
+  if (phase_ == Phase::Idle || phase_ == Phase::Done)
+    fail(TPT_ERR_STATE, "images can only be put while training runs");
+  Record record;
+  record.kind = TPT_RECORD_IMAGE;
+  record.name = &name;
+  record.global_step = global_step_;
+  record.epoch_num = epoch_num_;
+  record.image = &image;
   for (Callback *cb : by_event_[event_index(TPT_EVENT_RECORD)]) cb->on_event(*this, TPT_EVENT_RECORD, &record);
 }
 

@@ -157,6 +157,8 @@ class Trainer {
 
   // ---- monitors
   void put_scalar(const std::string &name, double value);
+  // Brings a uint8 N x H x W x C image to the monitors (not kept).
+  void put_image(const std::string &name, const at::Tensor &image);
   const ScalarHistory *history(const std::string &name) const;
   // Updates the moving average `name` (tensorpack's add_moving_summary); it
   // reaches the monitors when put_summaries runs (MergeAllSummaries: the

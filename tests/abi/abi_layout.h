@@ -31,6 +31,7 @@ static int abi_run(const char *lang) {
   ABI_EQ(TPT_ERR_STATE, 8);
   ABI_EQ(TPT_ERR_UNSUPPORTED, 9);
   ABI_EQ(TPT_ERR_NOT_FOUND, 10);
+  ABI_EQ(TPT_ERR_TIMEOUT, 11);
   ABI_EQ(TPT_STOP, 100);
   ABI_EQ(TPT_FEATURE_GLOO, 1);
   ABI_EQ(TPT_FEATURE_CUDA, 2);
@@ -88,6 +89,7 @@ static int abi_run(const char *lang) {
   ABI_EQ(TPT_EVENT_RECORD, 1024);
   ABI_EQ(TPT_EVENT_ALL, 2047);
   ABI_EQ(TPT_RECORD_SCALAR, 1);
+  ABI_EQ(TPT_RECORD_IMAGE, 2);
   ABI_EQ(sizeof(tpt_event), 4);
   /* tpt_trainer_options (LP64 numbers) */
   ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 3);
@@ -172,6 +174,38 @@ static int abi_run(const char *lang) {
     abi_check(o.ignore_missing == 0 && o.ignore_unexpected == 1 && o.ignore_shape_mismatch == 0 && o.prefix == NULL &&
                   o.name_map == NULL && o.n_name_map == 0,
               "TPT_RESTORE_OPTIONS_INIT defaults");
+  }
+  /* inference and the catalogue's options */
+  ABI_EQ(TPT_INFERENCER_DESC_VERSION, 1);
+  ABI_EQ(offsetof(tpt_inferencer_desc, name), 8);
+  ABI_EQ(offsetof(tpt_inferencer_desc, outputs), 8 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_inferencer_desc, n_outputs), 8 + 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_inferencer_desc, before), 8 + 3 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_inferencer_desc, on_outputs), 8 + 4 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_inferencer_desc, after), 8 + 5 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_inferencer_desc, user_data), 8 + 6 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_inferencer_desc, destroy), 8 + 7 * sizeof(void *));
+  ABI_EQ(sizeof(tpt_inferencer_desc), 8 + 8 * sizeof(void *));
+  ABI_EQ(TPT_STAT_MONITOR_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_stat_monitor_options, last_k), 8);
+  ABI_EQ(offsetof(tpt_stat_monitor_options, threshold), 16);
+  ABI_EQ(offsetof(tpt_stat_monitor_options, maximize), 24);
+  ABI_EQ(offsetof(tpt_stat_monitor_options, factor), 32);
+  ABI_EQ(offsetof(tpt_stat_monitor_options, limit), 40);
+  ABI_EQ(sizeof(tpt_stat_monitor_options), 48);
+  {
+    tpt_stat_monitor_options o = TPT_STAT_MONITOR_OPTIONS_INIT;
+    abi_check(o.last_k == 5 && o.threshold == 0 && o.maximize == 0 && o.factor == 0.1 && o.limit == 0,
+              "TPT_STAT_MONITOR_OPTIONS_INIT defaults");
+  }
+  ABI_EQ(TPT_EARLY_STOPPING_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_early_stopping_options, patience), 8);
+  ABI_EQ(offsetof(tpt_early_stopping_options, min_delta), 16);
+  ABI_EQ(offsetof(tpt_early_stopping_options, maximize), 24);
+  ABI_EQ(sizeof(tpt_early_stopping_options), 32);
+  {
+    tpt_early_stopping_options o = TPT_EARLY_STOPPING_OPTIONS_INIT;
+    abi_check(o.patience == 3 && o.min_delta == 0 && o.maximize == 0, "TPT_EARLY_STOPPING_OPTIONS_INIT defaults");
   }
   /* tpt_record (filled by the library; struct_size first) */
   ABI_EQ(offsetof(tpt_record, struct_size), 0);

@@ -42,6 +42,13 @@ NULLABLE = {
     "tpt_callback_min_saver": {"filename", "dir"},    # "NULL: min-<stat>", "NULL: the log directory"
     "tpt_callback_max_saver": {"filename", "dir"},
     "tpt_model_restore": {"n_restored", "options"},   # "may be NULL", "options may be NULL (defaults)"
+    "tpt_monitor_tensorboard": {"dir"},               # "NULL: the trainer's log directory"
+    "tpt_inferencer_scalar_stats": {"prefix"},        # "prefix NULL: validation"
+    "tpt_inferencer_classification_error": {"wrong_output", "summary_name"},  # "NULL: wrong", "NULL: validation_error"
+    "tpt_callback_stat_monitor_param": {"options"},   # "options may be NULL"
+    "tpt_callback_human_hyperparam": {"file"},        # "NULL: hyper.txt"
+    "tpt_callback_early_stopping": {"options"},       # "options may be NULL"
+    "tpt_callback_terminate_on_nan": {"outputs"},     # "NULL or none: cost"
 }
 
 # Functions that take no pointer or whose NULL meaning is "no-op" by design

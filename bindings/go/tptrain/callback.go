@@ -27,7 +27,8 @@ import (
 //
 // TRIGGER is "do your thing": a callback that asks for EventTrigger but not
 // EventTriggerEpoch gets it after each epoch; PeriodicTrigger calls it at
-// other times. RECORD brings monitors each scalar put with PutScalar.
+// other times. RECORD brings monitors each scalar put with PutScalar and
+// each image put with PutImage.
 type Event uint32
 
 // The events of tpt_event.
@@ -72,26 +73,32 @@ func (e Event) String() string {
 }
 
 // RecordKind is the kind of a monitor record (tpt_record_kind). Monitors
-// ignore kinds they do not know: images, histograms and text will come.
+// ignore kinds they do not know: histograms and text will come.
 type RecordKind int32
 
 // The kinds of tpt_record_kind.
 const (
-	RecordScalar RecordKind = C.TPT_RECORD_SCALAR
+	RecordScalar RecordKind = C.TPT_RECORD_SCALAR // PutScalar: Value
+	RecordImage  RecordKind = C.TPT_RECORD_IMAGE  // PutImage: Image
 )
 
 // Record is what a monitor receives with EventRecord (tpt_record): a copy,
-// which the monitor may keep.
+// which the monitor may keep, except for Image.
 type Record struct {
 	Kind       RecordKind
-	Name       string // as given to PutScalar
+	Name       string // as given to PutScalar or PutImage
 	GlobalStep int64  // when it was put
 	EpochNum   int64
 	Value      float64 // RecordScalar
+	// Image is the RecordImage's tensor, uint8 N x H x W x C; nil for other
+	// kinds. It is lent for the call only (closed when the monitor returns):
+	// Keep or Share it to use it later.
+	Image *Tensor
 }
 
 // recordFromC copies the fields of r that the library filled (those within
-// r.struct_size).
+// r.struct_size); the image tensor is lent (the caller closes it when the
+// call ends).
 func recordFromC(r *C.tpt_record) *Record {
 	size := uintptr(r.struct_size)
 	has := func(offset, fieldSize uintptr) bool { return size >= offset+fieldSize }
@@ -110,6 +117,9 @@ func recordFromC(r *C.tpt_record) *Record {
 	}
 	if has(unsafe.Offsetof(r.value), unsafe.Sizeof(r.value)) {
 		rec.Value = float64(r.value)
+	}
+	if rec.Kind == RecordImage && has(unsafe.Offsetof(r.tensor), unsafe.Sizeof(r.tensor)) && r.tensor != nil {
+		rec.Image = lentTensor((*C.tpt_tensor)(unsafe.Pointer(r.tensor)))
 	}
 	return rec
 }
@@ -342,7 +352,7 @@ func (t *Trainer) add(method string, cb *Callback, monitor bool) error {
 	return statusError(C.tpt_trainer_add_callback(ptr, cptr))
 }
 
-// ---- Monitors: scalars.
+// ---- Monitors: scalars and images.
 
 // PutScalar records a scalar in the history with the current global step and
 // brings it to every monitor at once (tpt_trainer_put_scalar). An error a
@@ -351,6 +361,51 @@ func (c *Context) PutScalar(name string, value float64) error {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	return c.result(C.tpt_trainer_put_scalar(c.ptr, cname, C.double(value)), true)
+}
+
+// PutImage brings an image to every monitor at once as a RecordImage record
+// (tpt_trainer_put_image, tensorpack's put_image): image is H x W, H x W x C
+// or N x H x W x C with C = 1 (grey), 3 (RGB) or 4 (RGBA), of dtype uint8, or
+// floating point in [0, 255] (rounded and clamped). Images are not kept in
+// the scalar history nor in stats.json; the TensorBoard monitor writes them.
+// The caller still owns image. An error a monitor returned comes back
+// unchanged. From run_step, steps and callbacks.
+func (c *Context) PutImage(name string, image *Tensor) error {
+	if image == nil {
+		return &Error{Code: CodeInvalidArgument, Message: "Context.PutImage: the image is nil"}
+	}
+	image.mu.RLock()
+	defer image.mu.RUnlock()
+	if image.ptr == nil {
+		return &Error{Code: CodeInvalidArgument, Message: "Context.PutImage: use of closed Tensor"}
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	st := C.tpt_trainer_put_image(c.ptr, cname, image.ptr)
+	runtime.KeepAlive(image)
+	return c.result(st, true)
+}
+
+// TensorBoard makes tensorpack's TFEventWriter (tpt_monitor_tensorboard): a
+// monitor that writes the scalars and images to a TensorFlow event file,
+// events.out.tfevents.<unix time>.<host>, in dir, which TensorBoard reads.
+// dir "" means the trainer's log directory (without one the monitor does
+// nothing). Scalars are float32 values, images PNG (one as its name,
+// several as name/0, name/1, ...). The file is flushed after each epoch and
+// at the end. A trainer with a Logdir and the default monitors already has
+// one there: add this one (with AddMonitor or TrainConfig.Monitors) for
+// another directory.
+func TensorBoard(dir string) (*Callback, error) {
+	var cdir *C.char
+	if dir != "" {
+		cdir = C.CString(dir)
+		defer C.free(unsafe.Pointer(cdir))
+	}
+	var out *C.tpt_callback
+	if err := statusError(C.tpt_monitor_tensorboard(&out, cdir)); err != nil {
+		return nil, err
+	}
+	return newCallback(out, nil, "TFEventWriter"), nil
 }
 
 // ScalarLatest returns the latest value of a scalar and the global step it

@@ -79,6 +79,9 @@ func tptgoCallback(_ *C.tpt_trainer, event C.uint32_t, record *C.tpt_record, han
 	}
 	returned := false
 	defer func() {
+		if rec != nil && rec.Image != nil {
+			rec.Image.Close() // the library's: lent for this call only
+		}
 		if !returned {
 			st = c.recovered(recover(), "callback '"+f.name+"'")
 		}
@@ -441,4 +444,95 @@ func tptgoDecode(dp *C.tpt_datapoint, path *C.char, index C.size_t, handle C.uin
 	st = f.st.status(noStop(f.decode(d, C.GoString(path), int(index)), f.where))
 	returned = true
 	return st
+}
+
+// ---- Inference and hyper-parameter functions. These run inside a trainer
+// callback (the inference runner's, a hyper-parameter setter's) on the
+// goroutine of Run; their errors and panics go to the function's stash,
+// which Run consults.
+
+//export tptgoInferencerBefore
+func tptgoInferencerBefore(handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*inferencerFunc)
+	where := f.where("Before")
+	returned := false
+	defer func() {
+		if !returned {
+			st = f.st.recovered(recover(), where)
+		}
+	}()
+	st = f.st.status(f.fns.Before())
+	returned = true
+	return st
+}
+
+//export tptgoInferencerOutputs
+func tptgoInferencerOutputs(outputs **C.tpt_tensor, n C.size_t, rows C.int64_t, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*inferencerFunc)
+	where := f.where("OnOutputs")
+	var ptrs []*C.tpt_tensor
+	if n > 0 {
+		ptrs = unsafe.Slice(outputs, int(n))
+	}
+	outs := make([]*Tensor, len(ptrs))
+	for i, p := range ptrs {
+		outs[i] = lentTensor(p)
+	}
+	returned := false
+	defer func() {
+		// Lent for this call only. The library makes the handles in the
+		// call's tensor scope, which the trampoline made TPT_SCOPE_EXPIRE:
+		// free them, or they would wait for a tpt_tensor_free that never
+		// comes (a borrowed handle would ignore it).
+		for i, x := range outs {
+			x.Close()
+			C.tpt_tensor_free(ptrs[i])
+		}
+		if !returned {
+			st = f.st.recovered(recover(), where)
+		}
+	}()
+	st = f.st.status(f.fns.OnOutputs(outs, int64(rows)))
+	returned = true
+	return st
+}
+
+//export tptgoInferencerAfter
+func tptgoInferencerAfter(_ *C.tpt_trainer, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*inferencerFunc)
+	where := f.where("After")
+	var c *Context
+	if f.owner != nil {
+		c = f.owner.ctx
+	}
+	if c == nil { // cannot happen: a runner runs only once a trainer has it
+		return newStatus(&Error{Code: CodeInternal, Message: where + " ran outside a trainer"})
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			st = f.st.recovered(recover(), where)
+		}
+	}()
+	st = f.st.status(f.fns.After(c))
+	returned = true
+	return st
+}
+
+//export tptgoHyperParam
+func tptgoHyperParam(value *C.double, epoch C.int64_t, current C.double, handle C.uintptr_t) (st *C.tpt_status) {
+	f := cgo.Handle(handle).Value().(*hyperParamFunc)
+	returned := false
+	defer func() {
+		if !returned {
+			st = f.st.recovered(recover(), f.where)
+		}
+	}()
+	v, err := f.fn(int64(epoch), float64(current))
+	returned = true
+	if err != nil {
+		return f.st.status(err)
+	}
+	*value = C.double(v)
+	return nil
 }

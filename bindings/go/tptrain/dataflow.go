@@ -1153,7 +1153,8 @@ func InputDummy(batchSize int64) (*Input, error) {
 // through the model's inference tower and puts, for each name in outputs,
 // the mean of that output over all rows as the scalar "validation_<name>".
 // It keeps references to model and df (which it consumes); the caller still
-// owns both. Give the callback to a trainer (AddCallback, TrainConfig).
+// owns both. Give the callback to a trainer (AddCallback, TrainConfig). It is
+// the short form of NewInferenceRunnerWith with one ScalarStats("", outputs...).
 func NewInferenceRunner(model *Model, df *DataFlow, outputs ...string) (*Callback, error) {
 	mptr, err := model.rlock("NewInferenceRunner")
 	if err != nil {

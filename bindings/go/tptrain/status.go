@@ -28,6 +28,7 @@ const (
 	CodeState           Code = C.TPT_ERR_STATE            // the call is not allowed in the object's current state
 	CodeUnsupported     Code = C.TPT_ERR_UNSUPPORTED      // not available in this build
 	CodeNotFound        Code = C.TPT_ERR_NOT_FOUND        // a name (scalar, output, file) does not exist
+	CodeTimeout         Code = C.TPT_ERR_TIMEOUT          // something took longer than its time limit (StepWatchdog)
 )
 
 // codeStop is TPT_STOP: not an error but a graceful end of training. In Go
@@ -78,6 +79,7 @@ var (
 	ErrState           error = &Error{Code: CodeState}
 	ErrUnsupported     error = &Error{Code: CodeUnsupported}
 	ErrNotFound        error = &Error{Code: CodeNotFound}
+	ErrTimeout         error = &Error{Code: CodeTimeout}
 )
 
 // StopError ends training gracefully, as tensorpack's StopTraining: return
@@ -135,7 +137,7 @@ func newStatus(err error) *C.tpt_status {
 	} else if errors.As(err, &e) && e != nil {
 		code = e.Code
 	}
-	if code <= CodeOK || code > CodeNotFound {
+	if code <= CodeOK || code > CodeTimeout {
 		code = CodeCallback
 	}
 	return newCStatus(code, msg)

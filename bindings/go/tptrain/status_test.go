@@ -25,6 +25,7 @@ func TestCodeValues(t *testing.T) {
 		{CodeState, 8, "TPT_ERR_STATE"},
 		{CodeUnsupported, 9, "TPT_ERR_UNSUPPORTED"},
 		{CodeNotFound, 10, "TPT_ERR_NOT_FOUND"},
+		{CodeTimeout, 11, "TPT_ERR_TIMEOUT"},
 		{codeStop, 100, "TPT_STOP"},
 	}
 	for _, c := range codes {
@@ -87,7 +88,7 @@ func TestNewStatusRoundTrip(t *testing.T) {
 	}{
 		{"Error keeps code and message", &Error{Code: CodeIO, Message: "disk on fire"}, CodeIO, "disk on fire"},
 		{"every code", &Error{Code: CodeUnsupported, Message: "m"}, CodeUnsupported, "m"},
-		{"the last code", &Error{Code: CodeNotFound, Message: "no such"}, CodeNotFound, "no such"},
+		{"the last code", &Error{Code: CodeTimeout, Message: "too slow"}, CodeTimeout, "too slow"},
 		{"TPT_STOP in an Error is no stop", &Error{Code: codeStop, Message: "halt"}, CodeCallback, "halt"},
 		{"plain error", errors.New("boom"), CodeCallback, "boom"},
 		{"io.EOF", io.EOF, CodeCallback, "EOF"},

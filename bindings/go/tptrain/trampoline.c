@@ -219,3 +219,49 @@ tpt_status *tptgo_dataflow_from_files(tpt_dataflow **out, char **paths, size_t n
   return tpt_dataflow_from_files(out, (const char *const *)paths, n_paths, shuffle, n_threads, decode_trampoline,
                                  (void *)handle, delete_handle);
 }
+
+/* ---- Inference and hyper-parameter functions ---- */
+
+/* They run inside a trainer callback (the inference runner's, a
+ * hyper-parameter setter's), on the training thread: a Go Tensor made in the
+ * call is released with the callback's scope. */
+
+static tpt_status *inferencer_before_trampoline(void *user_data) {
+  expire_call_tensors();
+  return tptgoInferencerBefore((uintptr_t)user_data);
+}
+
+static tpt_status *inferencer_outputs_trampoline(const tpt_tensor *const *outputs, size_t n_outputs, int64_t rows,
+                                                 void *user_data) {
+  expire_call_tensors();
+  return tptgoInferencerOutputs((tpt_tensor **)outputs, n_outputs, rows, (uintptr_t)user_data);
+}
+
+static tpt_status *inferencer_after_trampoline(tpt_trainer *trainer, void *user_data) {
+  expire_call_tensors();
+  return tptgoInferencerAfter(trainer, (uintptr_t)user_data);
+}
+
+tpt_status *tptgo_inferencer_new(tpt_inferencer **out, const char *name, char **outputs, size_t n_outputs,
+                                 int32_t has_before, int32_t has_after, uintptr_t handle) {
+  tpt_inferencer_desc desc = TPT_INFERENCER_DESC_INIT;
+  desc.name = name;
+  desc.outputs = (const char *const *)outputs;
+  desc.n_outputs = n_outputs;
+  if (has_before) desc.before = inferencer_before_trampoline;
+  desc.on_outputs = inferencer_outputs_trampoline;
+  if (has_after) desc.after = inferencer_after_trampoline;
+  desc.user_data = (void *)handle;
+  desc.destroy = delete_handle;
+  return tpt_inferencer_new(out, &desc);
+}
+
+static tpt_status *hyperparam_trampoline(double *value, int64_t epoch_num, double current, void *user_data) {
+  expire_call_tensors();
+  return tptgoHyperParam(value, epoch_num, current, (uintptr_t)user_data);
+}
+
+tpt_status *tptgo_callback_hyperparam_func(tpt_callback **out, tpt_optimizer *optimizer, const char *param,
+                                           uintptr_t handle) {
+  return tpt_callback_hyperparam_func(out, optimizer, param, hyperparam_trampoline, (void *)handle, delete_handle);
+}

@@ -72,4 +72,16 @@ tpt_status *tptgo_dataflow_parallel_map(tpt_dataflow **out, tpt_dataflow *df, ui
 tpt_status *tptgo_dataflow_from_files(tpt_dataflow **out, char **paths, size_t n_paths,
                                       int32_t shuffle, int32_t n_threads, uintptr_t handle);
 
+/* ---- Inference and hyper-parameter functions: each deletes its handle
+ * through destroy (also when it fails). */
+
+/* tpt_inferencer_new with the inferencer trampolines (before and after only
+ * when has_before / has_after); name NULL: the library's default. */
+tpt_status *tptgo_inferencer_new(tpt_inferencer **out, const char *name, char **outputs, size_t n_outputs,
+                                 int32_t has_before, int32_t has_after, uintptr_t handle);
+
+/* tpt_callback_hyperparam_func with the hyper-parameter trampoline. */
+tpt_status *tptgo_callback_hyperparam_func(tpt_callback **out, tpt_optimizer *optimizer, const char *param,
+                                           uintptr_t handle);
+
 #endif

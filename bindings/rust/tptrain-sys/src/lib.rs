@@ -26,6 +26,9 @@ pub const TPT_ERR_IO: tpt_code = 7;
 pub const TPT_ERR_STATE: tpt_code = 8;
 pub const TPT_ERR_UNSUPPORTED: tpt_code = 9;
 pub const TPT_ERR_NOT_FOUND: tpt_code = 10;
+/// Something took longer than its time limit (a step under
+/// `tpt_callback_step_watchdog`).
+pub const TPT_ERR_TIMEOUT: tpt_code = 11;
 /// Not an error: returned (as `tpt_status_new(TPT_STOP, reason)`) by a callback
 /// or a run_step to end training gracefully.
 pub const TPT_STOP: tpt_code = 100;
@@ -216,6 +219,8 @@ pub const TPT_EVENT_ALL: tpt_event = (1 << 11) - 1;
 
 pub type tpt_record_kind = c_int;
 pub const TPT_RECORD_SCALAR: tpt_record_kind = 1;
+/// `tensor`: uint8, N x H x W x C (C = 1, 3 or 4); `value` unused.
+pub const TPT_RECORD_IMAGE: tpt_record_kind = 2;
 
 /// Borrowed during a callback only. Fields past `struct_size` do not exist.
 #[repr(C)]
@@ -275,6 +280,53 @@ pub const TPT_CALLBACK_DESC_INIT: tpt_callback_desc = tpt_callback_desc {
 pub struct tpt_callback {
     _private: [u8; 0],
 }
+
+/// Opaque (`tpt_inferencer`): one of an inference runner's inferencers.
+#[repr(C)]
+pub struct tpt_inferencer {
+    _private: [u8; 0],
+}
+
+pub const TPT_INFERENCER_DESC_VERSION: u32 = 1;
+/// An inferencer written by the host (`tpt_inferencer_desc`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_inferencer_desc {
+    pub version: u32,
+    /// For errors; copied; NULL: "inferencer".
+    pub name: *const c_char,
+    /// The tower's outputs it needs; copied.
+    pub outputs: *const *const c_char,
+    pub n_outputs: usize,
+    /// May be NULL.
+    pub before: Option<unsafe extern "C" fn(user_data: *mut c_void) -> *mut tpt_status>,
+    /// Required: once per batch, with borrowed tensors in `outputs` order.
+    pub on_outputs: Option<
+        unsafe extern "C" fn(
+            outputs: *const *const tpt_tensor,
+            n_outputs: usize,
+            rows: i64,
+            user_data: *mut c_void,
+        ) -> *mut tpt_status,
+    >,
+    /// May be NULL; puts its results with `tpt_trainer_put_scalar`.
+    pub after: Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> *mut tpt_status>,
+    pub user_data: *mut c_void,
+    /// Called exactly once; may be NULL.
+    pub destroy: tpt_destroy_fn,
+}
+/// `TPT_INFERENCER_DESC_INIT`
+pub const TPT_INFERENCER_DESC_INIT: tpt_inferencer_desc = tpt_inferencer_desc {
+    version: TPT_INFERENCER_DESC_VERSION,
+    name: std::ptr::null(),
+    outputs: std::ptr::null(),
+    n_outputs: 0,
+    before: None,
+    on_outputs: None,
+    after: None,
+    user_data: std::ptr::null_mut(),
+    destroy: None,
+};
 
 /// `tpt_predicate_fn`: 1 enables, 0 disables, negative fails training.
 pub type tpt_predicate_fn = Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> i32>;
@@ -745,6 +797,12 @@ extern "C" {
     // Monitors
     pub fn tpt_trainer_add_monitor(trainer: *mut tpt_trainer, monitor: *mut tpt_callback) -> *mut tpt_status;
     pub fn tpt_trainer_put_scalar(trainer: *mut tpt_trainer, name: *const c_char, value: f64) -> *mut tpt_status;
+    pub fn tpt_trainer_put_image(
+        trainer: *mut tpt_trainer,
+        name: *const c_char,
+        image: *const tpt_tensor,
+    ) -> *mut tpt_status;
+    pub fn tpt_monitor_tensorboard(out: *mut *mut tpt_callback, dir: *const c_char) -> *mut tpt_status;
     pub fn tpt_trainer_scalar_latest(
         value_out: *mut f64,
         step_out: *mut i64,
@@ -973,6 +1031,27 @@ extern "C" {
         n_points: usize,
         flags: u32,
     ) -> *mut tpt_status;
+    pub fn tpt_callback_hyperparam_func(
+        out: *mut *mut tpt_callback,
+        optimizer: *mut tpt_optimizer,
+        param: *const c_char,
+        fn_: tpt_hyperparam_fn,
+        user_data: *mut c_void,
+        destroy: tpt_destroy_fn,
+    ) -> *mut tpt_status;
+    pub fn tpt_callback_stat_monitor_param(
+        out: *mut *mut tpt_callback,
+        optimizer: *mut tpt_optimizer,
+        param: *const c_char,
+        stat: *const c_char,
+        options: *const tpt_stat_monitor_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_callback_human_hyperparam(
+        out: *mut *mut tpt_callback,
+        optimizer: *mut tpt_optimizer,
+        param: *const c_char,
+        file: *const c_char,
+    ) -> *mut tpt_status;
     pub fn tpt_optimizer_scale_gradients(
         optimizer: *mut tpt_optimizer,
         pattern: *const c_char,
@@ -1136,6 +1215,26 @@ extern "C" {
         model: *mut tpt_model,
         input: *mut tpt_input,
     ) -> *mut tpt_status;
+    pub fn tpt_inferencer_scalar_stats(
+        out: *mut *mut tpt_inferencer,
+        outputs: *const *const c_char,
+        n_outputs: usize,
+        prefix: *const c_char,
+    ) -> *mut tpt_status;
+    pub fn tpt_inferencer_classification_error(
+        out: *mut *mut tpt_inferencer,
+        wrong_output: *const c_char,
+        summary_name: *const c_char,
+    ) -> *mut tpt_status;
+    pub fn tpt_inferencer_new(out: *mut *mut tpt_inferencer, desc: *const tpt_inferencer_desc) -> *mut tpt_status;
+    pub fn tpt_inferencer_free(inferencer: *mut tpt_inferencer);
+    pub fn tpt_inference_runner(
+        out: *mut *mut tpt_callback,
+        model: *mut tpt_model,
+        df: *mut tpt_dataflow,
+        inferencers: *const *mut tpt_inferencer,
+        n_inferencers: usize,
+    ) -> *mut tpt_status;
     pub fn tpt_inference_runner_new(
         out: *mut *mut tpt_callback,
         model: *mut tpt_model,
@@ -1175,6 +1274,21 @@ extern "C" {
         path: *const c_char,
         options: *const tpt_restore_options,
     ) -> *mut tpt_status;
+
+    // More callbacks
+    pub fn tpt_callback_early_stopping(
+        out: *mut *mut tpt_callback,
+        stat: *const c_char,
+        options: *const tpt_early_stopping_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_callback_terminate_on_nan(
+        out: *mut *mut tpt_callback,
+        outputs: *const *const c_char,
+        n_outputs: usize,
+    ) -> *mut tpt_status;
+    pub fn tpt_callback_throughput(out: *mut *mut tpt_callback, samples_per_step: i64) -> *mut tpt_status;
+    pub fn tpt_callback_step_watchdog(out: *mut *mut tpt_callback, timeout_seconds: f64) -> *mut tpt_status;
+    pub fn tpt_callback_host_memory(out: *mut *mut tpt_callback) -> *mut tpt_status;
 }
 
 // ---- Hyper-parameter schedules
@@ -1188,6 +1302,39 @@ pub struct tpt_schedule_point {
 pub const TPT_SCHEDULE_LINEAR: u32 = 1;
 pub const TPT_SCHEDULE_STEP_BASED: u32 = 2;
 pub const TPT_SCHEDULE_NOT_AT_BEGINNING: u32 = 4;
+
+/// `tpt_hyperparam_fn`: `*value` is the value to set after `epoch_num`
+/// finished epochs; NULL or an error that fails training.
+pub type tpt_hyperparam_fn = Option<
+    unsafe extern "C" fn(value: *mut f64, epoch_num: i64, current: f64, user_data: *mut c_void) -> *mut tpt_status,
+>;
+
+pub const TPT_STAT_MONITOR_OPTIONS_VERSION: u32 = 1;
+/// Options of `tpt_callback_stat_monitor_param`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_stat_monitor_options {
+    pub version: u32,
+    /// The values compared, >= 2.
+    pub last_k: i64,
+    /// >= 0.
+    pub threshold: f64,
+    /// Nonzero: the stat should grow (tensorpack's `reverse`).
+    pub maximize: i32,
+    /// The new value is current * factor; > 0.
+    pub factor: f64,
+    /// A floor when factor < 1, a ceiling when factor > 1; 0: no limit.
+    pub limit: f64,
+}
+/// `TPT_STAT_MONITOR_OPTIONS_INIT`
+pub const TPT_STAT_MONITOR_OPTIONS_INIT: tpt_stat_monitor_options = tpt_stat_monitor_options {
+    version: TPT_STAT_MONITOR_OPTIONS_VERSION,
+    last_k: 5,
+    threshold: 0.0,
+    maximize: 0,
+    factor: 0.1,
+    limit: 0.0,
+};
 
 // ---- Checkpoints and resume
 pub const TPT_MODEL_SAVER_OPTIONS_VERSION: u32 = 1;
@@ -1233,6 +1380,28 @@ pub const TPT_RESTORE_OPTIONS_INIT: tpt_restore_options = tpt_restore_options {
     prefix: std::ptr::null(),
     name_map: std::ptr::null(),
     n_name_map: 0,
+};
+
+// ---- More callbacks
+pub const TPT_EARLY_STOPPING_OPTIONS_VERSION: u32 = 1;
+/// Options of `tpt_callback_early_stopping`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_early_stopping_options {
+    pub version: u32,
+    /// Checks without improvement before stopping, >= 1.
+    pub patience: i64,
+    /// An improvement is by more than this, >= 0.
+    pub min_delta: f64,
+    /// Nonzero: higher is better.
+    pub maximize: i32,
+}
+/// `TPT_EARLY_STOPPING_OPTIONS_INIT`
+pub const TPT_EARLY_STOPPING_OPTIONS_INIT: tpt_early_stopping_options = tpt_early_stopping_options {
+    version: TPT_EARLY_STOPPING_OPTIONS_VERSION,
+    patience: 3,
+    min_delta: 0.0,
+    maximize: 0,
 };
 
 #[cfg(test)]
@@ -1322,6 +1491,39 @@ mod tests {
         assert_eq!(offset_of!(tpt_record, value), 32);
         assert_eq!(offset_of!(tpt_record, tensor), 40);
         assert_eq!(size_of::<tpt_record>(), 48);
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn catalogue_structs_layout_matches_c() {
+        assert_eq!(offset_of!(tpt_stat_monitor_options, last_k), 8);
+        assert_eq!(offset_of!(tpt_stat_monitor_options, threshold), 16);
+        assert_eq!(offset_of!(tpt_stat_monitor_options, maximize), 24);
+        assert_eq!(offset_of!(tpt_stat_monitor_options, factor), 32);
+        assert_eq!(offset_of!(tpt_stat_monitor_options, limit), 40);
+        assert_eq!(size_of::<tpt_stat_monitor_options>(), 48);
+        assert_eq!(offset_of!(tpt_early_stopping_options, patience), 8);
+        assert_eq!(offset_of!(tpt_early_stopping_options, min_delta), 16);
+        assert_eq!(offset_of!(tpt_early_stopping_options, maximize), 24);
+        assert_eq!(size_of::<tpt_early_stopping_options>(), 32);
+        assert_eq!(offset_of!(tpt_inferencer_desc, name), 8);
+        assert_eq!(offset_of!(tpt_inferencer_desc, outputs), 16);
+        assert_eq!(offset_of!(tpt_inferencer_desc, n_outputs), 24);
+        assert_eq!(offset_of!(tpt_inferencer_desc, before), 32);
+        assert_eq!(offset_of!(tpt_inferencer_desc, on_outputs), 40);
+        assert_eq!(offset_of!(tpt_inferencer_desc, after), 48);
+        assert_eq!(offset_of!(tpt_inferencer_desc, user_data), 56);
+        assert_eq!(offset_of!(tpt_inferencer_desc, destroy), 64);
+        assert_eq!(size_of::<tpt_inferencer_desc>(), 72);
+        assert_eq!(size_of::<tpt_hyperparam_fn>(), size_of::<usize>());
+        let s = TPT_STAT_MONITOR_OPTIONS_INIT;
+        assert_eq!((s.version, s.last_k, s.threshold, s.maximize, s.factor, s.limit), (1, 5, 0.0, 0, 0.1, 0.0));
+        let e = TPT_EARLY_STOPPING_OPTIONS_INIT;
+        assert_eq!((e.version, e.patience, e.min_delta, e.maximize), (1, 3, 0.0, 0));
+        let d = TPT_INFERENCER_DESC_INIT;
+        assert_eq!((d.version, d.n_outputs), (1, 0));
+        assert!(d.name.is_null() && d.outputs.is_null() && d.user_data.is_null());
+        assert!(d.before.is_none() && d.on_outputs.is_none() && d.after.is_none() && d.destroy.is_none());
     }
 
     #[test]
@@ -1574,6 +1776,7 @@ mod tests {
         unsafe {
             assert_eq!(std::ffi::CStr::from_ptr(tpt_code_name(TPT_ERR_NOT_FOUND)).to_str(), Ok("TPT_ERR_NOT_FOUND"));
             assert_eq!(std::ffi::CStr::from_ptr(tpt_code_name(TPT_STOP)).to_str(), Ok("TPT_STOP"));
+            assert_eq!(std::ffi::CStr::from_ptr(tpt_code_name(TPT_ERR_TIMEOUT)).to_str(), Ok("TPT_ERR_TIMEOUT"));
         }
     }
 }

@@ -45,7 +45,7 @@ impl Flow {
 /// [per hooked step `BeforeRun`, the step, `AfterRun`] `TriggerStep`; then
 /// `AfterEpoch`, `TriggerEpoch` (and `Trigger` for callbacks that asked for it
 /// but not for `TriggerEpoch`); finally `AfterTrain`, always. `Record`
-/// brings monitors each scalar put.
+/// brings monitors each scalar and image put.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Event {
     Setup,
@@ -177,7 +177,13 @@ impl fmt::Debug for Events {
 /// kinds they do not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecordKind {
+    /// A scalar put with [`Context::put_scalar`]: its value is
+    /// [`Record::value`].
     Scalar,
+    /// An image put with [`Context::put_image`] (its [`Record::value`] is
+    /// unused; the image itself is the C record's `tensor`, not carried by
+    /// [`Record`]).
+    Image,
     Other(i32),
 }
 
@@ -215,6 +221,7 @@ impl<'r> Record<'r> {
         Record {
             kind: match r.kind {
                 sys::TPT_RECORD_SCALAR => RecordKind::Scalar,
+                sys::TPT_RECORD_IMAGE => RecordKind::Image,
                 other => RecordKind::Other(other),
             },
             name: if r.name.is_null() { Cow::Borrowed("") } else { CStr::from_ptr(r.name).to_string_lossy() },

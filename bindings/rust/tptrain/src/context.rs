@@ -152,6 +152,27 @@ impl Context {
         }
     }
 
+    /// Puts an image (tensorpack's `put_image`): `image` is `H x W`,
+    /// `H x W x C` or `N x H x W x C` with `C` = 1 (grey), 3 (RGB) or 4
+    /// (RGBA), of dtype [`U8`](crate::DType::U8), or floating point in
+    /// [0, 255] (rounded and clamped) (`tpt_trainer_put_image`). It is
+    /// brought to every monitor at once as an [`Event::Record`](crate::Event::Record)
+    /// of kind [`RecordKind::Image`](crate::RecordKind::Image), and written
+    /// by the [`TensorBoard`](crate::TensorBoard) monitor; it is not kept in
+    /// the history nor in stats.json. While training runs only, as
+    /// [`put_scalar`](Self::put_scalar), and a monitor's stop is handled the
+    /// same way.
+    pub fn put_image(&mut self, name: &str, image: &Tensor) -> Result<()> {
+        let st = with_cstr(name, "name", |n| unsafe { sys::tpt_trainer_put_image(self.as_ptr(), n, image.as_ptr()) })?;
+        match flow_of(st)? {
+            Flow::Continue => Ok(()),
+            Flow::Stop(reason) => {
+                panic::note_stop(reason);
+                Ok(())
+            }
+        }
+    }
+
     /// The latest value of a scalar and when it was put; [`Code::NotFound`] if
     /// it never was (`tpt_trainer_scalar_latest`).
     pub fn scalar_latest(&self, name: &str) -> Result<Scalar> {

@@ -45,3 +45,34 @@ pub(crate) fn path_to_cstring(p: &Path, what: &str) -> Result<CString> {
     let s = p.to_str().ok_or_else(|| Error::new(Code::InvalidArgument, format!("{what} {p:?} is not UTF-8")))?;
     CString::new(s).map_err(|_| Error::new(Code::InvalidArgument, format!("{what} {p:?} contains a NUL byte")))
 }
+
+/// A list of strings as C strings (keep the result alive while C reads the
+/// pointers). `what` names the list in the error for an interior NUL byte,
+/// with the item's index.
+pub(crate) fn cstrings<S: AsRef<str>>(items: &[S], what: &str) -> Result<Vec<CString>> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let s = s.as_ref();
+            CString::new(s)
+                .map_err(|_| Error::new(Code::InvalidArgument, format!("{what}[{i}] contains a NUL byte: {s:?}")))
+        })
+        .collect()
+}
+
+/// One string as a C string; `what` names it in the error for an interior
+/// NUL byte.
+pub(crate) fn cstring(s: &str, what: &str) -> Result<CString> {
+    CString::new(s)
+        .map_err(|_| Error::new(Code::InvalidArgument, format!("argument '{what}' contains a NUL byte: {s:?}")))
+}
+
+/// The pointers of a list of C strings; NULL for an empty list.
+pub(crate) fn ptrs_or_null(ptrs: &[*const c_char]) -> *const *const c_char {
+    if ptrs.is_empty() {
+        std::ptr::null()
+    } else {
+        ptrs.as_ptr()
+    }
+}

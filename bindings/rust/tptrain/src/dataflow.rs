@@ -1384,12 +1384,14 @@ impl<'a> Input<'a> {
 }
 
 impl<'a> Callback<'a> {
-    /// tensorpack's InferenceRunner, minimal (`tpt_inference_runner_new`): at
-    /// every TRIGGER (the end of each epoch) it runs one pass of `df`
+    /// tensorpack's InferenceRunner, the short form (`tpt_inference_runner_new`):
+    /// at every TRIGGER (the end of each epoch) it runs one pass of `df`
     /// (batches in signature order; it must be finite) through the model's
     /// inference tower and puts, for each name in `outputs`, the mean of
-    /// that output over all rows as the scalar `"validation_<name>"`. It keeps
-    /// references to the model and `df`, which it consumes.
+    /// that output over all rows as the scalar `"validation_<name>"` (one
+    /// [`ScalarStats`](crate::ScalarStats); an
+    /// [`InferenceRunner`](crate::InferenceRunner) takes any inferencers).
+    /// It keeps references to the model and `df`, which it consumes.
     pub fn inference_runner(model: &Model<'a>, df: &DataFlow<'a>, outputs: &[&str]) -> Result<Callback<'a>> {
         let names = outputs
             .iter()

@@ -22,6 +22,9 @@ pub enum Code {
     Unsupported,
     /// A name (scalar, output, file) does not exist.
     NotFound,
+    /// Something took longer than its time limit (a step under a
+    /// [`StepWatchdog`](crate::StepWatchdog)).
+    Timeout,
     /// A code this crate does not know. (`TPT_STOP` is not an error: the
     /// trainer API reports it as [`Flow::Stop`](crate::Flow::Stop).)
     Other(i32),
@@ -40,6 +43,7 @@ impl Code {
             sys::TPT_ERR_STATE => Code::State,
             sys::TPT_ERR_UNSUPPORTED => Code::Unsupported,
             sys::TPT_ERR_NOT_FOUND => Code::NotFound,
+            sys::TPT_ERR_TIMEOUT => Code::Timeout,
             other => Code::Other(other),
         }
     }
@@ -56,6 +60,7 @@ impl Code {
             Code::State => sys::TPT_ERR_STATE,
             Code::Unsupported => sys::TPT_ERR_UNSUPPORTED,
             Code::NotFound => sys::TPT_ERR_NOT_FOUND,
+            Code::Timeout => sys::TPT_ERR_TIMEOUT,
             Code::Other(c) => c,
         }
     }

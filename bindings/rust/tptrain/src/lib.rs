@@ -58,16 +58,27 @@
 //! operator is reachable through [`ops::call`]. Input pipelines are
 //! [`DataFlow`]s (tensorpack's DataFlow library), fed to a trainer through
 //! [`Input::from_dataflow`] or [`TrainConfig::from_dataflow`], and validated
-//! by [`Callback::inference_runner`]. Checkpoints: [`ModelSaver`],
+//! by an [`InferenceRunner`] with [`Inferencer`]s (or the short
+//! [`Callback::inference_runner`]). Checkpoints: [`ModelSaver`],
 //! [`BestSaver`], [`Trainer::resume`], [`TrainerOptions::auto_resume`] and
 //! [`Model::restore`] (docs/checkpoints.md).
+//!
+//! The rest of tensorpack's callbacks are builders given to
+//! [`Trainer::add_callback`]: hyper-parameter setters
+//! ([`HyperParamSchedule`], [`HyperParamFunc`], [`StatMonitorParam`],
+//! [`HumanHyperParam`]), [`EarlyStopping`], [`TerminateOnNaN`],
+//! [`ThroughputTracker`], [`HostMemoryTracker`] and [`StepWatchdog`]; the
+//! [`TensorBoard`] event writer is a monitor ([`Trainer::add_monitor`]) that
+//! also writes the images of [`Context::put_image`].
 
 mod callback;
+mod callbacks;
 mod checkpoint;
 mod context;
 mod cstr;
 mod dataflow;
 mod error;
+mod inference;
 mod model;
 pub mod nn;
 pub mod ops;
@@ -77,6 +88,10 @@ mod tensor;
 mod trainer;
 
 pub use callback::{Callback, CallbackBuilder, Event, Events, Flow, IntoCallback, Record, RecordKind};
+pub use callbacks::{
+    EarlyStopping, HostMemoryTracker, HumanHyperParam, HyperParamFunc, StatMonitorParam, StepWatchdog, TensorBoard,
+    TerminateOnNaN, ThroughputTracker,
+};
 pub use checkpoint::{BestSaver, HyperParamSchedule, ModelSaver, RestoreOptions};
 pub use context::{Context, HookedContext, Scalar, StepContext};
 pub use dataflow::{
@@ -84,6 +99,7 @@ pub use dataflow::{
     Source, StatefulSource,
 };
 pub use error::{Code, Error, Result};
+pub use inference::{ClassificationError, InferenceRunner, Inferencer, InferencerBuilder, IntoInferencer, ScalarStats};
 pub use model::{
     manual_seed, Init, Input, InputSpec, Model, Optimizer, TorchScriptParam, Tower, VariableOptions, END_OF_DATA,
 };

@@ -524,7 +524,7 @@ impl<'a> Trainer<'a> {
     }
 
     /// Registers a monitor: a callback registered after all others that also
-    /// receives [`Event::Record`](crate::Event::Record) for each scalar put
+    /// receives [`Event::Record`](crate::Event::Record) for each scalar and image put
     /// (`tpt_trainer_add_monitor`). Takes what
     /// [`add_callback`](Self::add_callback) takes.
     pub fn add_monitor(&mut self, monitor: impl IntoCallback<'a>) -> Result<()> {

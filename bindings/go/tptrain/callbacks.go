@@ -1,0 +1,238 @@
+package tptrain
+
+// The library's callbacks that are not in a section of their own:
+// hyper-parameter setters (next to ScheduledHyperParam in the header) and
+// the header section "More callbacks" (early stopping, TerminateOnNaN,
+// throughput, the step watchdog, host memory). Each returns a new *Callback
+// for AddCallback or TrainConfig.Callbacks.
+
+/*
+#include <stdlib.h>
+#include <tptrain.h>
+#include "trampoline.h"
+*/
+import "C"
+
+import (
+	"time"
+	"unsafe"
+)
+
+// ---- Hyper-parameter setters.
+
+// hyperParamFunc is what the hyper-parameter trampoline finds behind its
+// handle.
+type hyperParamFunc struct {
+	where string // for panics: "HyperParamSetterWithFunc(learning_rate)"
+	fn    func(epoch int64, current float64) (float64, error)
+	st    *stash
+}
+
+// HyperParamFunc makes tensorpack's HyperParamSetterWithFunc
+// (tpt_callback_hyperparam_func): in BEFORE_TRAIN and after each epoch it
+// sets the optimizer's hyper-parameter param to fn(epoch, current), where
+// epoch is the number of finished epochs (StartingEpoch-1 in BEFORE_TRAIN,
+// so a resumed run follows the function) and current the value in force.
+// fn runs on the goroutine of Run; an error it returns fails training and
+// Run returns that very value; a panic makes Run panic again with the same
+// value. It keeps a reference to the optimizer.
+func HyperParamFunc(opt *Optimizer, param string, fn func(epoch int64, current float64) (float64, error)) (*Callback, error) {
+	if fn == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "HyperParamFunc: fn is nil"}
+	}
+	ptr, err := opt.lock("HyperParamFunc")
+	if err != nil {
+		return nil, err
+	}
+	defer opt.mu.Unlock()
+	name := "HyperParamSetterWithFunc(" + param + ")"
+	f := &hyperParamFunc{where: name, fn: fn, st: &stash{}}
+	h := newHandle(f)
+	cparam := C.CString(param)
+	defer C.free(unsafe.Pointer(cparam))
+	var out *C.tpt_callback
+	// The library deletes h (also when this fails).
+	if err := statusError(C.tptgo_callback_hyperparam_func(&out, ptr, cparam, C.uintptr_t(h))); err != nil {
+		return nil, err
+	}
+	// The trainer that takes the callback consults the stash in Run.
+	return newCallback(out, []*hostFunc{{name: name, stashes: []*stash{f.st}}}, name), nil
+}
+
+// StatMonitorOptions are the options of StatMonitorParam
+// (tpt_stat_monitor_options). The zero value is the defaults: compare the
+// last 5 values, threshold 0, lower is better, multiply by 0.1, no limit.
+type StatMonitorOptions struct {
+	// LastK is how many values are compared, >= 2; 0 means 5.
+	LastK int64
+	// Threshold an improvement must exceed, >= 0.
+	Threshold float64
+	// Maximize: the stat should grow (tensorpack's reverse).
+	Maximize bool
+	// Factor is what the value is multiplied by, > 0; 0 means 0.1.
+	Factor float64
+	// Limit is a bound the value never passes: a floor when Factor < 1, a
+	// ceiling when Factor > 1; 0 means no limit.
+	Limit float64
+}
+
+// StatMonitorParam makes tensorpack's StatMonitorParamSetter (reduce on
+// plateau; tpt_callback_stat_monitor_param): after each epoch it takes the
+// newest value of the scalar stat (a step it has already seen is skipped)
+// into a window of the last LastK values; when the window is full and its
+// first value was not beaten by more than Threshold, it multiplies the
+// optimizer's hyper-parameter param by Factor and empties the window. The
+// window is kept in checkpoints. Register it after the callback that puts
+// stat.
+func StatMonitorParam(opt *Optimizer, param, stat string, o StatMonitorOptions) (*Callback, error) {
+	ptr, err := opt.lock("StatMonitorParam")
+	if err != nil {
+		return nil, err
+	}
+	defer opt.mu.Unlock()
+	c := C.tpt_stat_monitor_options{version: C.TPT_STAT_MONITOR_OPTIONS_VERSION, last_k: 5,
+		threshold: C.double(o.Threshold), maximize: cBool(o.Maximize), factor: 0.1, limit: C.double(o.Limit)}
+	if o.LastK != 0 {
+		c.last_k = C.int64_t(o.LastK)
+	}
+	if o.Factor != 0 {
+		c.factor = C.double(o.Factor)
+	}
+	cparam := C.CString(param)
+	defer C.free(unsafe.Pointer(cparam))
+	cstat := C.CString(stat)
+	defer C.free(unsafe.Pointer(cstat))
+	var out *C.tpt_callback
+	if err := statusError(C.tpt_callback_stat_monitor_param(&out, ptr, cparam, cstat, &c)); err != nil {
+		return nil, err
+	}
+	return newCallback(out, nil, "StatMonitorParamSetter("+param+")"), nil
+}
+
+// HumanHyperParam makes tensorpack's HumanHyperParamSetter
+// (tpt_callback_human_hyperparam): in BEFORE_TRAIN and after each epoch it
+// reads file, lines of the form name:value, and sets the optimizer's
+// hyper-parameter param to its value there. file "" means "hyper.txt"; a
+// relative name is in the log directory. A missing file or name changes
+// nothing; a line that does not parse is logged and skipped. Edit the file
+// while training runs to change the learning rate by hand.
+func HumanHyperParam(opt *Optimizer, param, file string) (*Callback, error) {
+	ptr, err := opt.lock("HumanHyperParam")
+	if err != nil {
+		return nil, err
+	}
+	defer opt.mu.Unlock()
+	cparam := C.CString(param)
+	defer C.free(unsafe.Pointer(cparam))
+	var cfile *C.char
+	if file != "" {
+		cfile = C.CString(file)
+		defer C.free(unsafe.Pointer(cfile))
+	}
+	var out *C.tpt_callback
+	if err := statusError(C.tpt_callback_human_hyperparam(&out, ptr, cparam, cfile)); err != nil {
+		return nil, err
+	}
+	return newCallback(out, nil, "HumanHyperParamSetter("+param+")"), nil
+}
+
+// ---- More callbacks.
+
+// EarlyStoppingOptions are the options of EarlyStopping
+// (tpt_early_stopping_options). The zero value is the defaults: a patience
+// of 3, any improvement counts, lower is better.
+type EarlyStoppingOptions struct {
+	// Patience is how many new values without an improvement end
+	// training, >= 1; 0 means 3.
+	Patience int64
+	// MinDelta: an improvement is by more than this, >= 0.
+	MinDelta float64
+	// Maximize: higher is better.
+	Maximize bool
+}
+
+// EarlyStopping makes an early-stopping callback (Keras' EarlyStopping;
+// tpt_callback_early_stopping): after each epoch it reads the newest value
+// of the scalar stat (a step it has already seen does not count; a stat
+// never put is a warning). After Patience new values without an improvement
+// on the best by more than MinDelta, training stops gracefully: Run returns
+// nil and StopReason names the stat, its best value and the step of the
+// best. Its best value and count are kept in checkpoints. Register it after
+// the callback that puts stat.
+func EarlyStopping(stat string, o EarlyStoppingOptions) (*Callback, error) {
+	c := C.tpt_early_stopping_options{version: C.TPT_EARLY_STOPPING_OPTIONS_VERSION, patience: 3,
+		min_delta: C.double(o.MinDelta), maximize: cBool(o.Maximize)}
+	if o.Patience != 0 {
+		c.patience = C.int64_t(o.Patience)
+	}
+	cstat := C.CString(stat)
+	defer C.free(unsafe.Pointer(cstat))
+	var out *C.tpt_callback
+	if err := statusError(C.tpt_callback_early_stopping(&out, cstat, &c)); err != nil {
+		return nil, err
+	}
+	return newCallback(out, nil, "EarlyStopping("+stat+")"), nil
+}
+
+// TerminateOnNaN makes tensorpack's TerminateOnNaN
+// (tpt_callback_terminate_on_nan): after every hooked step it checks the
+// step's scalar outputs named in outputs (none: "cost") and stops training
+// gracefully when one is NaN or infinite, with a reason naming it and the
+// step. It comes before any checkpoint of that step, and a ModelSaver never
+// writes variables that are not finite, so the last checkpoint is a good
+// one.
+func TerminateOnNaN(outputs ...string) (*Callback, error) {
+	cs, free := cStrings(outputs)
+	defer free()
+	var out *C.tpt_callback
+	if err := statusError(C.tpt_callback_terminate_on_nan(&out, firstString(cs), C.size_t(len(cs)))); err != nil {
+		return nil, err
+	}
+	return newCallback(out, nil, "TerminateOnNaN"), nil
+}
+
+// ThroughputTracker makes tensorpack's ThroughputTracker
+// (tpt_callback_throughput): it times the steps of each epoch (without the
+// epoch's callbacks) and at every TRIGGER puts the scalar
+// "Throughput (steps/sec)", or with samplesPerStep > 0
+// "Throughput (samples/sec)", over the steps since the last trigger.
+func ThroughputTracker(samplesPerStep int64) (*Callback, error) {
+	var out *C.tpt_callback
+	if err := statusError(C.tpt_callback_throughput(&out, C.int64_t(samplesPerStep))); err != nil {
+		return nil, err
+	}
+	return newCallback(out, nil, "ThroughputTracker"), nil
+}
+
+// StepWatchdog makes a step watchdog (tensorpack's SessionRunTimeout, for a
+// whole step; tpt_callback_step_watchdog): a thread of its own watches each
+// step (run_step with its wait for input, and the per-step callbacks). A
+// step still running after timeout is logged as an error at once and a stop
+// is requested; when the step returns, training fails with an *Error of
+// CodeTimeout (errors.Is(err, ErrTimeout)) naming the step and its time. A
+// step that never returns cannot be interrupted: the log line then says
+// why. timeout must be > 0.
+func StepWatchdog(timeout time.Duration) (*Callback, error) {
+	if timeout <= 0 {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "StepWatchdog: the timeout must be > 0, got " + timeout.String()}
+	}
+	var out *C.tpt_callback
+	if err := statusError(C.tpt_callback_step_watchdog(&out, C.double(timeout.Seconds()))); err != nil {
+		return nil, err
+	}
+	return newCallback(out, nil, "StepWatchdog"), nil
+}
+
+// HostMemoryTracker makes tensorpack's HostMemoryTracker
+// (tpt_callback_host_memory): it logs the host's available memory in SETUP
+// and BEFORE_TRAIN, and at every TRIGGER puts the scalars
+// "HostFreeMemory (GB)" (the kernel's MemAvailable) and
+// "HostResidentMemory (MB)" (this process's resident set). Linux only:
+// elsewhere an *Error of CodeUnsupported.
+func HostMemoryTracker() (*Callback, error) {
+	var out *C.tpt_callback
+	if err := statusError(C.tpt_callback_host_memory(&out)); err != nil {
+		return nil, err
+	}
+	return newCallback(out, nil, "HostMemoryTracker"), nil
+}

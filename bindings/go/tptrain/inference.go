@@ -1,0 +1,270 @@
+package tptrain
+
+// Inference during training: the header section of that name. An
+// InferenceRunner makes one pass of a dataflow through the model's
+// inference tower at every TRIGGER, and its inferencers turn the outputs
+// into scalars (tensorpack's InferenceRunner and Inferencer).
+
+/*
+#include <stdlib.h>
+#include <tptrain.h>
+#include "trampoline.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"strconv"
+	"unsafe"
+)
+
+// Inferencer turns the outputs of the inference tower over one pass of an
+// InferenceRunner into scalars (tpt_inferencer): ScalarStats,
+// ClassificationError, or Go functions (NewInferencer).
+// NewInferenceRunnerWith takes it over; Close releases one that was never
+// given to a runner.
+type Inferencer struct {
+	handle[C.tpt_inferencer]
+	fn   *inferencerFunc // NewInferencer's; nil for the library's own
+	name string
+}
+
+// InferencerFuncs are the functions of an inferencer written in Go
+// (tpt_inferencer_desc), for NewInferencer. In each pass of the runner,
+// Before runs, then OnOutputs once per batch, then After. They run on the
+// goroutine of Run, inside the runner's callback.
+//
+// Each returns nil, Stop(reason) to end training gracefully, or an error
+// that fails training: Run returns that very value. A panic fails training
+// too, and Run panics again with the same value once training has ended.
+// The Tensors a function makes go when it returns, as in callbacks (Keep one
+// to hold it longer).
+type InferencerFuncs struct {
+	// Name is for errors; "" means "inferencer".
+	Name string
+	// Outputs are the names of the tower's outputs that OnOutputs gets, in
+	// this order (the cost is "cost").
+	Outputs []string
+	// Before starts a pass, e.g. by resetting sums; nil: nothing.
+	Before func() error
+	// OnOutputs gets the outputs of one batch, in the order of Outputs,
+	// and the batch's rows (its first dimension). The tensors are lent for
+	// the call only (Keep one to hold it longer). Required.
+	OnOutputs func(outputs []*Tensor, rows int64) error
+	// After ends the pass and puts its results with ctx.PutScalar; nil:
+	// nothing.
+	After func(ctx *Context) error
+}
+
+// inferencerFunc is what the inferencer trampolines find behind their
+// handle.
+type inferencerFunc struct {
+	name string
+	fns  InferencerFuncs
+	st   *stash
+	// The runner's, set when a runner takes the inferencer: its ctx (set
+	// when a trainer takes the runner) is the Context that After gets.
+	owner *hostFunc
+}
+
+func (f *inferencerFunc) where(fn string) string {
+	return "inferencer '" + f.name + "' " + fn
+}
+
+// NewInferencer makes an inferencer of Go functions (tpt_inferencer_new,
+// tensorpack's Inferencer). Give it to NewInferenceRunnerWith.
+func NewInferencer(fns InferencerFuncs) (*Inferencer, error) {
+	if fns.OnOutputs == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "NewInferencer: InferencerFuncs.OnOutputs is nil"}
+	}
+	name := fns.Name
+	var cname *C.char
+	if name != "" {
+		cname = C.CString(name)
+		defer C.free(unsafe.Pointer(cname))
+	} else {
+		name = "inferencer"
+	}
+	fns.Outputs = append([]string(nil), fns.Outputs...)
+	cs, free := cStrings(fns.Outputs)
+	defer free()
+	f := &inferencerFunc{name: name, fns: fns, st: &stash{}}
+	h := newHandle(f)
+	var out *C.tpt_inferencer
+	// The library deletes h (also when this fails).
+	st := C.tptgo_inferencer_new(&out, cname, firstString(cs), C.size_t(len(cs)),
+		cBool(fns.Before != nil), cBool(fns.After != nil), C.uintptr_t(h))
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newInferencer(out, f, name), nil
+}
+
+func newInferencer(ptr *C.tpt_inferencer, f *inferencerFunc, name string) *Inferencer {
+	inf := &Inferencer{fn: f, name: name}
+	inf.ptr = ptr
+	runtime.SetFinalizer(inf, (*Inferencer).Close)
+	return inf
+}
+
+// NoPrefix as the prefix of ScalarStats names each scalar after its output
+// alone. (No C string holds a NUL, so it is no prefix one could mean.)
+const NoPrefix = "\x00"
+
+// ScalarStats makes tensorpack's ScalarStats (tpt_inferencer_scalar_stats):
+// for each name in outputs, the mean over the pass as the scalar
+// "<prefix>_<name>". prefix "" means "validation"; NoPrefix makes the
+// scalar just "<name>". An output of one element per batch is weighted by
+// the batch's rows, one of one element per row is averaged over rows.
+func ScalarStats(prefix string, outputs ...string) (*Inferencer, error) {
+	if len(outputs) == 0 {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "ScalarStats: no outputs (name at least one)"}
+	}
+	var cprefix *C.char
+	switch prefix {
+	case "":
+	case NoPrefix:
+		cprefix = C.CString("")
+		defer C.free(unsafe.Pointer(cprefix))
+	default:
+		cprefix = C.CString(prefix)
+		defer C.free(unsafe.Pointer(cprefix))
+	}
+	cs, free := cStrings(outputs)
+	defer free()
+	var out *C.tpt_inferencer
+	if err := statusError(C.tpt_inferencer_scalar_stats(&out, firstString(cs), C.size_t(len(cs)), cprefix)); err != nil {
+		return nil, err
+	}
+	return newInferencer(out, nil, "ScalarStats"), nil
+}
+
+// ClassificationErrorOptions are the options of ClassificationError; the
+// zero value is the defaults.
+type ClassificationErrorOptions struct {
+	// WrongOutput is the tower's output of one 0/1 value per row (1: the
+	// row is wrong); "" means "wrong", the name Wrong's result usually has.
+	WrongOutput string
+	// SummaryName is the scalar's name; "" means "validation_error".
+	SummaryName string
+}
+
+// ClassificationError makes tensorpack's ClassificationError
+// (tpt_inferencer_classification_error): the scalar SummaryName is the
+// wrong rows over all rows of the pass, whatever the batch sizes.
+func ClassificationError(o ClassificationErrorOptions) (*Inferencer, error) {
+	var wrong, summary *C.char
+	if o.WrongOutput != "" {
+		wrong = C.CString(o.WrongOutput)
+		defer C.free(unsafe.Pointer(wrong))
+	}
+	if o.SummaryName != "" {
+		summary = C.CString(o.SummaryName)
+		defer C.free(unsafe.Pointer(summary))
+	}
+	var out *C.tpt_inferencer
+	if err := statusError(C.tpt_inferencer_classification_error(&out, wrong, summary)); err != nil {
+		return nil, err
+	}
+	return newInferencer(out, nil, "ClassificationError"), nil
+}
+
+// Close releases an inferencer that was not given to a runner
+// (tpt_inferencer_free); its Go functions are released with it. It is
+// idempotent, does nothing to an inferencer given away, and always returns
+// nil.
+func (inf *Inferencer) Close() error {
+	if inf == nil {
+		return nil
+	}
+	if inf.release(func(p *C.tpt_inferencer) { C.tpt_inferencer_free(p) }) {
+		runtime.SetFinalizer(inf, nil)
+	}
+	return nil
+}
+
+// take hands the inferencer over: the caller owns the handle from now on.
+func (inf *Inferencer) take(who string) (*C.tpt_inferencer, *inferencerFunc, error) {
+	if inf == nil {
+		return nil, nil, &Error{Code: CodeInvalidArgument, Message: who + " is nil"}
+	}
+	inf.mu.Lock()
+	defer inf.mu.Unlock()
+	if inf.ptr == nil {
+		return nil, nil, &Error{Code: CodeInvalidArgument,
+			Message: who + ": the Inferencer '" + inf.name + "' was closed or already given away"}
+	}
+	ptr := inf.ptr
+	inf.ptr = nil
+	runtime.SetFinalizer(inf, nil)
+	return ptr, inf.fn, nil
+}
+
+// NewInferenceRunnerWith makes tensorpack's InferenceRunner with the given
+// inferencers (tpt_inference_runner): at every TRIGGER (after each epoch;
+// wrap it in PeriodicTrigger to run it every k steps or epochs) it makes one
+// pass of df (batches in signature order; it must be finite) through the
+// model's inference tower, and each inferencer puts its scalars, which
+// monitors, MinSaver, MaxSaver, StatMonitorParam and EarlyStopping read. It
+// takes the inferencers over, also when it fails, and keeps references to
+// model and df (which it consumes); the caller still owns both. The runner
+// is chief-only. Give the callback to a trainer (AddCallback, TrainConfig).
+func NewInferenceRunnerWith(model *Model, df *DataFlow, inferencers ...*Inferencer) (*Callback, error) {
+	const who = "NewInferenceRunnerWith"
+	// Take them all first: they are released whatever happens.
+	ptrs := make([]*C.tpt_inferencer, 0, len(inferencers))
+	var fns []*inferencerFunc
+	var firstErr error
+	for i, inf := range inferencers {
+		ptr, f, err := inf.take(who + ": inferencers[" + strconv.Itoa(i) + "]")
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		ptrs = append(ptrs, ptr)
+		if f != nil {
+			fns = append(fns, f)
+		}
+	}
+	freeAll := func() {
+		for _, p := range ptrs {
+			C.tpt_inferencer_free(p)
+		}
+	}
+	if firstErr != nil {
+		freeAll()
+		return nil, firstErr
+	}
+	mptr, err := model.rlock(who)
+	if err != nil {
+		freeAll()
+		return nil, err
+	}
+	defer model.mu.RUnlock()
+	dptr, err := df.lock(who)
+	if err != nil {
+		freeAll()
+		return nil, err
+	}
+	defer df.mu.Unlock()
+	var first **C.tpt_inferencer
+	if len(ptrs) > 0 {
+		first = &ptrs[0]
+	}
+	var out *C.tpt_callback
+	// Go memory holding C pointers only; the library takes every inferencer
+	// (also when it fails).
+	st := C.tpt_inference_runner(&out, mptr, dptr, first, C.size_t(len(ptrs)))
+	runtime.KeepAlive(model)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	f := &hostFunc{name: "InferenceRunner", stashes: append([]*stash{model.st}, df.stashes...)}
+	for _, fn := range fns {
+		fn.owner = f
+		f.stashes = append(f.stashes, fn.st)
+	}
+	return newCallback(out, []*hostFunc{f}, "InferenceRunner"), nil
+}

@@ -1,0 +1,277 @@
+// tensorpack's TFEventWriter: scalars and images in a TensorFlow event file
+// that TensorBoard reads. The few protobuf fields (Event, Summary, Image,
+// SessionLog) are encoded by hand, the TFRecord framing carries CRC32C
+// checksums computed here, and images are PNG through zlib (already linked
+// for LibTorch's archives): no protobuf or TensorFlow library is needed.
+// docs/monitors.md gives the format.
+#include <ATen/core/Tensor.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/callback.hpp"
+#include "core/error.hpp"
+#include "core/trainer.hpp"
+
+namespace tpt {
+
+namespace {
+
+// CRC32C (Castagnoli, reflected polynomial 0x82F63B78), a table at a time.
+const std::array<uint32_t, 256> &crc32c_table() {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  return table;
+}
+
+uint32_t crc32c(const uint8_t *p, size_t n) {
+  const auto &t = crc32c_table();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) c = t[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+// TFRecord's masked CRC: rotate right by 15 and add a constant.
+uint32_t masked_crc(const uint8_t *p, size_t n) {
+  uint32_t c = crc32c(p, n);
+  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+// Protobuf wire format, the parts an Event needs.
+class Proto {
+ public:
+  void varint(uint64_t v) {
+    while (v >= 0x80) {
+      b_.push_back(static_cast<uint8_t>(v | 0x80));
+      v >>= 7;
+    }
+    b_.push_back(static_cast<uint8_t>(v));
+  }
+  void tag(int field, int wire) { varint(static_cast<uint64_t>(field) << 3 | static_cast<uint64_t>(wire)); }
+  void int_field(int field, int64_t v) {
+    tag(field, 0);
+    varint(static_cast<uint64_t>(v));
+  }
+  void double_field(int field, double v) {
+    tag(field, 1);
+    uint64_t u;
+    std::memcpy(&u, &v, 8);
+    for (int i = 0; i < 8; ++i) b_.push_back(static_cast<uint8_t>(u >> (8 * i)));
+  }
+  void float_field(int field, float v) {
+    tag(field, 5);
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    for (int i = 0; i < 4; ++i) b_.push_back(static_cast<uint8_t>(u >> (8 * i)));
+  }
+  void bytes_field(int field, const void *p, size_t n) {
+    tag(field, 2);
+    varint(n);
+    const auto *c = static_cast<const uint8_t *>(p);
+    b_.insert(b_.end(), c, c + n);
+  }
+  void string_field(int field, const std::string &s) { bytes_field(field, s.data(), s.size()); }
+  void message_field(int field, const Proto &m) { bytes_field(field, m.b_.data(), m.b_.size()); }
+  const std::vector<uint8_t> &bytes() const { return b_; }
+
+ private:
+  std::vector<uint8_t> b_;
+};
+
+void put_be32(std::vector<uint8_t> &out, uint32_t v) {
+  for (int i = 3; i >= 0; --i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+void png_chunk(std::vector<uint8_t> &out, const char type[4], const std::vector<uint8_t> &data) {
+  put_be32(out, static_cast<uint32_t>(data.size()));
+  size_t start = out.size();
+  out.insert(out.end(), type, type + 4);
+  out.insert(out.end(), data.begin(), data.end());
+  uLong c = crc32(0L, Z_NULL, 0);
+  c = crc32(c, out.data() + start, static_cast<uInt>(out.size() - start));
+  put_be32(out, static_cast<uint32_t>(c));
+}
+
+// One H x W x C uint8 image (C = 1, 3 or 4) as a PNG file's bytes.
+std::vector<uint8_t> encode_png(const uint8_t *pixels, int64_t h, int64_t w, int64_t c) {
+  if (h <= 0 || w <= 0 || h > (1 << 24) || w > (1 << 24) || (c != 1 && c != 3 && c != 4))
+    invalid_argument("a PNG image needs H, W >= 1 and 1, 3 or 4 channels");
+  std::vector<uint8_t> raw;
+  const size_t row = static_cast<size_t>(w * c);
+  raw.reserve(static_cast<size_t>(h) * (row + 1));
+  for (int64_t y = 0; y < h; ++y) {
+    raw.push_back(0);  // filter: none
+    raw.insert(raw.end(), pixels + static_cast<size_t>(y) * row, pixels + static_cast<size_t>(y + 1) * row);
+  }
+  uLongf zlen = compressBound(static_cast<uLong>(raw.size()));
+  std::vector<uint8_t> z(zlen);
+  if (compress2(z.data(), &zlen, raw.data(), static_cast<uLong>(raw.size()), 6) != Z_OK)
+    fail(TPT_ERR_OUT_OF_MEMORY, "zlib could not compress a PNG image");
+  z.resize(zlen);
+  std::vector<uint8_t> out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  std::vector<uint8_t> ihdr;
+  put_be32(ihdr, static_cast<uint32_t>(w));
+  put_be32(ihdr, static_cast<uint32_t>(h));
+  ihdr.push_back(8);                                     // bit depth
+  ihdr.push_back(c == 1 ? 0 : c == 3 ? 2 : 6);           // grey, RGB, RGBA
+  ihdr.push_back(0), ihdr.push_back(0), ihdr.push_back(0);  // deflate, no filter method, no interlace
+  png_chunk(out, "IHDR", ihdr);
+  png_chunk(out, "IDAT", z);
+  png_chunk(out, "IEND", {});
+  return out;
+}
+
+double wall_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+class TensorBoardWriter final : public Callback {
+ public:
+  explicit TensorBoardWriter(std::string dir) : Callback("TFEventWriter", false), dir_(std::move(dir)) {}
+  ~TensorBoardWriter() override { close(); }
+  uint32_t events() const override {
+    return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER_EPOCH | TPT_EVENT_AFTER_TRAIN | TPT_EVENT_RECORD;
+  }
+  void on_event(Trainer &t, tpt_event e, const Record *r) override {
+    switch (e) {
+      case TPT_EVENT_BEFORE_TRAIN: open(t); break;
+      case TPT_EVENT_RECORD:
+        if (f_) record(t, *r);
+        break;
+      case TPT_EVENT_TRIGGER_EPOCH: flush(t); break;  // tensorpack flushes on every trigger
+      case TPT_EVENT_AFTER_TRAIN:
+        flush(t);
+        close();
+        break;
+      default: break;
+    }
+  }
+
+ private:
+  void open(Trainer &t) {
+    close();
+    std::string dir = dir_.empty() ? (t.has_logdir() ? t.logdir() : "") : dir_;
+    if (dir.empty()) return;  // tensorpack: no logger dir, a NoOpMonitor
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    char host[256] = "localhost";
+    if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "localhost");
+    host[sizeof host - 1] = '\0';
+    long long now = static_cast<long long>(wall_time());
+    std::string base = dir + "/events.out.tfevents." + std::to_string(now) + "." + host;
+    path_ = base;
+    for (int k = 1; std::filesystem::exists(path_, ec); ++k) path_ = base + "." + std::to_string(k);
+    f_ = std::fopen(path_.c_str(), "wbx");
+    if (!f_) fail(TPT_ERR_IO, "TFEventWriter: cannot create " + path_ + ": " + std::strerror(errno));
+    failed_ = false;
+    Proto ev;
+    ev.double_field(1, wall_time());
+    ev.string_field(3, "brain.Event:2");
+    write(t, ev);
+    if (t.resume_checkpoint()) {
+      // SessionLog START: TensorBoard drops what the interrupted run wrote
+      // at this step and after (it keeps steps below the event's).
+      Proto log, start;
+      log.int_field(1, 1);  // status START
+      start.double_field(1, wall_time());
+      start.int_field(2, t.global_step() + 1);
+      start.message_field(6, log);
+      write(t, start);
+    }
+    flush(t);
+    t.log().info("TFEventWriter: writing " + path_);
+  }
+
+  void record(Trainer &t, const Record &r) {
+    Proto summary;
+    if (r.kind == TPT_RECORD_SCALAR) {
+      Proto value;
+      value.string_field(1, *r.name);
+      value.float_field(2, static_cast<float>(r.value));
+      summary.message_field(1, value);
+    } else if (r.kind == TPT_RECORD_IMAGE && r.image) {
+      const at::Tensor &img = *r.image;  // uint8 N x H x W x C, contiguous (tpt_trainer_put_image)
+      const int64_t n = img.size(0), h = img.size(1), w = img.size(2), c = img.size(3);
+      const auto *p = static_cast<const uint8_t *>(img.data_ptr());
+      for (int64_t k = 0; k < n; ++k) {
+        std::vector<uint8_t> png = encode_png(p + k * h * w * c, h, w, c);
+        Proto image, value;
+        image.int_field(1, h);
+        image.int_field(2, w);
+        image.int_field(3, c);
+        image.bytes_field(4, png.data(), png.size());
+        value.string_field(1, n == 1 ? *r.name : *r.name + "/" + std::to_string(k));
+        value.message_field(4, image);
+        summary.message_field(1, value);
+      }
+    } else {
+      return;
+    }
+    Proto ev;
+    ev.double_field(1, wall_time());
+    ev.int_field(2, r.global_step);
+    ev.message_field(5, summary);
+    write(t, ev);
+  }
+
+  // One TFRecord: length, its masked CRC, the data, the data's masked CRC.
+  void write(Trainer &t, const Proto &ev) {
+    if (!f_ || failed_) return;
+    const std::vector<uint8_t> &d = ev.bytes();
+    uint8_t head[12];
+    uint64_t len = d.size();
+    for (int i = 0; i < 8; ++i) head[i] = static_cast<uint8_t>(len >> (8 * i));
+    uint32_t lc = masked_crc(head, 8);
+    for (int i = 0; i < 4; ++i) head[8 + i] = static_cast<uint8_t>(lc >> (8 * i));
+    uint32_t dc = masked_crc(d.data(), d.size());
+    uint8_t tail[4];
+    for (int i = 0; i < 4; ++i) tail[i] = static_cast<uint8_t>(dc >> (8 * i));
+    if (std::fwrite(head, 1, 12, f_) != 12 || std::fwrite(d.data(), 1, d.size(), f_) != d.size() ||
+        std::fwrite(tail, 1, 4, f_) != 4)
+      io_error(t);
+  }
+
+  void flush(Trainer &t) {
+    if (f_ && !failed_ && std::fflush(f_) != 0) io_error(t);
+  }
+
+  // Like tensorpack's ModelSaver with IO errors: logged once, training goes on.
+  void io_error(Trainer &t) {
+    if (failed_) return;
+    failed_ = true;
+    t.log().error("TFEventWriter: cannot write " + path_ + ": " + std::strerror(errno) +
+                  "; no more events are written to it");
+  }
+
+  void close() {
+    if (f_) std::fclose(f_);
+    f_ = nullptr;
+  }
+
+  std::string dir_, path_;
+  std::FILE *f_ = nullptr;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Callback> make_tensorboard_writer(std::string dir) {
+  return std::make_unique<TensorBoardWriter>(std::move(dir));
+}
+
+}  // namespace tpt
