@@ -784,7 +784,7 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_put_image(tpt_trainer *trainer, co
  * flushed after each epoch and at the end; a resumed run starts a new file
  * with a SessionLog START event, so TensorBoard drops what the interrupted
  * run wrote after its checkpoint. Built in with default_monitors and a log
- * directory; add this one for another directory. docs/monitors.md has the
+ * directory; add this one for another directory. docs/callbacks.md has the
  * format. The caller owns *out. */
 TPT_API TPT_NODISCARD tpt_status *tpt_monitor_tensorboard(tpt_callback **out, const char *dir);
 

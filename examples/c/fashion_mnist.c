@@ -6,12 +6,17 @@
  * them by 128; the trainer wraps it in a queue input, so a background thread
  * prepares batches while the model trains. After each epoch an inference
  * runner measures accuracy and cost on the 10,000 test images
- * (validation_accuracy and validation_cost in stats.json).
+ * (validation_accuracy and validation_cost in stats.json and TensorBoard's
+ * event file), a ModelSaver checkpoints the whole training (also every 200
+ * steps) and a MaxSaver keeps the best one as max-validation_accuracy.
+ * Run it again on the same LOGDIR and it goes on exactly where the last run
+ * stopped (killed mid-epoch included).
  *
  * The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
  * max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
  * each conv and fc0; softmax cross-entropy (the validation "cost").
- * Adam at 1e-3, times 0.6 after each epoch from the third.
+ * Adam at 1e-3, times 0.6 after each epoch from the second on
+ * (ScheduledHyperParamSetter).
  *
  *   build/examples/fashion_mnist [LOGDIR] [DATA_DIR] [EPOCHS]
  *     (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 5)
@@ -49,21 +54,6 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
   return tpt_tower_set_cost(tw, cost);
 }
 
-/* After each epoch from the second on: learning rate times 0.6. */
-static tpt_status *schedule(tpt_trainer *trainer, tpt_event event, const tpt_record *record, void *user_data) {
-  (void)event;
-  (void)record;
-  int64_t epoch = 0;
-  double lr = 0;
-  TPT_RETURN_IF_ERROR(tpt_trainer_epoch_num(&epoch, trainer));
-  TPT_RETURN_IF_ERROR(tpt_optimizer_get(&lr, user_data, "learning_rate"));
-  if (epoch >= 2) {
-    lr *= 0.6;
-    TPT_RETURN_IF_ERROR(tpt_optimizer_set(user_data, "learning_rate", lr));
-  }
-  return tpt_trainer_put_scalar(trainer, "learning_rate", lr);
-}
-
 /* Images normalised to [-1, 1], batched; shuffled each epoch for training. */
 static tpt_dataflow *pipeline(const char *dir, const char *split, int train) {
   tpt_dataflow *raw = NULL, *norm = NULL, *batched = NULL;
@@ -94,35 +84,48 @@ int main(int argc, char **argv) {
 
   tpt_dataflow *train = pipeline(dir, "train", 1), *test = pipeline(dir, "test", 0);
 
-  tpt_callback *cbs[2] = {NULL, NULL};
+  /* The learning rate: 1e-3, then times 0.6 after each epoch from the 2nd. */
+  tpt_schedule_point lr[64] = {{0, 1e-3}};
+  size_t n_lr = 1;
+  for (int64_t e = 2; e <= epochs && n_lr < 64; ++e, ++n_lr) lr[n_lr] = (tpt_schedule_point){e, lr[n_lr - 1].value * 0.6};
+
+  tpt_callback *cbs[4] = {NULL};
   const char *outputs[] = {"accuracy", "cost"};
   TPT_CHECK_OR_DIE(tpt_inference_runner_new(&cbs[0], model, test, outputs, 2));
-  tpt_callback_desc desc = TPT_CALLBACK_DESC_INIT;
-  desc.name = "lr_schedule";
-  desc.events = TPT_EVENT_TRIGGER;
-  desc.fn = schedule;
-  desc.user_data = adam;
-  TPT_CHECK_OR_DIE(tpt_callback_new(&cbs[1], &desc));
+  TPT_CHECK_OR_DIE(tpt_callback_scheduled_hyperparam(&cbs[1], adam, "learning_rate", lr, n_lr, 0));
+  tpt_model_saver_options saver = TPT_MODEL_SAVER_OPTIONS_INIT;
+  saver.every_k_steps = 200;
+  TPT_CHECK_OR_DIE(tpt_callback_model_saver(&cbs[2], &saver));
+  TPT_CHECK_OR_DIE(tpt_callback_max_saver(&cbs[3], "validation_accuracy", NULL, NULL));
 
   tpt_trainer_options opts = TPT_TRAINER_OPTIONS_INIT;
   opts.max_epoch = epochs;
   opts.logdir = logdir;
-  opts.logdir_action = TPT_LOGDIR_DELETE;
+  opts.logdir_action = TPT_LOGDIR_DELETE; /* a run without checkpoints starts afresh */
+  opts.auto_resume = 1;                   /* one with checkpoints goes on from the latest */
   tpt_train_config config = TPT_TRAIN_CONFIG_INIT;
   config.options = &opts;
   config.model = model;
   config.dataflow = train; /* wrapped in a queue input */
   config.callbacks = cbs;
-  config.n_callbacks = 2;
+  config.n_callbacks = 4;
   tpt_trainer *trainer = NULL;
   TPT_CHECK_OR_DIE(tpt_trainer_from_config(&trainer, &config));
   TPT_CHECK_OR_DIE(tpt_trainer_run(trainer));
 
   double accuracy = 0;
   int64_t step = 0;
-  TPT_CHECK_OR_DIE(tpt_trainer_scalar_latest(&accuracy, &step, trainer, "validation_accuracy"));
-  printf("test accuracy: %.2f %% on the 10,000 Fashion-MNIST test images (step %lld)\n", 100 * accuracy,
-         (long long)step);
+  tpt_status *st = tpt_trainer_scalar_latest(&accuracy, &step, trainer, "validation_accuracy");
+  if (tpt_status_code(st) == TPT_ERR_NOT_FOUND) { /* resumed after the last epoch: nothing ran */
+    tpt_status_free(st);
+    printf("%s already holds a finished run of %lld epochs: nothing to train (give more EPOCHS, or another LOGDIR)\n",
+           logdir, (long long)epochs);
+    accuracy = 1;
+  } else {
+    TPT_CHECK_OR_DIE(st);
+    printf("test accuracy: %.2f %% on the 10,000 Fashion-MNIST test images (step %lld)\n", 100 * accuracy,
+           (long long)step);
+  }
 
   tpt_trainer_free(trainer);
   tpt_dataflow_free(train);

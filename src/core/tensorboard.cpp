@@ -3,7 +3,7 @@
 // SessionLog) are encoded by hand, the TFRecord framing carries CRC32C
 // checksums computed here, and images are PNG through zlib (already linked
 // for LibTorch's archives): no protobuf or TensorFlow library is needed.
-// docs/monitors.md gives the format.
+// docs/callbacks.md gives the format.
 #include <ATen/core/Tensor.h>
 #include <unistd.h>
 #include <zlib.h>

@@ -8,12 +8,17 @@
 // them by 128; the trainer wraps it in a queue input, so a background thread
 // prepares batches while the model trains. After each epoch an inference
 // runner measures accuracy and cost on the 10,000 test images
-// (validation_accuracy and validation_cost in stats.json).
+// (validation_accuracy and validation_cost in stats.json and TensorBoard's
+// event file), a ModelSaver checkpoints the whole training (also every 200
+// steps) and a MaxSaver keeps the best one as max-validation_accuracy. Run it
+// again on the same LOGDIR and it goes on exactly where the last run stopped
+// (killed mid-epoch included).
 //
 // The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
 // max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
 // each conv and fc0; softmax cross-entropy (the validation "cost").
-// Adam at 1e-3, times 0.6 after each epoch from the third.
+// Adam at 1e-3, times 0.6 after each epoch from the second on
+// (ScheduledHyperParam).
 //
 //	cd examples/go && go run ./fashion_mnist [LOGDIR] [DATA_DIR] [EPOCHS]
 //	  (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 5)
@@ -22,6 +27,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -155,36 +161,41 @@ func run() (float64, error) {
 	}
 	defer test.Close()
 
+	// The learning rate: 1e-3, then times 0.6 after each epoch from the 2nd.
+	lr := []tptrain.SchedulePoint{{At: 0, Value: 1e-3}}
+	for e := int64(2); e <= epochs; e++ {
+		lr = append(lr, tptrain.SchedulePoint{At: e, Value: lr[len(lr)-1].Value * 0.6})
+	}
+	// Callbacks not given to a trainer are the caller's to Close; on these
+	// error paths the process exits anyway.
 	runner, err := tptrain.NewInferenceRunner(model, test, "accuracy", "cost")
 	if err != nil {
 		return 0, err
 	}
-	// After each epoch from the second on: learning rate times 0.6.
-	schedule, err := tptrain.NewCallback("lr_schedule", tptrain.EventTrigger, true,
-		func(ctx *tptrain.Context, _ tptrain.Event, _ *tptrain.Record) error {
-			lr, err := adam.Get("learning_rate")
-			if err != nil {
-				return err
-			}
-			if ctx.EpochNum() >= 2 {
-				lr *= 0.6
-				if err := adam.Set("learning_rate", lr); err != nil {
-					return err
-				}
-			}
-			return ctx.PutScalar("learning_rate", lr)
-		})
+	schedule, err := tptrain.ScheduledHyperParam(adam, "learning_rate", lr, tptrain.ScheduleOptions{})
 	if err != nil {
-		runner.Close()
+		return 0, err
+	}
+	saver, err := tptrain.ModelSaver(tptrain.ModelSaverOptions{EveryKSteps: 200})
+	if err != nil {
+		return 0, err
+	}
+	best, err := tptrain.MaxSaver("validation_accuracy", tptrain.BestSaverOptions{})
+	if err != nil {
 		return 0, err
 	}
 
-	opts := tptrain.TrainerOptions{MaxEpoch: epochs, Logdir: logdir, LogdirAction: tptrain.LogdirDelete}
+	opts := tptrain.TrainerOptions{
+		MaxEpoch:     epochs,
+		Logdir:       logdir,
+		LogdirAction: tptrain.LogdirDelete, // a run without checkpoints starts afresh
+		AutoResume:   true,                 // one with checkpoints goes on from the latest
+	}
 	trainer, err := tptrain.NewTrainerFromConfig(&tptrain.TrainConfig{
 		Options:   &opts,
 		Model:     model,
 		DataFlow:  train, // wrapped in a queue input
-		Callbacks: []*tptrain.Callback{runner, schedule},
+		Callbacks: []*tptrain.Callback{runner, schedule, saver, best},
 	})
 	if err != nil {
 		return 0, err
@@ -195,6 +206,11 @@ func run() (float64, error) {
 	}
 
 	accuracy, step, err := trainer.ScalarLatest("validation_accuracy")
+	if errors.Is(err, tptrain.ErrNotFound) { // resumed after the last epoch: nothing ran
+		fmt.Printf("%s already holds a finished run of %d epochs: nothing to train (give more EPOCHS, or another LOGDIR)\n",
+			logdir, epochs)
+		return 1, nil
+	}
 	if err != nil {
 		return 0, err
 	}

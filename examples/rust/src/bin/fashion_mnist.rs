@@ -8,12 +8,17 @@
 //! them by 128; the trainer wraps it in a queue input, so a background thread
 //! prepares batches while the model trains. After each epoch an inference
 //! runner measures accuracy and cost on the 10,000 test images
-//! (validation_accuracy and validation_cost in stats.json).
+//! (validation_accuracy and validation_cost in stats.json and TensorBoard's
+//! event file), a ModelSaver checkpoints the whole training (also every 200
+//! steps) and a MaxSaver keeps the best one as max-validation_accuracy. Run
+//! it again on the same LOGDIR and it goes on exactly where the last run
+//! stopped (killed mid-epoch included).
 //!
 //! The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
 //! max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
 //! each conv and fc0; softmax cross-entropy (the validation "cost").
-//! Adam at 1e-3, times 0.6 after each epoch from the third.
+//! Adam at 1e-3, times 0.6 after each epoch from the second on
+//! (ScheduledHyperParamSetter).
 //!
 //!     cargo run --release --bin fashion_mnist -- [LOGDIR] [DATA_DIR] [EPOCHS]
 //!       (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 5)
@@ -22,8 +27,8 @@
 use std::process::ExitCode;
 use tptrain::nn::{self, Activation, LayerOptions, Padding};
 use tptrain::{
-    Augmentor, Callback, DType, DataFlow, Events, Flow, InputSpec, LogdirAction, Model, Optimizer, Result, Tensor,
-    Tower, TrainConfig, Trainer, TrainerOptions,
+    Augmentor, BestSaver, Callback, Code, DType, DataFlow, HyperParamSchedule, InputSpec, LogdirAction, Model,
+    ModelSaver, Optimizer, Result, Tensor, Tower, TrainConfig, Trainer, TrainerOptions,
 };
 
 const BATCH: i64 = 128;
@@ -71,35 +76,41 @@ fn main() -> Result<ExitCode> {
 
     let (train, test) = (pipeline(dir, "train", true)?, pipeline(dir, "test", false)?);
 
-    let runner = Callback::inference_runner(&model, &test, &["accuracy", "cost"])?;
-    // After each epoch from the second on: learning rate times 0.6.
-    let schedule = Callback::on(Events::TRIGGER, |ctx, _, _| -> Result<Flow> {
-        let mut lr = adam.get("learning_rate")?;
-        if ctx.epoch_num() >= 2 {
-            lr *= 0.6;
-            adam.set("learning_rate", lr)?;
-        }
-        ctx.put_scalar("learning_rate", lr)?;
-        Ok(Flow::Continue)
-    })
-    .name("lr_schedule")
-    .build()?;
+    // The learning rate: 1e-3, then times 0.6 after each epoch from the 2nd.
+    let mut lr = vec![(0, 1e-3)];
+    for e in 2..=epochs {
+        lr.push((e, lr[lr.len() - 1].1 * 0.6));
+    }
+    let callbacks = vec![
+        Callback::inference_runner(&model, &test, &["accuracy", "cost"])?,
+        HyperParamSchedule::new(&adam, "learning_rate", &lr).build()?,
+        ModelSaver::new().every_k_steps(200).build()?,
+        BestSaver::max("validation_accuracy").build()?,
+    ];
 
     let options = TrainerOptions {
         max_epoch: epochs,
         logdir: Some(logdir.into()),
-        logdir_action: LogdirAction::Delete,
+        logdir_action: LogdirAction::Delete, // a run without checkpoints starts afresh
+        auto_resume: true,                   // one with checkpoints goes on from the latest
         ..Default::default()
     };
     let config = TrainConfig {
         options: Some(options),
-        callbacks: vec![runner, schedule],
+        callbacks,
         ..TrainConfig::from_dataflow(&model, &train) // wrapped in a queue input
     };
     let mut trainer = Trainer::from_config(config)?;
     trainer.run()?;
 
-    let accuracy = trainer.scalar_latest("validation_accuracy")?;
+    let accuracy = match trainer.scalar_latest("validation_accuracy") {
+        Err(e) if e.code() == Code::NotFound => {
+            // resumed after the last epoch: nothing ran
+            println!("{logdir} already holds a finished run of {epochs} epochs: nothing to train (give more EPOCHS, or another LOGDIR)");
+            return Ok(ExitCode::SUCCESS);
+        }
+        result => result?,
+    };
     println!(
         "test accuracy: {:.2} % on the 10,000 Fashion-MNIST test images (step {})",
         100.0 * accuracy.value,
