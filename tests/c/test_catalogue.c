@@ -6,8 +6,9 @@
  * ThroughputTracker; the step watchdog; HostMemoryTracker; put_image and the
  * TensorBoard writer; and the errors of each.
  *
- * `test_catalogue tensorboard DIR` trains a little into DIR and exits:
- * tests/py/test_tensorboard.py reads its event file with its own reader. */
+ * `test_catalogue tensorboard DIR` trains a little into DIR and exits, and
+ * `test_catalogue tensorboard-resume DIR` trains and resumes there:
+ * tests/py/test_tensorboard.py reads the event files with its own reader. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <math.h>
@@ -655,6 +656,45 @@ static int write_tensorboard(const char *where) {
   return 0;
 }
 
+/* `test_catalogue tensorboard-resume DIR`: 1 epoch with a ModelSaver, then a
+ * second run with auto_resume to epoch 2: two event files, the second one
+ * starting with SessionLog START at the step after the checkpoint's. */
+static int write_tensorboard_resumed(const char *where) {
+  snprintf(dir, sizeof dir, "%s", where);
+  tpt_status *st = NULL;
+  for (int run = 1; run <= 2 && !st; ++run) {
+    tpt_model *m = new_model();
+    tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+    o.max_epoch = run;
+    o.console = 0;
+    o.progress = TPT_PROGRESS_OFF;
+    o.logdir = dir;
+    o.logdir_action = TPT_LOGDIR_KEEP;
+    o.auto_resume = 1;
+    tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+    c.options = &o;
+    c.model = m;
+    c.dataflow = rows_df(-1, 4);
+    tpt_callback *saver = NULL;
+    st = tpt_callback_model_saver(&saver, NULL);
+    c.callbacks = &saver;
+    c.n_callbacks = 1;
+    tpt_trainer *t = NULL;
+    if (!st) st = tpt_trainer_from_config(&t, &c);
+    if (!st) st = tpt_trainer_run(t);
+    tpt_trainer_free(t);
+    tpt_dataflow_free(c.dataflow);
+    tpt_optimizer_free(opt);
+    tpt_model_free(m);
+  }
+  if (st) {
+    fprintf(stderr, "%s\n", tpt_status_message(st));
+    tpt_status_free(st);
+    return 1;
+  }
+  return 0;
+}
+
 static int count_event_files(void) {
   DIR *d = opendir(dir);
   int n = 0;
@@ -745,6 +785,7 @@ static void tensorboard_files(void **state) {
 int main(int argc, char **argv) {
   ok(tpt_manual_seed(7));
   if (argc == 3 && strcmp(argv[1], "tensorboard") == 0) return write_tensorboard(argv[2]);
+  if (argc == 3 && strcmp(argv[1], "tensorboard-resume") == 0) return write_tensorboard_resumed(argv[2]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(inferencers_per_epoch),
       cmocka_unit_test(inferencers_on_periodic_trigger),

@@ -214,6 +214,34 @@ def images_are_the_pixels_put():
 
 
 @test
+def a_resumed_run_starts_its_file_with_session_log_start():
+    # 1 epoch of 3 steps with a checkpoint (model-3), then a resumed run to
+    # epoch 2: its file starts with the version, then START at step 4.
+    logdir = os.path.join(STATE["tmp"], "resumed")
+    os.mkdir(logdir)
+    subprocess.run([CHILD, "tensorboard-resume", logdir], check=True, timeout=240)
+    files = sorted(glob.glob(os.path.join(logdir, "events.out.tfevents.*")))
+    assert len(files) == 2, files
+    Event = event_class()
+    runs = []
+    for path in files:
+        evs = []
+        for data in records(path):
+            e = Event()
+            e.ParseFromString(data)
+            evs.append(e)
+        runs.append(evs)
+    first, second = (runs if not runs[0][1].HasField("session_log") else runs[::-1])
+    assert not any(e.HasField("session_log") for e in first)
+    assert second[0].file_version == "brain.Event:2"
+    assert second[1].HasField("session_log") and second[1].session_log.status == 1, second[1]
+    assert second[1].step == 4, second[1].step
+    steps = [e.step for e in second[2:] if e.summary.value]
+    assert steps and min(steps) >= 4 and max(steps) == 6, steps
+    assert max(e.step for e in first if e.summary.value) == 3
+
+
+@test
 def a_damaged_record_is_detected_by_the_reader():
     # The reader itself can fail: flip one byte of a copy and the CRC check
     # must say so.
