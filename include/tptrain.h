@@ -1666,6 +1666,51 @@ TPT_API void tpt_input_free(tpt_input *input);
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model,
                                                         tpt_input *input);
 
+/* ---- Towers: data-parallel training on several devices ---------------------
+ * tensorpack's multi-GPU trainers. Every step each tower takes its own batch
+ * from the input (the total batch is batch x towers; steps_per_epoch counts
+ * steps, and its default is the input's size / towers) and runs the tower
+ * function (tpt_tower_index and tpt_tower_name say which: "tower0",
+ * "tower1", ...) at the same time as the others: tower 0 on the training
+ * thread, the others on threads of their own, each with its share of
+ * LibTorch's intra-op threads. The tower function must therefore be safe to
+ * call from several threads at once. The cost and outputs the loop reports
+ * are tower 0's. Checkpoints hold tower 0's variables, as tensorpack's. */
+
+typedef enum tpt_strategy {
+  TPT_STRATEGY_SIMPLE = 0,            /* one tower (tpt_trainer_set_model) */
+  TPT_STRATEGY_REPLICATED = 1,        /* SyncMultiGPUTrainerReplicated: a copy of the variables
+                                         per tower, gradients all-reduced, every copy updated;
+                                         non-trainable variables copied from tower 0 after
+                                         every epoch */
+  TPT_STRATEGY_PARAMETER_SERVER = 2,  /* SyncMultiGPUTrainerParameterServer: shared variables,
+                                         the towers' gradients averaged and applied once */
+  TPT_STRATEGY_ASYNC = 3,             /* AsyncMultiGPUTrainer: shared variables, each tower's
+                                         gradients times 1/N applied as an update of their own */
+  TPT_STRATEGY_FORCE32 = 0x7fffffff
+} tpt_strategy;
+
+/* Initialise with TPT_TOWERS_OPTIONS_INIT. */
+#define TPT_TOWERS_OPTIONS_VERSION 1
+typedef struct tpt_towers_options {
+  uint32_t version;            /* TPT_TOWERS_OPTIONS_VERSION */
+  tpt_strategy strategy;       /* default TPT_STRATEGY_REPLICATED */
+  int32_t n_towers;            /* 1 to 256; default 2 */
+  const char *const *devices;  /* n_towers device names; NULL (default): every tower on "cpu".
+                                  Only CPU towers are implemented yet */
+  int32_t average;             /* replicated: nonzero (default) averages the gradients, 0 sums them */
+  int32_t intra_op_threads;    /* LibTorch intra-op threads per tower; 0 (default): the process's
+                                  (tpt_get_num_threads) divided by n_towers, at least 1 */
+} tpt_towers_options;
+#define TPT_TOWERS_OPTIONS_INIT { TPT_TOWERS_OPTIONS_VERSION, TPT_STRATEGY_REPLICATED, 2, NULL, 1, 0 }
+
+/* tpt_trainer_set_model with towers: makes `trainer` train `model` with the
+ * strategy and towers of `options` (NULL: the defaults, 2 replicated CPU
+ * towers), fed by `input`, which it takes (also on failure). Before run. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_towers(tpt_trainer *trainer, tpt_model *model,
+                                                         tpt_input *input,
+                                                         const tpt_towers_options *options);
+
 /* ---- Inference during training -------------------------------------------
  * tensorpack's InferenceRunner and inferencers: at every TRIGGER (after each
  * epoch; wrap it in tpt_callback_periodic_trigger to run it every k steps or
@@ -1748,7 +1793,7 @@ TPT_API TPT_NODISCARD tpt_status *tpt_inference_runner_new(tpt_callback **out, t
 typedef tpt_status *(*tpt_init_fn)(tpt_model *model, void *user_data);
 
 /* Initialise with TPT_TRAIN_CONFIG_INIT. */
-#define TPT_TRAIN_CONFIG_VERSION 2
+#define TPT_TRAIN_CONFIG_VERSION 3
 typedef struct tpt_train_config {
   uint32_t version;                      /* TPT_TRAIN_CONFIG_VERSION */
   const tpt_trainer_options *options;    /* NULL: defaults (steps_per_epoch from the input) */
@@ -1764,9 +1809,12 @@ typedef struct tpt_train_config {
   tpt_dataflow *dataflow;                /* this or input: batches in signature order,
                                             wrapped in a queue input (tensorpack's automatic
                                             QueueInput); the trainer takes a reference */
+  /* version 3: */
+  const tpt_towers_options *towers;      /* NULL: the simple trainer (one tower); else the
+                                            strategy and towers (tpt_trainer_set_towers) */
 } tpt_train_config;
 #define TPT_TRAIN_CONFIG_INIT \
-  { TPT_TRAIN_CONFIG_VERSION, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL }
+  { TPT_TRAIN_CONFIG_VERSION, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL }
 
 /* The model of a trainer (set by tpt_trainer_set_model or a config), and
  * that model's optimizer, as new handles the caller frees: a callback can

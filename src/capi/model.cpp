@@ -528,6 +528,63 @@ tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_in
   });
 }
 
+tpt_status *tpt_trainer_set_towers(tpt_trainer *trainer, tpt_model *model, tpt_input *input,
+                                   const tpt_towers_options *options) {
+  // `input` is taken in every case.
+  std::unique_ptr<tpt::input::Input> in;
+  if (input && input->magic == kInputMagic) {
+    in = std::move(input->input);
+    tpt_input_free(input);
+  }
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    std::shared_ptr<tpt::model::Model> m = live(model, kModelMagic, "model", "tpt_model").model;
+    if (!in) {
+      require(input, "input");
+      tpt::capi::throw_not_live("input", "tpt_input");
+    }
+    tpt_towers_options o = TPT_TOWERS_OPTIONS_INIT;
+    if (options) {
+      tpt::capi::check_options_version(options->version, TPT_TOWERS_OPTIONS_VERSION, "options",
+                                       "TPT_TOWERS_OPTIONS_INIT");
+      o = *options;
+    }
+    tpt::parallel::TowersOptions to;
+    switch (o.strategy) {
+      case TPT_STRATEGY_SIMPLE: to.kind = tpt::parallel::Kind::Simple; break;
+      case TPT_STRATEGY_REPLICATED: to.kind = tpt::parallel::Kind::Replicated; break;
+      case TPT_STRATEGY_PARAMETER_SERVER: to.kind = tpt::parallel::Kind::ParameterServer; break;
+      case TPT_STRATEGY_ASYNC: to.kind = tpt::parallel::Kind::Async; break;
+      default: tpt::invalid_argument("options->strategy " + std::to_string(o.strategy) + " is not a tpt_strategy");
+    }
+    if (o.n_towers < 1 || o.n_towers > 256)
+      tpt::invalid_argument("options->n_towers is " + std::to_string(o.n_towers) + ": it must be in [1, 256]");
+    for (int32_t k = 0; k < o.n_towers; ++k) {
+      if (!o.devices) {
+        to.devices.emplace_back(c10::kCPU);
+        continue;
+      }
+      std::string entry = "options->devices[" + std::to_string(k) + "]";
+      std::string name = name_arg(o.devices[k], entry.c_str());
+      try {
+        to.devices.emplace_back(name);
+      } catch (const c10::Error &) {
+        tpt::invalid_argument(entry + " is \"" + name + "\", not a device (\"cpu\", \"cuda:0\", ...)");
+      }
+    }
+    to.average = o.average != 0;
+    to.intra_op_threads = o.intra_op_threads;
+    if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
+    in->set_signature(m->inputs());
+    std::optional<int64_t> size = in->size();
+    auto strategy = tpt::parallel::make_strategy(m, std::move(in), std::move(to));
+    // An epoch counts steps of every tower (tensorpack's users had to divide by hand: #598).
+    if (size) t.default_steps_per_epoch(std::max<int64_t>(1, *size / o.n_towers));
+    trainer->model = m;
+    tpt::parallel::attach(t, std::move(strategy));
+  });
+}
+
 tpt_status *tpt_trainer_model(tpt_model **out, const tpt_trainer *trainer) {
   return guard(__func__, [&] {
     require(out, "out");
@@ -623,8 +680,13 @@ tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *c
   if (!st && !input) st = about_field(tpt_input_from_dataflow(&input, config->dataflow, nullptr), "config->dataflow");
   if (!st) st = about_field(tpt_trainer_new(&trainer, config->options), "config->options");
   if (!st) {
-    st = tpt_trainer_set_model(trainer, config->model, input);
-    if (st) st = about_field(st, std::strstr(tpt_status_message(st), "model") ? "config->model" : "config->input");
+    const tpt_towers_options *towers = config->version >= 3 ? config->towers : nullptr;
+    st = towers ? tpt_trainer_set_towers(trainer, config->model, input, towers)
+                : tpt_trainer_set_model(trainer, config->model, input);
+    if (st)
+      st = about_field(st, std::strstr(tpt_status_message(st), "options") ? "config->towers"
+                           : std::strstr(tpt_status_message(st), "model") ? "config->model"
+                                                                          : "config->input");
     input = nullptr;
   }
   // A missing steps_per_epoch is the config's mistake: say so now, not at run.

@@ -165,9 +165,10 @@ size_t VariableStore::size() const {
 
 // ------------------------------------------------------------------ tower
 
-Tower::Tower(Model &model, std::string name, int index, bool training, bool building, c10::Device device)
-    : model_(model), name_(std::move(name)), index_(index), training_(training), building_(building),
-      device_(device) {}
+Tower::Tower(Model &model, std::string name, int index, bool training, bool building, c10::Device device,
+             VariableStore *store)
+    : model_(model), store_(store ? *store : model.variables()), name_(std::move(name)), index_(index),
+      training_(training), building_(building), device_(device) {}
 
 std::string Tower::scoped(const std::string &name) const { return prefix_ + name; }
 
@@ -189,7 +190,7 @@ at::Tensor Tower::variable(const std::string &name, c10::IntArrayRef shape, cons
   if (name.empty()) invalid_argument("a variable name is empty");
   std::string full = scoped(name);
   size_t index = 0;
-  at::Tensor v = model_.variables().get(full, shape, opts, can_create_variables(), &index);
+  at::Tensor v = store_.get(full, shape, opts, can_create_variables(), &index);
   for (size_t u : used_)
     if (u == index) invalid_argument("variable '" + full + "' is used twice in one call of the tower function");
   used_.push_back(index);

@@ -75,7 +75,9 @@ class VariableStore {
 // The context of one call of the tower function.
 class Tower {
  public:
-  Tower(Model &model, std::string name, int index, bool training, bool building, c10::Device device);
+  // `store`: where the tower's variables are (a replica's; nullptr: the model's).
+  Tower(Model &model, std::string name, int index, bool training, bool building, c10::Device device,
+        VariableStore *store = nullptr);
 
   Model &model() const { return model_; }
   const std::string &name() const { return name_; }
@@ -98,6 +100,7 @@ class Tower {
 
  private:
   Model &model_;
+  VariableStore &store_;
   std::string name_;
   int index_;
   bool training_, building_;

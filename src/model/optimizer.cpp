@@ -108,6 +108,21 @@ void Optimizer::scale_gradients(const std::string &pattern, double factor) {
   scales_.emplace_back(name_pattern(pattern, "scale_gradients"), factor);
 }
 
+std::shared_ptr<Optimizer> Optimizer::replica() const {
+  auto r = std::make_shared<Optimizer>(kind_);
+  r->follow(*this);
+  return r;
+}
+
+void Optimizer::follow(const Optimizer &main) {
+  if (params_ != main.params_) {
+    params_ = main.params_;
+    processing_ = main.processing_;
+    if (opt_) push_options();
+  }
+  if (scales_.size() != main.scales_.size()) scales_ = main.scales_;  // scales are only ever added
+}
+
 void Optimizer::make(const std::vector<at::Tensor> &params) {
   const auto &p = params_;
   auto get = [&](const char *n) { return p.at(n); };

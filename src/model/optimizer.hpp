@@ -41,6 +41,13 @@ class Optimizer {
   double get(const std::string &name) const;
   void scale_gradients(const std::string &pattern, double factor);
 
+  // A replica's optimizer (a tower of the replicated strategy): this one's
+  // kind, hyper-parameters and gradient scales, and no state.
+  std::shared_ptr<Optimizer> replica() const;
+  // Takes `main`'s hyper-parameters and scales where they differ (a setter
+  // changed main's); cheap when nothing changed.
+  void follow(const Optimizer &main);
+
   // After the cost's backward pass: process the gradients of `vars` (the
   // trainable variables) and, every accumulate_steps calls, apply the update
   // and clear the gradients. Returns whether an update was applied.

@@ -20,10 +20,13 @@ namespace {
 class StrategySetup final : public Callback {
  public:
   explicit StrategySetup(std::shared_ptr<Strategy> s) : Callback("TowerSetup", false), s_(std::move(s)) {}
-  uint32_t events() const override { return TPT_EVENT_SETUP | TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_AFTER_TRAIN; }
+  uint32_t events() const override {
+    return TPT_EVENT_SETUP | TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_AFTER_EPOCH | TPT_EVENT_AFTER_TRAIN;
+  }
   void on_event(Trainer &t, tpt_event e, const Record *) override {
     if (e == TPT_EVENT_SETUP) s_->setup(t);
     else if (e == TPT_EVENT_BEFORE_TRAIN) s_->before_train(t);
+    else if (e == TPT_EVENT_AFTER_EPOCH) s_->after_epoch(t);
     else if (e == TPT_EVENT_AFTER_TRAIN) s_->after_train(t);
   }
 
@@ -56,35 +59,7 @@ class Simple final : public Strategy {
     }
   }
 
-  // Checks every variable, then the input, then the optimizer (which checks
-  // before it changes anything), then copies the variables.
-  void restore(const Checkpoint &ck) {
-    std::map<std::string, const at::Tensor *> saved;
-    for (const auto &[name, value] : ck.variables) saved[name] = &value;
-    std::string missing, mismatched, extra;
-    for (const auto &v : vars_) {
-      auto it = saved.find(v.name);
-      if (it == saved.end()) {
-        missing += (missing.empty() ? "" : ", ") + v.name;
-        continue;
-      }
-      if (it->second->sizes() != v.value.sizes() || it->second->scalar_type() != v.value.scalar_type())
-        mismatched += (mismatched.empty() ? "" : ", ") + v.name + " (" + model::shape_text(it->second->sizes()) +
-                      " in the checkpoint, " + model::shape_text(v.value.sizes()) + " in the model)";
-      saved.erase(it);
-    }
-    for (const auto &kv : saved) extra += (extra.empty() ? "" : ", ") + kv.first;
-    if (!missing.empty() || !mismatched.empty() || !extra.empty())
-      invalid_argument("the checkpoint is not of this model" + (missing.empty() ? "" : "; missing: " + missing) +
-                       (mismatched.empty() ? "" : "; shapes differ: " + mismatched) +
-                       (extra.empty() ? "" : "; not in the model: " + extra));
-    if (!ck.input.empty()) input_->set_state(ck.input.data(), ck.input.size());
-    if (ck.optimizer) model_->optimizer()->load_state(*ck.optimizer, vars_);
-    c10::NoGradGuard no_grad;
-    for (const auto &[name, value] : ck.variables)
-      for (const auto &v : vars_)
-        if (v.name == name) v.value.copy_(value);
-  }
+  void restore(const Checkpoint &ck) { restore_checked(ck, vars_, *input_, *model_->optimizer()); }
 
   void before_train(Trainer &) override { input_->before_train(); }
   void after_train(Trainer &) override { input_->after_train(); }
@@ -131,6 +106,35 @@ class Simple final : public Strategy {
 };
 
 }  // namespace
+
+void restore_checked(const Checkpoint &ck, const std::vector<model::Variable> &vars, input::Input &input,
+                     model::Optimizer &optimizer) {
+  std::map<std::string, const at::Tensor *> saved;
+  for (const auto &[name, value] : ck.variables) saved[name] = &value;
+  std::string missing, mismatched, extra;
+  for (const auto &v : vars) {
+    auto it = saved.find(v.name);
+    if (it == saved.end()) {
+      missing += (missing.empty() ? "" : ", ") + v.name;
+      continue;
+    }
+    if (it->second->sizes() != v.value.sizes() || it->second->scalar_type() != v.value.scalar_type())
+      mismatched += (mismatched.empty() ? "" : ", ") + v.name + " (" + model::shape_text(it->second->sizes()) +
+                    " in the checkpoint, " + model::shape_text(v.value.sizes()) + " in the model)";
+    saved.erase(it);
+  }
+  for (const auto &kv : saved) extra += (extra.empty() ? "" : ", ") + kv.first;
+  if (!missing.empty() || !mismatched.empty() || !extra.empty())
+    invalid_argument("the checkpoint is not of this model" + (missing.empty() ? "" : "; missing: " + missing) +
+                     (mismatched.empty() ? "" : "; shapes differ: " + mismatched) +
+                     (extra.empty() ? "" : "; not in the model: " + extra));
+  if (!ck.input.empty()) input.set_state(ck.input.data(), ck.input.size());
+  if (ck.optimizer) optimizer.load_state(*ck.optimizer, vars);
+  c10::NoGradGuard no_grad;
+  for (const auto &[name, value] : ck.variables)
+    for (const auto &v : vars)
+      if (v.name == name) v.value.copy_(value);
+}
 
 void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy) {
   trainer.add(std::make_unique<StrategySetup>(strategy), Group::TrainerInternal);

