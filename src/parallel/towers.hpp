@@ -76,6 +76,9 @@ class MultiTower : public Strategy {
   void run_step(Trainer &t) override;
 
   int towers() const { return static_cast<int>(o_.devices.size()); }
+  // Tower k's variables, all (its replica's in the replicated strategy),
+  // once set up; for tests and the towers' own inference.
+  const std::vector<model::Variable> &variables_of(int k) const { return all_.at(static_cast<size_t>(k)); }
 
  protected:
   // The variables tower k reads and differentiates: the model's by default
