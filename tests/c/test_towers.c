@@ -253,6 +253,81 @@ static void tower_errors_end_training(void **state) {
   assert_int_equal(threads_now(), before);
 }
 
+/* Exact resume with towers: a run stopped after step 5 (checkpoints every
+ * 3 steps: model-3) and resumed ends where an uninterrupted one does, bit
+ * for bit, for each strategy (the replicas' optimizers get tower 0's
+ * momentum back). */
+static int64_t stop_at = -1;
+static tpt_status *stopper(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
+  (void)ev, (void)r, (void)ud;
+  int64_t gs = 0;
+  tpt_status *st = tpt_trainer_global_step(&gs, t);
+  if (!st && gs == stop_at) st = tpt_trainer_request_stop(t);
+  return st;
+}
+
+static tpt_model *run_resumable(const tpt_towers_options *towers, const char *dir, int resume) {
+  ok(tpt_manual_seed(3));
+  tpt_model *m = new_model();
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = 2;
+  o.steps_per_epoch = 10;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  o.logdir = dir;
+  o.logdir_action = TPT_LOGDIR_KEEP;
+  tpt_callback *cbs[2] = {NULL, NULL};
+  tpt_model_saver_options so = TPT_MODEL_SAVER_OPTIONS_INIT;
+  so.every_k_steps = 3;
+  ok(tpt_callback_model_saver(&cbs[0], &so));
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_TRIGGER_STEP;
+  d.fn = stopper;
+  ok(tpt_callback_new(&cbs[1], &d));
+  tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+  c.options = &o;
+  c.model = m;
+  c.dataflow = data(4);
+  c.towers = towers;
+  c.callbacks = cbs;
+  c.n_callbacks = 2;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_from_config(&t, &c));
+  tpt_dataflow_free(c.dataflow);
+  if (resume) ok(tpt_trainer_resume(t, dir));
+  ok(tpt_trainer_run(t));
+  tpt_trainer_free(t);
+  return m;
+}
+
+static void resume_is_exact(void **state) {
+  (void)state;
+  const tpt_strategy kinds[] = {TPT_STRATEGY_REPLICATED, TPT_STRATEGY_PARAMETER_SERVER, TPT_STRATEGY_ASYNC};
+  for (int s = 0; s < 3; ++s) {
+    tpt_towers_options o = towers_of(kinds[s], 2);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/tpt-towers-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    stop_at = -1;
+    tpt_model *whole = run_resumable(&o, dir, 0);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s/*", dir);
+    assert_int_equal(system(cmd), 0);
+    stop_at = 5;
+    tpt_model *first = run_resumable(&o, dir, 0);
+    stop_at = -1;
+    tpt_model *resumed = run_resumable(&o, dir, 1);
+    if (distance(resumed, whole) != 0)
+      fail_msg("strategy %d: resumed from model-3, %g from the uninterrupted run", kinds[s], distance(resumed, whole));
+    assert_true(distance(first, whole) > 0);
+    tpt_model_free(whole);
+    tpt_model_free(first);
+    tpt_model_free(resumed);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+  }
+}
+
 static void defaults_and_errors(void **state) {
   (void)state;
   /* steps_per_epoch: 80 batches / 2 towers */
@@ -305,6 +380,7 @@ int main(void) {
       cmocka_unit_test(equivalence),
       cmocka_unit_test(async_with_one_tower_is_simple),
       cmocka_unit_test(tower_errors_end_training),
+      cmocka_unit_test(resume_is_exact),
       cmocka_unit_test(defaults_and_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
