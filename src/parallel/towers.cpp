@@ -104,9 +104,22 @@ void TowerThreads::run(const std::function<void(int)> &fn) {
   std::unique_lock<std::mutex> l(mu_);
   done_.wait(l, [&] { return pending_ == 0; });
   job_ = nullptr;
-  if (first) std::rethrow_exception(first);
-  for (auto &e : errors_)
-    if (e) std::rethrow_exception(e);
+  errors_[0] = first;
+  // An error wins over a stop (tensorpack's rule for one step): the lowest
+  // tower's error, else the lowest tower's stop.
+  std::exception_ptr stop;
+  for (auto &e : errors_) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const StopTraining &) {
+      if (!stop) stop = e;
+      continue;
+    } catch (...) {
+    }
+    std::rethrow_exception(e);
+  }
+  if (stop) std::rethrow_exception(stop);
 }
 
 void TowerThreads::loop(int k) {

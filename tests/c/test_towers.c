@@ -31,6 +31,7 @@ static float xs[ROWS * FEATURES], ys[ROWS];
 static double seen[MAX_TOWERS][MAX_CALLS];
 static int calls[MAX_TOWERS];
 static int fail_tower = -1, fail_call = -1; /* a tower whose call fails */
+static int fail_tower2 = -1;                /* another one, with TPT_ERR_IO at the same call */
 static tpt_code fail_code = TPT_ERR_CALLBACK;
 
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
@@ -51,6 +52,7 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
   if (building || !training || k >= MAX_TOWERS) return NULL;
   if (k == fail_tower && calls[k] == fail_call)
     return tpt_status_new(fail_code, fail_code == TPT_STOP ? "tower asked to stop" : "tower function refused");
+  if (k == fail_tower2 && calls[k] == fail_call) return tpt_status_new(TPT_ERR_IO, "second tower failed");
   float wv[HIDDEN];
   TPT_RETURN_IF_ERROR(tpt_tensor_copy_to(wv, sizeof wv, w));
   double s = 0;
@@ -249,7 +251,12 @@ static void tower_errors_end_training(void **state) {
   ok(train(&m, &o, 4, 50));
   assert_int_equal(calls[0], 4);
   tpt_model_free(m);
-  fail_tower = -1;
+  /* STOP in tower 0 and an error in tower 1 in the same step: the error wins */
+  fail_tower = 0, fail_call = 3, fail_code = TPT_STOP;
+  fail_tower2 = 1;
+  expect_code(train(&m, &o, 4, 50), TPT_ERR_IO, "second tower failed");
+  tpt_model_free(m);
+  fail_tower = fail_tower2 = -1;
   assert_int_equal(threads_now(), before);
 }
 

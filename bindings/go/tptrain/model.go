@@ -925,6 +925,12 @@ type TrainConfig struct {
 	Callbacks []*Callback
 	// Monitors are registered after the default monitors; taken over.
 	Monitors []*Callback
+	// Towers, if not nil, are the strategy and towers of a multi-tower
+	// trainer (as Trainer.SetTowers; &TowersOptions{} is 2 replicated CPU
+	// towers); nil means the simple trainer (one tower, as
+	// Trainer.SetModel). With towers, the default StepsPerEpoch is the
+	// input's size divided by the number of towers.
+	Towers *TowersOptions
 	// Init, if not nil, is the init / restore hook (tensorpack's
 	// session_init): it runs once on the chief, after the model's build call
 	// and before BEFORE_TRAIN, e.g. to load weights with Model.SetVariable.
@@ -942,10 +948,11 @@ type initFunc struct {
 	st  *stash // the model's: errors and panics of its tower function
 }
 
-// NewTrainerFromConfig makes tensorpack's simple trainer from a config
-// without running it (tpt_trainer_from_config): the trainer of cfg.Model fed
-// by cfg.Input (as SetModel) or by cfg.DataFlow in a queue input (one of the
-// two; both or neither is an *Error of CodeInvalidArgument), with
+// NewTrainerFromConfig makes tensorpack's simple trainer, or with cfg.Towers
+// a multi-tower trainer, from a config without running it
+// (tpt_trainer_from_config): the trainer of cfg.Model (as SetModel, or
+// SetTowers) fed by cfg.Input or by cfg.DataFlow in a queue input (one of
+// the two; both or neither is an *Error of CodeInvalidArgument), with
 // cfg.Callbacks registered in order, then cfg.Monitors, and the init hook.
 // Add more callbacks if needed, then Run; Close the trainer when done.
 //
@@ -1009,25 +1016,35 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 			note(&Error{Code: CodeInvalidArgument, Message: who + ": use of closed Model"})
 		}
 	}
-	if firstErr != nil {
+	releaseAll := func() {
 		C.tpt_input_free(iptr)
 		for _, p := range append(callbacks, monitors...) {
 			C.tpt_callback_free(p)
 		}
+	}
+	if firstErr != nil {
+		releaseAll()
 		return nil, firstErr
 	}
 	var optp *C.tpt_trainer_options
 	if cfg.Options != nil {
 		copts, free, err := cTrainerOptions(cfg.Options)
 		if err != nil {
-			C.tpt_input_free(iptr)
-			for _, p := range append(callbacks, monitors...) {
-				C.tpt_callback_free(p)
-			}
+			releaseAll()
 			return nil, err
 		}
 		defer free()
 		optp = &copts
+	}
+	var towersp *C.tpt_towers_options
+	if cfg.Towers != nil {
+		ctowers, free, err := cTowersOptions(cfg.Towers, who)
+		if err != nil {
+			releaseAll()
+			return nil, err
+		}
+		defer free()
+		towersp = &ctowers
 	}
 	ctx := &Context{model: cfg.Model}
 	for _, f := range funcs {
@@ -1038,11 +1055,12 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 		h = newHandle(&initFunc{ctx: ctx, fn: cfg.Init, st: mst})
 	}
 	var out *C.tpt_trainer
-	// Go memory holding C pointers only: the library reads the arrays
-	// during the call and takes the input and every callback (also when it
-	// fails). It only borrows h, which the trainer deletes when closed.
+	// Go memory holding C pointers only: the library reads the arrays and
+	// options during the call and takes the input and every callback (also
+	// when it fails). It only borrows h, which the trainer deletes when
+	// closed.
 	st := C.tptgo_trainer_from_config(&out, optp, mptr, iptr, dptr, firstCallback(callbacks), C.size_t(len(callbacks)),
-		firstCallback(monitors), C.size_t(len(monitors)), C.uintptr_t(h))
+		firstCallback(monitors), C.size_t(len(monitors)), C.uintptr_t(h), towersp)
 	runtime.KeepAlive(cfg.Model)
 	runtime.KeepAlive(cfg.DataFlow)
 	if err := statusError(st); err != nil {
@@ -1056,6 +1074,9 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 				"tpt_trainer_from_config: ", who+": ",
 				"options->steps_per_epoch", "TrainerOptions.StepsPerEpoch",
 				"give the source a size", "make the source with a size (DataFlowFromFuncSized)").Replace(e.Message)
+		}
+		if cfg.Towers != nil {
+			err = goTowersError(err)
 		}
 		return nil, err
 	}

@@ -6,7 +6,8 @@
 // (also memory sharing, devices and DLPack), ops (any ATen operator by
 // name), trainer (the loop, step outputs), callback (callbacks, wrappers,
 // monitors and scalars), model (models, towers, variables, optimizers,
-// inputs and the simple trainer) and layers (layers, losses and metrics).
+// inputs and the simple trainer), towers (data-parallel training on several
+// towers) and layers (layers, losses and metrics).
 //
 // # Errors
 //
@@ -53,7 +54,9 @@
 // methods (Variable, FC, Conv2D, BatchNorm, ...), package functions (MaxPool,
 // SoftmaxCrossEntropy, Accuracy, ...) and OpCall (any ATen operator).
 // Trainer.SetModel turns a Trainer into tensorpack's SimpleTrainer, fed by an
-// Input (InputFromTensors, InputFromFeed). Tower functions may run on
+// Input (InputFromTensors, InputFromFeed); Trainer.SetTowers into one of its
+// multi-GPU trainers (replicated, parameter server, async) whose towers run
+// the tower function at the same time. Tower functions may run on
 // several threads at once and must be safe for that; their errors and panics
 // follow the rules above: Run, Build and Infer return a tower function's
 // error unchanged, and panic again with its panic's value.

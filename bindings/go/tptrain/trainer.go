@@ -55,8 +55,9 @@ type TrainerOptions struct {
 	// (99999999).
 	MaxEpoch int64
 	// StepsPerEpoch is the number of run_step calls per epoch; 0 means not
-	// set: the input's size (a trainer without one must set it). NoSteps
-	// runs the callbacks only.
+	// set: the input's size (divided by the number of towers with
+	// SetTowers; a trainer without one must set it). NoSteps runs the
+	// callbacks only.
 	StepsPerEpoch int64
 	// Logdir is the log directory (log.log, stats.json); "" means none.
 	Logdir string
@@ -293,11 +294,12 @@ func (t *Trainer) SetRunStep(runStep func(ctx *Context) error) error {
 // or was stopped (see StopReason), or the error that ended it: an error
 // returned by run_step, a step or a callback comes back unchanged (the same
 // value), one from the library is an *Error. The same holds for the tower
-// function of a model and the feed function of an input (SetModel). If
-// run_step, a step, a callback, a predicate, a tower or a feed function
-// panicked, training fails as if it had returned an error, AFTER_TRAIN still
-// runs, and Run then panics with the value of the panic that ended training
-// (or else the first one). A trainer runs once.
+// function of a model (in any tower) and the feed function of an input
+// (SetModel, SetTowers). If run_step, a step, a callback, a predicate, a
+// tower or a feed function panicked, training fails as if it had returned
+// an error, AFTER_TRAIN still runs, and Run then panics with the value of
+// the panic that ended training (or else the first one). A trainer runs
+// once.
 func (t *Trainer) Run() error {
 	ptr, err := t.lock("Run")
 	if err != nil {

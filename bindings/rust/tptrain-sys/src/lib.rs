@@ -595,11 +595,54 @@ pub struct tpt_input_options {
 pub const TPT_INPUT_OPTIONS_INIT: tpt_input_options =
     tpt_input_options { version: TPT_INPUT_OPTIONS_VERSION, kind: TPT_INPUT_QUEUE, capacity: 50, repeat: 1 };
 
+// ---- Towers: data-parallel training on several devices
+/// `tpt_strategy`: how the towers share the variables and combine gradients.
+pub type tpt_strategy = c_int;
+/// One tower (`tpt_trainer_set_model`).
+pub const TPT_STRATEGY_SIMPLE: tpt_strategy = 0;
+/// SyncMultiGPUTrainerReplicated: a copy of the variables per tower,
+/// gradients all-reduced, every copy updated.
+pub const TPT_STRATEGY_REPLICATED: tpt_strategy = 1;
+/// SyncMultiGPUTrainerParameterServer: shared variables, the towers'
+/// gradients averaged and applied once.
+pub const TPT_STRATEGY_PARAMETER_SERVER: tpt_strategy = 2;
+/// AsyncMultiGPUTrainer: shared variables, each tower's gradients times 1/N
+/// applied as an update of their own.
+pub const TPT_STRATEGY_ASYNC: tpt_strategy = 3;
+
+pub const TPT_TOWERS_OPTIONS_VERSION: u32 = 1;
+/// Options of `tpt_trainer_set_towers` and `tpt_train_config::towers`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_towers_options {
+    pub version: u32,
+    pub strategy: tpt_strategy,
+    /// 1 to 256.
+    pub n_towers: i32,
+    /// `n_towers` device names; NULL: every tower on "cpu" (only CPU towers
+    /// are implemented yet).
+    pub devices: *const *const c_char,
+    /// Replicated: nonzero averages the gradients, 0 sums them.
+    pub average: i32,
+    /// LibTorch intra-op threads per tower; 0: the process's divided by
+    /// `n_towers`, at least 1.
+    pub intra_op_threads: i32,
+}
+/// `TPT_TOWERS_OPTIONS_INIT`
+pub const TPT_TOWERS_OPTIONS_INIT: tpt_towers_options = tpt_towers_options {
+    version: TPT_TOWERS_OPTIONS_VERSION,
+    strategy: TPT_STRATEGY_REPLICATED,
+    n_towers: 2,
+    devices: std::ptr::null(),
+    average: 1,
+    intra_op_threads: 0,
+};
+
 // ---- TrainConfig and launch
 /// `tpt_init_fn`: the init / restore hook of a train config.
 pub type tpt_init_fn = Option<unsafe extern "C" fn(model: *mut tpt_model, user_data: *mut c_void) -> *mut tpt_status>;
 
-pub const TPT_TRAIN_CONFIG_VERSION: u32 = 2;
+pub const TPT_TRAIN_CONFIG_VERSION: u32 = 3;
 /// Describes a training for `tpt_trainer_from_config` and `tpt_launch_train`.
 /// The input, callbacks and monitors are taken (also on failure);
 /// `init_user_data` is borrowed and must outlive the trainer.
@@ -626,6 +669,9 @@ pub struct tpt_train_config {
     /// (version 2) This or `input`: batches in signature order, wrapped in a
     /// queue input; the trainer takes a reference.
     pub dataflow: *mut tpt_dataflow,
+    /// (version 3) NULL: the simple trainer (one tower); else the strategy
+    /// and towers (`tpt_trainer_set_towers`). Borrowed for the call.
+    pub towers: *const tpt_towers_options,
 }
 /// `TPT_TRAIN_CONFIG_INIT`
 pub const TPT_TRAIN_CONFIG_INIT: tpt_train_config = tpt_train_config {
@@ -640,6 +686,7 @@ pub const TPT_TRAIN_CONFIG_INIT: tpt_train_config = tpt_train_config {
     init: None,
     init_user_data: std::ptr::null_mut(),
     dataflow: std::ptr::null_mut(),
+    towers: std::ptr::null(),
 };
 
 extern "C" {
@@ -1215,6 +1262,12 @@ extern "C" {
         model: *mut tpt_model,
         input: *mut tpt_input,
     ) -> *mut tpt_status;
+    pub fn tpt_trainer_set_towers(
+        trainer: *mut tpt_trainer,
+        model: *mut tpt_model,
+        input: *mut tpt_input,
+        options: *const tpt_towers_options,
+    ) -> *mut tpt_status;
     pub fn tpt_inferencer_scalar_stats(
         out: *mut *mut tpt_inferencer,
         outputs: *const *const c_char,
@@ -1567,13 +1620,52 @@ mod tests {
         assert_eq!(offset_of!(tpt_train_config, init), 64);
         assert_eq!(offset_of!(tpt_train_config, init_user_data), 72);
         assert_eq!(offset_of!(tpt_train_config, dataflow), 80);
-        assert_eq!(size_of::<tpt_train_config>(), 88);
+        assert_eq!(offset_of!(tpt_train_config, towers), 88);
+        assert_eq!(size_of::<tpt_train_config>(), 96);
         assert_eq!(size_of::<tpt_init_fn>(), size_of::<usize>());
         let c = TPT_TRAIN_CONFIG_INIT;
-        assert_eq!((c.version, c.n_callbacks, c.n_monitors), (2, 0, 0));
+        assert_eq!((c.version, c.n_callbacks, c.n_monitors), (3, 0, 0));
         assert!(c.options.is_null() && c.model.is_null() && c.input.is_null() && c.init.is_none());
-        assert!(c.dataflow.is_null());
+        assert!(c.dataflow.is_null() && c.towers.is_null());
         assert!(c.callbacks.is_null() && c.monitors.is_null() && c.init_user_data.is_null());
+    }
+
+    #[test]
+    fn towers_options_layout_matches_c() {
+        // Same numbers as tests/abi/abi_layout.h.
+        let p = size_of::<*const u8>();
+        assert_eq!(offset_of!(tpt_towers_options, version), 0);
+        assert_eq!(offset_of!(tpt_towers_options, strategy), 4);
+        assert_eq!(offset_of!(tpt_towers_options, n_towers), 8);
+        assert_eq!(offset_of!(tpt_towers_options, devices), 16);
+        assert_eq!(offset_of!(tpt_towers_options, average), 16 + p);
+        assert_eq!(offset_of!(tpt_towers_options, intra_op_threads), 20 + p);
+        assert_eq!(size_of::<tpt_towers_options>(), 24 + p);
+        assert_eq!(
+            (TPT_STRATEGY_SIMPLE, TPT_STRATEGY_REPLICATED, TPT_STRATEGY_PARAMETER_SERVER, TPT_STRATEGY_ASYNC),
+            (0, 1, 2, 3)
+        );
+        let o = TPT_TOWERS_OPTIONS_INIT;
+        assert_eq!(
+            (o.version, o.strategy, o.n_towers, o.average, o.intra_op_threads),
+            (1, TPT_STRATEGY_REPLICATED, 2, 1, 0)
+        );
+        assert!(o.devices.is_null());
+    }
+
+    #[test]
+    fn towers_nulls_are_errors() {
+        unsafe {
+            // NULL trainer: an error, and the (NULL) input is taken.
+            let st = tpt_trainer_set_towers(
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &TPT_TOWERS_OPTIONS_INIT,
+            );
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+        }
     }
 
     #[test]

@@ -52,9 +52,12 @@
 //! (tensorpack's ModelDesc and SimpleTrainer): see [`Model`], [`Tower`],
 //! [`Optimizer`], [`Input`] and [`Trainer::set_model`], or describe the
 //! whole training in a [`TrainConfig`] for [`Trainer::from_config`] and
-//! [`launch_train`]; [`Model::from_torchscript`] trains a module saved with
-//! `torch.jit.save`, [`Model::from_torchscript_source`] one compiled from
-//! TorchScript source. Layers, losses and metrics are in [`nn`], and any ATen
+//! [`launch_train`]. [`Trainer::set_towers`] and [`TrainConfig::towers`]
+//! train on several towers at once, each with its own batch (tensorpack's
+//! multi-GPU trainers: [`Towers`] of a [`Strategy`], replicated, parameter
+//! server or async; CPU towers only for now). [`Model::from_torchscript`]
+//! trains a module saved with `torch.jit.save`,
+//! [`Model::from_torchscript_source`] one compiled from TorchScript source. Layers, losses and metrics are in [`nn`], and any ATen
 //! operator is reachable through [`ops::call`]. Input pipelines are
 //! [`DataFlow`]s (tensorpack's DataFlow library), fed to a trainer through
 //! [`Input::from_dataflow`] or [`TrainConfig::from_dataflow`], and validated
@@ -85,6 +88,7 @@ pub mod ops;
 mod panic;
 mod runtime;
 mod tensor;
+mod towers;
 mod trainer;
 
 pub use callback::{Callback, CallbackBuilder, Event, Events, Flow, IntoCallback, Record, RecordKind};
@@ -108,6 +112,7 @@ pub use runtime::{
     abi_version, build_info, has_feature, num_threads, set_num_threads, version, version_string, Feature,
 };
 pub use tensor::{DType, Element, Tensor, TensorOptions};
+pub use towers::{Strategy, Towers};
 pub use trainer::{
     launch_train, InitFn, LogdirAction, Progress, RunOutcome, StopHandle, TrainConfig, Trainer, TrainerOptions,
 };

@@ -285,7 +285,9 @@ impl<'a> Model<'a> {
     /// [`Tower::stop`] and returns `Ok(())`.
     ///
     /// It is `Fn + Send + Sync` because the library may call it from several
-    /// threads at once (one per tower) and re-enter it; keep mutable state in
+    /// threads at once (one per tower of a
+    /// [`Trainer::set_towers`](crate::Trainer::set_towers) trainer;
+    /// [`Tower::index`] says which) and re-enter it; keep mutable state in
     /// atomics or a `Mutex`. A panic fails the call that ran it, and is
     /// resumed by [`Trainer::run`](crate::Trainer::run), [`build`](Self::build)
     /// or [`infer`](Self::infer) once the C call has returned (on a thread of

@@ -10,8 +10,9 @@
 //! the thread that called it. Only the first panic of a run is kept (it is the
 //! cause; later ones are usually consequences).
 //!
-//! Tower functions may (with future multi-tower trainers) run on threads of
-//! the library's own, where no Rust call is waiting to resume a panic. Their
+//! Tower functions run on threads of the library's own too (towers 1, 2, ...
+//! of a [`Trainer::set_towers`](crate::Trainer::set_towers) trainer), where
+//! no Rust call is waiting to resume a panic. Their
 //! trampoline checks [`entered`]: on a thread inside [`call_resuming`] the
 //! panic is stored as above; elsewhere it is dropped there and only its
 //! message travels, in the `TPT_ERR_CALLBACK` status that fails the step.

@@ -7,6 +7,7 @@ use crate::dataflow::DataFlow;
 use crate::error::{call, Code, Error, Result};
 use crate::model::{Input, Model};
 use crate::panic;
+use crate::towers::{RawTowers, Towers};
 use crate::Flow;
 use std::cell::OnceCell;
 use std::ffi::CString;
@@ -155,7 +156,9 @@ impl RunOutcome {
 /// `'a` bounds what its closures borrow. A trainer is used from one thread
 /// (it is neither `Send` nor `Sync`: its closures need not be); callbacks fire
 /// on the thread that calls [`run`](Self::run). Only a [`StopHandle`] crosses
-/// threads. Through `Deref`, the [`Context`] methods (counters, scalars,
+/// threads, and the tower functions of a [`set_towers`](Self::set_towers)
+/// trainer, which the library runs on threads of its own for towers 1, 2,
+/// .... Through `Deref`, the [`Context`] methods (counters, scalars,
 /// outputs, the log) are available on the trainer too.
 pub struct Trainer<'a> {
     raw: NonNull<sys::tpt_trainer>,
@@ -220,7 +223,8 @@ unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut
 /// (`tpt_train_config`), for [`Trainer::from_config`] and [`launch_train`].
 /// The batches come from an [`Input`] ([`TrainConfig::new`]) or from a
 /// [`DataFlow`] of batches ([`TrainConfig::from_dataflow`]), one or the
-/// other.
+/// other. The trainer is the simple one (one tower) unless
+/// [`towers`](Self::towers) says otherwise.
 ///
 /// ```no_run
 /// use tptrain::{launch_train, Callback, Events, Flow, InitFn, Input, Model, Tensor, TrainConfig, TrainerOptions};
@@ -243,6 +247,17 @@ unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut
 /// # Ok(())
 /// # }
 /// ```
+///
+/// With towers (tensorpack's `launch_train_with_config(config,
+/// SyncMultiGPUTrainerReplicated(2))`):
+///
+/// ```no_run
+/// use tptrain::{launch_train, DataFlow, Model, Towers, TrainConfig};
+/// # fn demo(model: &Model<'_>, batches: &DataFlow<'_>) -> tptrain::Result<()> {
+/// launch_train(TrainConfig { towers: Some(Towers::replicated(2)), ..TrainConfig::from_dataflow(model, batches) })?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct TrainConfig<'m, 'a> {
     /// `None`: the defaults, with steps_per_epoch from the input.
     pub options: Option<TrainerOptions>,
@@ -260,11 +275,16 @@ pub struct TrainConfig<'m, 'a> {
     pub monitors: Vec<Callback<'a>>,
     /// The init / restore hook; `None`: none.
     pub init: Option<InitFn<'a>>,
+    /// `None`: the simple trainer (one tower, as [`Trainer::set_model`]);
+    /// else the strategy and towers of a data-parallel trainer (as
+    /// [`Trainer::set_towers`]), whose default steps_per_epoch is the
+    /// input's size / towers.
+    pub towers: Option<Towers>,
 }
 
 impl<'m, 'a> TrainConfig<'m, 'a> {
     /// A config of `model` fed by `input`, with default options, no
-    /// callbacks, no monitors and no init hook.
+    /// callbacks, no monitors, no init hook and no towers.
     pub fn new(model: &'m Model<'a>, input: Input<'a>) -> TrainConfig<'m, 'a> {
         TrainConfig {
             options: None,
@@ -274,13 +294,14 @@ impl<'m, 'a> TrainConfig<'m, 'a> {
             callbacks: Vec::new(),
             monitors: Vec::new(),
             init: None,
+            towers: None,
         }
     }
 
     /// A config of `model` fed by `dataflow`, a dataflow of batches in
     /// signature order that the trainer wraps in a queue input (its size is
     /// the default steps_per_epoch), with default options, no callbacks, no
-    /// monitors and no init hook.
+    /// monitors, no init hook and no towers.
     pub fn from_dataflow(model: &'m Model<'a>, dataflow: &'m DataFlow<'a>) -> TrainConfig<'m, 'a> {
         TrainConfig { dataflow: Some(dataflow), input: None, ..TrainConfig::new_empty(model) }
     }
@@ -294,6 +315,7 @@ impl<'m, 'a> TrainConfig<'m, 'a> {
             callbacks: Vec::new(),
             monitors: Vec::new(),
             init: None,
+            towers: None,
         }
     }
 }
@@ -308,6 +330,7 @@ impl fmt::Debug for TrainConfig<'_, '_> {
             .field("callbacks", &self.callbacks)
             .field("monitors", &self.monitors)
             .field("init", &self.init)
+            .field("towers", &self.towers)
             .finish()
     }
 }
@@ -392,23 +415,25 @@ impl<'a> Trainer<'a> {
         Ok(Trainer { raw, stop: OnceCell::new(), init: None, _marker: PhantomData })
     }
 
-    /// Makes tensorpack's simple trainer from a config without running it
+    /// Makes the trainer of a config without running it
     /// (`tpt_trainer_from_config`): the trainer of `config.model` fed by
-    /// `config.input` (as [`set_model`](Self::set_model)) or by
-    /// `config.dataflow` in a queue input (giving both, or neither, is a
-    /// [`Code::InvalidArgument`] error), with the config's
-    /// callbacks registered in order, then its monitors, and its init hook.
-    /// Add more callbacks if needed, then [`run`](Self::run).
+    /// `config.input` or by `config.dataflow` in a queue input (giving both,
+    /// or neither, is a [`Code::InvalidArgument`] error), as
+    /// [`set_model`](Self::set_model), or as [`set_towers`](Self::set_towers)
+    /// with `config.towers`, with the config's callbacks registered in
+    /// order, then its monitors, and its init hook. Add more callbacks if
+    /// needed, then [`run`](Self::run).
     ///
     /// The input, the callbacks and the monitors are taken, also on failure
     /// (their closures are then dropped before this returns). The trainer
     /// owns the init hook and drops it after the C trainer is freed; a
     /// failure drops it at once.
     pub fn from_config(config: TrainConfig<'_, 'a>) -> Result<Trainer<'a>> {
-        let TrainConfig { options, model, input, dataflow, callbacks, monitors, init } = config;
+        let TrainConfig { options, model, input, dataflow, callbacks, monitors, init, towers } = config;
         // Everything that can fail in Rust first: on an error here the
         // config is dropped, which frees what C would have taken.
         let options = options.as_ref().map(TrainerOptions::to_raw).transpose()?;
+        let towers = towers.as_ref().map(Towers::to_raw).transpose()?;
         let input = input.map_or(ptr::null_mut(), Input::into_raw);
         let callbacks: Vec<*mut sys::tpt_callback> = callbacks.into_iter().map(Callback::into_raw).collect();
         let monitors: Vec<*mut sys::tpt_callback> = monitors.into_iter().map(Callback::into_raw).collect();
@@ -423,15 +448,17 @@ impl<'a> Trainer<'a> {
         c.n_callbacks = callbacks.len();
         c.monitors = list(&monitors);
         c.n_monitors = monitors.len();
+        c.towers = towers.as_ref().map_or(ptr::null(), RawTowers::as_ptr);
         if let Some(h) = hook {
             c.init = Some(init_trampoline);
             c.init_user_data = h.as_ptr().cast();
         }
         let had = panic::pending();
         let mut out = ptr::null_mut();
-        // SAFETY: the arrays and options live for the call; the library
-        // takes the input and the callbacks (also on failure) and only
-        // borrows the hook, which the trainer keeps until it is freed.
+        // SAFETY: the arrays and options (and the towers' device names) live
+        // for the call; the library takes the input and the callbacks (also
+        // on failure) and only borrows the hook, which the trainer keeps
+        // until it is freed.
         let st = unsafe { sys::tpt_trainer_from_config(&mut out, &c) };
         let made = unsafe { Error::check(st) }
             .and_then(|()| NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no trainer")));

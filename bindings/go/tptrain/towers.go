@@ -1,0 +1,218 @@
+package tptrain
+
+/*
+#include <stdlib.h>
+#include <tptrain.h>
+*/
+import "C"
+
+import (
+	"errors"
+	"math"
+	"runtime"
+	"strconv"
+	"strings"
+	"unsafe"
+)
+
+// ---- Towers: data-parallel training on several devices.
+
+// Strategy is how several towers share the training: tensorpack's
+// multi-GPU trainers (tpt_strategy). The zero value is StrategyReplicated,
+// the library's default. The values are the binding's own, not
+// tpt_strategy's numbers; the simple (one-tower) trainer is Trainer.SetModel
+// or a TrainConfig without Towers.
+type Strategy int32
+
+// The strategies of tpt_strategy.
+const (
+	// StrategyReplicated is SyncMultiGPUTrainerReplicated: a copy of the
+	// variables per tower, the gradients all-reduced (averaged, or summed
+	// with TowersOptions.SumGradients), every copy updated; non-trainable
+	// variables are copied from tower 0 after every epoch.
+	StrategyReplicated Strategy = iota
+	// StrategyParameterServer is SyncMultiGPUTrainerParameterServer: shared
+	// variables, the towers' gradients averaged and applied once.
+	StrategyParameterServer
+	// StrategyAsync is AsyncMultiGPUTrainer: shared variables, each tower's
+	// gradients times 1/N applied as an update of their own.
+	StrategyAsync
+)
+
+// String returns "replicated", "parameter server", "async", or
+// "Strategy(N)" for a value that is none of them.
+func (s Strategy) String() string {
+	switch s {
+	case StrategyReplicated:
+		return "replicated"
+	case StrategyParameterServer:
+		return "parameter server"
+	case StrategyAsync:
+		return "async"
+	}
+	return "Strategy(" + strconv.Itoa(int(s)) + ")"
+}
+
+func (s Strategy) c() (C.tpt_strategy, bool) {
+	switch s {
+	case StrategyReplicated:
+		return C.TPT_STRATEGY_REPLICATED, true
+	case StrategyParameterServer:
+		return C.TPT_STRATEGY_PARAMETER_SERVER, true
+	case StrategyAsync:
+		return C.TPT_STRATEGY_ASYNC, true
+	}
+	return 0, false
+}
+
+// TowersOptions are the strategy and the towers of Trainer.SetTowers and
+// TrainConfig.Towers (tpt_towers_options). The zero value is the library's
+// defaults: 2 replicated CPU towers that average their gradients, each with
+// its share of LibTorch's intra-op threads.
+type TowersOptions struct {
+	// Strategy is how the towers share the training (default
+	// StrategyReplicated).
+	Strategy Strategy
+	// Towers is the number of towers, 1 to 256; 0 means len(Devices), or 2
+	// without Devices. With both set they must agree.
+	Towers int
+	// Devices are the towers' devices, one per tower; nil means every tower
+	// on "cpu", and "" is "cpu". Only CPU towers are implemented yet: a
+	// CUDA device is an *Error of CodeUnsupported.
+	Devices []string
+	// SumGradients makes the replicated strategy sum the towers' gradients
+	// instead of averaging them.
+	SumGradients bool
+	// IntraOpThreads is the number of LibTorch intra-op threads of each
+	// tower; 0 means the process's (GetNumThreads) divided by the number of
+	// towers, at least 1.
+	IntraOpThreads int
+}
+
+// cTowersOptions returns the C options of o, whose device names live in C
+// memory until the returned function frees them. who prefixes the errors
+// found here.
+func cTowersOptions(o *TowersOptions, who string) (C.tpt_towers_options, func(), error) {
+	fail := func(msg string) (C.tpt_towers_options, func(), error) {
+		return C.tpt_towers_options{}, nil, &Error{Code: CodeInvalidArgument, Message: who + ": TowersOptions." + msg}
+	}
+	strategy, ok := o.Strategy.c()
+	if !ok {
+		return fail("Strategy is " + o.Strategy.String() + ": not a strategy")
+	}
+	n := o.Towers
+	switch {
+	case n == 0 && len(o.Devices) > 0:
+		n = len(o.Devices)
+	case n == 0:
+		n = 2
+	case len(o.Devices) > 0 && n != len(o.Devices):
+		return fail("Towers is " + strconv.Itoa(n) + " but Devices has " + strconv.Itoa(len(o.Devices)) + " entries")
+	case n < math.MinInt32 || n > math.MaxInt32:
+		return fail("Towers is " + strconv.Itoa(n) + ": it must be in [1, 256]")
+	}
+	if o.IntraOpThreads < math.MinInt32 || o.IntraOpThreads > math.MaxInt32 {
+		return fail("IntraOpThreads is " + strconv.Itoa(o.IntraOpThreads) + ": it must be in [0, 1024]")
+	}
+	copts := C.tpt_towers_options{
+		version:          C.TPT_TOWERS_OPTIONS_VERSION,
+		strategy:         strategy,
+		n_towers:         C.int32_t(n),
+		average:          cBool(!o.SumGradients),
+		intra_op_threads: C.int32_t(o.IntraOpThreads),
+	}
+	if len(o.Devices) == 0 {
+		return copts, func() {}, nil
+	}
+	// The array of names holds pointers: C memory, as the names.
+	size := arenaSize(uintptr(len(o.Devices)) * unsafe.Sizeof((*C.char)(nil)))
+	for _, d := range o.Devices {
+		if d == "" {
+			d = "cpu"
+		}
+		size += arenaSize(uintptr(len(d)) + 1)
+	}
+	a := newArena(size)
+	names := unsafe.Slice((**C.char)(a.alloc(uintptr(len(o.Devices))*unsafe.Sizeof((*C.char)(nil)))), len(o.Devices))
+	for i, d := range o.Devices {
+		if d == "" {
+			d = "cpu"
+		}
+		names[i] = a.str(d)
+	}
+	copts.devices = &names[0]
+	return copts, a.free, nil
+}
+
+// towersFieldNames spells the fields of tpt_towers_options that the
+// library's messages name as TowersOptions does.
+var towersFieldNames = strings.NewReplacer(
+	"options->n_towers", "TowersOptions.Towers",
+	"options->devices", "TowersOptions.Devices",
+	"options->intra_op_threads", "TowersOptions.IntraOpThreads",
+	"intra_op_threads is", "TowersOptions.IntraOpThreads is",
+)
+
+// goTowersError rewrites the field names in a library error about the
+// towers' options.
+func goTowersError(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		e.Message = towersFieldNames.Replace(e.Message)
+	}
+	return err
+}
+
+// SetTowers makes t one of tensorpack's multi-GPU trainers of model fed by
+// input, with the strategy and towers of opts (tpt_trainer_set_towers); the
+// zero TowersOptions is 2 replicated CPU towers. It is SetModel with towers:
+// every step each tower takes its own batch from input (the total batch is
+// the input's batch times the number of towers) and runs the tower function
+// at the same time as the others: tower 0 on the goroutine of Run, the
+// others on threads of the library's own. The tower function must therefore
+// be safe for concurrent use; Tower.Index and Tower.Name ("tower0",
+// "tower1", ...) say which tower calls it. An error it returns in any tower
+// fails the step and Run returns that very value (Stop ends training
+// gracefully), a panic makes Run panic again, as with SetModel.
+//
+// The cost and outputs the loop reports are tower 0's; checkpoints hold
+// tower 0's variables, as tensorpack's. If StepsPerEpoch is not set, it is
+// the input's size divided by the number of towers (an epoch counts steps of
+// all towers together), at least 1.
+//
+// It takes input over (also when it fails) and a reference to the model (the
+// caller still owns model). Before Run.
+func (t *Trainer) SetTowers(model *Model, input *Input, opts TowersOptions) error {
+	iptr, ist, err := input.take("Trainer.SetTowers")
+	if err != nil {
+		return err
+	}
+	copts, free, err := cTowersOptions(&opts, "Trainer.SetTowers")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer free()
+	mptr, err := model.rlock("SetTowers")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer model.mu.RUnlock()
+	ptr, err := t.lock("SetTowers")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer t.mu.Unlock()
+	// Go memory holding C pointers only; the library reads it during the
+	// call.
+	st := C.tpt_trainer_set_towers(ptr, mptr, iptr, &copts)
+	runtime.KeepAlive(model)
+	if err := statusError(st); err != nil {
+		return goTowersError(err)
+	}
+	t.stashes = append([]*stash{model.st}, ist...)
+	t.ctx.model = model
+	return nil
+}
