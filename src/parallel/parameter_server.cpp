@@ -18,7 +18,10 @@ class ParameterServer final : public MultiTower {
  protected:
   void update(Trainer &t, std::vector<TowerResult> &results) override {
     const auto &vars = trainables_[0];
-    for (size_t i = 0; i < vars.size(); ++i) add_grad(vars[i].value, reduce(results, i, 1.0 / towers()));
+    const size_t n = vars.size(), step = static_cast<size_t>(towers());
+    on_towers([&](int k) {  // each tower sums a share of the variables, in tower order
+      for (size_t i = static_cast<size_t>(k); i < n; i += step) add_grad(vars[i].value, reduce(results, i, 1.0 / towers()));
+    });
     model_->optimizer()->apply(all_[0], t.global_step());
   }
 };

@@ -43,20 +43,33 @@ class Replicated final : public MultiTower {
     }
   }
 
+  // The all-reduce, each tower summing a share of the variables (in tower
+  // order, so the result does not depend on the threads), then every tower
+  // applies the update to its own replica, all at once.
   void update(Trainer &t, std::vector<TowerResult> &results) override {
     const double scale = o_.average ? 1.0 / towers() : 1.0;
     const size_t n = trainables_[0].size();
-    std::vector<at::Tensor> g(n);
-    for (size_t i = 0; i < n; ++i) g[i] = reduce(results, i, scale);
+    const int64_t step = t.global_step();
+    g_.assign(n, at::Tensor());
     model::Optimizer &main = *model_->optimizer();
-    for (int k = 0; k < towers(); ++k) {
+    for (int k = 1; k < towers(); ++k) optimizers_[static_cast<size_t>(k - 1)]->follow(main);
+    on_towers([&](int k) {
+      for (size_t i = static_cast<size_t>(k); i < n; i += static_cast<size_t>(towers())) g_[i] = reduce(results, i, scale);
+    });
+    on_towers([&](int k) {
+      c10::NoGradGuard no_grad;
       model::Optimizer &opt = k == 0 ? main : *optimizers_[static_cast<size_t>(k - 1)];
-      if (k > 0) opt.follow(main);  // hyper-parameter setters change the model's
       const auto &vars = trainables_[static_cast<size_t>(k)];
-      for (size_t i = 0; i < n; ++i)
-        if (g[i].defined()) add_grad(vars[i].value, k + 1 == towers() ? g[i] : g[i].clone());
-      opt.apply(all_[static_cast<size_t>(k)], t.global_step());
-    }
+      // g_ is read by every tower at once: a replica's gradient never aliases it.
+      for (size_t i = 0; i < n; ++i) {
+        if (!g_[i].defined()) continue;
+        at::Tensor &grad = const_cast<at::Tensor &>(vars[i].value).mutable_grad();
+        if (grad.defined()) grad.add_(g_[i]);
+        else grad = g_[i].clone();
+      }
+      opt.apply(all_[static_cast<size_t>(k)], step);
+    });
+    g_.clear();
   }
 
   // tensorpack's SyncVariables after every epoch: model variables (not
@@ -73,6 +86,7 @@ class Replicated final : public MultiTower {
  private:
   std::vector<std::unique_ptr<model::VariableStore>> replicas_;  // towers 1..N-1
   std::vector<std::shared_ptr<model::Optimizer>> optimizers_;    // theirs
+  std::vector<at::Tensor> g_;                                     // the step's reduced gradients
 };
 
 }  // namespace

@@ -89,6 +89,9 @@ class MultiTower : public Strategy {
   virtual void prepare(Trainer &) {}
   // The update, from every tower's gradients (in tower order).
   virtual void update(Trainer &t, std::vector<TowerResult> &results) = 0;
+  // Runs fn(k) for every tower k at once, on the towers' threads (for an
+  // update whose parts are per tower).
+  void on_towers(const std::function<void(int)> &fn) { threads_.run(fn); }
 
   std::shared_ptr<model::Model> model_;
   std::unique_ptr<input::Input> input_;
