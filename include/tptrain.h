@@ -1776,6 +1776,18 @@ TPT_API TPT_NODISCARD tpt_status *tpt_inference_runner(tpt_callback **out, tpt_m
                                                        tpt_inferencer *const *inferencers,
                                                        size_t n_inferencers);
 
+/* tensorpack's DataParallelInferenceRunner: tpt_inference_runner with
+ * n_towers (1 to 256) CPU inference towers ("InferenceTower0", ...) that
+ * each infer a batch at once, on threads of their own (started in
+ * BEFORE_TRAIN, joined in AFTER_TRAIN) with a share of the intra-op threads;
+ * the inferencers get the batches in the dataflow's order, so the results
+ * are the single runner's. The tower function must be safe to call from
+ * several threads at once. */
+TPT_API TPT_NODISCARD tpt_status *tpt_inference_runner_data_parallel(tpt_callback **out, tpt_model *model,
+                                                                     tpt_dataflow *df,
+                                                                     tpt_inferencer *const *inferencers,
+                                                                     size_t n_inferencers, int32_t n_towers);
+
 /* The short form: an InferenceRunner with one ScalarStats of `outputs`
  * (scalars "validation_<name>"). */
 TPT_API TPT_NODISCARD tpt_status *tpt_inference_runner_new(tpt_callback **out, tpt_model *model,

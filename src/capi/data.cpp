@@ -759,8 +759,9 @@ void tpt_inferencer_free(tpt_inferencer *inferencer) {
   delete inferencer;
 }
 
-tpt_status *tpt_inference_runner(tpt_callback **out, tpt_model *model, tpt_dataflow *df,
-                                 tpt_inferencer *const *inferencers, size_t n_inferencers) {
+namespace {
+tpt_status *make_runner(const char *fn, tpt_callback **out, tpt_model *model, tpt_dataflow *df,
+                        tpt_inferencer *const *inferencers, size_t n_inferencers, int32_t n_towers) {
   // The inferencers are taken whatever happens: each live one is moved out
   // first (a dead or repeated handle is an error after that).
   std::vector<std::unique_ptr<tpt::Inferencer>> infs;
@@ -778,7 +779,7 @@ tpt_status *tpt_inference_runner(tpt_callback **out, tpt_model *model, tpt_dataf
       }
     }
   }
-  return guard(__func__, [&] {
+  return guard(fn, [&] {
     require(out, "out");
     *out = nullptr;
     if (n_inferencers == 0) tpt::invalid_argument("n_inferencers is 0: an InferenceRunner needs an inferencer");
@@ -787,8 +788,21 @@ tpt_status *tpt_inference_runner(tpt_callback **out, tpt_model *model, tpt_dataf
     if (!bad.empty()) tpt::invalid_argument(bad);
     std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
     DataFlowPtr d = df_arg(df);
-    tpt::capi::give_callback(out, tpt::make_inference_runner(std::move(m), std::move(d), std::move(infs)));
+    tpt::capi::give_callback(out, tpt::make_inference_runner(std::move(m), std::move(d), std::move(infs), n_towers));
   });
+}
+
+}  // namespace
+
+tpt_status *tpt_inference_runner(tpt_callback **out, tpt_model *model, tpt_dataflow *df,
+                                 tpt_inferencer *const *inferencers, size_t n_inferencers) {
+  return make_runner(__func__, out, model, df, inferencers, n_inferencers, 1);
+}
+
+tpt_status *tpt_inference_runner_data_parallel(tpt_callback **out, tpt_model *model, tpt_dataflow *df,
+                                               tpt_inferencer *const *inferencers, size_t n_inferencers,
+                                               int32_t n_towers) {
+  return make_runner(__func__, out, model, df, inferencers, n_inferencers, n_towers);
 }
 
 tpt_status *tpt_inference_runner_new(tpt_callback **out, tpt_model *model, tpt_dataflow *df,

@@ -506,20 +506,30 @@ void tpt_input_free(tpt_input *input) {
   delete input;
 }
 
-tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_input *input) {
-  // `input` is taken in every case.
+namespace {
+// The input's content, taken whatever happens next (the handle is freed);
+// nullptr for a NULL or dead handle, which check_taken reports.
+std::unique_ptr<tpt::input::Input> take_input(tpt_input *input) {
   std::unique_ptr<tpt::input::Input> in;
   if (input && input->magic == kInputMagic) {
     in = std::move(input->input);
     tpt_input_free(input);
   }
+  return in;
+}
+void check_taken(const std::unique_ptr<tpt::input::Input> &in, const tpt_input *input) {
+  if (in) return;
+  require(input, "input");
+  tpt::capi::throw_not_live("input", "tpt_input");
+}
+}  // namespace
+
+tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_input *input) {
+  std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
   return guard(__func__, [&] {
     tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
     std::shared_ptr<tpt::model::Model> m = live(model, kModelMagic, "model", "tpt_model").model;
-    if (!in) {
-      require(input, "input");
-      tpt::capi::throw_not_live("input", "tpt_input");
-    }
+    check_taken(in, input);
     if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
     in->set_signature(m->inputs());
     if (auto n = in->size()) t.default_steps_per_epoch(*n);
@@ -530,19 +540,11 @@ tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_in
 
 tpt_status *tpt_trainer_set_towers(tpt_trainer *trainer, tpt_model *model, tpt_input *input,
                                    const tpt_towers_options *options) {
-  // `input` is taken in every case.
-  std::unique_ptr<tpt::input::Input> in;
-  if (input && input->magic == kInputMagic) {
-    in = std::move(input->input);
-    tpt_input_free(input);
-  }
+  std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
   return guard(__func__, [&] {
     tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
     std::shared_ptr<tpt::model::Model> m = live(model, kModelMagic, "model", "tpt_model").model;
-    if (!in) {
-      require(input, "input");
-      tpt::capi::throw_not_live("input", "tpt_input");
-    }
+    check_taken(in, input);
     tpt_towers_options o = TPT_TOWERS_OPTIONS_INIT;
     if (options) {
       tpt::capi::check_options_version(options->version, TPT_TOWERS_OPTIONS_VERSION, "options",

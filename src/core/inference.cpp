@@ -3,9 +3,14 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <exception>
 #include <map>
 
 #include "core/error.hpp"
+#include "core/tower_threads.hpp"
 #include "core/trainer.hpp"
 #include "input/dataflow.hpp"
 #include "model/model.hpp"
@@ -76,8 +81,9 @@ class ClassificationError final : public Inferencer {
 class InferenceRunner final : public Callback {
  public:
   InferenceRunner(std::shared_ptr<model::Model> model, std::shared_ptr<data::DataFlow> df,
-                  std::vector<std::unique_ptr<Inferencer>> infs)
-      : Callback("InferenceRunner", true), model_(std::move(model)), df_(std::move(df)), infs_(std::move(infs)) {
+                  std::vector<std::unique_ptr<Inferencer>> infs, int towers)
+      : Callback(towers > 1 ? "DataParallelInferenceRunner" : "InferenceRunner", true), model_(std::move(model)),
+        df_(std::move(df)), infs_(std::move(infs)), towers_(towers) {
     // One inference per batch for every inferencer: the union of their
     // outputs, and where each finds its own.
     std::map<std::string, size_t> at;
@@ -96,14 +102,21 @@ class InferenceRunner final : public Callback {
     df_->claim("InferenceRunner");
   }
   ~InferenceRunner() override {
+    threads_.stop();
     df_->stop();
     df_->release();
   }
   uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER | TPT_EVENT_AFTER_TRAIN; }
   void on_event(Trainer &t, tpt_event e, const Record *) override {
-    if (e == TPT_EVENT_BEFORE_TRAIN) df_->reset_state();
-    else if (e == TPT_EVENT_AFTER_TRAIN) df_->stop();
-    else run(t);
+    if (e == TPT_EVENT_BEFORE_TRAIN) {
+      df_->reset_state();
+      if (towers_ > 1) threads_.start(towers_, std::max(1, at::get_num_threads() / towers_));
+    } else if (e == TPT_EVENT_AFTER_TRAIN) {
+      threads_.stop();
+      df_->stop();
+    } else {
+      run(t);
+    }
   }
 
  private:
@@ -112,24 +125,60 @@ class InferenceRunner final : public Callback {
     if (!complete_) df_->restart();  // a run that failed half-way starts over
     complete_ = false;
     for (auto &inf : infs_) inf->before();
-    data::Datapoint batch;
+    const int n = towers_ > 1 ? towers_ : 1;
+    if (n > 1 && !threads_.running()) threads_.start(n, std::max(1, at::get_num_threads() / n));
+    std::vector<data::Datapoint> batches(static_cast<size_t>(n));
+    std::vector<std::vector<at::Tensor>> outs(static_cast<size_t>(n));
     std::vector<at::Tensor> mine;
-    for (int64_t k = 0;; ++k) {
+    bool more = true;
+    for (int64_t first = 0; more; first += n) {
       // Errors say they came from the runner's dataflow and which batch
       // (a host callback's own status goes back unchanged).
+      int64_t k = first;
       auto where = [&](const std::string &what) {
-        return "InferenceRunner: batch " + std::to_string(k) + " of its dataflow: " + what;
+        return name() + ": batch " + std::to_string(k) + " of its dataflow: " + what;
       };
       try {
-        if (!df_->next(batch)) break;
-        if (batch.empty() || batch[0].dim() < 1) invalid_argument("a batch needs a first dimension (rows)");
-        const int64_t rows = batch[0].size(0);
-        std::vector<at::Tensor> outs;
-        if (!names_.empty()) outs = model_->infer(batch, names_);
-        for (size_t i = 0; i < infs_.size(); ++i) {
-          mine.clear();
-          for (size_t j : index_[i]) mine.push_back(outs[j]);
-          infs_[i]->on_outputs(mine, rows);
+        int got = 0;  // up to one batch per tower
+        for (; got < n; ++got, ++k) {
+          if (!df_->next(batches[static_cast<size_t>(got)])) {
+            more = false;
+            break;
+          }
+          const data::Datapoint &b = batches[static_cast<size_t>(got)];
+          if (b.empty() || b[0].dim() < 1) invalid_argument("a batch needs a first dimension (rows)");
+        }
+        k = first;
+        if (!names_.empty()) {
+          if (n == 1) {
+            if (got == 1) outs[0] = model_->infer(batches[0], names_);
+          } else {
+            // Each tower's error is kept, so the lowest one is reported
+            // with its own batch's number.
+            std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+            threads_.run([&](int tower) {
+              if (tower >= got) return;
+              try {
+                outs[static_cast<size_t>(tower)] =
+                    model_->infer(batches[static_cast<size_t>(tower)], names_, "InferenceTower" + std::to_string(tower));
+              } catch (...) {
+                errors[static_cast<size_t>(tower)] = std::current_exception();
+              }
+            });
+            for (int tower = 0; tower < got; ++tower) {
+              if (!errors[static_cast<size_t>(tower)]) continue;
+              k = first + tower;
+              std::rethrow_exception(errors[static_cast<size_t>(tower)]);
+            }
+          }
+        }
+        for (int b = 0; b < got; ++b, ++k) {
+          const int64_t rows = batches[static_cast<size_t>(b)][0].size(0);
+          for (size_t i = 0; i < infs_.size(); ++i) {
+            mine.clear();
+            for (size_t j : index_[i]) mine.push_back(outs[static_cast<size_t>(b)][j]);
+            infs_[i]->on_outputs(mine, rows);
+          }
         }
       } catch (const Error &e) {
         if (e.passthrough()) throw;
@@ -148,6 +197,8 @@ class InferenceRunner final : public Callback {
   std::vector<std::string> names_;          // the outputs inferred per batch
   std::vector<std::vector<size_t>> index_;  // per inferencer, its outputs in names_
   bool complete_ = true;
+  int towers_;
+  TowerThreads threads_;
 };
 
 }  // namespace
@@ -162,9 +213,11 @@ std::unique_ptr<Inferencer> make_classification_error(std::string wrong, std::st
 }
 
 std::unique_ptr<Callback> make_inference_runner(std::shared_ptr<model::Model> model, std::shared_ptr<data::DataFlow> df,
-                                                std::vector<std::unique_ptr<Inferencer>> inferencers) {
+                                                std::vector<std::unique_ptr<Inferencer>> inferencers, int towers) {
   if (inferencers.empty()) invalid_argument("an InferenceRunner needs at least one inferencer");
-  return std::make_unique<InferenceRunner>(std::move(model), std::move(df), std::move(inferencers));
+  if (towers < 1 || towers > 256)
+    invalid_argument("n_towers is " + std::to_string(towers) + ": it must be in [1, 256]");
+  return std::make_unique<InferenceRunner>(std::move(model), std::move(df), std::move(inferencers), towers);
 }
 
 }  // namespace tpt

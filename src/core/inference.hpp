@@ -42,7 +42,10 @@ std::unique_ptr<Inferencer> make_scalar_stats(std::vector<std::string> names, st
 std::unique_ptr<Inferencer> make_classification_error(std::string wrong, std::string summary);
 
 // The runner, a chief-only callback: at every TRIGGER, one pass of `df`.
+// With towers > 1, tensorpack's DataParallelInferenceRunner: that many
+// inference towers ("InferenceTower0", ...) each take a batch at once, on
+// threads of their own; the inferencers get the batches in order.
 std::unique_ptr<Callback> make_inference_runner(std::shared_ptr<model::Model> model, std::shared_ptr<data::DataFlow> df,
-                                                std::vector<std::unique_ptr<Inferencer>> inferencers);
+                                                std::vector<std::unique_ptr<Inferencer>> inferencers, int towers = 1);
 
 }  // namespace tpt

@@ -301,12 +301,13 @@ void Model::call(Tower &tower, const std::vector<at::Tensor> &batch) {
   fn_(tower, batch);
 }
 
-std::vector<at::Tensor> Model::infer(const std::vector<at::Tensor> &batch, const std::vector<std::string> &names) {
+std::vector<at::Tensor> Model::infer(const std::vector<at::Tensor> &batch, const std::vector<std::string> &names,
+                                     const std::string &tower_name) {
   refuse_reentry("inference");
   build();
   check_inputs(batch);
   c10::NoGradGuard no_grad;
-  Tower tower(*this, "InferenceTower", 0, /*training=*/false, /*building=*/false, c10::Device(c10::kCPU));
+  Tower tower(*this, tower_name, 0, /*training=*/false, /*building=*/false, c10::Device(c10::kCPU));
   {
     Running running(this);
     fn_(tower, batch);

@@ -141,8 +141,10 @@ class Model {
   // Runs the tower function in `tower` on `batch`.
   void call(Tower &tower, const std::vector<at::Tensor> &batch);
 
-  // Inference: no gradients, no variable changes; returns the tower's outputs.
-  std::vector<at::Tensor> infer(const std::vector<at::Tensor> &batch, const std::vector<std::string> &names);
+  // Inference: no gradients, no variable changes; returns the tower's
+  // outputs. Thread-safe (the data-parallel runner's towers call it at once).
+  std::vector<at::Tensor> infer(const std::vector<at::Tensor> &batch, const std::vector<std::string> &names,
+                                const std::string &tower_name = "InferenceTower");
 
   void set_optimizer(std::shared_ptr<Optimizer> opt);
   const std::shared_ptr<Optimizer> &optimizer() const { return optimizer_; }

@@ -46,18 +46,7 @@ class Simple final : public Strategy {
     input_->setup();
   }
 
-  void save(Checkpoint &ck) override {
-    for (const auto &v : vars_) {
-      ck.variables.emplace_back(v.name, v.value.detach());
-      if (v.trainable) ck.trainable.push_back(v.name);
-    }
-    ck.optimizer = model_->optimizer()->state(vars_);
-    try {
-      ck.input = input_->get_state();
-    } catch (const Error &e) {
-      if (e.code() != TPT_ERR_UNSUPPORTED) throw;  // a feed function: it has no position to save
-    }
-  }
+  void save(Checkpoint &ck) override { save_checked(ck, vars_, *input_, *model_->optimizer()); }
 
   void restore(const Checkpoint &ck) { restore_checked(ck, vars_, *input_, *model_->optimizer()); }
 
@@ -106,6 +95,20 @@ class Simple final : public Strategy {
 };
 
 }  // namespace
+
+void save_checked(Checkpoint &ck, const std::vector<model::Variable> &vars, input::Input &input,
+                  model::Optimizer &optimizer) {
+  for (const auto &v : vars) {
+    ck.variables.emplace_back(v.name, v.value.detach());
+    if (v.trainable) ck.trainable.push_back(v.name);
+  }
+  ck.optimizer = optimizer.state(vars);
+  try {
+    ck.input = input.get_state();
+  } catch (const Error &e) {
+    if (e.code() != TPT_ERR_UNSUPPORTED) throw;  // a feed function: it has no position to save
+  }
+}
 
 void restore_checked(const Checkpoint &ck, const std::vector<model::Variable> &vars, input::Input &input,
                      model::Optimizer &optimizer) {

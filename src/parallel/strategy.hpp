@@ -71,6 +71,10 @@ std::shared_ptr<Strategy> parameter_server(std::shared_ptr<model::Model> model, 
 std::shared_ptr<Strategy> async(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
                                 TowersOptions options);
 
+// What every strategy saves: tower 0's variables (the model's), the
+// optimizer's state and the input's position (none for a feed function).
+void save_checked(Checkpoint &ck, const std::vector<model::Variable> &vars, input::Input &input,
+                  model::Optimizer &optimizer);
 // What every strategy's restore does with tower 0's part of a checkpoint:
 // checks every variable (names, shapes, dtypes; all or nothing), then the
 // input's state, then the optimizer's, then copies the variables.

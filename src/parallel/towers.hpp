@@ -19,43 +19,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/tower_threads.hpp"
 #include "input/input.hpp"
 #include "model/model.hpp"
 #include "parallel/strategy.hpp"
 
 namespace tpt::parallel {
-
-// Threads for towers 1..N-1 (tower 0 runs on the caller's), started in
-// BEFORE_TRAIN and joined in AFTER_TRAIN (and by the destructor). Each runs
-// LibTorch's intra-op work with `intra_op_threads` OpenMP threads.
-class TowerThreads {
- public:
-  TowerThreads() = default;
-  ~TowerThreads() { stop(); }
-  TowerThreads(const TowerThreads &) = delete;
-  TowerThreads &operator=(const TowerThreads &) = delete;
-
-  // Starts towers - 1 threads; on a failure the started ones are stopped and
-  // the error names the tower.
-  void start(int towers, int intra_op_threads);
-  void stop();
-  // Runs fn(k) for every tower k at once and returns when all are done;
-  // rethrows the error of the lowest tower that failed.
-  void run(const std::function<void(int)> &fn);
-
- private:
-  void loop(int k);
-
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  std::vector<std::thread> threads_;
-  const std::function<void(int)> *job_ = nullptr;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool quit_ = false;
-  std::vector<std::exception_ptr> errors_;
-  int intra_ = 0;
-};
 
 // One tower's step.
 struct TowerResult {
@@ -105,7 +74,7 @@ class MultiTower : public Strategy {
   void train_step(Trainer &t);
   void compute(int k, const std::vector<at::Tensor> &batch, TowerResult &r);
 
-  TowerThreads threads_;
+  tpt::TowerThreads threads_;
   std::vector<std::vector<at::Tensor>> batches_;
   std::vector<TowerResult> results_;
   int64_t step_ = 0;

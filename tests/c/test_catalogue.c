@@ -21,6 +21,8 @@
 
 /* ---- a 3-class classifier of 4 features */
 
+static int inference_towers_seen[8]; /* the data-parallel runner's towers that ran */
+
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
   (void)n, (void)ud;
   tpt_tensor *logits = NULL, *cost = NULL, *wrong = NULL;
@@ -30,6 +32,10 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
   if (!st) st = tpt_tower_set_cost(tw, cost);
   if (!st) st = tpt_tower_set_output(tw, "wrong", wrong);
   if (!st) st = tpt_tower_set_output(tw, "logits", logits);
+  char name[32] = "";
+  if (!st) st = tpt_tower_name(name, sizeof name, tw);
+  if (!st && strncmp(name, "InferenceTower", 14) == 0 && name[14] >= '0' && name[14] <= '7' && name[15] == '\0')
+    inference_towers_seen[name[14] - '0'] = 1; /* each tower writes its own slot */
   return st;
 }
 
@@ -263,6 +269,58 @@ static void inferencers_on_periodic_trigger(void **state) {
   assert_int_equal(c.afters, 3);
   assert_int_equal(history_len(t, "validation_error"), 3);
   tpt_trainer_free(t);
+  tpt_optimizer_free(opt);
+  tpt_model_free(m);
+}
+
+/* tensorpack's DataParallelInferenceRunner with 3 towers: the batches of a
+ * pass (4, 4, 2 rows) are inferred at once on InferenceTower0..2 and reach
+ * the inferencers in order, so every result is the single runner's. */
+static void data_parallel_runner(void **state) {
+  (void)state;
+  tpt_model *m = new_model();
+  struct counter c1 = {0, 0, 0, 0, 0, -1, 0}, c3 = {0, 0, 0, 0, 0, -1, 0};
+  tpt_trainer *t = trainer_of(m, 1, 0, -1);
+  ok(tpt_trainer_add_callback(t, runner_of(m, &c1)));
+  ok(tpt_trainer_run(t)); /* one epoch of training: weights that are not the initial ones */
+  tpt_trainer_free(t);
+  /* the same model, not trained further: a runner of 3 towers on a fresh trainer of 0 steps */
+  static const char *stats[] = {"cost", "wrong"};
+  tpt_inferencer *infs[3] = {NULL, NULL, NULL};
+  ok(tpt_inferencer_scalar_stats(&infs[0], stats, 2, NULL));
+  ok(tpt_inferencer_classification_error(&infs[1], NULL, NULL));
+  infs[2] = host_inferencer(&c3);
+  tpt_dataflow *val = rows_df(-1, 4);
+  tpt_callback *r = NULL;
+  ok(tpt_inference_runner_data_parallel(&r, m, val, infs, 3, 3));
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = 1;
+  o.steps_per_epoch = 0; /* callbacks only: the runner triggers after the epoch */
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  ok(tpt_trainer_new(&t, &o));
+  ok(tpt_trainer_add_callback(t, r));
+  memset(inference_towers_seen, 0, sizeof inference_towers_seen);
+  ok(tpt_trainer_run(t));
+  assert_int_equal(c3.batches, 3);
+  assert_int_equal(c3.rows, ROWS);
+  assert_true(inference_towers_seen[0] && inference_towers_seen[1] && inference_towers_seen[2]);
+  assert_false(inference_towers_seen[3]);
+  /* a single runner on the same weights gives the same numbers */
+  double err3 = latest(t, "validation_error"), cost3 = latest(t, "validation_cost");
+  assert_true(fabs(latest(t, "host_error") - err3) < 1e-12);
+  tpt_trainer_free(t);
+  struct counter c1b = {0, 0, 0, 0, 0, -1, 0};
+  ok(tpt_trainer_new(&t, &o));
+  ok(tpt_trainer_add_callback(t, runner_of(m, &c1b)));
+  ok(tpt_trainer_run(t));
+  assert_true(latest(t, "validation_error") == err3);
+  assert_true(latest(t, "validation_cost") == cost3);
+  tpt_trainer_free(t);
+  expect_code(tpt_inference_runner_data_parallel(&r, m, val, NULL, 0, 2), TPT_ERR_INVALID_ARGUMENT, "n_inferencers is 0");
+  ok(tpt_inferencer_scalar_stats(&infs[0], stats, 1, NULL));
+  expect_code(tpt_inference_runner_data_parallel(&r, m, val, infs, 1, 0), TPT_ERR_INVALID_ARGUMENT, "n_towers is 0");
+  tpt_dataflow_free(val);
   tpt_optimizer_free(opt);
   tpt_model_free(m);
 }
@@ -790,6 +848,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(inferencers_per_epoch),
       cmocka_unit_test(inferencers_on_periodic_trigger),
       cmocka_unit_test(inferencer_errors),
+      cmocka_unit_test(data_parallel_runner),
       cmocka_unit_test(hyperparam_func),
       cmocka_unit_test(stat_monitor),
       cmocka_unit_test(human_hyperparam),

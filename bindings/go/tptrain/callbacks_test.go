@@ -2,9 +2,10 @@ package tptrain
 
 // The library's callback catalogue from Go (callbacks.go, inference.go,
 // PutImage and TensorBoard), each in a small real training: inferencers
-// (Go functions, ScalarStats, ClassificationError) in an InferenceRunner,
-// the hyper-parameter setters, early stopping, TerminateOnNaN, throughput,
-// the step watchdog, host memory, images and the TensorBoard writer.
+// (Go functions, ScalarStats, ClassificationError) in an InferenceRunner
+// and a DataParallelInferenceRunner, the hyper-parameter setters, early
+// stopping, TerminateOnNaN, throughput, the step watchdog, host memory,
+// images and the TensorBoard writer.
 
 import (
 	"bytes"
@@ -13,7 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -57,10 +60,22 @@ func classifierTensors(t *testing.T, rows int) (x, labels *Tensor) {
 // the output "wrong" (1 for a row whose label is not the top logit).
 func newClassifier(t *testing.T) *Model {
 	t.Helper()
+	return newClassifierWith(t, nil)
+}
+
+// newClassifierWith is newClassifier whose tower function first calls note
+// (if not nil) with its tower.
+func newClassifierWith(t *testing.T, note func(tw *Tower) error) *Model {
+	t.Helper()
 	m := must(NewModel([]InputSpec{
 		{Name: "x", DType: DTypeFloat32, Shape: []int64{-1, 2}},
 		{Name: "label", DType: DTypeInt64, Shape: []int64{-1}},
 	}, func(tw *Tower, in []*Tensor) error {
+		if note != nil {
+			if err := note(tw); err != nil {
+				return err
+			}
+		}
 		// Closed at once, so that TestInferencers can count the handles
 		// (the call's tensors would otherwise wait for their finalizers).
 		logits, err := tw.FC("fc", in[0], 2, nil)
@@ -367,6 +382,132 @@ func TestInferenceRunnerArguments(t *testing.T) {
 	runner := must(NewInferenceRunnerWith(m, df, f)).of(t)
 	_, err = classifierRun(t, m, 1, runner)
 	wantError(t, err, CodeNotFound, "nope")
+}
+
+// namedInferencers are a ScalarStats of "cost" and "wrong", a
+// ClassificationError and a Go inferencer that notes the rows of each batch,
+// all named after prefix.
+func namedInferencers(t *testing.T, prefix string, rows *[]int64) []*Inferencer {
+	t.Helper()
+	return []*Inferencer{
+		must(ScalarStats(prefix, "cost", "wrong")).of(t),
+		must(ClassificationError(ClassificationErrorOptions{SummaryName: prefix + "_error"})).of(t),
+		must(NewInferencer(InferencerFuncs{Name: prefix + " rows", Outputs: []string{"wrong"},
+			OnOutputs: func(_ []*Tensor, n int64) error {
+				*rows = append(*rows, n)
+				return nil
+			}})).of(t),
+	}
+}
+
+func TestDataParallelInferenceRunner(t *testing.T) {
+	checkHandles(t)
+	ok(t, ManualSeed(5))
+	// The inference calls of the tower function, per tower name (the build
+	// and training calls left out); towers run at once.
+	var mu sync.Mutex
+	calls := map[string]int{}
+	m := newClassifierWith(t, func(tw *Tower) error {
+		if tw.IsTraining() || tw.IsBuilding() {
+			return nil
+		}
+		name, index := tw.Name(), tw.Index()
+		if index != 0 {
+			t.Errorf("%s: index %d, want 0 for an inference tower", name, index)
+		}
+		mu.Lock()
+		calls[name]++
+		mu.Unlock()
+		return nil
+	})
+	// Batches of 16, 16, 16, 2: a group of 3 towers, then a group of 1.
+	var rows1, rows3 []int64
+	single := must(NewInferenceRunnerWith(m, validationFlow(t), namedInferencers(t, "single", &rows1)...)).of(t)
+	parallel := must(NewDataParallelInferenceRunner(m, validationFlow(t), 3,
+		namedInferencers(t, "parallel", &rows3)...)).of(t)
+	// Both runners in one training: each pass sees the same weights.
+	tr, err := classifierRun(t, m, 2, single, parallel)
+	ok(t, err)
+
+	costs := history(t, tr, "single_cost")
+	if len(costs) != 2 || costs[0] == costs[1] {
+		t.Errorf("single_cost %v: want 2 passes on different weights", costs)
+	}
+	for _, stat := range []string{"cost", "wrong", "error"} {
+		s, p := history(t, tr, "single_"+stat), history(t, tr, "parallel_"+stat)
+		if len(s) != 2 || !reflect.DeepEqual(s, p) {
+			t.Errorf("%s: the single runner's %v, the data-parallel one's %v: want the same numbers", stat, s, p)
+		}
+	}
+	// The inferencers get the batches in the dataflow's order.
+	if want := []int64{16, 16, 16, 2, 16, 16, 16, 2}; !reflect.DeepEqual(rows1, want) || !reflect.DeepEqual(rows3, want) {
+		t.Errorf("rows per batch: single %v, data-parallel %v, want %v", rows1, rows3, want)
+	}
+	// Per pass: 4 batches on the single runner's tower; 2 groups, the second
+	// of one batch, on the three towers.
+	want := map[string]int{"InferenceTower": 8, "InferenceTower0": 4, "InferenceTower1": 2, "InferenceTower2": 2}
+	if !reflect.DeepEqual(calls, want) {
+		t.Errorf("inference calls per tower %v, want %v", calls, want)
+	}
+}
+
+func TestDataParallelInferenceRunnerErrors(t *testing.T) {
+	checkHandles(t)
+	m := newClassifier(t)
+	df := validationFlow(t)
+	noop := func([]*Tensor, int64) error { return nil }
+
+	// A count out of [1, 256] is an error; the inferencers are taken all
+	// the same.
+	big := math.MaxInt32
+	big++ // out of int32 where int has 64 bits
+	for _, towers := range []int{0, -1, 257, big} {
+		a := must(NewInferencer(InferencerFuncs{Name: "a", OnOutputs: noop})).of(t)
+		_, err := NewDataParallelInferenceRunner(m, df, towers, a)
+		wantError(t, err, CodeInvalidArgument, "n_towers is "+strconv.Itoa(towers))
+		_, err = NewInferenceRunnerWith(m, df, a)
+		wantError(t, err, CodeInvalidArgument, "inferencers[0]: the Inferencer 'a' was closed or already given away")
+	}
+	_, err := NewDataParallelInferenceRunner(m, df, 2)
+	wantError(t, err, CodeInvalidArgument, "needs an inferencer")
+	_, err = NewDataParallelInferenceRunner(nil, df, 2, must(ScalarStats("", "cost")).of(t))
+	wantError(t, err, CodeInvalidArgument, "the Model is nil")
+	// One tower is the single runner; a runner never given to a trainer is
+	// released by Close.
+	ok(t, must(NewDataParallelInferenceRunner(m, validationFlow(t), 1, must(ScalarStats("", "cost")).of(t))).of(t).Close())
+
+	// An error of the tower function in tower 2 (a thread of the library's)
+	// comes back from Run as the same value.
+	errTower := errors.New("tower 2 cannot read its batch")
+	m = newClassifierWith(t, func(tw *Tower) error {
+		if tw.Name() == "InferenceTower2" {
+			return errTower
+		}
+		return nil
+	})
+	runner := must(NewDataParallelInferenceRunner(m, validationFlow(t), 3, must(ClassificationError(ClassificationErrorOptions{})).of(t))).of(t)
+	if _, err := classifierRun(t, m, 1, runner); err != errTower {
+		t.Errorf("Run() = %v, want the tower function's error", err)
+	}
+
+	// A panic there makes Run panic again with the same value.
+	value := &panicValue{"InferenceTower1"}
+	m = newClassifierWith(t, func(tw *Tower) error {
+		if tw.Name() == "InferenceTower1" {
+			panic(value)
+		}
+		return nil
+	})
+	runner = must(NewDataParallelInferenceRunner(m, validationFlow(t), 2, must(ClassificationError(ClassificationErrorOptions{})).of(t))).of(t)
+	func() {
+		defer func() {
+			if p := recover(); p != value {
+				t.Errorf("recovered %v, want the tower function's panic", p)
+			}
+		}()
+		classifierRun(t, m, 1, runner)
+		t.Error("Run did not panic")
+	}()
 }
 
 // lrByEpoch is a callback that reads the learning rate at the start of

@@ -3,7 +3,9 @@ package tptrain
 // Inference during training: the header section of that name. An
 // InferenceRunner makes one pass of a dataflow through the model's
 // inference tower at every TRIGGER, and its inferencers turn the outputs
-// into scalars (tensorpack's InferenceRunner and Inferencer).
+// into scalars (tensorpack's InferenceRunner and Inferencer); the
+// DataParallelInferenceRunner infers several batches at once, one on each
+// of its inference towers.
 
 /*
 #include <stdlib.h>
@@ -13,6 +15,7 @@ package tptrain
 import "C"
 
 import (
+	"math"
 	"runtime"
 	"strconv"
 	"unsafe"
@@ -209,8 +212,34 @@ func (inf *Inferencer) take(who string) (*C.tpt_inferencer, *inferencerFunc, err
 // takes the inferencers over, also when it fails, and keeps references to
 // model and df (which it consumes); the caller still owns both. The runner
 // is chief-only. Give the callback to a trainer (AddCallback, TrainConfig).
+// NewDataParallelInferenceRunner infers several batches at once.
 func NewInferenceRunnerWith(model *Model, df *DataFlow, inferencers ...*Inferencer) (*Callback, error) {
-	const who = "NewInferenceRunnerWith"
+	return newInferenceRunner("NewInferenceRunnerWith", "InferenceRunner", model, df, false, 0, inferencers)
+}
+
+// NewDataParallelInferenceRunner makes tensorpack's
+// DataParallelInferenceRunner (tpt_inference_runner_data_parallel): the
+// InferenceRunner of NewInferenceRunnerWith with towers (1 to 256) CPU
+// inference towers, "InferenceTower0", "InferenceTower1", ... (Tower.Name),
+// that each infer a batch of df at once: tower 0 on the goroutine of Run,
+// the others on threads of the library's own, started before training and
+// joined after it, with a share of the intra-op threads. The tower function
+// must therefore be safe for concurrent use (as for Trainer.SetTowers); an
+// error it returns in any tower fails training and Run returns that very
+// value, a panic makes Run panic again. The inferencers still run on the
+// goroutine of Run and get the batches in the dataflow's order, so the
+// results are NewInferenceRunnerWith's. A count of towers out of range is
+// an error (CodeInvalidArgument); the inferencers are taken over all the
+// same.
+func NewDataParallelInferenceRunner(model *Model, df *DataFlow, towers int, inferencers ...*Inferencer) (*Callback, error) {
+	return newInferenceRunner("NewDataParallelInferenceRunner", "DataParallelInferenceRunner", model, df, true, towers,
+		inferencers)
+}
+
+// newInferenceRunner is tpt_inference_runner, or with dataParallel
+// tpt_inference_runner_data_parallel of towers towers.
+func newInferenceRunner(who, name string, model *Model, df *DataFlow, dataParallel bool, towers int,
+	inferencers []*Inferencer) (*Callback, error) {
 	// Take them all first: they are released whatever happens.
 	ptrs := make([]*C.tpt_inferencer, 0, len(inferencers))
 	var fns []*inferencerFunc
@@ -232,6 +261,12 @@ func NewInferenceRunnerWith(model *Model, df *DataFlow, inferencers ...*Inferenc
 		for _, p := range ptrs {
 			C.tpt_inferencer_free(p)
 		}
+	}
+	if firstErr == nil && dataParallel && (towers < math.MinInt32 || towers > math.MaxInt32) {
+		// Out of the C argument's range: the library's message for a count
+		// out of range (it checks the rest).
+		firstErr = &Error{Code: CodeInvalidArgument,
+			Message: who + ": n_towers is " + strconv.Itoa(towers) + ": it must be in [1, 256]"}
 	}
 	if firstErr != nil {
 		freeAll()
@@ -256,15 +291,20 @@ func NewInferenceRunnerWith(model *Model, df *DataFlow, inferencers ...*Inferenc
 	var out *C.tpt_callback
 	// Go memory holding C pointers only; the library takes every inferencer
 	// (also when it fails).
-	st := C.tpt_inference_runner(&out, mptr, dptr, first, C.size_t(len(ptrs)))
+	var st *C.tpt_status
+	if !dataParallel {
+		st = C.tpt_inference_runner(&out, mptr, dptr, first, C.size_t(len(ptrs)))
+	} else {
+		st = C.tpt_inference_runner_data_parallel(&out, mptr, dptr, first, C.size_t(len(ptrs)), C.int32_t(towers))
+	}
 	runtime.KeepAlive(model)
 	if err := statusError(st); err != nil {
 		return nil, err
 	}
-	f := &hostFunc{name: "InferenceRunner", stashes: append([]*stash{model.st}, df.stashes...)}
+	f := &hostFunc{name: name, stashes: append([]*stash{model.st}, df.stashes...)}
 	for _, fn := range fns {
 		fn.owner = f
 		f.stashes = append(f.stashes, fn.st)
 	}
-	return newCallback(out, []*hostFunc{f}, "InferenceRunner"), nil
+	return newCallback(out, []*hostFunc{f}, name), nil
 }

@@ -417,7 +417,8 @@ func (tw *Tower) text(method string, get func(*C.char, C.size_t, *C.tpt_tower) *
 	return C.GoString(&buf[0])
 }
 
-// Name returns "tower0", "tower1", ... or "InferenceTower" (tpt_tower_name).
+// Name returns "tower0", "tower1", ... or "InferenceTower" ("InferenceTower0",
+// "InferenceTower1", ... in NewDataParallelInferenceRunner) (tpt_tower_name).
 func (tw *Tower) Name() string {
 	return tw.text("Name", func(b *C.char, n C.size_t, p *C.tpt_tower) *C.tpt_status { return C.tpt_tower_name(b, n, p) })
 }

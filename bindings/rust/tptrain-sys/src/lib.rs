@@ -1288,6 +1288,14 @@ extern "C" {
         inferencers: *const *mut tpt_inferencer,
         n_inferencers: usize,
     ) -> *mut tpt_status;
+    pub fn tpt_inference_runner_data_parallel(
+        out: *mut *mut tpt_callback,
+        model: *mut tpt_model,
+        df: *mut tpt_dataflow,
+        inferencers: *const *mut tpt_inferencer,
+        n_inferencers: usize,
+        n_towers: i32,
+    ) -> *mut tpt_status;
     pub fn tpt_inference_runner_new(
         out: *mut *mut tpt_callback,
         model: *mut tpt_model,
@@ -1662,6 +1670,23 @@ mod tests {
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
                 &TPT_TOWERS_OPTIONS_INIT,
+            );
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+        }
+    }
+
+    #[test]
+    fn data_parallel_inference_runner_nulls_are_errors() {
+        unsafe {
+            // No out, model, dataflow or inferencers: an error, not a crash.
+            let st = tpt_inference_runner_data_parallel(
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                0,
+                2,
             );
             assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
             tpt_status_free(st);

@@ -5,11 +5,12 @@
 //! TRIGGER; use [`Callback::periodic_trigger`] on the built callback to run
 //! it every k steps or epochs), makes one pass of a finite dataflow of
 //! batches (in the model's signature order) through the model's inference
-//! tower, on the training thread. Each [`Inferencer`] asks for some of the
-//! tower's outputs and turns them into scalars, put as any scalar (the
-//! history, stats.json, TensorBoard, [`BestSaver`](crate::BestSaver),
-//! [`StatMonitorParam`](crate::StatMonitorParam) and
-//! [`EarlyStopping`](crate::EarlyStopping) read them).
+//! tower, on the training thread ([`InferenceRunner::towers`]: on several
+//! inference towers at once, tensorpack's DataParallelInferenceRunner).
+//! Each [`Inferencer`] asks for some of the tower's outputs and turns them
+//! into scalars, put as any scalar (the history, stats.json, TensorBoard,
+//! [`BestSaver`](crate::BestSaver), [`StatMonitorParam`](crate::StatMonitorParam)
+//! and [`EarlyStopping`](crate::EarlyStopping) read them).
 //!
 //! Inferencers: [`Inferencer::scalar_stats`] (tensorpack's ScalarStats),
 //! [`Inferencer::classification_error`] (ClassificationError), and
@@ -421,6 +422,17 @@ type PendingInferencer<'a> = Box<dyn FnOnce() -> Result<Inferencer<'a>> + 'a>;
 /// (a dataflow has one consumer). [`Callback::inference_runner`] is the
 /// short form with one [`ScalarStats`].
 ///
+/// With [`towers`](Self::towers) above 1 it is tensorpack's
+/// DataParallelInferenceRunner (`tpt_inference_runner_data_parallel`): that
+/// many CPU inference towers ("InferenceTower0", "InferenceTower1", ...)
+/// each infer a batch at once, tower 0 on the training thread and the others
+/// on threads of the library's own (started before training, joined after
+/// it), with a share of the intra-op threads. The inferencers still run on
+/// the training thread and get the batches in the dataflow's order, so the
+/// results are the single runner's. The tower closure is `Send + Sync`
+/// already ([`Model::new`]); a panic in it on one of the library's threads
+/// fails the pass with its message (the panic is not resumed).
+///
 /// ```no_run
 /// use tptrain::{DataFlow, InferenceRunner, Inferencer, Model};
 /// # fn f<'a>(model: &Model<'a>, test: &DataFlow<'a>) -> tptrain::Result<()> {
@@ -430,6 +442,12 @@ type PendingInferencer<'a> = Box<dyn FnOnce() -> Result<Inferencer<'a>> + 'a>;
 ///     .build()?
 ///     .periodic_trigger(500, 0, false)?;
 /// # let _ = runner;
+/// // Four batches inferred at once, on InferenceTower0..3.
+/// let runner = InferenceRunner::new(model, test)
+///     .inferencer(Inferencer::classification_error())
+///     .towers(4)
+///     .build()?;
+/// # let _ = runner;
 /// # Ok(()) }
 /// ```
 #[must_use = "an InferenceRunner does nothing until it is added to a trainer"]
@@ -437,13 +455,14 @@ pub struct InferenceRunner<'r, 'a> {
     model: &'r Model<'a>,
     df: &'r DataFlow<'a>,
     inferencers: Vec<PendingInferencer<'a>>,
+    towers: usize,
 }
 
 impl<'r, 'a> InferenceRunner<'r, 'a> {
     /// A runner of `model` over `df` (a finite dataflow of batches in the
     /// model's signature order), with no inferencers yet.
     pub fn new(model: &'r Model<'a>, df: &'r DataFlow<'a>) -> InferenceRunner<'r, 'a> {
-        InferenceRunner { model, df, inferencers: Vec::new() }
+        InferenceRunner { model, df, inferencers: Vec::new(), towers: 1 }
     }
 
     /// Adds an inferencer: an [`Inferencer`] or one of its builders, built
@@ -453,11 +472,26 @@ impl<'r, 'a> InferenceRunner<'r, 'a> {
         self
     }
 
-    /// Makes the callback (`tpt_inference_runner`). The inferencers are
-    /// built first, in order; the first error is returned (and the others
-    /// are dropped).
+    /// The number of inference towers (1 to 256; default 1). Above 1 the
+    /// runner is tensorpack's DataParallelInferenceRunner: `towers` batches
+    /// at a time are inferred at once, one on each of "InferenceTower0",
+    /// "InferenceTower1", ... ([`Tower::name`](crate::Tower::name)), on
+    /// threads of their own. A count out of range is a
+    /// [`Code::InvalidArgument`] error from [`build`](Self::build).
+    pub fn towers(mut self, towers: usize) -> InferenceRunner<'r, 'a> {
+        self.towers = towers;
+        self
+    }
+
+    /// Makes the callback (`tpt_inference_runner`, or
+    /// `tpt_inference_runner_data_parallel` with [`towers`](Self::towers)
+    /// other than 1). The inferencers are built first, in order; the first
+    /// error is returned (and the others are dropped).
     pub fn build(self) -> Result<Callback<'a>> {
-        let InferenceRunner { model, df, inferencers } = self;
+        let InferenceRunner { model, df, inferencers, towers } = self;
+        // Out of i32: the library's own message for a count out of range.
+        let n_towers = i32::try_from(towers)
+            .map_err(|_| Error::new(Code::InvalidArgument, format!("n_towers is {towers}: it must be in [1, 256]")))?;
         let mut made = Vec::with_capacity(inferencers.len());
         for make in inferencers {
             made.push(make()?);
@@ -468,7 +502,20 @@ impl<'r, 'a> InferenceRunner<'r, 'a> {
         let mut out = ptr::null_mut();
         // SAFETY: live handles; the library takes the inferencers, also on
         // failure, and keeps its own references to the model and df.
-        let st = unsafe { sys::tpt_inference_runner(&mut out, model.as_ptr(), df.as_ptr(), list, ptrs.len()) };
+        let st = unsafe {
+            if n_towers == 1 {
+                sys::tpt_inference_runner(&mut out, model.as_ptr(), df.as_ptr(), list, ptrs.len())
+            } else {
+                sys::tpt_inference_runner_data_parallel(
+                    &mut out,
+                    model.as_ptr(),
+                    df.as_ptr(),
+                    list,
+                    ptrs.len(),
+                    n_towers,
+                )
+            }
+        };
         panic::resume_if_new(had);
         unsafe { Error::check(st) }?;
         // SAFETY: a new callback that we own; its closures (the model's, the
@@ -489,6 +536,7 @@ impl fmt::Debug for InferenceRunner<'_, '_> {
             .field("model", &self.model)
             .field("df", &self.df)
             .field("inferencers", &self.inferencers.len())
+            .field("towers", &self.towers)
             .finish()
     }
 }

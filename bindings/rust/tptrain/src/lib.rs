@@ -62,9 +62,11 @@
 //! [`DataFlow`]s (tensorpack's DataFlow library), fed to a trainer through
 //! [`Input::from_dataflow`] or [`TrainConfig::from_dataflow`], and validated
 //! by an [`InferenceRunner`] with [`Inferencer`]s (or the short
-//! [`Callback::inference_runner`]). Checkpoints: [`ModelSaver`],
-//! [`BestSaver`], [`Trainer::resume`], [`TrainerOptions::auto_resume`] and
-//! [`Model::restore`] (docs/checkpoints.md).
+//! [`Callback::inference_runner`]; [`InferenceRunner::towers`] infers
+//! several batches at once, tensorpack's DataParallelInferenceRunner).
+//! Checkpoints: [`ModelSaver`], [`BestSaver`], [`Trainer::resume`],
+//! [`TrainerOptions::auto_resume`] and [`Model::restore`]
+//! (docs/checkpoints.md).
 //!
 //! The rest of tensorpack's callbacks are builders given to
 //! [`Trainer::add_callback`]: hyper-parameter setters

@@ -634,7 +634,9 @@ impl Tower {
         flag(sys::tpt_tower_index, self)
     }
 
-    /// "tower0", "tower1", ... or "InferenceTower" (`tpt_tower_name`).
+    /// "tower0", "tower1", ... or "InferenceTower" ("InferenceTower0",
+    /// "InferenceTower1", ... for the towers of a data-parallel
+    /// [`InferenceRunner`](crate::InferenceRunner::towers)) (`tpt_tower_name`).
     pub fn name(&self) -> String {
         text(sys::tpt_tower_name, self)
     }

@@ -1,24 +1,27 @@
 //! The callback catalogue from Rust, each in a small training: inference
 //! runners with custom inferencers, ScalarStats and ClassificationError
-//! (checked against a hand count); EarlyStopping and TerminateOnNaN (their
-//! stop reasons); the hyper-parameter setters (HyperParamFunc,
-//! StatMonitorParam, HumanHyperParam: the value before each epoch, read
-//! back from the optimizer); the throughput and host memory trackers; the
+//! (checked against a hand count), and the data-parallel runner (the single
+//! runner's numbers, on towers InferenceTower0..2); EarlyStopping and
+//! TerminateOnNaN (their stop reasons); the hyper-parameter setters
+//! (HyperParamFunc, StatMonitorParam, HumanHyperParam: the value before each
+//! epoch, read back from the optimizer); the throughput and host memory trackers; the
 //! step watchdog (Code::Timeout); put_image and the TensorBoard event file;
 //! and the errors for bad arguments.
 
 use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashSet};
 use std::error::Error as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::ThreadId;
 use std::time::Duration;
 use tptrain::{
     nn, Callback, CallbackBuilder, Code, DType, DataFlow, EarlyStopping, Error, Event, Events, Flow, HostMemoryTracker,
     HumanHyperParam, HyperParamFunc, InferenceRunner, Inferencer, Input, InputSpec, LayerOptions, LogdirAction, Model,
     Optimizer, Progress, RecordKind, Result, RunOutcome, StatMonitorParam, StepWatchdog, Tensor, TensorBoard,
-    TerminateOnNaN, ThroughputTracker, Trainer, TrainerOptions,
+    TerminateOnNaN, ThroughputTracker, Tower, Trainer, TrainerOptions,
 };
 
 // ------------------------------------------------------------ helpers
@@ -111,9 +114,15 @@ fn classification_data() -> (Tensor, Tensor) {
 /// A classifier whose outputs "wrong" and "miss" are computed from the input
 /// rows themselves (so they do not change while it trains).
 fn classifier<'a>() -> Model<'a> {
+    classifier_with(|_| Ok(()))
+}
+
+/// The classifier, whose tower function first calls `note` with its tower.
+fn classifier_with<'a>(note: impl Fn(&Tower) -> Result<()> + Send + Sync + 'a) -> Model<'a> {
     let model = Model::new(
         &[InputSpec::new("x", DType::F32, &[-1, 2]), InputSpec::new("y", DType::I64, &[-1])],
-        |tower, inputs| -> Result<()> {
+        move |tower, inputs| -> Result<()> {
+            note(tower)?;
             let logits = tower.fc("fc", &inputs[0], 2, &LayerOptions::default())?;
             let cost = nn::softmax_cross_entropy(&logits, &inputs[1])?;
             tower.set_cost(&cost)?;
@@ -296,15 +305,17 @@ fn inferencer_errors_and_panics_fail_training() {
 fn inference_runners_leak_no_tensor_handles() {
     let _serial = serial();
     // The library's inferencers, then one in Rust that reads the lent
-    // outputs and makes tensors of its own.
-    for custom in [false, true] {
+    // outputs and makes tensors of its own; then both with three inference
+    // towers (the tower function's tensors made on the runner's threads).
+    for (custom, towers) in [(false, 1), (true, 1), (true, 3)] {
         let before = Tensor::live_handles();
         {
             let model = classifier();
             let df = validation(4);
             let mut runner = InferenceRunner::new(&model, &df)
                 .inferencer(Inferencer::scalar_stats(&["cost"]))
-                .inferencer(Inferencer::classification_error());
+                .inferencer(Inferencer::classification_error())
+                .towers(towers);
             if custom {
                 runner =
                     runner.inferencer(Inferencer::custom("reader", &["wrong", "cost"], |outputs, _| -> Result<()> {
@@ -317,7 +328,7 @@ fn inference_runners_leak_no_tensor_handles() {
             t.add_callback(runner).unwrap();
             assert_eq!(t.run().unwrap(), RunOutcome::Finished);
         }
-        assert_eq!(Tensor::live_handles(), before, "custom inferencer: {custom}");
+        assert_eq!(Tensor::live_handles(), before, "custom inferencer: {custom}, towers: {towers}");
     }
 }
 
@@ -368,6 +379,149 @@ fn inferencer_closures_are_dropped_exactly_once() {
     assert_eq!(drops.get(), 3);
     drop(t);
     assert_eq!(drops.get(), 4);
+}
+
+/// The tower names and threads of the inference calls of a model's tower
+/// function (the build and training calls left out).
+type InferenceCalls = Arc<Mutex<Vec<(String, i32, ThreadId)>>>;
+
+fn noting_classifier<'a>(calls: &InferenceCalls) -> Model<'a> {
+    let calls = Arc::clone(calls);
+    classifier_with(move |tower| {
+        if !tower.is_training() && !tower.is_building() {
+            calls.lock().unwrap().push((tower.name(), tower.index(), std::thread::current().id()));
+        }
+        Ok(())
+    })
+}
+
+/// A runner with a ScalarStats, a ClassificationError and a custom
+/// inferencer that notes the rows of each batch, all named after `prefix`.
+fn named_runner<'r, 'a>(
+    model: &'r Model<'a>,
+    df: &'r DataFlow<'a>,
+    prefix: &str,
+    rows: &Rc<RefCell<Vec<i64>>>,
+) -> InferenceRunner<'r, 'a> {
+    let rows = Rc::clone(rows);
+    InferenceRunner::new(model, df)
+        .inferencer(Inferencer::scalar_stats(&["cost", "wrong"]).prefix(prefix))
+        .inferencer(Inferencer::classification_error().summary_name(format!("{prefix}_error")))
+        .inferencer(Inferencer::custom("rows", &["wrong"], move |_, n| -> Result<()> {
+            rows.borrow_mut().push(n);
+            Ok(())
+        }))
+}
+
+#[test]
+fn a_data_parallel_runner_gives_the_single_runners_scalars() {
+    let _serial = serial();
+    let calls = InferenceCalls::default();
+    let model = noting_classifier(&calls);
+    // Batches of 3, 3, 3, 1: one group of 3 towers, then one of 1.
+    let (df1, df3) = (validation(3), validation(3));
+    let (rows1, rows3) = (Rc::new(RefCell::new(Vec::new())), Rc::new(RefCell::new(Vec::new())));
+    let parallel = named_runner(&model, &df3, "parallel", &rows3).towers(3);
+    assert!(format!("{parallel:?}").contains("towers: 3"), "{parallel:?}");
+    // Both runners in one training: each pass sees the same weights.
+    let mut t = classifier_trainer(&model, 2);
+    t.add_callback(named_runner(&model, &df1, "single", &rows1)).unwrap();
+    t.add_callback(parallel).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+
+    let costs = values(&t, "single_cost");
+    assert_eq!(costs.len(), 2);
+    assert_ne!(costs[0], costs[1], "the weights changed between the passes");
+    for stat in ["cost", "wrong", "error"] {
+        let (single, parallel) = (values(&t, &format!("single_{stat}")), values(&t, &format!("parallel_{stat}")));
+        assert_eq!(single.len(), 2, "{stat}");
+        assert_eq!(single, parallel, "{stat}: the same numbers, bit for bit");
+    }
+    assert!(close(values(&t, "parallel_error")[1], hand_count_wrong() as f64 / 10.0));
+    // The inferencers get the batches in the dataflow's order.
+    assert_eq!(*rows1.borrow(), vec![3, 3, 3, 1, 3, 3, 3, 1]);
+    assert_eq!(*rows3.borrow(), *rows1.borrow());
+
+    // Per tower name, how many calls and on which threads.
+    let mut towers: BTreeMap<String, (usize, HashSet<ThreadId>)> = BTreeMap::new();
+    for (name, index, thread) in calls.lock().unwrap().iter() {
+        assert_eq!(*index, 0, "{name}: an inference tower has index 0");
+        let entry = towers.entry(name.clone()).or_default();
+        entry.0 += 1;
+        entry.1.insert(*thread);
+    }
+    let counts: Vec<(&str, usize)> = towers.iter().map(|(n, (c, _))| (n.as_str(), *c)).collect();
+    // Per pass: 4 batches on the single runner's tower; 2 groups, the second
+    // of one batch, on the three towers.
+    assert_eq!(
+        counts,
+        vec![("InferenceTower", 8), ("InferenceTower0", 4), ("InferenceTower1", 2), ("InferenceTower2", 2)]
+    );
+    let here = std::thread::current().id();
+    assert_eq!(towers["InferenceTower"].1, HashSet::from([here]), "the single runner infers on the training thread");
+    let (t1, t2) = (&towers["InferenceTower1"].1, &towers["InferenceTower2"].1);
+    assert_eq!((t1.len(), t2.len()), (1, 1), "one thread per tower, kept from pass to pass");
+    assert!(!t1.contains(&here) && !t2.contains(&here) && t1 != t2, "towers 1 and 2 on threads of their own");
+}
+
+#[test]
+fn data_parallel_runner_errors() {
+    let _serial = serial();
+    let model = classifier();
+    let df = validation(4);
+    let drops = Rc::new(Cell::new(0));
+    struct Noisy(Rc<Cell<u32>>);
+    impl Drop for Noisy {
+        fn drop(&mut self) {
+            self.0.set(self.0.get() + 1);
+        }
+    }
+    let noisy = |drops: &Rc<Cell<u32>>| {
+        let n = Noisy(drops.clone());
+        Inferencer::custom("noisy", &["wrong"], move |_, _| {
+            let _ = &n;
+            Ok::<(), Error>(())
+        })
+    };
+    // A count out of [1, 256]: an error, and the inferencers are dropped.
+    for (i, towers) in [0, 257, usize::MAX].into_iter().enumerate() {
+        let e = InferenceRunner::new(&model, &df).inferencer(noisy(&drops)).towers(towers).build().unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{towers}: {e}");
+        assert!(e.message().contains(&format!("n_towers is {towers}")), "{e}");
+        assert_eq!(drops.get(), i as u32 + 1);
+    }
+    // One tower is the single runner.
+    let one = InferenceRunner::new(&model, &df).inferencer(Inferencer::classification_error()).towers(1).build();
+    drop(one.unwrap());
+
+    // An error of the tower function on one of the runner's own threads
+    // fails training with its code and message.
+    let model = classifier_with(|tower| {
+        if tower.name() == "InferenceTower2" {
+            return Err(Error::new(Code::Io, "tower 2 cannot read its batch"));
+        }
+        Ok(())
+    });
+    let mut t = classifier_trainer(&model, 1);
+    t.add_callback(InferenceRunner::new(&model, &df).inferencer(Inferencer::classification_error()).towers(3)).unwrap();
+    let e = t.run().unwrap_err();
+    assert_eq!(e.code(), Code::Io, "{e}");
+    assert!(e.message().contains("tower 2 cannot read its batch"), "{e}");
+
+    // A panic there fails training with its message (no Rust call waits on
+    // that thread to resume it).
+    let model = classifier_with(|tower| {
+        if tower.name() == "InferenceTower1" {
+            panic!("tower 1 exploded");
+        }
+        Ok(())
+    });
+    let df = validation(4);
+    let mut t = classifier_trainer(&model, 1);
+    t.add_callback(InferenceRunner::new(&model, &df).inferencer(Inferencer::classification_error()).towers(2)).unwrap();
+    let e = t.run().unwrap_err();
+    assert_eq!(e.code(), Code::Callback, "{e}");
+    assert!(e.message().contains("panic in the tower function: tower 1 exploded"), "{e}");
 }
 
 // ------------------------------------------------------------ stopping
