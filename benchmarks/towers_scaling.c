@@ -2,13 +2,16 @@
  * same total batch three ways on a 2-core machine:
  *   1 tower x 2 intra-op threads (LibTorch's own parallelism),
  *   1 tower x 1 thread,
- *   2 replicated CPU towers x 1 thread each (and the parameter server).
+ *   2 replicated CPU towers x 1 thread each, the gradients' buckets reduced
+ *   during the backward passes (overlap, the default) and after them,
+ *   2 parameter-server towers x 1 thread.
  * Rounds alternate the configurations; each prints images/s, the median of
  * the rounds. The data is DummyConstantInput (zeros), so only the towers are
- * measured. Overlapping the all-reduce with the backward pass is not built
- * yet: the towers' gradients are reduced after both finish.
+ * measured.
  *
- *   bench_towers_scaling [ROUNDS] [STEPS] [BATCH]   (defaults 5 12 64)
+ *   bench_towers_scaling [ROUNDS] [STEPS] [BATCH] [BUCKET_BYTES]   (defaults 5 12 64 0)
+ *
+ * BUCKET_BYTES is the towers' bucket_bytes (0: the library's default).
  *
  * The last line is `towers-scaling ratio=R goal=0.95`, R = images/s of 2
  * towers x 1 thread / images/s of 1 tower x 2 threads. */
@@ -56,7 +59,9 @@ static tpt_model *model(void) {
 }
 
 /* Seconds for `steps` steps (after one warm-up epoch of 2 steps). */
-static double run(tpt_model *m, int32_t towers, tpt_strategy strategy, int64_t batch, int64_t steps) {
+static size_t bucket_bytes = 0;
+
+static double run(tpt_model *m, int32_t towers, tpt_strategy strategy, int overlap, int64_t batch, int64_t steps) {
   double took = 0;
   for (int pass = 0; pass < 2; ++pass) {
     tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
@@ -74,6 +79,8 @@ static double run(tpt_model *m, int32_t towers, tpt_strategy strategy, int64_t b
     to.strategy = strategy;
     to.n_towers = towers;
     to.intra_op_threads = 1;
+    to.overlap = overlap;
+    to.bucket_bytes = bucket_bytes;
     TPT_CHECK_OR_DIE(tpt_trainer_set_towers(t, m, in, &to));
     double start = now_s();
     TPT_CHECK_OR_DIE(tpt_trainer_run(t));
@@ -91,23 +98,25 @@ static int by_value(const void *a, const void *b) {
 int main(int argc, char **argv) {
   const int rounds = argc > 1 ? atoi(argv[1]) : 5;
   const int64_t steps = argc > 2 ? atoll(argv[2]) : 12, batch = argc > 3 ? atoll(argv[3]) : 64;
-  if (rounds < 1 || rounds > 99 || steps < 1 || batch < 2 || batch % 2) {
-    fprintf(stderr, "usage: bench_towers_scaling [ROUNDS] [STEPS] [BATCH (even)]\n");
+  const long long bucket = argc > 4 ? atoll(argv[4]) : 0;
+  if (rounds < 1 || rounds > 99 || steps < 1 || batch < 2 || batch % 2 || bucket < 0) {
+    fprintf(stderr, "usage: bench_towers_scaling [ROUNDS] [STEPS] [BATCH (even)] [BUCKET_BYTES]\n");
     return 2;
   }
+  bucket_bytes = (size_t)bucket;
   TPT_CHECK_OR_DIE(tpt_manual_seed(1));
   tpt_model *m = model();
-  enum { ONE_BY_TWO, ONE_BY_ONE, TWO_REPLICATED, TWO_PS, N };
+  enum { ONE_BY_TWO, ONE_BY_ONE, TWO_REPLICATED, TWO_NO_OVERLAP, TWO_PS, N };
   const char *names[N] = {"1 tower x 2 threads", "1 tower x 1 thread", "2 replicated towers x 1 thread",
-                          "2 parameter-server towers x 1 thread"};
+                          "  the same, overlap off", "2 parameter-server towers x 1 thread"};
   double ips[N][100];
   for (int r = 0; r < rounds; ++r) {
     for (int c = 0; c < N; ++c) {
       int k = (c + r) % N; /* alternate which goes first */
       TPT_CHECK_OR_DIE(tpt_set_num_threads(k == ONE_BY_ONE ? 1 : 2));
-      double s = k == ONE_BY_TWO || k == ONE_BY_ONE ? run(m, 1, TPT_STRATEGY_SIMPLE, batch, steps)
-                 : run(m, 2, k == TWO_REPLICATED ? TPT_STRATEGY_REPLICATED : TPT_STRATEGY_PARAMETER_SERVER, batch,
-                       steps);
+      double s = k == ONE_BY_TWO || k == ONE_BY_ONE ? run(m, 1, TPT_STRATEGY_SIMPLE, 1, batch, steps)
+                 : k == TWO_PS                      ? run(m, 2, TPT_STRATEGY_PARAMETER_SERVER, 1, batch, steps)
+                                                    : run(m, 2, TPT_STRATEGY_REPLICATED, k == TWO_REPLICATED, batch, steps);
       ips[k][r] = (double)(steps * batch) / s;
     }
     printf("# round %d:", r + 1);
@@ -122,6 +131,7 @@ int main(int argc, char **argv) {
   }
   printf("2 towers x 1 thread vs 1 tower x 1 thread: %.2fx (scaling efficiency %.2f)\n", med[TWO_REPLICATED] / med[ONE_BY_ONE],
          med[TWO_REPLICATED] / med[ONE_BY_ONE] / 2);
+  printf("overlap on vs off (2 replicated towers): %.3fx\n", med[TWO_REPLICATED] / med[TWO_NO_OVERLAP]);
   printf("towers-scaling ratio=%.3f goal=0.95\n", med[TWO_REPLICATED] / med[ONE_BY_TWO]);
   tpt_model_free(m);
   return 0;

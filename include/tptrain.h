@@ -1691,7 +1691,7 @@ typedef enum tpt_strategy {
 } tpt_strategy;
 
 /* Initialise with TPT_TOWERS_OPTIONS_INIT. */
-#define TPT_TOWERS_OPTIONS_VERSION 1
+#define TPT_TOWERS_OPTIONS_VERSION 2
 typedef struct tpt_towers_options {
   uint32_t version;            /* TPT_TOWERS_OPTIONS_VERSION */
   tpt_strategy strategy;       /* default TPT_STRATEGY_REPLICATED */
@@ -1701,8 +1701,16 @@ typedef struct tpt_towers_options {
   int32_t average;             /* replicated: nonzero (default) averages the gradients, 0 sums them */
   int32_t intra_op_threads;    /* LibTorch intra-op threads per tower; 0 (default): the process's
                                   (tpt_get_num_threads) divided by n_towers, at least 1 */
+  /* version 2: */
+  int32_t overlap;             /* replicated and parameter server: nonzero (default) reduces a
+                                  bucket of gradients as soon as every tower's backward pass has
+                                  produced them, while the backward passes go on (PyTorch DDP's
+                                  reducer); 0 reduces every bucket after all the backward passes.
+                                  The result is the same bit for bit */
+  size_t bucket_bytes;         /* the gradients are packed into flat buckets of about this size
+                                  (in the order backward produces them); 0 (default): 1 MiB */
 } tpt_towers_options;
-#define TPT_TOWERS_OPTIONS_INIT { TPT_TOWERS_OPTIONS_VERSION, TPT_STRATEGY_REPLICATED, 2, NULL, 1, 0 }
+#define TPT_TOWERS_OPTIONS_INIT { TPT_TOWERS_OPTIONS_VERSION, TPT_STRATEGY_REPLICATED, 2, NULL, 1, 0, 1, 0 }
 
 /* tpt_trainer_set_model with towers: makes `trainer` train `model` with the
  * strategy and towers of `options` (NULL: the defaults, 2 replicated CPU

@@ -12,18 +12,27 @@
  * Run it again on the same LOGDIR and it goes on exactly where the last run
  * stopped (killed mid-epoch included).
  *
+ * --towers N trains data-parallel on N replicated CPU towers, tensorpack's
+ * SyncMultiGPUTrainerReplicated(N): one field of the train config
+ * (docs/towers.md). Each tower takes its own batch of 128, so a step trains
+ * on 128 x N images and an epoch has N times fewer steps. The towers' dropout
+ * draws from one generator in whatever order they reach it, so such a run
+ * (and its resume) is not bit-reproducible.
+ *
  * The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
  * max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
  * each conv and fc0; softmax cross-entropy (the validation "cost").
  * Adam at 1e-3, times 0.6 after each epoch from the second on
  * (ScheduledHyperParamSetter).
  *
- *   build/examples/fashion_mnist [LOGDIR] [DATA_DIR] [EPOCHS]
- *     (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 5)
+ *   build/examples/fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
+ *     (defaults: no towers, train_log/fashion_mnist,
+ *      /usr/share/datasets/fashion-mnist, 5; --help says more)
  *
  * Exits 0 when the final test accuracy is at least 90 %. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tptrain_util.h"
 
@@ -67,10 +76,62 @@ static tpt_dataflow *pipeline(const char *dir, const char *split, int train) {
   return batched;
 }
 
+static const char usage[] =
+    "usage: fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]\n"
+    "  LOGDIR      the log directory (default train_log/fashion_mnist); one that\n"
+    "              holds checkpoints goes on from the latest\n"
+    "  DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)\n"
+    "  EPOCHS      the epochs to train (default 5)\n"
+    "  --towers N  train on N replicated CPU towers, 1 to 256 (tensorpack's\n"
+    "              SyncMultiGPUTrainerReplicated(N)). Each tower takes its own\n"
+    "              batch of 128: a step trains on 128 x N images, an epoch has N\n"
+    "              times fewer steps. Default: no towers, the simple trainer (a\n"
+    "              batch of 128 per step)\n"
+    "  -h, --help  this text\n";
+
+/* --towers' value: a whole number from 1 to 256, else 0. */
+static int parse_towers(const char *s) {
+  int n = 0;
+  for (const char *c = s; *c; ++c) {
+    if (*c < '0' || *c > '9' || n > 256) return 0;
+    n = n * 10 + (*c - '0');
+  }
+  return n <= 256 ? n : 0;
+}
+
+/* A bad command line: what is wrong, then the usage; exit status 2. */
+static int usage_error(const char *what, const char *arg) {
+  fprintf(stderr, "fashion_mnist: %s%s%s%s\n%s", what, arg ? " '" : "", arg ? arg : "", arg ? "'" : "", usage);
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  const char *logdir = argc > 1 ? argv[1] : "train_log/fashion_mnist";
-  const char *dir = argc > 2 ? argv[2] : "/usr/share/datasets/fashion-mnist";
-  const int64_t epochs = argc > 3 ? atoll(argv[3]) : 5;
+  /* The options go anywhere; the other arguments are LOGDIR DATA_DIR EPOCHS,
+   * in that order (more are ignored). */
+  const char *pos[3] = {NULL, NULL, NULL};
+  int n_pos = 0, n_towers = 0; /* 0: no towers, the simple trainer */
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i], *value;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage, stdout);
+      return 0;
+    } else if (!strcmp(a, "--towers")) {
+      if (++i == argc) return usage_error("--towers needs a value N", NULL);
+      value = argv[i];
+    } else if (!strncmp(a, "--towers=", 9)) {
+      value = a + 9;
+    } else if (!strncmp(a, "--", 2)) {
+      return usage_error("unknown option", a);
+    } else {
+      if (n_pos < 3) pos[n_pos++] = a;
+      continue;
+    }
+    if (!(n_towers = parse_towers(value)))
+      return usage_error("--towers wants a whole number from 1 to 256, not", value);
+  }
+  const char *logdir = n_pos > 0 ? pos[0] : "train_log/fashion_mnist";
+  const char *dir = n_pos > 1 ? pos[1] : "/usr/share/datasets/fashion-mnist";
+  const int64_t epochs = n_pos > 2 ? atoll(pos[2]) : 5;
   TPT_CHECK_OR_DIE(tpt_manual_seed(1));
 
   const int64_t sx[] = {-1, 1, 28, 28}, sy[] = {-1};
@@ -109,6 +170,14 @@ int main(int argc, char **argv) {
   config.dataflow = train; /* wrapped in a queue input */
   config.callbacks = cbs;
   config.n_callbacks = 4;
+  tpt_towers_options towers = TPT_TOWERS_OPTIONS_INIT; /* replicated, every tower on the CPU */
+  if (n_towers) { /* SyncMultiGPUTrainerReplicated(n_towers); without: SimpleTrainer */
+    towers.n_towers = n_towers;
+    config.towers = &towers;
+    printf("training on %d replicated CPU towers, a batch of %d each: %d images per step\n", n_towers, BATCH,
+           n_towers * BATCH);
+    fflush(stdout); /* before the trainer's own lines */
+  }
   tpt_trainer *trainer = NULL;
   TPT_CHECK_OR_DIE(tpt_trainer_from_config(&trainer, &config));
   TPT_CHECK_OR_DIE(tpt_trainer_run(trainer));

@@ -15,16 +15,12 @@
 #include "input/dataflow.hpp"
 #include "dtype.hpp"
 #include "input/input.hpp"
+#include "data_handle.hpp"
 #include "model_handle.hpp"
 #include "trainer_handle.hpp"
 
-inline constexpr uint64_t kDataflowMagic = 0x7470744461746166ull;   // "tptDataf"
 inline constexpr uint64_t kDatapointMagic = 0x74707444706f6e74ull;  // "tptDpont"
 
-struct tpt_dataflow {
-  uint64_t magic = kDataflowMagic;
-  std::shared_ptr<tpt::data::DataFlow> df;
-};
 struct tpt_datapoint {
   uint64_t magic = kDatapointMagic;
   tpt::data::Datapoint dp;
@@ -42,9 +38,7 @@ using tpt::data::Datapoint;
 
 namespace {
 
-DataFlowPtr df_arg(const tpt_dataflow *d, const char *name = "df") {
-  return live(const_cast<tpt_dataflow *>(d), kDataflowMagic, name, "tpt_dataflow").df;
-}
+DataFlowPtr df_arg(const tpt_dataflow *d, const char *name = "df") { return tpt::capi::dataflow_arg(d, name); }
 
 tpt_datapoint &dp_arg(const tpt_datapoint *d, const char *name = "dp") {
   return live(const_cast<tpt_datapoint *>(d), kDatapointMagic, name, "tpt_datapoint");
@@ -610,18 +604,11 @@ tpt_status *tpt_input_from_dataflow(tpt_input **out, tpt_dataflow *df, const tpt
 }
 
 tpt_status *tpt_input_staging(tpt_input **out, tpt_input *input, const char *device) {
-  std::unique_ptr<tpt::input::Input> inner;  // taken in every case
-  if (input && input->magic == kInputMagic) {
-    inner = std::move(input->input);
-    tpt_input_free(input);
-  }
+  std::unique_ptr<tpt::input::Input> inner = tpt::capi::take_input(input);  // taken in every case
   return guard(__func__, [&] {
     require(out, "out");
     *out = nullptr;
-    if (!inner) {
-      require(input, "input");
-      tpt::capi::throw_not_live("input", "tpt_input");
-    }
+    tpt::capi::check_taken(inner, input);
     std::optional<c10::Device> dev;
     if (device) {
       try {

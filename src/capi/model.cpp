@@ -4,6 +4,7 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/SmallVector.h>
 
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include "dtype.hpp"
 #include "input/input.hpp"
 #include "model/model.hpp"
+#include "data_handle.hpp"
 #include "model_handle.hpp"
 #include "model/optimizer.hpp"
 #include "model/torchscript.hpp"
@@ -506,35 +508,63 @@ void tpt_input_free(tpt_input *input) {
   delete input;
 }
 
+using tpt::capi::check_taken;
+using tpt::capi::take_input;
+
 namespace {
-// The input's content, taken whatever happens next (the handle is freed);
-// nullptr for a NULL or dead handle, which check_taken reports.
-std::unique_ptr<tpt::input::Input> take_input(tpt_input *input) {
-  std::unique_ptr<tpt::input::Input> in;
-  if (input && input->magic == kInputMagic) {
-    in = std::move(input->input);
-    tpt_input_free(input);
+
+// tpt_towers_options (NULL: the defaults) as the strategy's options, checked;
+// `name` is the argument's.
+tpt::parallel::TowersOptions towers_options(const tpt_towers_options *options, const std::string &name) {
+  tpt_towers_options o = TPT_TOWERS_OPTIONS_INIT;
+  if (options) {
+    tpt::capi::check_options_version(options->version, TPT_TOWERS_OPTIONS_VERSION, name.c_str(),
+                                     "TPT_TOWERS_OPTIONS_INIT");
+    // A version 1 struct ends after intra_op_threads: the rest keeps its defaults.
+    std::memcpy(&o, options, options->version >= 2 ? sizeof o : offsetof(tpt_towers_options, overlap));
   }
-  return in;
+  tpt::parallel::TowersOptions to;
+  switch (o.strategy) {
+    case TPT_STRATEGY_SIMPLE: to.kind = tpt::parallel::Kind::Simple; break;
+    case TPT_STRATEGY_REPLICATED: to.kind = tpt::parallel::Kind::Replicated; break;
+    case TPT_STRATEGY_PARAMETER_SERVER: to.kind = tpt::parallel::Kind::ParameterServer; break;
+    case TPT_STRATEGY_ASYNC: to.kind = tpt::parallel::Kind::Async; break;
+    default: tpt::invalid_argument(name + "->strategy " + std::to_string(o.strategy) + " is not a tpt_strategy");
+  }
+  if (o.n_towers < 1 || o.n_towers > 256)
+    tpt::invalid_argument(name + "->n_towers is " + std::to_string(o.n_towers) + ": it must be in [1, 256]");
+  for (int32_t k = 0; k < o.n_towers; ++k) {
+    if (!o.devices) {
+      to.devices.emplace_back(c10::kCPU);
+      continue;
+    }
+    std::string entry = name + "->devices[" + std::to_string(k) + "]";
+    std::string device = name_arg(o.devices[k], entry.c_str());
+    try {
+      to.devices.emplace_back(device);
+    } catch (const c10::Error &) {
+      tpt::invalid_argument(entry + " is \"" + device + "\", not a device (\"cpu\", \"cuda:0\", ...)");
+    }
+  }
+  to.average = o.average != 0;
+  to.intra_op_threads = o.intra_op_threads;
+  to.overlap = o.overlap != 0;
+  if (o.bucket_bytes > (size_t{1} << 40))
+    tpt::invalid_argument(name + "->bucket_bytes is " + std::to_string(o.bucket_bytes) + ": it must be at most 2^40");
+  if (o.bucket_bytes) to.bucket_bytes = static_cast<int64_t>(o.bucket_bytes);
+  return to;
 }
-void check_taken(const std::unique_ptr<tpt::input::Input> &in, const tpt_input *input) {
-  if (in) return;
-  require(input, "input");
-  tpt::capi::throw_not_live("input", "tpt_input");
-}
+
 }  // namespace
 
 tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_input *input) {
   std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
   return guard(__func__, [&] {
     tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
-    std::shared_ptr<tpt::model::Model> m = live(model, kModelMagic, "model", "tpt_model").model;
+    std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
     check_taken(in, input);
-    if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
-    in->set_signature(m->inputs());
-    if (auto n = in->size()) t.default_steps_per_epoch(*n);
-    trainer->model = m;
-    tpt::parallel::attach(t, tpt::parallel::simple(std::move(m), std::move(in)));
+    tpt::parallel::train(t, m, std::move(in), std::nullopt);
+    trainer->model = std::move(m);
   });
 }
 
@@ -543,47 +573,10 @@ tpt_status *tpt_trainer_set_towers(tpt_trainer *trainer, tpt_model *model, tpt_i
   std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
   return guard(__func__, [&] {
     tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
-    std::shared_ptr<tpt::model::Model> m = live(model, kModelMagic, "model", "tpt_model").model;
+    std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
     check_taken(in, input);
-    tpt_towers_options o = TPT_TOWERS_OPTIONS_INIT;
-    if (options) {
-      tpt::capi::check_options_version(options->version, TPT_TOWERS_OPTIONS_VERSION, "options",
-                                       "TPT_TOWERS_OPTIONS_INIT");
-      o = *options;
-    }
-    tpt::parallel::TowersOptions to;
-    switch (o.strategy) {
-      case TPT_STRATEGY_SIMPLE: to.kind = tpt::parallel::Kind::Simple; break;
-      case TPT_STRATEGY_REPLICATED: to.kind = tpt::parallel::Kind::Replicated; break;
-      case TPT_STRATEGY_PARAMETER_SERVER: to.kind = tpt::parallel::Kind::ParameterServer; break;
-      case TPT_STRATEGY_ASYNC: to.kind = tpt::parallel::Kind::Async; break;
-      default: tpt::invalid_argument("options->strategy " + std::to_string(o.strategy) + " is not a tpt_strategy");
-    }
-    if (o.n_towers < 1 || o.n_towers > 256)
-      tpt::invalid_argument("options->n_towers is " + std::to_string(o.n_towers) + ": it must be in [1, 256]");
-    for (int32_t k = 0; k < o.n_towers; ++k) {
-      if (!o.devices) {
-        to.devices.emplace_back(c10::kCPU);
-        continue;
-      }
-      std::string entry = "options->devices[" + std::to_string(k) + "]";
-      std::string name = name_arg(o.devices[k], entry.c_str());
-      try {
-        to.devices.emplace_back(name);
-      } catch (const c10::Error &) {
-        tpt::invalid_argument(entry + " is \"" + name + "\", not a device (\"cpu\", \"cuda:0\", ...)");
-      }
-    }
-    to.average = o.average != 0;
-    to.intra_op_threads = o.intra_op_threads;
-    if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
-    in->set_signature(m->inputs());
-    std::optional<int64_t> size = in->size();
-    auto strategy = tpt::parallel::make_strategy(m, std::move(in), std::move(to));
-    // An epoch counts steps of every tower (tensorpack's users had to divide by hand: #598).
-    if (size) t.default_steps_per_epoch(std::max<int64_t>(1, *size / o.n_towers));
-    trainer->model = m;
-    tpt::parallel::attach(t, std::move(strategy));
+    tpt::parallel::train(t, m, std::move(in), towers_options(options, "options"));
+    trainer->model = std::move(m);
   });
 }
 
@@ -621,9 +614,14 @@ namespace {
 // (after the strategy's SETUP built the model).
 class InitHook final : public tpt::Callback {
  public:
-  // Takes `model`, a handle of the trainer's own, freed with the hook.
-  InitHook(tpt_init_fn fn, void *ud, tpt_model *model) : Callback("SessionInit", true), fn_(fn), ud_(ud), model_(model) {}
-  ~InitHook() override { tpt_model_free(model_); }
+  InitHook(tpt_init_fn fn, void *ud, std::shared_ptr<tpt::model::Model> model)
+      : Callback("SessionInit", true), fn_(fn), ud_(ud), model_(new tpt_model) {
+    model_->model = std::move(model);
+  }
+  ~InitHook() override {
+    model_->magic = 0;
+    delete model_;
+  }
   uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN; }
   void on_event(tpt::Trainer &, tpt_event, const tpt::Record *) override {
     tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return fn_(model_, ud_); });
@@ -633,95 +631,89 @@ class InitHook final : public tpt::Callback {
  private:
   tpt_init_fn fn_;
   void *ud_;
-  tpt_model *model_;
+  tpt_model *model_;  // the hook's own handle of the trainer's model
 };
 
-// A status of an inner call, re-addressed to the config field it is about:
-// "tpt_trainer_add_callback: argument 'callback' is not a live tpt_callback"
-// becomes "tpt_trainer_from_config: config->callbacks[2]: argument ...".
-tpt_status *about_field(tpt_status *st, const std::string &field) {
-  if (!st || st == tpt::capi::out_of_memory_status() || tpt_status_code(st) == TPT_STOP) return st;
-  std::string m = st->message;
-  if (m.rfind("tpt_", 0) == 0) {
-    size_t colon = m.find(": ");
-    if (colon != std::string::npos) m.erase(0, colon + 2);
-  }
+// Runs fn; an error it raises is re-addressed to the config field it is
+// about: "config->options: options->max_epoch must be >= 0, got -1".
+extern "C++" template <class F>
+auto about(const std::string &field, F &&fn) -> decltype(fn()) {
   try {
-    st->message = "tpt_trainer_from_config: " + field + ": " + m;
-  } catch (...) {  // keep the inner message
+    return fn();
+  } catch (const tpt::Error &e) {
+    if (e.passthrough()) throw;
+    throw tpt::Error(e.code(), field + ": " + e.what());
   }
-  return st;
+}
+
+// A config's list of callbacks, taken: an entry that is NULL or not a live
+// handle leaves a null and is named in *bad (the first one).
+void take_callbacks(tpt_callback *const *list, size_t n, const std::string &field,
+                    std::vector<std::unique_ptr<tpt::Callback>> &into, std::string *bad) {
+  for (size_t i = 0; list && i < n; ++i) {
+    tpt_callback *cb = list[i];
+    const bool live = cb && cb->magic == kCallbackMagic;
+    into.push_back(live ? tpt::capi::take_callback(cb, field.c_str()) : nullptr);
+    if (!live && bad->empty()) *bad = field + "[" + std::to_string(i) + "]";
+  }
 }
 
 }  // namespace
 
+// Translates the config's handles and structs, then tpt::parallel::train
+// assembles the trainer.
 tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *config) {
-  // Everything the config hands over is taken, whatever happens.
-  std::vector<tpt_callback *> callbacks, monitors;
-  tpt_input *input = nullptr;
-  if (config && config->version >= 1 && config->version <= TPT_TRAIN_CONFIG_VERSION) {
-    input = config->input;
-    if (config->callbacks) callbacks.assign(config->callbacks, config->callbacks + config->n_callbacks);
-    if (config->monitors) monitors.assign(config->monitors, config->monitors + config->n_monitors);
-  }
-  tpt_trainer *trainer = nullptr;
-  tpt_status *st = guard(__func__, [&] {
+  return guard(__func__, [&] {
+    // Everything the config hands over is taken, whatever happens.
+    std::unique_ptr<tpt::input::Input> in;
+    std::vector<std::unique_ptr<tpt::Callback>> callbacks, monitors;
+    std::string bad_callback, bad_monitor;
+    if (config && config->version >= 1 && config->version <= TPT_TRAIN_CONFIG_VERSION) {
+      in = take_input(config->input);
+      take_callbacks(config->callbacks, config->n_callbacks, "config->callbacks", callbacks, &bad_callback);
+      take_callbacks(config->monitors, config->n_monitors, "config->monitors", monitors, &bad_monitor);
+    }
     require(out, "out");
     *out = nullptr;
     require(config, "config");
     if (config->version < 1 || config->version > TPT_TRAIN_CONFIG_VERSION)
       tpt::invalid_argument("config->version is " + std::to_string(config->version) +
                             " (initialise with TPT_TRAIN_CONFIG_INIT)");
-    require(config->model, "config->model");
+    std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(config->model, "config->model");
     tpt_dataflow *df = config->version >= 2 ? config->dataflow : nullptr;
     if (config->input && df) tpt::invalid_argument("config->input and config->dataflow are both set (give one)");
     if (!config->input && !df) tpt::invalid_argument("config->input and config->dataflow are both NULL (give one)");
-  });
-  // A dataflow becomes a queue input (tensorpack's automatic QueueInput for
-  // the simple trainer).
-  if (!st && !input) st = about_field(tpt_input_from_dataflow(&input, config->dataflow, nullptr), "config->dataflow");
-  if (!st) st = about_field(tpt_trainer_new(&trainer, config->options), "config->options");
-  if (!st) {
+    if (config->input) {
+      check_taken(in, config->input, "config->input");
+    } else {  // tensorpack's automatic QueueInput around a dataflow
+      const tpt_input_options io = TPT_INPUT_OPTIONS_INIT;
+      in = tpt::input::queue(tpt::capi::dataflow_arg(df, "config->dataflow"), io.capacity, io.repeat != 0);
+    }
+    if (!bad_callback.empty())
+      about(bad_callback, [&] { tpt::capi::throw_not_live("callback", "tpt_callback"); });
+    if (!bad_monitor.empty()) about(bad_monitor, [&] { tpt::capi::throw_not_live("monitor", "tpt_callback"); });
+    auto trainer = std::make_unique<tpt_trainer>(
+        about("config->options", [&] { return tpt::capi::trainer_config(config->options); }));
+    tpt::Trainer &t = trainer->trainer;
     const tpt_towers_options *towers = config->version >= 3 ? config->towers : nullptr;
-    st = towers ? tpt_trainer_set_towers(trainer, config->model, input, towers)
-                : tpt_trainer_set_model(trainer, config->model, input);
-    if (st)
-      st = about_field(st, std::strstr(tpt_status_message(st), "options") ? "config->towers"
-                           : std::strstr(tpt_status_message(st), "model") ? "config->model"
-                                                                          : "config->input");
-    input = nullptr;
-  }
-  // A missing steps_per_epoch is the config's mistake: say so now, not at run.
-  if (!st && trainer->trainer.steps_per_epoch() < 0)
-    st = tpt::capi::make_status(
-        TPT_ERR_INVALID_ARGUMENT,
-        "tpt_trainer_from_config: options->steps_per_epoch is not set and the input does not know its size "
-        "(a source made from a function, without a size); set options->steps_per_epoch, or give the source a size");
-  if (!st && config->init) {
-    st = guard("tpt_trainer_from_config", [&] {
-      auto *h = new tpt_model;
-      h->model = live(config->model, kModelMagic, "config->model", "tpt_model").model;
-      trainer->trainer.add(std::make_unique<InitHook>(config->init, config->init_user_data, h),
-                           tpt::Group::TrainerInternal);
-    });
-  }
-  for (size_t i = 0; i < callbacks.size(); ++i) {
-    tpt_callback *cb = callbacks[i];
-    tpt_status *s = st ? (tpt_callback_free(cb), nullptr) : tpt_trainer_add_callback(trainer, cb);
-    if (s) st = about_field(s, "config->callbacks[" + std::to_string(i) + "]");
-  }
-  for (size_t i = 0; i < monitors.size(); ++i) {
-    tpt_callback *cb = monitors[i];
-    tpt_status *s = st ? (tpt_callback_free(cb), nullptr) : tpt_trainer_add_monitor(trainer, cb);
-    if (s) st = about_field(s, "config->monitors[" + std::to_string(i) + "]");
-  }
-  tpt_input_free(input);
-  if (st) {
-    tpt_trainer_free(trainer);
-    return st;
-  }
-  *out = trainer;
-  return nullptr;
+    if (towers) {
+      about("config->towers", [&] { tpt::parallel::train(t, m, std::move(in), towers_options(towers, "options")); });
+    } else {
+      tpt::parallel::train(t, m, std::move(in), std::nullopt);
+    }
+    trainer->model = m;
+    // A missing steps_per_epoch is the config's mistake: say so now, not at run.
+    if (t.steps_per_epoch() < 0)
+      tpt::invalid_argument(
+          "options->steps_per_epoch is not set and the input does not know its size (a source made from a function, "
+          "without a size); set options->steps_per_epoch, or give the source a size");
+    if (config->init) t.add(std::make_unique<InitHook>(config->init, config->init_user_data, m), tpt::Group::TrainerInternal);
+    for (size_t i = 0; i < callbacks.size(); ++i)
+      about("config->callbacks[" + std::to_string(i) + "]", [&] { t.add(std::move(callbacks[i]), tpt::Group::User); });
+    for (size_t i = 0; i < monitors.size(); ++i)
+      about("config->monitors[" + std::to_string(i) + "]", [&] { t.add(std::move(monitors[i]), tpt::Group::Monitor); });
+    *out = trainer.release();
+  });
 }
 
 tpt_status *tpt_launch_train(const tpt_train_config *config) {

@@ -1,26 +1,20 @@
-// The model, tower and input handles, shared by the C API files of the
-// sections "Models" (model.cpp), "Layers, losses and metrics" (layers.cpp)
-// and "Dataflows" (data.cpp).
+// The model and tower handles, shared by the C API files of the sections
+// "Models" (model.cpp), "Layers, losses and metrics" (layers.cpp),
+// "Checkpoints" (checkpoint.cpp) and the inference runner (data.cpp).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "handles.hpp"
-#include "input/input.hpp"
 #include "model/model.hpp"
 
 inline constexpr uint64_t kModelMagic = 0x7470744d6f64656cull;  // "tptModel"
 inline constexpr uint64_t kTowerMagic = 0x74707454776572ull;    // "tptTwer"
-inline constexpr uint64_t kInputMagic = 0x747074496e707574ull;   // "tptInput"
 
 struct tpt_model {
   uint64_t magic = kModelMagic;
   std::shared_ptr<tpt::model::Model> model;
-};
-struct tpt_input {
-  uint64_t magic = kInputMagic;
-  std::unique_ptr<tpt::input::Input> input;
 };
 struct tpt_tower {
   uint64_t magic = kTowerMagic;

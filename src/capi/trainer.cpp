@@ -17,6 +17,7 @@ using tpt::capi::handle_of;
 using tpt::capi::name_arg;
 using tpt::capi::raise_status;
 using tpt::capi::require;
+using tpt::capi::take_callback;
 using tpt::capi::trainer_arg;
 using tpt::capi::UserData;
 
@@ -119,15 +120,6 @@ class CCallback final : public tpt::Callback {
   RestoreFn restore_;
 };
 
-// Takes a callback handle's content and frees the handle.
-std::unique_ptr<tpt::Callback> take_callback(tpt_callback *cb, const char *name) {
-  require(cb, name);
-  if (cb->magic != kCallbackMagic) tpt::capi::throw_not_live(name, "tpt_callback");
-  std::unique_ptr<tpt::Callback> inner = std::move(cb->callback);
-  cb->magic = 0;
-  delete cb;
-  return inner;
-}
 
 
 struct StepCall {
@@ -143,6 +135,69 @@ void run_c_step(tpt::Trainer &t, void *ctx) {
 
 }  // namespace
 
+namespace tpt::capi {
+
+// Takes a callback handle's content and frees the handle.
+std::unique_ptr<tpt::Callback> take_callback(tpt_callback *cb, const char *name) {
+  require(cb, name);
+  if (cb->magic != kCallbackMagic) tpt::capi::throw_not_live(name, "tpt_callback");
+  std::unique_ptr<tpt::Callback> inner = std::move(cb->callback);
+  cb->magic = 0;
+  delete cb;
+  return inner;
+}
+
+tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  if (options) {
+    check_options_version(options->version, TPT_TRAINER_OPTIONS_VERSION, "options",
+                          "TPT_TRAINER_OPTIONS_INIT");
+    if (options->version == 1)  // a version 1 struct ends before scalar_history
+      std::memcpy(&o, options, offsetof(tpt_trainer_options, scalar_history));
+    else if (options->version == 2)  // version 2 ends before auto_resume
+      std::memcpy(&o, options, offsetof(tpt_trainer_options, auto_resume));
+    else
+      o = *options;
+  }
+  if (o.scalar_history < 0)
+    tpt::invalid_argument("options->scalar_history must be >= 0 (0 keeps all), got " +
+                          std::to_string(o.scalar_history));
+  if (o.summary_period < 0)
+    tpt::invalid_argument("options->summary_period must be >= 0 (0: once per epoch), got " +
+                          std::to_string(o.summary_period));
+  if (o.starting_epoch < 1)
+    tpt::invalid_argument("options->starting_epoch must be >= 1, got " + std::to_string(o.starting_epoch));
+  if (o.max_epoch < 0)
+    tpt::invalid_argument("options->max_epoch must be >= 0, got " + std::to_string(o.max_epoch));
+  if (o.steps_per_epoch < -1)
+    tpt::invalid_argument("options->steps_per_epoch must be >= 0 (or -1: not set), got " +
+                          std::to_string(o.steps_per_epoch));
+  if (o.logdir_action < TPT_LOGDIR_REFUSE || o.logdir_action > TPT_LOGDIR_ASK)
+    tpt::invalid_argument("options->logdir_action " + std::to_string(static_cast<int>(o.logdir_action)) +
+                          " is not a tpt_logdir_action");
+  if (o.progress < TPT_PROGRESS_AUTO || o.progress > TPT_PROGRESS_OFF)
+    tpt::invalid_argument("options->progress " + std::to_string(static_cast<int>(o.progress)) +
+                          " is not a tpt_progress");
+  if (o.logdir && *o.logdir == '\0') tpt::invalid_argument("options->logdir is empty (use NULL for none)");
+  tpt::TrainerConfig c;
+  c.is_chief = o.is_chief != 0;
+  c.starting_epoch = o.starting_epoch;
+  c.max_epoch = o.max_epoch;
+  c.steps_per_epoch = o.steps_per_epoch;
+  c.logdir = o.logdir ? o.logdir : "";
+  c.logdir_action = o.logdir_action;
+  c.progress = o.progress;
+  c.console = o.console != 0;
+  c.default_callbacks = o.default_callbacks != 0;
+  c.default_monitors = o.default_monitors != 0;
+  c.scalar_history = o.scalar_history;
+  c.summary_period = o.summary_period;
+  c.auto_resume = o.auto_resume != 0;
+  return c;
+}
+
+}  // namespace tpt::capi
+
 extern "C" {
 
 // ------------------------------------------------------------------ trainer
@@ -151,52 +206,7 @@ tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *option
   return guard(__func__, [&] {
     require(out, "out");
     *out = nullptr;
-    tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
-    if (options) {
-      check_options_version(options->version, TPT_TRAINER_OPTIONS_VERSION, "options",
-                            "TPT_TRAINER_OPTIONS_INIT");
-      if (options->version == 1)  // a version 1 struct ends before scalar_history
-        std::memcpy(&o, options, offsetof(tpt_trainer_options, scalar_history));
-      else if (options->version == 2)  // version 2 ends before auto_resume
-        std::memcpy(&o, options, offsetof(tpt_trainer_options, auto_resume));
-      else
-        o = *options;
-    }
-    if (o.scalar_history < 0)
-      tpt::invalid_argument("options->scalar_history must be >= 0 (0 keeps all), got " +
-                            std::to_string(o.scalar_history));
-    if (o.summary_period < 0)
-      tpt::invalid_argument("options->summary_period must be >= 0 (0: once per epoch), got " +
-                            std::to_string(o.summary_period));
-    if (o.starting_epoch < 1)
-      tpt::invalid_argument("options->starting_epoch must be >= 1, got " + std::to_string(o.starting_epoch));
-    if (o.max_epoch < 0)
-      tpt::invalid_argument("options->max_epoch must be >= 0, got " + std::to_string(o.max_epoch));
-    if (o.steps_per_epoch < -1)
-      tpt::invalid_argument("options->steps_per_epoch must be >= 0 (or -1: not set), got " +
-                            std::to_string(o.steps_per_epoch));
-    if (o.logdir_action < TPT_LOGDIR_REFUSE || o.logdir_action > TPT_LOGDIR_ASK)
-      tpt::invalid_argument("options->logdir_action " + std::to_string(static_cast<int>(o.logdir_action)) +
-                            " is not a tpt_logdir_action");
-    if (o.progress < TPT_PROGRESS_AUTO || o.progress > TPT_PROGRESS_OFF)
-      tpt::invalid_argument("options->progress " + std::to_string(static_cast<int>(o.progress)) +
-                            " is not a tpt_progress");
-    if (o.logdir && *o.logdir == '\0') tpt::invalid_argument("options->logdir is empty (use NULL for none)");
-    tpt::TrainerConfig c;
-    c.is_chief = o.is_chief != 0;
-    c.starting_epoch = o.starting_epoch;
-    c.max_epoch = o.max_epoch;
-    c.steps_per_epoch = o.steps_per_epoch;
-    c.logdir = o.logdir ? o.logdir : "";
-    c.logdir_action = o.logdir_action;
-    c.progress = o.progress;
-    c.console = o.console != 0;
-    c.default_callbacks = o.default_callbacks != 0;
-    c.default_monitors = o.default_monitors != 0;
-    c.scalar_history = o.scalar_history;
-    c.summary_period = o.summary_period;
-    c.auto_resume = o.auto_resume != 0;
-    *out = new tpt_trainer(std::move(c));
+    *out = new tpt_trainer(tpt::capi::trainer_config(options));
   });
 }
 

@@ -103,6 +103,13 @@ inline void give_callback(tpt_callback **out, std::unique_ptr<tpt::Callback> cb)
   *out = h;
 }
 
+// Takes a callback handle's content and frees the handle; `name` is the
+// argument's, for the error when it is NULL or not live.
+std::unique_ptr<tpt::Callback> take_callback(tpt_callback *cb, const char *name);
+
+// tpt_trainer_options (NULL: the defaults) as the loop's config, checked.
+tpt::TrainerConfig trainer_config(const tpt_trainer_options *options);
+
 // An options struct's version: 1..max (older structs are shorter).
 inline void check_options_version(uint32_t version, uint32_t max, const char *what, const char *init) {
   if (version < 1 || version > max)

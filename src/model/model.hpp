@@ -125,6 +125,9 @@ class Model {
 
   // Saves the model where that means something (TorchScript); set by its maker.
   std::function<void(const std::string &path)> saver;
+  // The tower function computes with parameters of its own (a TorchScript
+  // module's), not with the tower's variables: towers cannot swap them.
+  bool own_parameters = false;
   ~Model();
 
   const std::vector<InputSpec> &inputs() const { return inputs_; }

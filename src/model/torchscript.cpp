@@ -88,6 +88,7 @@ std::shared_ptr<Model> from_module(std::shared_ptr<torch::jit::Module> module, c
     run_forward(*module, *mu, tower, batch);
   };
   auto model = std::make_shared<Model>(std::move(inputs), std::move(fn), /*prebuilt=*/true);
+  model->own_parameters = true;
   for (const auto &p : module->named_parameters(true)) model->variables().adopt(variable_name(p.name), p.value, true);
   for (const auto &b : module->named_buffers(true)) model->variables().adopt(variable_name(b.name), b.value, false);
   model->saver = [module](const std::string &out) {

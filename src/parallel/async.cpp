@@ -17,6 +17,8 @@ class Async final : public MultiTower {
   using MultiTower::MultiTower;
 
  protected:
+  bool reduces() const override { return false; }
+
   void update(Trainer &t, std::vector<TowerResult> &results) override {
     const auto &vars = trainables_[0];
     const double scale = 1.0 / towers();

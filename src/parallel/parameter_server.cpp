@@ -16,11 +16,11 @@ class ParameterServer final : public MultiTower {
   using MultiTower::MultiTower;
 
  protected:
-  void update(Trainer &t, std::vector<TowerResult> &results) override {
+  void update(Trainer &t, std::vector<TowerResult> &) override {
     const auto &vars = trainables_[0];
     const size_t n = vars.size(), step = static_cast<size_t>(towers());
-    on_towers([&](int k) {  // each tower sums a share of the variables, in tower order
-      for (size_t i = static_cast<size_t>(k); i < n; i += step) add_grad(vars[i].value, reduce(results, i, 1.0 / towers()));
+    on_towers([&](int k) {  // the average is in the buckets already
+      for (size_t i = static_cast<size_t>(k); i < n; i += step) add_grad(vars[i].value, reduced(i));
     });
     model_->optimizer()->apply(all_[0], t.global_step());
   }

@@ -43,19 +43,17 @@ class Replicated final : public MultiTower {
     }
   }
 
-  // The all-reduce, each tower summing a share of the variables (in tower
-  // order, so the result does not depend on the threads), then every tower
-  // applies the update to its own replica, all at once.
-  void update(Trainer &t, std::vector<TowerResult> &results) override {
-    const double scale = o_.average ? 1.0 / towers() : 1.0;
+  double reduce_scale() const override { return o_.average ? 1.0 / towers() : 1.0; }
+
+  // The gradients are all-reduced already (the buckets); every tower applies
+  // the update to its own replica, all at once.
+  void update(Trainer &t, std::vector<TowerResult> &) override {
     const size_t n = trainables_[0].size();
     const int64_t step = t.global_step();
     g_.assign(n, at::Tensor());
+    for (size_t i = 0; i < n; ++i) g_[i] = reduced(i);
     model::Optimizer &main = *model_->optimizer();
     for (int k = 1; k < towers(); ++k) optimizers_[static_cast<size_t>(k - 1)]->follow(main);
-    on_towers([&](int k) {
-      for (size_t i = static_cast<size_t>(k); i < n; i += static_cast<size_t>(towers())) g_[i] = reduce(results, i, scale);
-    });
     on_towers([&](int k) {
       c10::NoGradGuard no_grad;
       model::Optimizer &opt = k == 0 ? main : *optimizers_[static_cast<size_t>(k - 1)];

@@ -6,7 +6,9 @@
 
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/trainer.hpp"
@@ -59,6 +61,8 @@ struct TowersOptions {
   std::vector<c10::Device> devices;  // one per tower
   bool average = true;               // replicated: average the gradients, or sum them
   int intra_op_threads = 0;          // per CPU tower; 0: the process's threads / towers, at least 1
+  bool overlap = true;               // reduce each bucket as soon as its gradients are ready
+  int64_t bucket_bytes = 1 << 20;    // the flat buckets' size
 };
 // tensorpack's SyncMultiGPUTrainerReplicated, SyncMultiGPUTrainerParameterServer
 // and AsyncMultiGPUTrainer; Kind::Simple with one tower is simple().
@@ -70,6 +74,14 @@ std::shared_ptr<Strategy> parameter_server(std::shared_ptr<model::Model> model, 
                                            TowersOptions options);
 std::shared_ptr<Strategy> async(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
                                 TowersOptions options);
+
+// tensorpack's launch_train_with_config, the part that chooses the trainer:
+// `input` takes the model's signature, the trainer's default steps_per_epoch
+// becomes the input's size (divided by the towers: an epoch counts steps),
+// and the strategy (the simple one without `towers`, else make_strategy)
+// becomes the trainer's run_step. Before the trainer runs.
+void train(Trainer &trainer, std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
+           const std::optional<TowersOptions> &towers);
 
 // What every strategy saves: tower 0's variables (the model's), the
 // optimizer's state and the input's position (none for a feed function).

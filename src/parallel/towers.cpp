@@ -3,9 +3,14 @@
 #include "parallel/towers.hpp"
 
 #include <ATen/Parallel.h>
+#include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "core/checkpoint.hpp"
@@ -16,6 +21,20 @@
 namespace tpt::parallel {
 
 // ------------------------------------------------------------------ strategy
+
+// A flat bucket: some trainable variables' gradients, packed one after the
+// other, one buffer per tower; summed (in tower order) when every tower has
+// filled its part, by the tower that filled the last part (overlap) or after
+// every backward pass.
+struct MultiTower::Bucket {
+  std::vector<size_t> vars;  // trainable variables
+  int64_t numel = 0;
+  at::ScalarType dtype = at::kFloat;
+  c10::Device device{c10::kCPU};
+  std::vector<at::Tensor> flat;  // per tower
+  at::Tensor sum;                // this step's reduction
+  std::atomic<int64_t> pending{0};
+};
 
 MultiTower::MultiTower(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input, TowersOptions o)
     : model_(std::move(model)), input_(std::move(input)), o_(std::move(o)) {}
@@ -37,7 +56,118 @@ void MultiTower::setup(Trainer &t) {
     for (const auto &v : all_[static_cast<size_t>(k)])
       if (v.trainable) trainables_[static_cast<size_t>(k)].push_back(v);
   }
+  make_leaves();
+  if (reduces()) make_buckets();
   input_->setup();
+}
+
+void MultiTower::make_leaves() {
+  const size_t n = static_cast<size_t>(towers());
+  leaf_stores_.clear();
+  leaves_.assign(n, {});
+  hooks_.clear();
+  for (size_t k = 0; k < n; ++k) {
+    auto s = std::make_unique<model::VariableStore>();
+    for (const auto &v : all_[k]) {
+      at::Tensor x = v.value;
+      if (v.trainable) {
+        x = v.value.detach();  // the same memory, an autograd leaf of its own
+        x.requires_grad_(true);
+        leaves_[k].push_back(x);
+      }
+      s->adopt(v.name, x, v.trainable);
+    }
+    leaf_stores_.push_back(std::move(s));
+  }
+  if (!reduces()) return;
+  // As PyTorch DDP's reducer: a hook after each leaf's gradient accumulator
+  // tells the bucket that the gradient is there.
+  for (size_t k = 0; k < n; ++k)
+    for (size_t i = 0; i < leaves_[k].size(); ++i) {
+      std::shared_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(leaves_[k][i]);
+      acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+          [this, k, i](const torch::autograd::variable_list &outputs, const torch::autograd::variable_list &) {
+            arrived(static_cast<int>(k), i);
+            return outputs;
+          }));
+      hooks_.push_back(std::move(acc));
+    }
+}
+
+// Buckets of about bucket_bytes, filled in reverse order of the variables
+// (backward produces the last layers' gradients first), one dtype each.
+void MultiTower::make_buckets() {
+  const auto &t0 = trainables_[0];
+  const size_t n = t0.size();
+  buckets_.clear();
+  slot_.assign(n, {0, 0});
+  has_.assign(static_cast<size_t>(towers()), std::vector<char>(n, 0));
+  std::unique_ptr<Bucket> cur;
+  for (size_t j = n; j-- > 0;) {
+    const at::Tensor &v = t0[j].value;
+    const int64_t size = static_cast<int64_t>(v.element_size());
+    if (cur && (cur->dtype != v.scalar_type() || cur->device != v.device() ||
+                (cur->numel + v.numel()) * size > o_.bucket_bytes))
+      buckets_.push_back(std::move(cur));
+    if (!cur) {
+      cur = std::make_unique<Bucket>();
+      cur->dtype = v.scalar_type();
+      cur->device = v.device();
+    }
+    slot_[j] = {buckets_.size(), cur->numel};
+    cur->vars.push_back(j);
+    cur->numel += v.numel();
+  }
+  if (cur) buckets_.push_back(std::move(cur));
+  for (auto &b : buckets_)
+    for (int k = 0; k < towers(); ++k)
+      b->flat.push_back(at::zeros({b->numel}, at::TensorOptions().dtype(b->dtype).device(o_.devices[static_cast<size_t>(k)])));
+}
+
+std::vector<std::vector<size_t>> MultiTower::buckets() const {
+  std::vector<std::vector<size_t>> out;
+  for (const auto &b : buckets_) out.push_back(b->vars);
+  return out;
+}
+
+void MultiTower::arrived(int k, size_t i) {
+  at::Tensor &g = leaves_[static_cast<size_t>(k)][i].mutable_grad();
+  if (!g.defined()) return;  // missing() will see to it
+  Bucket &b = *buckets_[slot_[i].first];
+  b.flat[static_cast<size_t>(k)].narrow(0, slot_[i].second, g.numel()).copy_(g.reshape({-1}));
+  g.reset();
+  has_[static_cast<size_t>(k)][i] = 1;
+  if (o_.overlap) ready(i, /*in_backward=*/true);
+}
+
+void MultiTower::missing(int k, size_t i) {
+  Bucket &b = *buckets_[slot_[i].first];
+  b.flat[static_cast<size_t>(k)].narrow(0, slot_[i].second, trainables_[0][i].value.numel()).zero_();
+  if (o_.overlap) ready(i, /*in_backward=*/false);
+}
+
+void MultiTower::ready(size_t i, bool in_backward) {
+  Bucket &b = *buckets_[slot_[i].first];
+  if (b.pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  reduce_bucket(b);
+  if (in_backward) in_backward_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void MultiTower::reduce_bucket(Bucket &b) {
+  c10::NoGradGuard no_grad;
+  at::Tensor sum = b.flat[0].clone();
+  for (size_t k = 1; k < b.flat.size(); ++k) sum.add_(b.flat[k]);
+  const double scale = reduce_scale();
+  if (scale != 1.0) sum.mul_(scale);
+  b.sum = std::move(sum);
+}
+
+at::Tensor MultiTower::reduced(size_t i) const {
+  bool any = false;
+  for (const auto &h : has_) any = any || h[i];
+  if (!any) return {};
+  const at::Tensor &v = trainables_[0][i].value;
+  return buckets_[slot_[i].first]->sum.narrow(0, slot_[i].second, v.numel()).view(v.sizes());
 }
 
 // tensorpack saves tower 0's variables (the replicated strategy's other
@@ -69,11 +199,22 @@ void MultiTower::train_step(Trainer &t) {
   input_->after_step(t);
   results_.resize(static_cast<size_t>(n));
   step_ = t.global_step();
+  if (reduces()) {
+    for (auto &h : has_) std::fill(h.begin(), h.end(), 0);
+    for (auto &b : buckets_) {
+      b->sum = at::Tensor();
+      b->pending.store(static_cast<int64_t>(b->vars.size()) * n, std::memory_order_relaxed);
+    }
+  }
   std::function<void(int)> job = [this](int k) {
     compute(k, batches_[static_cast<size_t>(k)], results_[static_cast<size_t>(k)]);
   };
   threads_.run(job);
   for (auto &b : batches_) b.clear();
+  if (reduces() && !o_.overlap)  // each tower sums a share of the buckets
+    threads_.run([this, n](int k) {
+      for (size_t b = static_cast<size_t>(k); b < buckets_.size(); b += static_cast<size_t>(n)) reduce_bucket(*buckets_[b]);
+    });
   update(t, results_);
   // The cost and outputs of tower 0, as tensorpack's summaries of the main
   // training tower.
@@ -95,7 +236,7 @@ void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResul
   const std::string name = "tower" + std::to_string(k);
   try {
     model::Tower tower(*model_, name, k, /*training=*/true, /*building=*/false, o_.devices[static_cast<size_t>(k)],
-                       &store(k));
+                       leaf_stores_[static_cast<size_t>(k)].get());
     model_->call(tower, batch);
     if (!tower.cost()) fail(TPT_ERR_STATE, "the tower function did not set a cost (tpt_tower_set_cost)");
     const at::Tensor &cost = *tower.cost();
@@ -104,9 +245,19 @@ void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResul
       fail(TPT_ERR_BACKEND, "the cost is " + std::to_string(r.cost) + " at global_step " + std::to_string(step_));
     if (!cost.requires_grad())
       fail(TPT_ERR_STATE, "the cost does not depend on any trainable variable (nothing to train)");
-    std::vector<at::Tensor> params;
-    for (const auto &v : trainables_[static_cast<size_t>(k)]) params.push_back(v.value);
-    r.grads = torch::autograd::grad({cost}, params, {}, c10::nullopt, false, /*allow_unused=*/true);
+    std::vector<at::Tensor> &leaves = leaves_[static_cast<size_t>(k)];
+    for (auto &l : leaves) l.mutable_grad().reset();  // what a failed step left
+    torch::autograd::backward({cost}, {}, false, false, leaves);
+    if (reduces()) {
+      for (size_t i = 0; i < leaves.size(); ++i)
+        if (!has_[static_cast<size_t>(k)][i]) missing(k, i);
+    } else {
+      r.grads.resize(leaves.size());
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        r.grads[i] = leaves[i].grad();
+        leaves[i].mutable_grad().reset();
+      }
+    }
     r.outputs.clear();
     if (k == 0)
       for (const auto &[n, value] : tower.outputs()) r.outputs.emplace_back(n, value.detach());
@@ -116,16 +267,6 @@ void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResul
   } catch (const c10::Error &e) {
     throw Error(TPT_ERR_BACKEND, name + ": " + e.what_without_backtrace());
   }
-}
-
-at::Tensor reduce(const std::vector<TowerResult> &results, size_t i, double scale) {
-  at::Tensor sum;
-  for (const auto &r : results) {
-    if (i >= r.grads.size() || !r.grads[i].defined()) continue;
-    sum = sum.defined() ? sum.add(r.grads[i]) : r.grads[i].clone();
-  }
-  if (sum.defined() && scale != 1.0) sum.mul_(scale);
-  return sum;
 }
 
 void add_grad(const at::Tensor &variable, const at::Tensor &g) {
@@ -139,10 +280,15 @@ std::shared_ptr<Strategy> make_strategy(std::shared_ptr<model::Model> model, std
                                         TowersOptions o) {
   if (o.devices.empty()) invalid_argument("a multi-tower strategy needs at least one tower");
   if (o.devices.size() > 256) invalid_argument(std::to_string(o.devices.size()) + " towers are too many (at most 256)");
+  if (model->own_parameters && o.kind != Kind::Simple)
+    fail(TPT_ERR_UNSUPPORTED,
+         "the model computes with its TorchScript module's own parameters, which towers cannot replace; "
+         "train it with the simple trainer (no towers), or write the network with tpt_tower_variable and the layers");
   for (size_t k = 0; k < o.devices.size(); ++k)
     if (!o.devices[k].is_cpu())
       fail(TPT_ERR_UNSUPPORTED, "tower " + std::to_string(k) + " is on " + o.devices[k].str() +
                                     ": towers on CUDA devices are not implemented yet (CPU towers are)");
+  if (o.bucket_bytes < 1) invalid_argument("bucket_bytes is " + std::to_string(o.bucket_bytes) + ": it must be at least 1");
   if (o.intra_op_threads < 0 || o.intra_op_threads > 1024)
     invalid_argument("intra_op_threads is " + std::to_string(o.intra_op_threads) + ": it must be in [0, 1024]");
   switch (o.kind) {
@@ -154,6 +300,24 @@ std::shared_ptr<Strategy> make_strategy(std::shared_ptr<model::Model> model, std
     case Kind::Async: return async(std::move(model), std::move(input), std::move(o));
   }
   invalid_argument("unknown strategy " + std::to_string(static_cast<int>(o.kind)));
+}
+
+void train(Trainer &t, std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
+           const std::optional<TowersOptions> &towers) {
+  if (t.phase() != Trainer::Phase::Idle) fail(TPT_ERR_STATE, "the trainer has already run");
+  input->set_signature(model->inputs());
+  const std::optional<int64_t> size = input->size();
+  std::shared_ptr<Strategy> s;
+  if (towers) {
+    const auto n = static_cast<int64_t>(towers->devices.size());
+    s = make_strategy(std::move(model), std::move(input), *towers);
+    // An epoch counts steps of every tower (tensorpack's users had to divide by hand: #598).
+    if (size) t.default_steps_per_epoch(std::max<int64_t>(1, *size / n));
+  } else {
+    s = simple(std::move(model), std::move(input));
+    if (size) t.default_steps_per_epoch(*size);
+  }
+  attach(t, std::move(s));
 }
 
 }  // namespace tpt::parallel

@@ -8,6 +8,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -29,7 +30,9 @@ namespace tpt::parallel {
 // One tower's step.
 struct TowerResult {
   double cost = 0;
-  std::vector<at::Tensor> grads;  // per trainable variable of the tower's store; undefined: not used
+  // Strategies that do not reduce (async): per trainable variable, the
+  // tower's gradient; undefined: not used.
+  std::vector<at::Tensor> grads;
   std::vector<std::pair<std::string, at::Tensor>> outputs;  // tower 0's only
 };
 
@@ -48,15 +51,29 @@ class MultiTower : public Strategy {
   // Tower k's variables, all (its replica's in the replicated strategy),
   // once set up; for tests and the towers' own inference.
   const std::vector<model::Variable> &variables_of(int k) const { return all_.at(static_cast<size_t>(k)); }
+  // The flat buckets' variables (indices of the trainable ones, in the order
+  // backward is expected to produce them); for tests.
+  std::vector<std::vector<size_t>> buckets() const;
+  // How many bucket reductions ran inside a backward pass (overlap), in all.
+  int64_t reduced_in_backward() const { return in_backward_.load(); }
 
  protected:
-  // The variables tower k reads and differentiates: the model's by default
-  // (shared), a replica's in the replicated strategy.
+  // The variables tower k updates: the model's by default (shared), a
+  // replica's in the replicated strategy.
   virtual model::VariableStore &store(int k);
   // After the build and a resume's restore of tower 0, before the input
   // starts: e.g. make the replicas.
   virtual void prepare(Trainer &) {}
-  // The update, from every tower's gradients (in tower order).
+  // Whether the strategy sums the towers' gradients (replicated, parameter
+  // server): then reduced(i) is the sum over the towers, in tower order, of
+  // gradient i, times reduce_scale(). Otherwise (async) each tower's
+  // gradients are in its TowerResult.
+  virtual bool reduces() const { return true; }
+  virtual double reduce_scale() const { return 1.0 / towers(); }
+  // In update(): trainable variable i's reduced gradient; undefined when no
+  // tower has one.
+  at::Tensor reduced(size_t i) const;
+  // The update, from every tower's gradients.
   virtual void update(Trainer &t, std::vector<TowerResult> &results) = 0;
   // Runs fn(k) for every tower k at once, on the towers' threads (for an
   // update whose parts are per tower).
@@ -70,19 +87,35 @@ class MultiTower : public Strategy {
   std::vector<std::vector<model::Variable>> trainables_;  // per tower, its trainable ones
 
  private:
+  struct Bucket;
   static void step(Trainer &t, void *self);
   void train_step(Trainer &t);
   void compute(int k, const std::vector<at::Tensor> &batch, TowerResult &r);
+  void make_leaves();
+  void make_buckets();
+  // Tower k's gradient of trainable variable i has arrived in its leaf (an
+  // autograd hook, during backward) or will not come (after backward).
+  void arrived(int k, size_t i);
+  void missing(int k, size_t i);
+  void ready(size_t i, bool in_backward);
+  void reduce_bucket(Bucket &b);
 
   tpt::TowerThreads threads_;
   std::vector<std::vector<at::Tensor>> batches_;
   std::vector<TowerResult> results_;
   int64_t step_ = 0;
+  // Each tower computes with stores of its own whose trainable variables are
+  // leaves of their own (sharing the variables' memory), so its backward
+  // pass fills gradients no other tower and no optimizer touches.
+  std::vector<std::unique_ptr<model::VariableStore>> leaf_stores_;
+  std::vector<std::vector<at::Tensor>> leaves_;  // per tower, per trainable variable
+  std::vector<std::vector<char>> has_;           // per tower, per trainable: a gradient this step
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<std::pair<size_t, int64_t>> slot_;  // per trainable: its bucket and offset
+  std::vector<std::shared_ptr<void>> hooks_;      // the leaves' gradient accumulators, kept alive
+  std::atomic<int64_t> in_backward_{0};
 };
 
-// The sum over the towers of gradient i, in tower order, times `scale`;
-// undefined when no tower has one.
-at::Tensor reduce(const std::vector<TowerResult> &results, size_t i, double scale);
 // Adds `g` to the variable's gradient (its accumulation across micro-steps).
 void add_grad(const at::Tensor &variable, const at::Tensor &g);
 

@@ -159,29 +159,50 @@ static tpt_towers_options towers_of(tpt_strategy s, int32_t n) {
   return o;
 }
 
+/* Each strategy is checked three ways: the reduce overlapped with the
+ * backward passes in one bucket, overlapped in buckets of 16 bytes (every
+ * variable a bucket of its own or more), and after the backward passes. The
+ * three must agree bit for bit (the same sums in the same order). */
 static void equivalence(void **state) {
   (void)state;
   const tpt_strategy kinds[] = {TPT_STRATEGY_REPLICATED, TPT_STRATEGY_PARAMETER_SERVER};
   const int32_t counts[] = {2, 4};
+  const int32_t overlaps[] = {1, 1, 0};
+  const size_t bucket_bytes[] = {0, 16, 0};
   for (int c = 0; c < 2; ++c) {
     int32_t n = counts[c];
     tpt_model *ref = NULL;
     ok(train(&ref, NULL, 4 * n, 50));
     for (int s = 0; s < 2; ++s) {
-      tpt_towers_options o = towers_of(kinds[s], n);
-      tpt_model *m = NULL;
-      ok(train(&m, &o, 4, 50));
-      double d = distance(m, ref);
-      if (!(d <= 1e-5)) fail_msg("strategy %d with %d towers: relative distance %g from 1 tower", kinds[s], n, d);
-      assert_true(d > 0 || n == 1); /* not the same run by accident */
-      /* every tower ran every step and saw the same weights (replicas identical) */
-      for (int k = 0; k < n; ++k) assert_int_equal(calls[k], 50);
-      for (int step = 0; step < 50; ++step)
-        for (int k = 1; k < n; ++k)
-          if (seen[k][step] != seen[0][step])
-            fail_msg("strategy %d: tower %d saw w1 sum %.9g at step %d, tower 0 %.9g", kinds[s], k, seen[k][step], step,
-                     seen[0][step]);
-      tpt_model_free(m);
+      tpt_model *first = NULL;
+      for (int v = 0; v < 3; ++v) {
+        tpt_towers_options o = towers_of(kinds[s], n);
+        o.overlap = overlaps[v];
+        o.bucket_bytes = bucket_bytes[v];
+        tpt_model *m = NULL;
+        ok(train(&m, &o, 4, 50));
+        double d = distance(m, ref);
+        if (!(d <= 1e-5))
+          fail_msg("strategy %d with %d towers (overlap %d, buckets %zu): relative distance %g from 1 tower", kinds[s],
+                   n, o.overlap, o.bucket_bytes, d);
+        assert_true(d > 0 || n == 1); /* not the same run by accident */
+        /* every tower ran every step and saw the same weights (replicas identical) */
+        for (int k = 0; k < n; ++k) assert_int_equal(calls[k], 50);
+        for (int step = 0; step < 50; ++step)
+          for (int k = 1; k < n; ++k)
+            if (seen[k][step] != seen[0][step])
+              fail_msg("strategy %d: tower %d saw w1 sum %.9g at step %d, tower 0 %.9g", kinds[s], k, seen[k][step],
+                       step, seen[0][step]);
+        if (!first) {
+          first = m;
+          continue;
+        }
+        if (distance(m, first) != 0)
+          fail_msg("strategy %d with %d towers: overlap %d with buckets of %zu bytes differs from the first way by %g",
+                   kinds[s], n, o.overlap, o.bucket_bytes, distance(m, first));
+        tpt_model_free(m);
+      }
+      tpt_model_free(first);
     }
     tpt_model_free(ref);
   }
@@ -377,6 +398,32 @@ static void defaults_and_errors(void **state) {
   o = towers_of(TPT_STRATEGY_SIMPLE, 2);
   ok(tpt_input_from_dataflow(&in, df, NULL));
   expect_code(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_INVALID_ARGUMENT, "the simple strategy has one tower");
+  o = towers_of(TPT_STRATEGY_REPLICATED, 2);
+  o.bucket_bytes = (size_t)1 << 41;
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  expect_code(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_INVALID_ARGUMENT, "options->bucket_bytes is 2199023255552");
+  tpt_trainer_free(t);
+  /* a version 1 struct ends before overlap: what follows is not read */
+  o.version = 1;
+  ok(tpt_trainer_new(&t, &to));
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  ok(tpt_trainer_set_towers(t, m, in, &o));
+  tpt_trainer_free(t);
+  o.version = TPT_TOWERS_OPTIONS_VERSION + 1;
+  ok(tpt_trainer_new(&t, &to));
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  expect_code(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_INVALID_ARGUMENT, "options->version is 3");
+  /* a TorchScript module computes with its own parameters: no towers */
+  const int64_t xs2[] = {-1, FEATURES}, ys2[] = {-1, 1}, wshape[] = {FEATURES, 1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, xs2, 2}, {"y", TPT_DTYPE_F32, ys2, 2}};
+  tpt_torchscript_param p = {"w", wshape, 2, NULL};
+  tpt_model *ts = NULL;
+  ok(tpt_model_from_torchscript_source(
+      &ts, "def forward(self, x, y):\n    return ((x.mm(self.w) - y) ** 2).mean()\n", &p, 1, spec, 2));
+  o = towers_of(TPT_STRATEGY_PARAMETER_SERVER, 2);
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  expect_code(tpt_trainer_set_towers(t, ts, in, &o), TPT_ERR_UNSUPPORTED, "TorchScript module's own parameters");
+  tpt_model_free(ts);
   tpt_trainer_free(t);
   tpt_dataflow_free(df);
   tpt_model_free(m);

@@ -7,6 +7,7 @@
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <memory>
 #include <mutex>
@@ -107,4 +108,112 @@ TEST(Towers, ReplicatedBatchNormFollowsTowerZero) {
   for (const auto &m : tower0_means) want = want * 0.9 + m * 0.1;
   at::Tensor got = model->variables().find("bn/mean/EMA")->value;
   EXPECT_TRUE(at::allclose(got, want, 1e-5, 1e-6)) << got << "\nwant\n" << want;
+}
+
+// The flat buckets (issue 14, item 3): filled in reverse order of the
+// variables up to bucket_bytes, reduced inside the backward passes when
+// overlap is on and after them when it is off, with the same result bit for
+// bit; and the result is the 2-tower average that a hand-written LibTorch
+// loop computes.
+namespace {
+
+struct BucketRun {
+  std::vector<std::vector<size_t>> buckets;
+  int64_t in_backward = 0;
+  std::vector<at::Tensor> values;
+};
+
+BucketRun run_buckets(bool overlap, int64_t bucket_bytes, tpt::parallel::Kind kind) {
+  at::manual_seed(9);
+  tpt::model::InputSpec xs{"x", at::kFloat, {-1, 4}}, ys{"y", at::kFloat, {-1, 1}};
+  auto model = std::make_shared<Model>(std::vector<tpt::model::InputSpec>{xs, ys},
+                                       [](Tower &t, const std::vector<at::Tensor> &in) {
+                                         at::Tensor h = L::fc(t, "fc1", in[0], 3, L::LayerOptions());
+                                         t.set_cost(L::mse(L::fc(t, "out", h.tanh(), 1, L::LayerOptions()), in[1]));
+                                       });
+  auto opt = std::make_shared<tpt::model::Optimizer>("sgd");
+  opt->set("learning_rate", 0.1);
+  model->set_optimizer(opt);
+  at::Tensor x = at::randn({16, 4}), y = at::randn({16, 1});
+  auto input = tpt::input::from_tensors({x, y}, 4, /*shuffle=*/false, 0);
+  input->set_signature(model->inputs());
+  tpt::TrainerConfig cfg;
+  cfg.max_epoch = 1;
+  cfg.steps_per_epoch = 6;
+  cfg.console = false;
+  cfg.progress = TPT_PROGRESS_OFF;
+  cfg.default_callbacks = false;
+  tpt::Trainer trainer(cfg);
+  tpt::parallel::TowersOptions o;
+  o.kind = kind;
+  o.devices = {c10::Device(c10::kCPU), c10::Device(c10::kCPU)};
+  o.overlap = overlap;
+  o.bucket_bytes = bucket_bytes;
+  auto strategy =
+      std::dynamic_pointer_cast<tpt::parallel::MultiTower>(tpt::parallel::make_strategy(model, std::move(input), o));
+  tpt::parallel::attach(trainer, strategy);
+  trainer.run();
+  BucketRun r;
+  r.buckets = strategy->buckets();
+  r.in_backward = strategy->reduced_in_backward();
+  for (const auto &v : model->variables().all()) r.values.push_back(v.value.detach().clone());
+  return r;
+}
+
+// The same 6 steps by hand: the two towers' gradients (autograd::grad on
+// batches 2s and 2s+1) averaged, then SGD.
+std::vector<at::Tensor> by_hand() {
+  at::manual_seed(9);
+  // The initial values as the model makes them: build once and copy.
+  tpt::model::InputSpec xs{"x", at::kFloat, {-1, 4}}, ys{"y", at::kFloat, {-1, 1}};
+  auto model = std::make_shared<Model>(std::vector<tpt::model::InputSpec>{xs, ys},
+                                       [](Tower &t, const std::vector<at::Tensor> &in) {
+                                         at::Tensor h = L::fc(t, "fc1", in[0], 3, L::LayerOptions());
+                                         t.set_cost(L::mse(L::fc(t, "out", h.tanh(), 1, L::LayerOptions()), in[1]));
+                                       });
+  at::Tensor x = at::randn({16, 4}), y = at::randn({16, 1});  // drawn before the build, as in run_buckets
+  model->build();
+  std::vector<at::Tensor> p;  // fc1/W, fc1/b, out/W, out/b
+  for (const auto &v : model->variables().all()) p.push_back(v.value.detach().clone().requires_grad_(true));
+  for (int step = 0; step < 6; ++step) {
+    std::vector<at::Tensor> sum;
+    for (int k = 0; k < 2; ++k) {
+      int b = (2 * step + k) % 4;
+      at::Tensor xb = x.slice(0, b * 4, b * 4 + 4), yb = y.slice(0, b * 4, b * 4 + 4);
+      at::Tensor out = (xb.mm(p[0].t()) + p[1]).tanh().mm(p[2].t()) + p[3];
+      at::Tensor cost = (out - yb).pow(2).mean();
+      auto g = torch::autograd::grad({cost}, p);
+      if (sum.empty()) sum = g;
+      else
+        for (size_t i = 0; i < g.size(); ++i) sum[i] = sum[i] + g[i];
+    }
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < p.size(); ++i) p[i].sub_(sum[i] * 0.5 * 0.1);
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST(Towers, BucketsOverlapBackwardWithTheSameResult) {
+  for (auto kind : {tpt::parallel::Kind::Replicated, tpt::parallel::Kind::ParameterServer}) {
+    // fc1/W 48 bytes, fc1/b 12, out/W 12, out/b 4: buckets of 16 bytes
+    // hold {out/b, out/W}, {fc1/b}, {fc1/W}.
+    BucketRun small = run_buckets(true, 16, kind);
+    ASSERT_EQ(small.buckets, (std::vector<std::vector<size_t>>{{3, 2}, {1}, {0}}));
+    EXPECT_EQ(small.in_backward, 3 * 6);  // every bucket, every step, inside a backward pass
+    BucketRun one = run_buckets(true, 1 << 20, kind);
+    ASSERT_EQ(one.buckets, (std::vector<std::vector<size_t>>{{3, 2, 1, 0}}));
+    EXPECT_EQ(one.in_backward, 6);
+    BucketRun off = run_buckets(false, 16, kind);
+    EXPECT_EQ(off.in_backward, 0);
+    std::vector<at::Tensor> want = by_hand();
+    ASSERT_EQ(small.values.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(small.values[i].equal(one.values[i])) << i;
+      EXPECT_TRUE(small.values[i].equal(off.values[i])) << i;
+      EXPECT_TRUE(at::allclose(small.values[i], want[i].detach(), 1e-5, 1e-6))
+          << i << ": " << small.values[i] << "\nby hand\n" << want[i];
+    }
+  }
 }

@@ -68,7 +68,8 @@ func (s Strategy) c() (C.tpt_strategy, bool) {
 // TowersOptions are the strategy and the towers of Trainer.SetTowers and
 // TrainConfig.Towers (tpt_towers_options). The zero value is the library's
 // defaults: 2 replicated CPU towers that average their gradients, each with
-// its share of LibTorch's intra-op threads.
+// its share of LibTorch's intra-op threads, reducing each 1 MiB bucket of
+// gradients while the backward passes go on.
 type TowersOptions struct {
 	// Strategy is how the towers share the training (default
 	// StrategyReplicated).
@@ -87,6 +88,18 @@ type TowersOptions struct {
 	// tower; 0 means the process's (GetNumThreads) divided by the number of
 	// towers, at least 1.
 	IntraOpThreads int
+	// NoOverlap makes the replicated and parameter-server strategies reduce
+	// every bucket of gradients after all the towers' backward passes. By
+	// default each bucket is reduced as soon as every tower's backward pass
+	// has produced it, while the backward passes go on (PyTorch DDP's
+	// reducer). The variables come out the same bit for bit either way;
+	// only the time differs.
+	NoOverlap bool
+	// BucketBytes is about how many bytes of gradients go into each flat
+	// bucket (in the order backward produces them), the unit of the
+	// reductions; 0 means 1 MiB, and at most 2^40. The variables come out
+	// the same bit for bit whatever the size.
+	BucketBytes int
 }
 
 // cTowersOptions returns the C options of o, whose device names live in C
@@ -114,12 +127,17 @@ func cTowersOptions(o *TowersOptions, who string) (C.tpt_towers_options, func(),
 	if o.IntraOpThreads < math.MinInt32 || o.IntraOpThreads > math.MaxInt32 {
 		return fail("IntraOpThreads is " + strconv.Itoa(o.IntraOpThreads) + ": it must be in [0, 1024]")
 	}
+	if o.BucketBytes < 0 {
+		return fail("BucketBytes is " + strconv.Itoa(o.BucketBytes) + ": it must be in [0, 2^40] (0: 1 MiB)")
+	}
 	copts := C.tpt_towers_options{
 		version:          C.TPT_TOWERS_OPTIONS_VERSION,
 		strategy:         strategy,
 		n_towers:         C.int32_t(n),
 		average:          cBool(!o.SumGradients),
 		intra_op_threads: C.int32_t(o.IntraOpThreads),
+		overlap:          cBool(!o.NoOverlap),
+		bucket_bytes:     C.size_t(o.BucketBytes),
 	}
 	if len(o.Devices) == 0 {
 		return copts, func() {}, nil
@@ -150,6 +168,7 @@ var towersFieldNames = strings.NewReplacer(
 	"options->n_towers", "TowersOptions.Towers",
 	"options->devices", "TowersOptions.Devices",
 	"options->intra_op_threads", "TowersOptions.IntraOpThreads",
+	"options->bucket_bytes", "TowersOptions.BucketBytes",
 	"intra_op_threads is", "TowersOptions.IntraOpThreads is",
 )
 

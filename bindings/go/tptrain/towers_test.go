@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,6 +211,67 @@ func TestTowersEqualOneTowerOfTheWholeBatch(t *testing.T) {
 	}
 }
 
+// The reduce overlapped with the backward passes in buckets of 1 MiB (the
+// default: every variable in one bucket), in buckets of 16 bytes (every
+// variable a bucket of its own or more), and after the backward passes: the
+// same sums in the same order, so the same variables bit for bit.
+func TestTowersOverlapAndBucketsAreBitIdentical(t *testing.T) {
+	checkHandles(t)
+	const steps = 20
+	for _, n := range []int{2, 4} {
+		ref := trainTowers(t, towersRun{batch: 4 * int64(n), steps: steps, lr: 0.05, momentum: 0.9})
+		for _, strategy := range []Strategy{StrategyReplicated, StrategyParameterServer} {
+			run := func(o TowersOptions, setTowers bool) (*Model, []int32) {
+				// The training calls of each tower.
+				calls := make([]atomic.Int32, n)
+				hook := func(tw *Tower) error {
+					if k := tw.Index(); k >= 0 && k < n {
+						calls[k].Add(1)
+						return nil
+					}
+					return fmt.Errorf("tower index %d", tw.Index())
+				}
+				o.Strategy, o.Towers = strategy, n
+				m := trainTowers(t, towersRun{towers: &o, setTowers: setTowers, batch: 4, steps: steps,
+					lr: 0.05, momentum: 0.9, hook: hook})
+				counts := make([]int32, n)
+				for k := range calls {
+					counts[k] = calls[k].Load()
+				}
+				return m, counts
+			}
+			first, _ := run(TowersOptions{}, false)
+			// Close to one tower of the whole batch, but not the same run by accident.
+			if d := towersDistance(t, first, ref); !(d <= 1e-5 && d > 0) {
+				t.Errorf("%v, %d towers: relative distance %g from one tower of the whole batch", strategy, n, d)
+			}
+			for _, c := range []struct {
+				opts      TowersOptions
+				setTowers bool
+			}{
+				{TowersOptions{NoOverlap: true}, false},
+				{TowersOptions{NoOverlap: true}, true},
+				{TowersOptions{BucketBytes: 16}, false},
+				{TowersOptions{BucketBytes: 16}, true},
+				{TowersOptions{NoOverlap: true, BucketBytes: 16}, true},
+				{TowersOptions{BucketBytes: 1 << 20}, false},
+			} {
+				m, calls := run(c.opts, c.setTowers)
+				what := fmt.Sprintf("%v, %d towers, %+v (SetTowers %v)", strategy, n, c.opts, c.setTowers)
+				if d := towersDistance(t, m, first); d != 0 {
+					t.Errorf("%s: relative distance %g from the default towers, want 0", what, d)
+				}
+				// Every tower ran every step.
+				for k, c := range calls {
+					if c != steps {
+						t.Errorf("%s: tower %d made %d training calls, want %d", what, k, c, steps)
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestTowerIndicesAndConcurrency(t *testing.T) {
 	checkHandles(t)
 	var mu sync.Mutex
@@ -259,6 +321,23 @@ func TestTowerIndicesAndConcurrency(t *testing.T) {
 	if devices[0] != "cpu" || devices[1] != "cpu" {
 		t.Errorf("tower devices %q", devices)
 	}
+}
+
+// towersTooBigBuckets has buckets of more than 2^40 bytes where an int holds
+// them (the library refuses them), else of -1 (refused here).
+func towersTooBigBuckets() TowersOptions {
+	if strconv.IntSize == 64 {
+		huge := int64(1) << 41
+		return TowersOptions{Strategy: StrategyParameterServer, BucketBytes: int(huge)}
+	}
+	return TowersOptions{BucketBytes: -1}
+}
+
+func towersTooBigBucketsMessage() string {
+	if strconv.IntSize == 64 {
+		return "TowersOptions.BucketBytes is 2199023255552: it must be at most 2^40"
+	}
+	return "TowersOptions.BucketBytes is -1"
 }
 
 type towerFailure struct{ call int32 }
@@ -343,6 +422,8 @@ func TestTowersOptionErrors(t *testing.T) {
 		{TowersOptions{Towers: -1}, CodeInvalidArgument, "TowersOptions.Towers is -1"},
 		{TowersOptions{Strategy: Strategy(7)}, CodeInvalidArgument, "TowersOptions.Strategy is Strategy(7): not a strategy"},
 		{TowersOptions{IntraOpThreads: -1}, CodeInvalidArgument, "TowersOptions.IntraOpThreads is -1"},
+		{TowersOptions{BucketBytes: -1}, CodeInvalidArgument, "TowersOptions.BucketBytes is -1: it must be in [0, 2^40]"},
+		{towersTooBigBuckets(), CodeInvalidArgument, towersTooBigBucketsMessage()},
 	} {
 		// SetTowers takes the input, also when it fails.
 		tr := must(NewTrainer(quietOptions(1, 1, 2))).of(t)

@@ -14,14 +14,22 @@
 // again on the same LOGDIR and it goes on exactly where the last run stopped
 // (killed mid-epoch included).
 //
+// --towers N trains data-parallel on N replicated CPU towers, tensorpack's
+// SyncMultiGPUTrainerReplicated(N): one field of the train config
+// (docs/towers.md). Each tower takes its own batch of 128, so a step trains on
+// 128 x N images and an epoch has N times fewer steps. The towers' dropout
+// draws from one generator in whatever order they reach it, so such a run
+// (and its resume) is not bit-reproducible.
+//
 // The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
 // max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
 // each conv and fc0; softmax cross-entropy (the validation "cost").
 // Adam at 1e-3, times 0.6 after each epoch from the second on
 // (ScheduledHyperParam).
 //
-//	cd examples/go && go run ./fashion_mnist [LOGDIR] [DATA_DIR] [EPOCHS]
-//	  (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 5)
+//	cd examples/go && go run ./fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
+//	  (defaults: no towers, train_log/fashion_mnist,
+//	   /usr/share/datasets/fashion-mnist, 5; --help says more)
 //
 // Exits 0 when the final test accuracy is at least 90 %.
 package main
@@ -32,6 +40,7 @@ import (
 	"log"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/tptrain/tptrain/bindings/go/tptrain"
 )
@@ -104,9 +113,73 @@ func pipeline(dir, split string, train bool) (*tptrain.DataFlow, error) {
 	return norm.Batch(size, !train)
 }
 
+const usage = `usage: fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
+  LOGDIR      the log directory (default train_log/fashion_mnist); one that
+              holds checkpoints goes on from the latest
+  DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)
+  EPOCHS      the epochs to train (default 5)
+  --towers N  train on N replicated CPU towers, 1 to 256 (tensorpack's
+              SyncMultiGPUTrainerReplicated(N)). Each tower takes its own
+              batch of 128: a step trains on 128 x N images, an epoch has N
+              times fewer steps. Default: no towers, the simple trainer (a
+              batch of 128 per step)
+  -h, --help  this text
+`
+
+// parseTowers is --towers' value: a whole number from 1 to 256, else 0.
+func parseTowers(s string) int {
+	if strings.Trim(s, "0123456789") != "" {
+		return 0
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 256 {
+		return 0
+	}
+	return n
+}
+
+// usageError reports a bad command line: what is wrong (with arg, if not
+// nil), then the usage; exit status 2.
+func usageError(what string, arg *string) {
+	if arg != nil {
+		what += " '" + *arg + "'"
+	}
+	fmt.Fprintf(os.Stderr, "fashion_mnist: %s\n%s", what, usage)
+	os.Exit(2)
+}
+
 func main() {
 	log.SetFlags(0)
-	accuracy, err := run()
+	// The options go anywhere; the other arguments are LOGDIR DATA_DIR
+	// EPOCHS, in that order (more are ignored). Not the flag package: it
+	// stops at the first positional argument.
+	var positional []string
+	nTowers := 0 // 0: no towers, the simple trainer
+	for i := 1; i < len(os.Args); i++ {
+		a := os.Args[i]
+		var value string
+		switch {
+		case a == "-h" || a == "--help":
+			fmt.Print(usage)
+			return
+		case a == "--towers":
+			if i++; i == len(os.Args) {
+				usageError("--towers needs a value N", nil)
+			}
+			value = os.Args[i]
+		case strings.HasPrefix(a, "--towers="):
+			value = strings.TrimPrefix(a, "--towers=")
+		case strings.HasPrefix(a, "--"):
+			usageError("unknown option", &a)
+		default:
+			positional = append(positional, a)
+			continue
+		}
+		if nTowers = parseTowers(value); nTowers == 0 {
+			usageError("--towers wants a whole number from 1 to 256, not", &value)
+		}
+	}
+	accuracy, err := run(positional, nTowers)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -115,16 +188,16 @@ func main() {
 	}
 }
 
-func run() (float64, error) {
+func run(positional []string, nTowers int) (float64, error) {
 	logdir, dir, epochs := "train_log/fashion_mnist", "/usr/share/datasets/fashion-mnist", int64(5)
-	if len(os.Args) > 1 {
-		logdir = os.Args[1]
+	if len(positional) > 0 {
+		logdir = positional[0]
 	}
-	if len(os.Args) > 2 {
-		dir = os.Args[2]
+	if len(positional) > 1 {
+		dir = positional[1]
 	}
-	if len(os.Args) > 3 {
-		epochs, _ = strconv.ParseInt(os.Args[3], 10, 64)
+	if len(positional) > 2 {
+		epochs, _ = strconv.ParseInt(positional[2], 10, 64)
 	}
 	if err := tptrain.ManualSeed(1); err != nil {
 		return 0, err
@@ -191,12 +264,18 @@ func run() (float64, error) {
 		LogdirAction: tptrain.LogdirDelete, // a run without checkpoints starts afresh
 		AutoResume:   true,                 // one with checkpoints goes on from the latest
 	}
-	trainer, err := tptrain.NewTrainerFromConfig(&tptrain.TrainConfig{
+	config := &tptrain.TrainConfig{
 		Options:   &opts,
 		Model:     model,
 		DataFlow:  train, // wrapped in a queue input
 		Callbacks: []*tptrain.Callback{runner, schedule, saver, best},
-	})
+	}
+	if nTowers > 0 { // SyncMultiGPUTrainerReplicated(nTowers); without: SimpleTrainer
+		config.Towers = &tptrain.TowersOptions{Towers: nTowers}
+		fmt.Printf("training on %d replicated CPU towers, a batch of %d each: %d images per step\n",
+			nTowers, batch, nTowers*batch)
+	}
+	trainer, err := tptrain.NewTrainerFromConfig(config)
 	if err != nil {
 		return 0, err
 	}

@@ -610,7 +610,7 @@ pub const TPT_STRATEGY_PARAMETER_SERVER: tpt_strategy = 2;
 /// applied as an update of their own.
 pub const TPT_STRATEGY_ASYNC: tpt_strategy = 3;
 
-pub const TPT_TOWERS_OPTIONS_VERSION: u32 = 1;
+pub const TPT_TOWERS_OPTIONS_VERSION: u32 = 2;
 /// Options of `tpt_trainer_set_towers` and `tpt_train_config::towers`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -627,6 +627,16 @@ pub struct tpt_towers_options {
     /// LibTorch intra-op threads per tower; 0: the process's divided by
     /// `n_towers`, at least 1.
     pub intra_op_threads: i32,
+    /// (version 2) Replicated and parameter server: nonzero reduces a bucket
+    /// of gradients as soon as every tower's backward pass has produced
+    /// them, while the backward passes go on (PyTorch DDP's reducer); 0
+    /// reduces every bucket after all the backward passes. The result is the
+    /// same bit for bit.
+    pub overlap: i32,
+    /// (version 2) The gradients are packed into flat buckets of about this
+    /// many bytes (in the order backward produces them), at most 2^40; 0:
+    /// 1 MiB.
+    pub bucket_bytes: usize,
 }
 /// `TPT_TOWERS_OPTIONS_INIT`
 pub const TPT_TOWERS_OPTIONS_INIT: tpt_towers_options = tpt_towers_options {
@@ -636,6 +646,8 @@ pub const TPT_TOWERS_OPTIONS_INIT: tpt_towers_options = tpt_towers_options {
     devices: std::ptr::null(),
     average: 1,
     intra_op_threads: 0,
+    overlap: 1,
+    bucket_bytes: 0,
 };
 
 // ---- TrainConfig and launch
@@ -1648,15 +1660,17 @@ mod tests {
         assert_eq!(offset_of!(tpt_towers_options, devices), 16);
         assert_eq!(offset_of!(tpt_towers_options, average), 16 + p);
         assert_eq!(offset_of!(tpt_towers_options, intra_op_threads), 20 + p);
-        assert_eq!(size_of::<tpt_towers_options>(), 24 + p);
+        assert_eq!(offset_of!(tpt_towers_options, overlap), 24 + p);
+        assert_eq!(offset_of!(tpt_towers_options, bucket_bytes), 24 + p + size_of::<usize>());
+        assert_eq!(size_of::<tpt_towers_options>(), 24 + p + 2 * size_of::<usize>());
         assert_eq!(
             (TPT_STRATEGY_SIMPLE, TPT_STRATEGY_REPLICATED, TPT_STRATEGY_PARAMETER_SERVER, TPT_STRATEGY_ASYNC),
             (0, 1, 2, 3)
         );
         let o = TPT_TOWERS_OPTIONS_INIT;
         assert_eq!(
-            (o.version, o.strategy, o.n_towers, o.average, o.intra_op_threads),
-            (1, TPT_STRATEGY_REPLICATED, 2, 1, 0)
+            (o.version, o.strategy, o.n_towers, o.average, o.intra_op_threads, o.overlap, o.bucket_bytes),
+            (2, TPT_STRATEGY_REPLICATED, 2, 1, 0, 1, 0)
         );
         assert!(o.devices.is_null());
     }

@@ -65,9 +65,10 @@ impl Strategy {
 
 /// The towers of a data-parallel trainer (`tpt_towers_options`), for
 /// [`Trainer::set_towers`] and [`TrainConfig::towers`](crate::TrainConfig::towers):
-/// a strategy, how many towers, and where they run. `Default` gives the C
-/// defaults: 2 replicated CPU towers, gradients averaged, LibTorch's
-/// intra-op threads shared out evenly.
+/// a strategy, how many towers, where they run, and how their gradients
+/// are reduced. `Default` gives the C defaults: 2 replicated CPU towers,
+/// gradients averaged, LibTorch's intra-op threads shared out evenly, each
+/// bucket of gradients reduced during the backward passes, buckets of 1 MiB.
 ///
 /// ```
 /// use tptrain::{Strategy, Towers};
@@ -76,6 +77,9 @@ impl Strategy {
 /// assert_eq!((towers.strategy(), towers.count()), (Strategy::Replicated, 4));
 /// let on_cpu = Towers::parameter_server(2).devices(&["cpu", "cpu"]);
 /// # let _ = on_cpu;
+/// // Reduce after the backward passes, in buckets of 64 KiB.
+/// let tuned = Towers::replicated(2).overlap(false).bucket_bytes(64 << 10);
+/// # let _ = tuned;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[must_use = "Towers do nothing until they are given to Trainer::set_towers or a TrainConfig"]
@@ -85,6 +89,8 @@ pub struct Towers {
     devices: Option<Vec<String>>,
     average: bool,
     intra_op_threads: usize,
+    overlap: bool,
+    bucket_bytes: usize,
 }
 
 impl Default for Towers {
@@ -96,6 +102,8 @@ impl Default for Towers {
             devices: None,
             average: c.average != 0,
             intra_op_threads: c.intra_op_threads as usize,
+            overlap: c.overlap != 0,
+            bucket_bytes: c.bucket_bytes,
         }
     }
 }
@@ -148,6 +156,27 @@ impl Towers {
         self
     }
 
+    /// [`Strategy::Replicated`] and [`Strategy::ParameterServer`]: `true`,
+    /// the default, reduces each bucket of gradients as soon as every
+    /// tower's backward pass has produced it, while the backward passes go
+    /// on (PyTorch DDP's reducer); `false` reduces every bucket after all
+    /// the backward passes. The variables come out the same bit for bit
+    /// either way; only the time differs.
+    pub fn overlap(mut self, overlap: bool) -> Towers {
+        self.overlap = overlap;
+        self
+    }
+
+    /// The gradients are packed into flat buckets of about `bytes` bytes
+    /// each (in the order backward produces them), the unit of
+    /// [`overlap`](Self::overlap)'s reductions; 0, the default: 1 MiB. More
+    /// than 2^40 is a [`Code::InvalidArgument`] error when the towers are
+    /// set. The variables come out the same bit for bit whatever the size.
+    pub fn bucket_bytes(mut self, bytes: usize) -> Towers {
+        self.bucket_bytes = bytes;
+        self
+    }
+
     /// The strategy.
     pub fn strategy(&self) -> Strategy {
         self.strategy
@@ -195,6 +224,8 @@ impl Towers {
         options.devices = names.as_ref().map_or(ptr::null(), |(_, p)| p.as_ptr());
         options.average = self.average as i32;
         options.intra_op_threads = intra_op_threads;
+        options.overlap = self.overlap as i32;
+        options.bucket_bytes = self.bucket_bytes;
         Ok(RawTowers { options, _names: names })
     }
 }

@@ -1,6 +1,8 @@
 //! Towers from Rust, on CPU towers: 2 replicated, parameter-server and
 //! async towers fed batches of 4 end with the variables of 1 tower fed the
-//! same rows in batches of 8; the tower closure runs for towers 0 and 1, on
+//! same rows in batches of 8; the reduce overlapped with the backward passes
+//! or after them, in buckets of 1 MiB or 16 bytes, gives the same variables
+//! bit for bit; the tower closure runs for towers 0 and 1, on
 //! two threads; an error, a stop or a panic in tower 1 ends the run; bad
 //! towers are errors that still drop the input. The C twin is
 //! tests/c/test_towers.c.
@@ -261,6 +263,53 @@ fn two_towers_of_four_rows_equal_one_tower_of_eight() {
 }
 
 #[test]
+fn overlap_and_bucket_size_leave_the_variables_bit_identical() {
+    // The reduce overlapped with the backward passes in buckets of 1 MiB
+    // (the default: every variable in one bucket), overlapped in buckets of
+    // 16 bytes (every variable a bucket of its own or more), and after the
+    // backward passes: the same sums in the same order, bit for bit.
+    const STEPS: i64 = 20;
+    for count in [2usize, 4] {
+        let (reference, outcome) =
+            train(&Probe::new(Act::Train), MOMENTUM, None, Path::Method, 4 * count as i64, STEPS);
+        assert_eq!(outcome.unwrap(), RunOutcome::Finished);
+        for strategy in [Strategy::Replicated, Strategy::ParameterServer] {
+            let default = Towers::new(strategy, count);
+            let (first, outcome) =
+                train(&Probe::new(Act::Train), MOMENTUM, Some(default.clone()), Path::Config, 4, STEPS);
+            assert_eq!(outcome.unwrap(), RunOutcome::Finished);
+            let d = distance(&first, &reference);
+            // Close to 1 tower of the whole batch, but not the same run by accident.
+            assert!(d <= 1e-5 && d > 0.0, "{default:?}: relative distance {d:e} from 1 tower");
+            let runs = [
+                (default.clone().overlap(false), Path::Config),
+                (default.clone().overlap(false), Path::Method),
+                (default.clone().bucket_bytes(16), Path::Config),
+                (default.clone().bucket_bytes(16), Path::Method),
+                (default.clone().overlap(false).bucket_bytes(16), Path::Method),
+                (default.clone().overlap(true).bucket_bytes(1 << 20), Path::Config),
+            ];
+            for (towers, path) in runs {
+                let probe = Probe::new(Act::Train);
+                let what = format!("{towers:?} through {path:?}");
+                let (m, outcome) = train(&probe, MOMENTUM, Some(towers), path, 4, STEPS);
+                assert_eq!(outcome.unwrap(), RunOutcome::Finished, "{what}");
+                let d = distance(&m, &first);
+                assert!(d == 0.0, "{what}: relative distance {d:e} from the default towers, want 0");
+                // Every tower ran every step and saw the same weights.
+                for k in 0..count {
+                    assert_eq!(probe.calls(k), STEPS as usize, "{what}: tower {k}");
+                }
+                let seen = probe.seen.lock().unwrap();
+                for k in 1..count {
+                    assert_eq!(seen[k], seen[0], "{what}: towers {k} and 0 saw different weights");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn summed_gradients_are_a_learning_rate_times_the_towers() {
     let double = Sgd { learning_rate: 2.0 * MOMENTUM.learning_rate, ..MOMENTUM };
     let (reference, outcome) = train(&Probe::new(Act::Train), double, None, Path::Method, 8, 20);
@@ -384,7 +433,7 @@ fn bad_towers_are_errors_and_the_input_is_dropped() {
     let probe = Probe::new(Act::Train);
     let m = model(&probe, PLAIN);
     let drops = Arc::new(AtomicUsize::new(0));
-    let cases: Vec<(Towers, Code, &str)> = vec![
+    let mut cases: Vec<(Towers, Code, &str)> = vec![
         (Towers::replicated(0), Code::InvalidArgument, "options->n_towers is 0"),
         (Towers::parameter_server(257), Code::InvalidArgument, "options->n_towers is 257"),
         (Towers::asynchronous(usize::MAX), Code::InvalidArgument, "the count must be in [1, 256]"),
@@ -394,6 +443,12 @@ fn bad_towers_are_errors_and_the_input_is_dropped() {
         (Towers::replicated(2).devices(&["cpu", "cuda:0"]), Code::Unsupported, "tower 1 is on cuda:0"),
         (Towers::replicated(2).intra_op_threads(5000), Code::InvalidArgument, "intra_op_threads is 5000"),
     ];
+    if usize::BITS == 64 {
+        // More than 2^40 bytes (a size that a 32-bit usize cannot hold).
+        let bytes = (1u64 << 41) as usize;
+        let towers = Towers::parameter_server(2).bucket_bytes(bytes);
+        cases.push((towers, Code::InvalidArgument, "options->bucket_bytes is 2199023255552: it must be at most 2^40"));
+    }
     for (i, (towers, code, text)) in cases.into_iter().enumerate() {
         // Trainer::set_towers
         let mut t = Trainer::new(&quiet(Some(1))).unwrap();
@@ -428,6 +483,13 @@ fn towers_default_to_the_c_defaults() {
     assert_eq!((t.strategy(), t.count()), (Strategy::Replicated, 2));
     assert_eq!(t, Towers::replicated(2));
     assert_ne!(Towers::replicated(2).sum_gradients(), Towers::replicated(2));
+    // Reduced during the backward passes, buckets of the library's size (0: 1 MiB).
+    assert_eq!(Towers::replicated(2).overlap(true).bucket_bytes(0), Towers::default());
+    assert_ne!(Towers::replicated(2).overlap(false), Towers::default());
+    assert_ne!(Towers::replicated(2).bucket_bytes(1 << 20), Towers::default());
+    let c = tptrain::sys::TPT_TOWERS_OPTIONS_INIT;
+    assert_eq!((c.version, c.overlap, c.bucket_bytes), (2, 1, 0));
+    assert!(format!("{t:?}").ends_with("overlap: true, bucket_bytes: 0 }"), "{t:?}");
     assert_eq!(Towers::new(Strategy::Async, 3), Towers::asynchronous(3));
     assert_eq!(Strategy::ParameterServer.to_raw(), tptrain::sys::TPT_STRATEGY_PARAMETER_SERVER);
     let (m, df) = (model(&Probe::new(Act::Train), PLAIN), data(4));

@@ -14,21 +14,29 @@
 //! it again on the same LOGDIR and it goes on exactly where the last run
 //! stopped (killed mid-epoch included).
 //!
+//! --towers N trains data-parallel on N replicated CPU towers, tensorpack's
+//! SyncMultiGPUTrainerReplicated(N): one field of the train config
+//! (docs/towers.md). Each tower takes its own batch of 128, so a step trains
+//! on 128 x N images and an epoch has N times fewer steps. The towers'
+//! dropout draws from one generator in whatever order they reach it, so such
+//! a run (and its resume) is not bit-reproducible.
+//!
 //! The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
 //! max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
 //! each conv and fc0; softmax cross-entropy (the validation "cost").
 //! Adam at 1e-3, times 0.6 after each epoch from the second on
 //! (ScheduledHyperParamSetter).
 //!
-//!     cargo run --release --bin fashion_mnist -- [LOGDIR] [DATA_DIR] [EPOCHS]
-//!       (defaults: train_log/fashion_mnist, /usr/share/datasets/fashion-mnist, 5)
+//!     cargo run --release --bin fashion_mnist -- [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
+//!       (defaults: no towers, train_log/fashion_mnist,
+//!        /usr/share/datasets/fashion-mnist, 5; --help says more)
 //!
 //! Exits 0 when the final test accuracy is at least 90 %.
 use std::process::ExitCode;
 use tptrain::nn::{self, Activation, LayerOptions, Padding};
 use tptrain::{
     Augmentor, BestSaver, Callback, Code, DType, DataFlow, HyperParamSchedule, InputSpec, LogdirAction, Model,
-    ModelSaver, Optimizer, Result, Tensor, Tower, TrainConfig, Trainer, TrainerOptions,
+    ModelSaver, Optimizer, Result, Tensor, Tower, Towers, TrainConfig, Trainer, TrainerOptions,
 };
 
 const BATCH: i64 = 128;
@@ -61,11 +69,66 @@ fn pipeline<'a>(dir: &str, split: &str, train: bool) -> Result<DataFlow<'a>> {
     norm.batch(if train { BATCH } else { 500 }, !train)
 }
 
+const USAGE: &str = "\
+usage: fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
+  LOGDIR      the log directory (default train_log/fashion_mnist); one that
+              holds checkpoints goes on from the latest
+  DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)
+  EPOCHS      the epochs to train (default 5)
+  --towers N  train on N replicated CPU towers, 1 to 256 (tensorpack's
+              SyncMultiGPUTrainerReplicated(N)). Each tower takes its own
+              batch of 128: a step trains on 128 x N images, an epoch has N
+              times fewer steps. Default: no towers, the simple trainer (a
+              batch of 128 per step)
+  -h, --help  this text
+";
+
+/// --towers' value: a whole number from 1 to 256.
+fn parse_towers(s: &str) -> Option<usize> {
+    if !s.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok().filter(|n| (1..=256).contains(n))
+}
+
+/// A bad command line: what is wrong, then the usage; exit status 2.
+fn usage_error(what: &str, arg: Option<&str>) -> Result<ExitCode> {
+    let arg = arg.map_or(String::new(), |a| format!(" '{a}'"));
+    eprint!("fashion_mnist: {what}{arg}\n{USAGE}");
+    Ok(ExitCode::from(2))
+}
+
 fn main() -> Result<ExitCode> {
-    let args: Vec<String> = std::env::args().collect();
-    let logdir = args.get(1).map_or("train_log/fashion_mnist", String::as_str);
-    let dir = args.get(2).map_or("/usr/share/datasets/fashion-mnist", String::as_str);
-    let epochs: i64 = args.get(3).map_or(5, |e| e.parse().unwrap_or(0));
+    // The options go anywhere; the other arguments are LOGDIR DATA_DIR
+    // EPOCHS, in that order (more are ignored).
+    let mut positional: Vec<String> = Vec::new();
+    let mut n_towers = 0; // 0: no towers, the simple trainer
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let value = if a == "-h" || a == "--help" {
+            print!("{USAGE}");
+            return Ok(ExitCode::SUCCESS);
+        } else if a == "--towers" {
+            match args.next() {
+                Some(v) => v,
+                None => return usage_error("--towers needs a value N", None),
+            }
+        } else if let Some(v) = a.strip_prefix("--towers=") {
+            v.to_owned()
+        } else if a.starts_with("--") {
+            return usage_error("unknown option", Some(&a));
+        } else {
+            positional.push(a);
+            continue;
+        };
+        n_towers = match parse_towers(&value) {
+            Some(n) => n,
+            None => return usage_error("--towers wants a whole number from 1 to 256, not", Some(&value)),
+        };
+    }
+    let logdir = positional.first().map_or("train_log/fashion_mnist", String::as_str);
+    let dir = positional.get(1).map_or("/usr/share/datasets/fashion-mnist", String::as_str);
+    let epochs: i64 = positional.get(2).map_or(5, |e| e.parse().unwrap_or(0));
     tptrain::manual_seed(1)?;
 
     let signature = [InputSpec::new("image", DType::F32, &[-1, 1, 28, 28]), InputSpec::new("label", DType::I64, &[-1])];
@@ -95,9 +158,17 @@ fn main() -> Result<ExitCode> {
         auto_resume: true,                   // one with checkpoints goes on from the latest
         ..Default::default()
     };
+    if n_towers > 0 {
+        println!(
+            "training on {n_towers} replicated CPU towers, a batch of {BATCH} each: {} images per step",
+            n_towers as i64 * BATCH
+        );
+    }
     let config = TrainConfig {
         options: Some(options),
         callbacks,
+        // SyncMultiGPUTrainerReplicated(n_towers); None: SimpleTrainer
+        towers: (n_towers > 0).then(|| Towers::replicated(n_towers)),
         ..TrainConfig::from_dataflow(&model, &train) // wrapped in a queue input
     };
     let mut trainer = Trainer::from_config(config)?;

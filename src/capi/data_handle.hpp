@@ -1,0 +1,54 @@
+// The dataflow and input handles, shared by the C API files of the sections
+// "Dataflows" and "Input sources" (data.cpp) and of the places that take an
+// input or a dataflow: tpt_trainer_set_model, tpt_trainer_set_towers and the
+// train config (model.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "handles.hpp"
+#include "input/dataflow.hpp"
+#include "input/input.hpp"
+
+inline constexpr uint64_t kDataflowMagic = 0x7470744461746166ull;  // "tptDataf"
+inline constexpr uint64_t kInputMagic = 0x747074496e707574ull;     // "tptInput"
+
+struct tpt_dataflow {
+  uint64_t magic = kDataflowMagic;
+  std::shared_ptr<tpt::data::DataFlow> df;
+};
+struct tpt_input {
+  uint64_t magic = kInputMagic;
+  std::unique_ptr<tpt::input::Input> input;
+};
+
+namespace tpt::capi {
+
+// The dataflow, or TPT_ERR_INVALID_ARGUMENT naming `name` when the handle is
+// NULL or not a live tpt_dataflow.
+inline tpt::data::DataFlowPtr dataflow_arg(const tpt_dataflow *d, const char *name = "df") {
+  require(d, name);
+  if (__builtin_expect(d->magic != kDataflowMagic, 0)) throw_not_live(name, "tpt_dataflow");
+  return d->df;
+}
+
+// An input handle's content, taken whatever happens next (the handle is
+// freed); nullptr for a NULL or dead handle, which check_taken reports.
+inline std::unique_ptr<tpt::input::Input> take_input(tpt_input *input) {
+  std::unique_ptr<tpt::input::Input> in;
+  if (input && input->magic == kInputMagic) {
+    in = std::move(input->input);
+    input->magic = 0;
+    delete input;
+  }
+  return in;
+}
+inline void check_taken(const std::unique_ptr<tpt::input::Input> &in, const tpt_input *input,
+                        const char *name = "input") {
+  if (in) return;
+  require(input, name);
+  throw_not_live(name, "tpt_input");
+}
+
+}  // namespace tpt::capi
