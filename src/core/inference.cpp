@@ -109,8 +109,7 @@ class InferenceRunner final : public Callback {
   uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER | TPT_EVENT_AFTER_TRAIN; }
   void on_event(Trainer &t, tpt_event e, const Record *) override {
     if (e == TPT_EVENT_BEFORE_TRAIN) {
-      df_->reset_state();
-      if (towers_ > 1) threads_.start(towers_, std::max(1, at::get_num_threads() / towers_));
+      df_->reset_state();  // the towers' threads start with the first pass (run)
     } else if (e == TPT_EVENT_AFTER_TRAIN) {
       threads_.stop();
       df_->stop();

@@ -26,7 +26,9 @@ class Async final : public MultiTower {
       for (size_t i = 0; i < vars.size() && i < r.grads.size(); ++i) {
         if (!r.grads[i].defined()) continue;
         if (scale != 1.0) r.grads[i].mul_(scale);
-        add_grad(vars[i].value, r.grads[i]);
+        // A tower on another device hands its gradients to the variables' device.
+        const at::Tensor &v = vars[i].value;
+        add_grad(v, r.grads[i].device() == v.device() ? r.grads[i] : r.grads[i].to(v.device()));
       }
       model_->optimizer()->apply(all_[0], t.global_step());
     }

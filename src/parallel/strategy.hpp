@@ -63,6 +63,9 @@ struct TowersOptions {
   int intra_op_threads = 0;          // per CPU tower; 0: the process's threads / towers, at least 1
   bool overlap = true;               // reduce each bucket as soon as its gradients are ready
   int64_t bucket_bytes = 1 << 20;    // the flat buckets' size
+  // Tests: run CPU towers the way towers on other devices run (each
+  // computing on a copy of its variables, refreshed every step).
+  bool mirror_cpu_towers = false;
 };
 // tensorpack's SyncMultiGPUTrainerReplicated, SyncMultiGPUTrainerParameterServer
 // and AsyncMultiGPUTrainer; Kind::Simple with one tower is simple().

@@ -4,6 +4,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -65,13 +66,21 @@ void MultiTower::make_leaves() {
   const size_t n = static_cast<size_t>(towers());
   leaf_stores_.clear();
   leaves_.assign(n, {});
+  mirrors_.assign(n, {});
   hooks_.clear();
   for (size_t k = 0; k < n; ++k) {
+    const c10::Device device = o_.devices[k];
     auto s = std::make_unique<model::VariableStore>();
     for (const auto &v : all_[k]) {
+      const bool mirror = v.value.device() != device || o_.mirror_cpu_towers;
       at::Tensor x = v.value;
+      if (mirror) {
+        c10::NoGradGuard no_grad;
+        x = v.value.detach().to(device, /*non_blocking=*/false, /*copy=*/true);
+        mirrors_[k].emplace_back(v.value, x);
+      }
       if (v.trainable) {
-        x = v.value.detach();  // the same memory, an autograd leaf of its own
+        if (!mirror) x = v.value.detach();  // the same memory, an autograd leaf of its own
         x.requires_grad_(true);
         leaves_[k].push_back(x);
       }
@@ -121,7 +130,7 @@ void MultiTower::make_buckets() {
   if (cur) buckets_.push_back(std::move(cur));
   for (auto &b : buckets_)
     for (int k = 0; k < towers(); ++k)
-      b->flat.push_back(at::zeros({b->numel}, at::TensorOptions().dtype(b->dtype).device(o_.devices[static_cast<size_t>(k)])));
+      b->flat.push_back(at::zeros({b->numel}, at::TensorOptions().dtype(b->dtype).device(b->device)));
 }
 
 std::vector<std::vector<size_t>> MultiTower::buckets() const {
@@ -160,6 +169,17 @@ void MultiTower::reduce_bucket(Bucket &b) {
   const double scale = reduce_scale();
   if (scale != 1.0) sum.mul_(scale);
   b.sum = std::move(sum);
+}
+
+void MultiTower::refresh_mirror(int k) {
+  c10::NoGradGuard no_grad;
+  for (auto &[variable, mirror] : mirrors_[static_cast<size_t>(k)]) mirror.copy_(variable);
+}
+
+void MultiTower::write_back_mirror(int k) {
+  c10::NoGradGuard no_grad;
+  for (auto &[variable, mirror] : mirrors_[static_cast<size_t>(k)])
+    if (!mirror.requires_grad()) variable.copy_(mirror);
 }
 
 at::Tensor MultiTower::reduced(size_t i) const {
@@ -211,6 +231,8 @@ void MultiTower::train_step(Trainer &t) {
   };
   threads_.run(job);
   for (auto &b : batches_) b.clear();
+  // Only tower 0 updates the statistics; the others have read the variables by now.
+  if (mirrored(0)) write_back_mirror(0);
   if (reduces() && !o_.overlap)  // each tower sums a share of the buckets
     threads_.run([this, n](int k) {
       for (size_t b = static_cast<size_t>(k); b < buckets_.size(); b += static_cast<size_t>(n)) reduce_bucket(*buckets_[b]);
@@ -235,9 +257,15 @@ void MultiTower::train_step(Trainer &t) {
 void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResult &r) {
   const std::string name = "tower" + std::to_string(k);
   try {
+    const c10::Device device = o_.devices[static_cast<size_t>(k)];
+    std::vector<at::Tensor> moved;
+    if (mirrored(k)) {
+      refresh_mirror(k);
+      for (const auto &b : batch) moved.push_back(b.device() == device ? b : b.to(device));
+    }
     model::Tower tower(*model_, name, k, /*training=*/true, /*building=*/false, o_.devices[static_cast<size_t>(k)],
                        leaf_stores_[static_cast<size_t>(k)].get());
-    model_->call(tower, batch);
+    model_->call(tower, mirrored(k) ? moved : batch);
     if (!tower.cost()) fail(TPT_ERR_STATE, "the tower function did not set a cost (tpt_tower_set_cost)");
     const at::Tensor &cost = *tower.cost();
     r.cost = cost.item<double>();
@@ -284,10 +312,19 @@ std::shared_ptr<Strategy> make_strategy(std::shared_ptr<model::Model> model, std
     fail(TPT_ERR_UNSUPPORTED,
          "the model computes with its TorchScript module's own parameters, which towers cannot replace; "
          "train it with the simple trainer (no towers), or write the network with tpt_tower_variable and the layers");
-  for (size_t k = 0; k < o.devices.size(); ++k)
-    if (!o.devices[k].is_cpu())
-      fail(TPT_ERR_UNSUPPORTED, "tower " + std::to_string(k) + " is on " + o.devices[k].str() +
-                                    ": towers on CUDA devices are not implemented yet (CPU towers are)");
+  for (size_t k = 0; k < o.devices.size(); ++k) {
+    const c10::Device &d = o.devices[k];
+    if (d.is_cpu()) continue;
+    const std::string which = "tower " + std::to_string(k) + " is on " + d.str();
+    if (!c10::impl::hasDeviceGuardImpl(d.type()))
+      fail(TPT_ERR_UNSUPPORTED, which + ", and this LibTorch cannot use " + c10::DeviceTypeName(d.type(), /*lower_case=*/false) +
+                                    " devices (built without them; Debian's libtorch-dev is CPU-only: build "
+                                    "tptrain with -Dtorch_dir= pointing at a CUDA LibTorch)");
+    if (!d.has_index()) invalid_argument(which + ": give the device's index (\"cuda:0\", \"cuda:1\", ...)");
+    const auto count = c10::impl::getDeviceGuardImpl(d.type())->deviceCount();
+    if (d.index() >= count)
+      fail(TPT_ERR_UNSUPPORTED, which + ", and there are " + std::to_string(count) + " such devices");
+  }
   if (o.bucket_bytes < 1) invalid_argument("bucket_bytes is " + std::to_string(o.bucket_bytes) + ": it must be at least 1");
   if (o.intra_op_threads < 0 || o.intra_op_threads > 1024)
     invalid_argument("intra_op_threads is " + std::to_string(o.intra_op_threads) + ": it must be in [0, 1024]");

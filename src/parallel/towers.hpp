@@ -107,6 +107,15 @@ class MultiTower : public Strategy {
   // Each tower computes with stores of its own whose trainable variables are
   // leaves of their own (sharing the variables' memory), so its backward
   // pass fills gradients no other tower and no optimizer touches.
+  // A tower on another device than its variables (a CUDA tower: the
+  // variables stay on the CPU, which is the parameter server, and the
+  // checkpoints' and the inference's copy) computes on a mirror of them on
+  // its device, refreshed at the start of every step; tower 0's non-trainable
+  // variables (BatchNorm's statistics) are copied back after its step.
+  bool mirrored(int k) const { return !mirrors_.empty() && !mirrors_[static_cast<size_t>(k)].empty(); }
+  void refresh_mirror(int k);
+  void write_back_mirror(int k);
+  std::vector<std::vector<std::pair<at::Tensor, at::Tensor>>> mirrors_;  // per tower: (variable, its mirror)
   std::vector<std::unique_ptr<model::VariableStore>> leaf_stores_;
   std::vector<std::vector<at::Tensor>> leaves_;  // per tower, per trainable variable
   std::vector<std::vector<char>> has_;           // per tower, per trainable: a gradient this step

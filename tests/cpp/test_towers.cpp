@@ -52,7 +52,9 @@ class ReplicasAgree final : public tpt::Callback {
 
 }  // namespace
 
-TEST(Towers, ReplicatedBatchNormFollowsTowerZero) {
+namespace {
+
+void batch_norm_follows_tower_zero(bool mirror) {
   at::manual_seed(5);
   std::mutex mu;
   std::vector<at::Tensor> tower0_means;  // the batch mean of BatchNorm's input in tower 0's training calls
@@ -90,6 +92,7 @@ TEST(Towers, ReplicatedBatchNormFollowsTowerZero) {
   tpt::parallel::TowersOptions o;
   o.kind = tpt::parallel::Kind::Replicated;
   o.devices = {c10::Device(c10::kCPU), c10::Device(c10::kCPU)};
+  o.mirror_cpu_towers = mirror;
   auto strategy =
       std::dynamic_pointer_cast<tpt::parallel::MultiTower>(tpt::parallel::make_strategy(model, std::move(input), o));
   ASSERT_TRUE(strategy);
@@ -110,6 +113,15 @@ TEST(Towers, ReplicatedBatchNormFollowsTowerZero) {
   EXPECT_TRUE(at::allclose(got, want, 1e-5, 1e-6)) << got << "\nwant\n" << want;
 }
 
+}  // namespace
+
+TEST(Towers, ReplicatedBatchNormFollowsTowerZero) { batch_norm_follows_tower_zero(false); }
+
+// Towers on another device than their variables (CUDA towers) compute on
+// mirrors refreshed every step, and tower 0's statistics are copied back:
+// the same rule, run here with CPU towers forced through that path.
+TEST(Towers, MirroredTowersBatchNormFollowsTowerZero) { batch_norm_follows_tower_zero(true); }
+
 // The flat buckets (issue 14, item 3): filled in reverse order of the
 // variables up to bucket_bytes, reduced inside the backward passes when
 // overlap is on and after them when it is off, with the same result bit for
@@ -123,7 +135,7 @@ struct BucketRun {
   std::vector<at::Tensor> values;
 };
 
-BucketRun run_buckets(bool overlap, int64_t bucket_bytes, tpt::parallel::Kind kind) {
+BucketRun run_buckets(bool overlap, int64_t bucket_bytes, tpt::parallel::Kind kind, bool mirror = false) {
   at::manual_seed(9);
   tpt::model::InputSpec xs{"x", at::kFloat, {-1, 4}}, ys{"y", at::kFloat, {-1, 1}};
   auto model = std::make_shared<Model>(std::vector<tpt::model::InputSpec>{xs, ys},
@@ -149,6 +161,7 @@ BucketRun run_buckets(bool overlap, int64_t bucket_bytes, tpt::parallel::Kind ki
   o.devices = {c10::Device(c10::kCPU), c10::Device(c10::kCPU)};
   o.overlap = overlap;
   o.bucket_bytes = bucket_bytes;
+  o.mirror_cpu_towers = mirror;
   auto strategy =
       std::dynamic_pointer_cast<tpt::parallel::MultiTower>(tpt::parallel::make_strategy(model, std::move(input), o));
   tpt::parallel::attach(trainer, strategy);
@@ -215,5 +228,18 @@ TEST(Towers, BucketsOverlapBackwardWithTheSameResult) {
       EXPECT_TRUE(at::allclose(small.values[i], want[i].detach(), 1e-5, 1e-6))
           << i << ": " << small.values[i] << "\nby hand\n" << want[i];
     }
+  }
+}
+
+// The device path (each tower on a mirror of the variables, gradients handed
+// back to the variables' device) gives the same numbers as CPU towers that
+// compute on the variables themselves, for every strategy.
+TEST(Towers, MirroredTowersGiveTheSameNumbers) {
+  for (auto kind : {tpt::parallel::Kind::Replicated, tpt::parallel::Kind::ParameterServer,
+                    tpt::parallel::Kind::Async}) {
+    BucketRun direct = run_buckets(true, 16, kind), mirrored = run_buckets(true, 16, kind, /*mirror=*/true);
+    ASSERT_EQ(direct.values.size(), mirrored.values.size());
+    for (size_t i = 0; i < direct.values.size(); ++i)
+      EXPECT_TRUE(direct.values[i].equal(mirrored.values[i])) << "strategy " << static_cast<int>(kind) << ", " << i;
   }
 }
