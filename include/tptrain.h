@@ -1697,7 +1697,10 @@ typedef struct tpt_towers_options {
   tpt_strategy strategy;       /* default TPT_STRATEGY_REPLICATED */
   int32_t n_towers;            /* 1 to 256; default 2 */
   const char *const *devices;  /* n_towers device names; NULL (default): every tower on "cpu".
-                                  Only CPU towers are implemented yet */
+                                  A tower on another device ("cuda:1") computes on a copy of
+                                  the variables, which stay on the CPU (docs/towers.md); not
+                                  run on a GPU yet. TPT_ERR_UNSUPPORTED where LibTorch has no
+                                  such device */
   int32_t average;             /* replicated: nonzero (default) averages the gradients, 0 sums them */
   int32_t intra_op_threads;    /* LibTorch intra-op threads per tower; 0 (default): the process's
                                   (tpt_get_num_threads) divided by n_towers, at least 1 */

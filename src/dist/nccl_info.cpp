@@ -29,3 +29,30 @@ std::string nccl_description() {
 }
 
 }  // namespace tpt::dist
+
+// ------------------------------------------------------------- device reduce
+
+#include "dist/device_reduce.hpp"
+
+namespace tpt::dist {
+
+namespace {
+DeviceAllReduceMaker &maker() {
+  static DeviceAllReduceMaker m = nullptr;
+  return m;
+}
+}  // namespace
+
+void register_device_all_reduce(DeviceAllReduceMaker m) { maker() = m; }
+
+std::unique_ptr<DeviceAllReduce> device_all_reduce(const std::vector<c10::Device> &devices) {
+  if (!maker() || devices.size() < 2) return nullptr;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (!devices[i].is_cuda() || !devices[i].has_index()) return nullptr;
+    for (size_t j = 0; j < i; ++j)
+      if (devices[j] == devices[i]) return nullptr;  // NCCL: one rank per device
+  }
+  return maker()(devices);
+}
+
+}  // namespace tpt::dist

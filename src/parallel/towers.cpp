@@ -58,6 +58,7 @@ void MultiTower::setup(Trainer &t) {
       if (v.trainable) trainables_[static_cast<size_t>(k)].push_back(v);
   }
   make_leaves();
+  device_reduce_ = reduces() ? dist::device_all_reduce(o_.devices) : nullptr;
   if (reduces()) make_buckets();
   input_->setup();
 }
@@ -130,7 +131,8 @@ void MultiTower::make_buckets() {
   if (cur) buckets_.push_back(std::move(cur));
   for (auto &b : buckets_)
     for (int k = 0; k < towers(); ++k)
-      b->flat.push_back(at::zeros({b->numel}, at::TensorOptions().dtype(b->dtype).device(b->device)));
+      b->flat.push_back(at::zeros({b->numel}, at::TensorOptions().dtype(b->dtype).device(
+                                                   device_reduce_ ? o_.devices[static_cast<size_t>(k)] : b->device)));
 }
 
 std::vector<std::vector<size_t>> MultiTower::buckets() const {
@@ -164,9 +166,15 @@ void MultiTower::ready(size_t i, bool in_backward) {
 
 void MultiTower::reduce_bucket(Bucket &b) {
   c10::NoGradGuard no_grad;
+  const double scale = reduce_scale();
+  if (device_reduce_) {  // NCCL sums the devices' buffers; the variables' device gets the result
+    device_reduce_->all_reduce(b.flat);
+    if (scale != 1.0) b.flat[0].mul_(scale);
+    b.sum = b.flat[0].to(b.device);
+    return;
+  }
   at::Tensor sum = b.flat[0].clone();
   for (size_t k = 1; k < b.flat.size(); ++k) sum.add_(b.flat[k]);
-  const double scale = reduce_scale();
   if (scale != 1.0) sum.mul_(scale);
   b.sum = std::move(sum);
 }

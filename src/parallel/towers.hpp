@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/tower_threads.hpp"
+#include "dist/device_reduce.hpp"
 #include "input/input.hpp"
 #include "model/model.hpp"
 #include "parallel/strategy.hpp"
@@ -123,6 +124,9 @@ class MultiTower : public Strategy {
   std::vector<std::pair<size_t, int64_t>> slot_;  // per trainable: its bucket and offset
   std::vector<std::shared_ptr<void>> hooks_;      // the leaves' gradient accumulators, kept alive
   std::atomic<int64_t> in_backward_{0};
+  // Every tower on a CUDA device of its own, in a build with NCCL: the
+  // buckets live on the towers' devices and NCCL sums them.
+  std::unique_ptr<dist::DeviceAllReduce> device_reduce_;
 };
 
 // Adds `g` to the variable's gradient (its accumulation across micro-steps).
