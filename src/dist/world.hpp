@@ -1,0 +1,77 @@
+// A process's place in a distributed job (tensorpack's HorovodTrainer: one
+// or more towers per process, gradients all-reduced across processes) and
+// its collective engine, c10d: a TCPStore for the rendezvous (rank 0 serves
+// it) and a ProcessGroupGloo on CPU. The rendezvous follows torchrun's
+// environment contract (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, ...), which tools/tptrain-run, torchrun and
+// SLURM/Kubernetes wrappers set; explicit options win over it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace at {
+class Tensor;
+}
+
+namespace tpt::dist {
+
+// What a process knows of the job. -1 / "": take it from the environment.
+struct WorldOptions {
+  std::string master_addr;
+  int master_port = -1;
+  int rank = -1;
+  int world_size = -1;
+  int local_rank = -1;
+  std::chrono::milliseconds timeout{60000};  // rendezvous and every collective
+};
+
+struct Rendezvous {
+  std::string master_addr;
+  int master_port = 0;
+  int rank = 0, world_size = 1;
+  int local_rank = 0, local_world_size = 1;
+  std::string run_id;  // TORCHELASTIC_RUN_ID, "" when not set
+  std::chrono::milliseconds timeout{60000};
+};
+
+// The options completed from the environment (`getenv`, ::getenv by
+// default) and checked; an error names the variable or option at fault.
+Rendezvous rendezvous(const WorldOptions &options,
+                      const std::function<const char *(const char *)> &getenv = nullptr);
+
+// The job's process group. Collectives are blocking, sum in place, and fail
+// (TPT_ERR_BACKEND, naming what timed out) after the timeout.
+class World {
+ public:
+  explicit World(const Rendezvous &r);
+  ~World();
+  World(const World &) = delete;
+  World &operator=(const World &) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // One dense CPU tensor, summed over the ranks in place.
+  void all_reduce(at::Tensor &tensor);
+  // The same, started: wait() on the result finishes it (and throws its
+  // error). Every rank must start its collectives in the same order.
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    virtual void wait() = 0;
+  };
+  std::unique_ptr<Pending> start_all_reduce(at::Tensor &tensor);
+  // Each tensor gets root's value (one collective per tensor, in order).
+  void broadcast(const std::vector<at::Tensor> &tensors, int root);
+  void barrier();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace tpt::dist

@@ -1,0 +1,165 @@
+// The distributed rendezvous (issue 15): torchrun's environment contract
+// read and checked, and a World of two ranks (threads) that all-reduces,
+// broadcasts and fails in time when a rank does not come.
+#include <gtest/gtest.h>
+
+#include <ATen/ops/full.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "dist/world.hpp"
+
+using tpt::dist::Rendezvous;
+using tpt::dist::World;
+using tpt::dist::WorldOptions;
+
+namespace {
+
+Rendezvous from(const std::map<std::string, std::string> &env, WorldOptions o = {}) {
+  return tpt::dist::rendezvous(o, [&](const char *name) -> const char * {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+std::string error_of(const std::map<std::string, std::string> &env, WorldOptions o = {}) {
+  try {
+    from(env, o);
+  } catch (const tpt::Error &e) {
+    EXPECT_EQ(e.code(), TPT_ERR_INVALID_ARGUMENT);
+    return e.what();
+  }
+  return "";
+}
+
+// A port nobody listens on now (the kernel's choice).
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+TEST(Rendezvous, ReadsTorchrunsVariables) {
+  Rendezvous r = from({{"MASTER_ADDR", "10.0.0.7"}, {"MASTER_PORT", "29511"}, {"RANK", "5"}, {"WORLD_SIZE", "8"},
+                       {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"}, {"TORCHELASTIC_RUN_ID", "job42"}});
+  EXPECT_EQ(r.master_addr, "10.0.0.7");
+  EXPECT_EQ(r.master_port, 29511);
+  EXPECT_EQ(r.rank, 5);
+  EXPECT_EQ(r.world_size, 8);
+  EXPECT_EQ(r.local_rank, 1);
+  EXPECT_EQ(r.local_world_size, 4);
+  EXPECT_EQ(r.run_id, "job42");
+}
+
+TEST(Rendezvous, OptionsWinOverTheEnvironment) {
+  WorldOptions o;
+  o.master_addr = "127.0.0.1";
+  o.master_port = 1234;
+  o.rank = 0;
+  o.world_size = 2;
+  Rendezvous r = from({{"MASTER_ADDR", "10.0.0.7"}, {"MASTER_PORT", "29511"}, {"RANK", "5"}, {"WORLD_SIZE", "8"}}, o);
+  EXPECT_EQ(r.master_addr, "127.0.0.1");
+  EXPECT_EQ(r.master_port, 1234);
+  EXPECT_EQ(r.rank, 0);
+  EXPECT_EQ(r.world_size, 2);
+  EXPECT_EQ(r.local_rank, 0);  // not given anywhere: 0 of 1
+  EXPECT_EQ(r.local_world_size, 1);
+}
+
+TEST(Rendezvous, NamesWhatIsMissingOrWrong) {
+  const std::map<std::string, std::string> good = {
+      {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}};
+  EXPECT_EQ(error_of(good), "");
+  auto without = [&](const std::string &name) {
+    auto e = good;
+    e.erase(name);
+    return e;
+  };
+  auto with = [&](const std::string &name, const std::string &value) {
+    auto e = good;
+    e[name] = value;
+    return e;
+  };
+  EXPECT_NE(error_of(without("MASTER_ADDR")).find("set MASTER_ADDR"), std::string::npos);
+  EXPECT_NE(error_of(without("MASTER_PORT")).find("set MASTER_PORT"), std::string::npos);
+  EXPECT_NE(error_of(without("RANK")).find("set RANK"), std::string::npos);
+  EXPECT_NE(error_of(without("WORLD_SIZE")).find("set WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(error_of(with("RANK", "2")).find("RANK is \"2\": it must be a whole number from 0 to 1"), std::string::npos);
+  EXPECT_NE(error_of(with("MASTER_PORT", "80x")).find("MASTER_PORT is \"80x\""), std::string::npos);
+  EXPECT_NE(error_of(with("WORLD_SIZE", "0")).find("WORLD_SIZE is \"0\""), std::string::npos);
+  EXPECT_NE(error_of(with("LOCAL_RANK", "1")).find("LOCAL_RANK is \"1\": it must be a whole number from 0 to 0"),
+            std::string::npos);
+  WorldOptions bad;
+  bad.rank = 7;
+  EXPECT_NE(error_of(good, bad).find("rank is 7: it must be from 0 to 1"), std::string::npos);
+}
+
+TEST(World, TwoRanksAllReduceAndBroadcast) {
+  const int port = free_port();
+  std::vector<at::Tensor> sums(2), casts(2);
+  std::vector<std::string> errors(2);
+  auto rank_main = [&](int rank) {
+    try {
+      WorldOptions o;
+      o.master_addr = "127.0.0.1";
+      o.master_port = port;
+      o.rank = rank;
+      o.world_size = 2;
+      o.timeout = std::chrono::milliseconds(20000);
+      World w(tpt::dist::rendezvous(o, [](const char *) -> const char * { return nullptr; }));
+      at::Tensor t = at::full({3}, static_cast<float>(rank + 1));
+      w.all_reduce(t);
+      sums[static_cast<size_t>(rank)] = t;
+      at::Tensor b = at::full({2}, static_cast<double>(10 * (rank + 1)), at::kDouble);
+      w.broadcast({b}, 1);
+      casts[static_cast<size_t>(rank)] = b;
+      w.barrier();
+    } catch (const std::exception &e) {
+      errors[static_cast<size_t>(rank)] = e.what();
+    }
+  };
+  std::thread other(rank_main, 1);
+  rank_main(0);
+  other.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    EXPECT_TRUE(sums[static_cast<size_t>(r)].equal(at::full({3}, 3.0f))) << sums[static_cast<size_t>(r)];
+    EXPECT_TRUE(casts[static_cast<size_t>(r)].equal(at::full({2}, 20.0, at::kDouble))) << casts[static_cast<size_t>(r)];
+  }
+}
+
+TEST(World, ARankThatNeverComesFailsTheRendezvousInTime) {
+  WorldOptions o;
+  o.master_addr = "127.0.0.1";
+  o.master_port = free_port();
+  o.rank = 0;
+  o.world_size = 2;
+  o.timeout = std::chrono::milliseconds(1500);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    World w(tpt::dist::rendezvous(o, [](const char *) -> const char * { return nullptr; }));
+    FAIL() << "a world of 2 formed with one rank";
+  } catch (const tpt::Error &e) {
+    EXPECT_EQ(e.code(), TPT_ERR_BACKEND);
+    EXPECT_NE(std::string(e.what()).find("the rendezvous at 127.0.0.1:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(rank 0 of 2)"), std::string::npos) << e.what();
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 15.0);
+}
