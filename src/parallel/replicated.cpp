@@ -43,7 +43,7 @@ class Replicated final : public MultiTower {
     }
   }
 
-  double reduce_scale() const override { return o_.average ? 1.0 / towers() : 1.0; }
+  bool averages() const override { return o_.average; }
 
   // The gradients are all-reduced already (the buckets); every tower applies
   // the update to its own replica, all at once.
@@ -72,7 +72,7 @@ class Replicated final : public MultiTower {
 
   // tensorpack's SyncVariables after every epoch: model variables (not
   // trainable) from tower 0 to the others.
-  void after_epoch(Trainer &) override {
+  void resync() override {
     c10::NoGradGuard no_grad;
     for (int k = 1; k < towers(); ++k) {
       const auto &mine = all_[static_cast<size_t>(k)];

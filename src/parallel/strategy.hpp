@@ -24,6 +24,9 @@ struct Variable;
 namespace tpt::input {
 class Input;
 }
+namespace tpt::dist {
+class World;
+}
 
 namespace tpt::parallel {
 
@@ -63,6 +66,11 @@ struct TowersOptions {
   int intra_op_threads = 0;          // per CPU tower; 0: the process's threads / towers, at least 1
   bool overlap = true;               // reduce each bucket as soon as its gradients are ready
   int64_t bucket_bytes = 1 << 20;    // the flat buckets' size
+  // Several processes (tensorpack's HorovodTrainer, one World per
+  // process): every bucket's sum over this process's towers is also summed
+  // over the processes, and rank 0's variables are broadcast when training
+  // starts and its non-trainable ones after every epoch. nullptr: one process.
+  std::shared_ptr<dist::World> world;
   // Tests: run CPU towers the way towers on other devices run (each
   // computing on a copy of its variables, refreshed every step).
   bool mirror_cpu_towers = false;

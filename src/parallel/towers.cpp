@@ -16,6 +16,7 @@
 
 #include "core/checkpoint.hpp"
 #include "core/error.hpp"
+#include "dist/world.hpp"
 #include "input/input.hpp"
 #include "model/optimizer.hpp"
 
@@ -35,6 +36,9 @@ struct MultiTower::Bucket {
   std::vector<at::Tensor> flat;  // per tower
   at::Tensor sum;                // this step's reduction
   std::atomic<int64_t> pending{0};
+  // Several processes: summed here (under launch_mu_), its all-reduce started.
+  bool complete = false;
+  std::unique_ptr<dist::World::Pending> across;
 };
 
 MultiTower::MultiTower(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input, TowersOptions o)
@@ -49,6 +53,7 @@ void MultiTower::setup(Trainer &t) {
   model_->build();
   vars_ = model_->variables().all();
   if (const Checkpoint *ck = t.resume_checkpoint()) restore_checked(*ck, vars_, *input_, *model_->optimizer());
+  if (o_.world) broadcast_variables(/*all=*/true);  // every process starts from rank 0's
   prepare(t);
   all_.assign(static_cast<size_t>(towers()), {});
   trainables_.assign(static_cast<size_t>(towers()), {});
@@ -61,6 +66,19 @@ void MultiTower::setup(Trainer &t) {
   device_reduce_ = reduces() ? dist::device_all_reduce(o_.devices) : nullptr;
   if (reduces()) make_buckets();
   input_->setup();
+}
+
+void MultiTower::broadcast_variables(bool all) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> values;
+  for (const auto &v : vars_)
+    if (all || !v.trainable) values.push_back(v.value);
+  if (!values.empty()) o_.world->broadcast(values, 0);
+}
+
+void MultiTower::after_epoch(Trainer &) {
+  if (o_.world) broadcast_variables(/*all=*/false);  // HorovodTrainer: rank 0's statistics
+  resync();
 }
 
 void MultiTower::make_leaves() {
@@ -166,17 +184,37 @@ void MultiTower::ready(size_t i, bool in_backward) {
 
 void MultiTower::reduce_bucket(Bucket &b) {
   c10::NoGradGuard no_grad;
-  const double scale = reduce_scale();
+  at::Tensor sum;
   if (device_reduce_) {  // NCCL sums the devices' buffers; the variables' device gets the result
     device_reduce_->all_reduce(b.flat);
-    if (scale != 1.0) b.flat[0].mul_(scale);
-    b.sum = b.flat[0].to(b.device);
+    sum = b.flat[0].to(b.device, /*non_blocking=*/false, /*copy=*/true);
+  } else {
+    sum = b.flat[0].clone();
+    for (size_t k = 1; k < b.flat.size(); ++k) sum.add_(b.flat[k]);
+  }
+  if (!o_.world) {
+    if (averages() && towers() > 1) sum.mul_(1.0 / towers());
+    b.sum = std::move(sum);
     return;
   }
-  at::Tensor sum = b.flat[0].clone();
-  for (size_t k = 1; k < b.flat.size(); ++k) sum.add_(b.flat[k]);
-  if (scale != 1.0) sum.mul_(scale);
+  // Across the processes: started in bucket order, scaled once all is summed.
+  std::lock_guard<std::mutex> lock(launch_mu_);
   b.sum = std::move(sum);
+  b.complete = true;
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_]->complete) {
+    Bucket &next = *buckets_[next_launch_++];
+    next.across = o_.world->start_all_reduce(next.sum);
+  }
+}
+
+void MultiTower::finish_across() {
+  const double scale = averages() ? 1.0 / (towers() * o_.world->size()) : 1.0;
+  for (auto &b : buckets_) {
+    if (!b->across) fail(TPT_ERR_STATE, "a bucket's all-reduce across the processes was not started");
+    b->across->wait();
+    b->across.reset();
+    if (scale != 1.0) b->sum.mul_(scale);
+  }
 }
 
 void MultiTower::refresh_mirror(int k) {
@@ -232,7 +270,10 @@ void MultiTower::train_step(Trainer &t) {
     for (auto &b : buckets_) {
       b->sum = at::Tensor();
       b->pending.store(static_cast<int64_t>(b->vars.size()) * n, std::memory_order_relaxed);
+      b->complete = false;
+      b->across.reset();
     }
+    next_launch_ = 0;
   }
   std::function<void(int)> job = [this](int k) {
     compute(k, batches_[static_cast<size_t>(k)], results_[static_cast<size_t>(k)]);
@@ -245,6 +286,7 @@ void MultiTower::train_step(Trainer &t) {
     threads_.run([this, n](int k) {
       for (size_t b = static_cast<size_t>(k); b < buckets_.size(); b += static_cast<size_t>(n)) reduce_bucket(*buckets_[b]);
     });
+  if (reduces() && o_.world) finish_across();
   update(t, results_);
   // The cost and outputs of tower 0, as tensorpack's summaries of the main
   // training tower.
@@ -336,6 +378,10 @@ std::shared_ptr<Strategy> make_strategy(std::shared_ptr<model::Model> model, std
   if (o.bucket_bytes < 1) invalid_argument("bucket_bytes is " + std::to_string(o.bucket_bytes) + ": it must be at least 1");
   if (o.intra_op_threads < 0 || o.intra_op_threads > 1024)
     invalid_argument("intra_op_threads is " + std::to_string(o.intra_op_threads) + ": it must be in [0, 1024]");
+  if (o.world && (o.kind == Kind::Async || o.kind == Kind::Simple))
+    fail(TPT_ERR_UNSUPPORTED, std::string("the ") + (o.kind == Kind::Async ? "async" : "simple") +
+                                  " strategy runs in one process; train several with the replicated or the "
+                                  "parameter-server strategy");
   switch (o.kind) {
     case Kind::Simple:
       if (o.devices.size() != 1) invalid_argument("the simple strategy has one tower");

@@ -46,6 +46,7 @@ class MultiTower : public Strategy {
   void save(Checkpoint &ck) override;
   void before_train(Trainer &t) override;
   void after_train(Trainer &t) override;
+  void after_epoch(Trainer &t) override;
   void run_step(Trainer &t) override;
 
   int towers() const { return static_cast<int>(o_.devices.size()); }
@@ -67,13 +68,17 @@ class MultiTower : public Strategy {
   virtual void prepare(Trainer &) {}
   // Whether the strategy sums the towers' gradients (replicated, parameter
   // server): then reduced(i) is the sum over the towers, in tower order, of
-  // gradient i, times reduce_scale(). Otherwise (async) each tower's
+  // gradient i (and over the processes), divided by the towers (of every
+  // process) when averages(). Otherwise (async) each tower's
   // gradients are in its TowerResult.
   virtual bool reduces() const { return true; }
-  virtual double reduce_scale() const { return 1.0 / towers(); }
+  virtual bool averages() const { return true; }
   // In update(): trainable variable i's reduced gradient; undefined when no
   // tower has one.
   at::Tensor reduced(size_t i) const;
+  // After every epoch (and after rank 0's non-trainable variables reached
+  // this process): the replicated strategy copies tower 0's to the replicas.
+  virtual void resync() {}
   // The update, from every tower's gradients.
   virtual void update(Trainer &t, std::vector<TowerResult> &results) = 0;
   // Runs fn(k) for every tower k at once, on the towers' threads (for an
@@ -100,6 +105,8 @@ class MultiTower : public Strategy {
   void missing(int k, size_t i);
   void ready(size_t i, bool in_backward);
   void reduce_bucket(Bucket &b);
+  void finish_across();  // waits for the buckets' all-reduces across the processes
+  void broadcast_variables(bool all);  // rank 0's: all, or the non-trainable ones
 
   tpt::TowerThreads threads_;
   std::vector<std::vector<at::Tensor>> batches_;
@@ -124,6 +131,10 @@ class MultiTower : public Strategy {
   std::vector<std::pair<size_t, int64_t>> slot_;  // per trainable: its bucket and offset
   std::vector<std::shared_ptr<void>> hooks_;      // the leaves' gradient accumulators, kept alive
   std::atomic<int64_t> in_backward_{0};
+  // Several processes: the buckets' all-reduces across them start in bucket
+  // order (every rank must start its collectives in the same order).
+  std::mutex launch_mu_;
+  size_t next_launch_ = 0;
   // Every tower on a CUDA device of its own, in a build with NCCL: the
   // buckets live on the towers' devices and NCCL sums them.
   std::unique_ptr<dist::DeviceAllReduce> device_reduce_;

@@ -5,6 +5,8 @@
 
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/zeros.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -243,3 +245,127 @@ TEST(Towers, MirroredTowersGiveTheSameNumbers) {
       EXPECT_TRUE(direct.values[i].equal(mirrored.values[i])) << "strategy " << static_cast<int>(kind) << ", " << i;
   }
 }
+
+#ifdef TPT_HAVE_GLOO
+// Towers across processes (issue 15): two ranks (threads here, each with its
+// own model, trainer and World over TCP) of one tower each train exactly as
+// one process with two replicated towers fed the same batches; rank 1
+// starts from other initial values, which rank 0's broadcast replaces. Not
+// in the ThreadSanitizer run (named Distributed, not Towers): Gloo is not
+// instrumented.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "dist/world.hpp"
+
+namespace {
+
+std::shared_ptr<Model> small_model() {
+  tpt::model::InputSpec xs{"x", at::kFloat, {-1, 4}}, ys{"y", at::kFloat, {-1, 1}};
+  auto model = std::make_shared<Model>(std::vector<tpt::model::InputSpec>{xs, ys},
+                                       [](Tower &t, const std::vector<at::Tensor> &in) {
+                                         at::Tensor h = L::fc(t, "fc1", in[0], 3, L::LayerOptions());
+                                         t.set_cost(L::mse(L::fc(t, "out", h.tanh(), 1, L::LayerOptions()), in[1]));
+                                       });
+  auto opt = std::make_shared<tpt::model::Optimizer>("sgd");
+  opt->set("learning_rate", 0.1);
+  opt->set("momentum", 0.9);
+  model->set_optimizer(opt);
+  model->build();
+  return model;
+}
+
+int unused_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+void train(std::shared_ptr<Model> model, std::unique_ptr<tpt::input::Input> input, tpt::parallel::TowersOptions o) {
+  input->set_signature(model->inputs());
+  tpt::TrainerConfig cfg;
+  cfg.max_epoch = 2;
+  cfg.steps_per_epoch = 3;
+  cfg.console = false;
+  cfg.progress = TPT_PROGRESS_OFF;
+  cfg.default_callbacks = false;
+  tpt::Trainer trainer(cfg);
+  tpt::parallel::attach(trainer, tpt::parallel::make_strategy(model, std::move(input), std::move(o)));
+  trainer.run();
+}
+
+}  // namespace
+
+TEST(Distributed, TwoProcessesTrainAsTwoTowers) {
+  for (bool overlap : {true, false}) {
+    at::manual_seed(9);
+    at::Tensor x = at::randn({16, 4}), y = at::randn({16, 1});
+    at::manual_seed(21);
+    auto reference = small_model();
+    at::manual_seed(21);
+    auto rank0 = small_model();  // the reference's initial values
+    at::manual_seed(22);
+    auto rank1 = small_model();  // other initial values
+    ASSERT_FALSE(rank0->variables().all()[0].value.equal(rank1->variables().all()[0].value));
+
+    tpt::parallel::TowersOptions two;
+    two.kind = tpt::parallel::Kind::Replicated;
+    two.devices = {c10::Device(c10::kCPU), c10::Device(c10::kCPU)};
+    two.overlap = overlap;
+    two.bucket_bytes = 16;
+    train(reference, tpt::input::from_tensors({x, y}, 4, /*shuffle=*/false, 0), two);
+
+    // Rank r takes batches r and r + 2 of the 4, as tower r does above.
+    const int port = unused_port();
+    std::vector<std::string> errors(2);
+    auto rank_main = [&](int rank) {
+      try {
+        tpt::dist::WorldOptions wo;
+        wo.master_addr = "127.0.0.1";
+        wo.master_port = port;
+        wo.rank = rank;
+        wo.world_size = 2;
+        auto world = std::make_shared<tpt::dist::World>(
+            tpt::dist::rendezvous(wo, [](const char *) -> const char * { return nullptr; }));
+        std::vector<at::Tensor> rows;
+        for (int b : {rank, rank + 2}) rows.push_back(at::arange(b * 4, b * 4 + 4));
+        at::Tensor idx = at::cat(rows);
+        tpt::parallel::TowersOptions one;
+        one.kind = tpt::parallel::Kind::Replicated;
+        one.devices = {c10::Device(c10::kCPU)};
+        one.overlap = overlap;
+        one.bucket_bytes = 16;
+        one.world = world;
+        train(rank == 0 ? rank0 : rank1,
+              tpt::input::from_tensors({x.index_select(0, idx), y.index_select(0, idx)}, 4, false, 0), one);
+      } catch (const std::exception &e) {
+        errors[static_cast<size_t>(rank)] = e.what();
+      }
+    };
+    std::thread other(rank_main, 1);
+    rank_main(0);
+    other.join();
+    ASSERT_EQ(errors[0], "");
+    ASSERT_EQ(errors[1], "");
+    const auto want = reference->variables().all();
+    const auto got0 = rank0->variables().all(), got1 = rank1->variables().all();
+    ASSERT_EQ(got0.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_TRUE(got0[i].value.equal(want[i].value))
+          << "overlap " << overlap << ", rank 0, " << want[i].name << ": max difference "
+          << (got0[i].value - want[i].value).abs().max().item<double>() << " of "
+          << want[i].value.abs().max().item<double>();
+      EXPECT_TRUE(got1[i].value.equal(got0[i].value)) << "overlap " << overlap << ", rank 1, " << want[i].name;
+    }
+  }
+}
+#endif
