@@ -253,13 +253,11 @@ TEST(Towers, MirroredTowersGiveTheSameNumbers) {
 // starts from other initial values, which rank 0's broadcast replaces. Not
 // in the ThreadSanitizer run (named Distributed, not Towers): Gloo is not
 // instrumented.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <thread>
 
 #include "dist/world.hpp"
+#include "free_port.hpp"
 
 namespace {
 
@@ -276,18 +274,6 @@ std::shared_ptr<Model> small_model() {
   model->set_optimizer(opt);
   model->build();
   return model;
-}
-
-int unused_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 void train(std::shared_ptr<Model> model, std::unique_ptr<tpt::input::Input> input, tpt::parallel::TowersOptions o) {
@@ -325,7 +311,7 @@ TEST(Distributed, TwoProcessesTrainAsTwoTowers) {
     train(reference, tpt::input::from_tensors({x, y}, 4, /*shuffle=*/false, 0), two);
 
     // Rank r takes batches r and r + 2 of the 4, as tower r does above.
-    const int port = unused_port();
+    const int port = free_port();
     std::vector<std::string> errors(2);
     auto rank_main = [&](int rank) {
       try {

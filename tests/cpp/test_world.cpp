@@ -4,9 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ops/full.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <map>
@@ -16,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "dist/world.hpp"
+#include "free_port.hpp"
 
 using tpt::dist::Rendezvous;
 using tpt::dist::World;
@@ -38,19 +36,6 @@ std::string error_of(const std::map<std::string, std::string> &env, WorldOptions
     return e.what();
   }
   return "";
-}
-
-// A port nobody listens on now (the kernel's choice).
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 }  // namespace
