@@ -1487,6 +1487,17 @@ TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_repeat(tpt_dataflow **out, tpt_da
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_fixed_size(tpt_dataflow **out, tpt_dataflow *df,
                                                           int64_t size, int32_t keep_state);
 
+/* Every count-th datapoint, from the index-th on (0 <= index < count): a
+ * rank's share of the data of a distributed job (index: the rank, count: the
+ * world size; tpt_trainer_rank, or torchrun's RANK and WORLD_SIZE), put near
+ * the source so that the expensive steps after it run on the share only
+ * (then the job's distributed options say shard = 0). Each datapoint given
+ * reads `count` of df's and drops all but one, so every share's pipeline is
+ * in the same state; a pass's last datapoints that do not make `count` are
+ * dropped. Its size is df's / count. */
+TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_shard(tpt_dataflow **out, tpt_dataflow *df,
+                                                     int64_t index, int64_t count);
+
 /* One after the other. */
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_concat(tpt_dataflow **out,
                                                       tpt_dataflow *const *dfs, size_t n);
@@ -1722,6 +1733,60 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_towers(tpt_trainer *trainer, t
                                                          tpt_input *input,
                                                          const tpt_towers_options *options);
 
+/* ---- Distributed training: several processes -------------------------------
+ * tensorpack's HorovodTrainer on LibTorch's c10d (Gloo over TCP): every
+ * process (a rank) trains its towers (one by default) on its share of the
+ * input, and before every update the gradients are summed over every tower
+ * of every process, so N processes train as one process with N towers would.
+ * Rank 0 is the chief: it alone keeps the log directory and runs chief-only
+ * callbacks (checkpoints, monitors); its variables reach every rank before
+ * the first step, its non-trainable ones after every epoch, and every rank
+ * resumes from its checkpoint. Start the processes with tools/tptrain-run
+ * (`tptrain-run -n 4 ./train ...`), torchrun, or anything that sets
+ * torchrun's variables (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
+ * LOCAL_RANK, LOCAL_WORLD_SIZE, TORCHELASTIC_RUN_ID); docs/distributed.md. */
+
+/* Initialise with TPT_DISTRIBUTED_OPTIONS_INIT (zero fields keep the defaults). */
+#define TPT_DISTRIBUTED_OPTIONS_VERSION 1
+typedef struct tpt_distributed_options {
+  uint32_t version;          /* TPT_DISTRIBUTED_OPTIONS_VERSION */
+  const char *master_addr;   /* rank 0's host; NULL (default): MASTER_ADDR */
+  int32_t master_port;       /* its port; 0 (default): MASTER_PORT */
+  int32_t world_size;        /* 0 (default): WORLD_SIZE, RANK and LOCAL_RANK from the environment;
+                                else the number of processes, with rank and local_rank below */
+  int32_t rank;              /* with world_size: this process's, 0 to world_size - 1 */
+  int32_t local_rank;        /* with world_size: its index among the processes of its machine */
+  int64_t timeout_ms;        /* the rendezvous and every collective: a rank that died or hangs
+                                makes the others fail after at most this, with an error naming
+                                it; 0 (default): 60000. It must exceed the longest chief-only
+                                work between two steps (an inference pass on rank 0) */
+  int32_t shard;             /* nonzero (default): each rank takes every world_size-th batch of
+                                the input (rank r the r-th of every world_size, so the job's
+                                towers take the batches one process's towers would); 0: the
+                                input is already this rank's share */
+  int32_t average_scalars;   /* nonzero: the cost and the scalar outputs the monitors get are
+                                averaged over the ranks (one more all-reduce per step);
+                                0 (default): rank 0's */
+} tpt_distributed_options;
+#define TPT_DISTRIBUTED_OPTIONS_INIT { TPT_DISTRIBUTED_OPTIONS_VERSION, NULL, 0, 0, 0, 0, 0, 1, 0 }
+
+/* Joins the job (the rendezvous: blocks until every rank has joined, at most
+ * the timeout) and makes `trainer` one rank of it (NULL options: the
+ * defaults, all from the environment). Call it before tpt_trainer_set_model
+ * or tpt_trainer_set_towers, which then train across the ranks (the simple
+ * trainer becomes one replicated tower per rank; the async strategy cannot
+ * be distributed). Errors: TPT_ERR_INVALID_ARGUMENT naming a missing or bad
+ * variable or option, TPT_ERR_BACKEND when the rendezvous fails (naming the
+ * address and the rank), TPT_ERR_STATE after a model was set or a second
+ * time, TPT_ERR_UNSUPPORTED in a build without c10d's Gloo. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_distributed(tpt_trainer *trainer,
+                                                              const tpt_distributed_options *options);
+
+/* This process's rank and the job's size: 0 and 1 for a trainer that is not
+ * distributed. Any time. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_rank(int32_t *rank, int32_t *world_size,
+                                                   const tpt_trainer *trainer);
+
 /* ---- Inference during training -------------------------------------------
  * tensorpack's InferenceRunner and inferencers: at every TRIGGER (after each
  * epoch; wrap it in tpt_callback_periodic_trigger to run it every k steps or
@@ -1816,7 +1881,7 @@ TPT_API TPT_NODISCARD tpt_status *tpt_inference_runner_new(tpt_callback **out, t
 typedef tpt_status *(*tpt_init_fn)(tpt_model *model, void *user_data);
 
 /* Initialise with TPT_TRAIN_CONFIG_INIT. */
-#define TPT_TRAIN_CONFIG_VERSION 3
+#define TPT_TRAIN_CONFIG_VERSION 4
 typedef struct tpt_train_config {
   uint32_t version;                      /* TPT_TRAIN_CONFIG_VERSION */
   const tpt_trainer_options *options;    /* NULL: defaults (steps_per_epoch from the input) */
@@ -1835,9 +1900,12 @@ typedef struct tpt_train_config {
   /* version 3: */
   const tpt_towers_options *towers;      /* NULL: the simple trainer (one tower); else the
                                             strategy and towers (tpt_trainer_set_towers) */
+  /* version 4: */
+  const tpt_distributed_options *distributed; /* NULL: one process; else this process is one
+                                            rank of a job (tpt_trainer_set_distributed) */
 } tpt_train_config;
 #define TPT_TRAIN_CONFIG_INIT \
-  { TPT_TRAIN_CONFIG_VERSION, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL }
+  { TPT_TRAIN_CONFIG_VERSION, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL, NULL }
 
 /* The model of a trainer (set by tpt_trainer_set_model or a config), and
  * that model's optimizer, as new handles the caller frees: a callback can

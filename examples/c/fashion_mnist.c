@@ -19,13 +19,20 @@
  * draws from one generator in whatever order they reach it, so such a run
  * (and its resume) is not bit-reproducible.
  *
+ * --dist makes this process one rank of a distributed job (tensorpack's
+ * HorovodTrainer; docs/distributed.md): start it with the launcher,
+ *   tptrain-run -n 2 build/examples/fashion_mnist --dist
+ * (or torchrun, or anything that sets torchrun's variables). Each rank takes
+ * every other batch, the gradients are averaged over the ranks, and rank 0
+ * alone writes the log directory, validates and checkpoints.
+ *
  * The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
  * max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
  * each conv and fc0; softmax cross-entropy (the validation "cost").
  * Adam at 1e-3, times 0.6 after each epoch from the second on
  * (ScheduledHyperParamSetter).
  *
- *   build/examples/fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
+ *   build/examples/fashion_mnist [--towers N] [--dist] [LOGDIR] [DATA_DIR] [EPOCHS]
  *     (defaults: no towers, train_log/fashion_mnist,
  *      /usr/share/datasets/fashion-mnist, 5; --help says more)
  *
@@ -77,7 +84,7 @@ static tpt_dataflow *pipeline(const char *dir, const char *split, int train) {
 }
 
 static const char usage[] =
-    "usage: fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]\n"
+    "usage: fashion_mnist [--towers N] [--dist] [LOGDIR] [DATA_DIR] [EPOCHS]\n"
     "  LOGDIR      the log directory (default train_log/fashion_mnist); one that\n"
     "              holds checkpoints goes on from the latest\n"
     "  DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)\n"
@@ -87,6 +94,9 @@ static const char usage[] =
     "              batch of 128: a step trains on 128 x N images, an epoch has N\n"
     "              times fewer steps. Default: no towers, the simple trainer (a\n"
     "              batch of 128 per step)\n"
+    "  --dist      this process is one rank of a distributed job started by\n"
+    "              tptrain-run -n N (or torchrun): each rank takes every N-th\n"
+    "              batch, rank 0 alone writes LOGDIR\n"
     "  -h, --help  this text\n";
 
 /* --towers' value: a whole number from 1 to 256, else 0. */
@@ -110,6 +120,7 @@ int main(int argc, char **argv) {
    * in that order (more are ignored). */
   const char *pos[3] = {NULL, NULL, NULL};
   int n_pos = 0, n_towers = 0; /* 0: no towers, the simple trainer */
+  int dist = 0;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i], *value;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -120,6 +131,9 @@ int main(int argc, char **argv) {
       value = argv[i];
     } else if (!strncmp(a, "--towers=", 9)) {
       value = a + 9;
+    } else if (!strcmp(a, "--dist")) {
+      dist = 1;
+      continue;
     } else if (!strncmp(a, "--", 2)) {
       return usage_error("unknown option", a);
     } else {
@@ -178,9 +192,21 @@ int main(int argc, char **argv) {
            n_towers * BATCH);
     fflush(stdout); /* before the trainer's own lines */
   }
+  tpt_distributed_options distributed = TPT_DISTRIBUTED_OPTIONS_INIT; /* from tptrain-run's variables */
+  if (dist) config.distributed = &distributed;
   tpt_trainer *trainer = NULL;
   TPT_CHECK_OR_DIE(tpt_trainer_from_config(&trainer, &config));
   TPT_CHECK_OR_DIE(tpt_trainer_run(trainer));
+  int32_t rank = 0, world = 1;
+  TPT_CHECK_OR_DIE(tpt_trainer_rank(&rank, &world, trainer));
+  if (rank != 0) { /* the chief validates and reports */
+    tpt_trainer_free(trainer);
+    tpt_dataflow_free(train);
+    tpt_dataflow_free(test);
+    tpt_optimizer_free(adam);
+    tpt_model_free(model);
+    return 0;
+  }
 
   double accuracy = 0;
   int64_t step = 0;

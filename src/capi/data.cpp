@@ -451,6 +451,14 @@ tpt_status *tpt_dataflow_fixed_size(tpt_dataflow **out, tpt_dataflow *df, int64_
   });
 }
 
+tpt_status *tpt_dataflow_shard(tpt_dataflow **out, tpt_dataflow *df, int64_t index, int64_t count) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    give(out, tpt::data::shard(df_arg(df), index, count));
+  });
+}
+
 tpt_status *tpt_dataflow_concat(tpt_dataflow **out, tpt_dataflow *const *dfs, size_t n) {
   return guard(__func__, [&] {
     require(out, "out");

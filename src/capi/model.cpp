@@ -18,6 +18,7 @@
 #include "model_handle.hpp"
 #include "model/optimizer.hpp"
 #include "model/torchscript.hpp"
+#include "dist/world.hpp"
 #include "parallel/strategy.hpp"
 #include "core/hyperparams.hpp"
 #include "trainer_handle.hpp"
@@ -557,13 +558,81 @@ tpt::parallel::TowersOptions towers_options(const tpt_towers_options *options, c
 
 }  // namespace
 
+namespace {
+
+// The distribution a trainer was given (tpt_trainer_set_distributed), for parallel::train.
+std::optional<tpt::parallel::Distributed> distribution(const tpt_trainer *trainer) {
+  if (!trainer->distributed) return std::nullopt;
+  return *trainer->distributed;
+}
+
+// tpt_distributed_options (NULL: the defaults) as a World joined: the
+// rendezvous happens here.
+std::shared_ptr<tpt::parallel::Distributed> join(const tpt_distributed_options *options, const std::string &name) {
+  tpt_distributed_options o = TPT_DISTRIBUTED_OPTIONS_INIT;
+  if (options) {
+    tpt::capi::check_options_version(options->version, TPT_DISTRIBUTED_OPTIONS_VERSION, name.c_str(),
+                                     "TPT_DISTRIBUTED_OPTIONS_INIT");
+    o = *options;
+  }
+  tpt::dist::WorldOptions wo;
+  if (o.master_addr) wo.master_addr = o.master_addr;
+  if (o.master_port < 0 || o.master_port > 65535)
+    tpt::invalid_argument(name + "->master_port is " + std::to_string(o.master_port) + ": it must be in [1, 65535] (0: MASTER_PORT)");
+  if (o.master_port) wo.master_port = o.master_port;
+  if (o.world_size < 0) tpt::invalid_argument(name + "->world_size is " + std::to_string(o.world_size) + ": it must be at least 1 (0: WORLD_SIZE)");
+  if (o.world_size) {
+    if (o.rank < 0 || o.rank >= o.world_size)
+      tpt::invalid_argument(name + "->rank is " + std::to_string(o.rank) + ": it must be in [0, " +
+                            std::to_string(o.world_size - 1) + "] (world_size is " + std::to_string(o.world_size) + ")");
+    if (o.local_rank < 0 || o.local_rank > o.rank)
+      tpt::invalid_argument(name + "->local_rank is " + std::to_string(o.local_rank) + ": it must be in [0, rank]");
+    wo.world_size = o.world_size, wo.rank = o.rank, wo.local_rank = o.local_rank;
+  }
+  if (o.timeout_ms < 0 || o.timeout_ms > 24LL * 3600 * 1000)
+    tpt::invalid_argument(name + "->timeout_ms is " + std::to_string(o.timeout_ms) + ": it must be in [1, 86400000] (0: 60000)");
+  if (o.timeout_ms) wo.timeout = std::chrono::milliseconds(o.timeout_ms);
+  auto d = std::make_shared<tpt::parallel::Distributed>();
+  const tpt::dist::Rendezvous r = tpt::dist::rendezvous(wo);
+  d->world = std::make_shared<tpt::dist::World>(r);
+  d->shard = o.shard != 0;
+  d->average_scalars = o.average_scalars != 0;
+  return d;
+}
+
+}  // namespace
+
+tpt_status *tpt_trainer_set_distributed(tpt_trainer *trainer, const tpt_distributed_options *options) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
+    if (trainer->distributed) tpt::fail(TPT_ERR_STATE, "the trainer is already one rank of a job");
+    if (trainer->model)
+      tpt::fail(TPT_ERR_STATE, "the trainer has a model already: call tpt_trainer_set_distributed before "
+                               "tpt_trainer_set_model or tpt_trainer_set_towers");
+    trainer->distributed = join(options, "options");
+    trainer->rank = trainer->distributed->world->rank();
+    trainer->world_size = trainer->distributed->world->size();
+  });
+}
+
+tpt_status *tpt_trainer_rank(int32_t *rank, int32_t *world_size, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(rank, "rank");
+    require(world_size, "world_size");
+    tpt::capi::trainer_arg(trainer);
+    *rank = trainer->rank;
+    *world_size = trainer->world_size;
+  });
+}
+
 tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_input *input) {
   std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
   return guard(__func__, [&] {
     tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
     std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
     check_taken(in, input);
-    tpt::parallel::train(t, m, std::move(in), std::nullopt);
+    tpt::parallel::train(t, m, std::move(in), std::nullopt, distribution(trainer));
     trainer->model = std::move(m);
   });
 }
@@ -575,7 +644,7 @@ tpt_status *tpt_trainer_set_towers(tpt_trainer *trainer, tpt_model *model, tpt_i
     tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
     std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
     check_taken(in, input);
-    tpt::parallel::train(t, m, std::move(in), towers_options(options, "options"));
+    tpt::parallel::train(t, m, std::move(in), towers_options(options, "options"), distribution(trainer));
     trainer->model = std::move(m);
   });
 }
@@ -696,10 +765,18 @@ tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *c
         about("config->options", [&] { return tpt::capi::trainer_config(config->options); }));
     tpt::Trainer &t = trainer->trainer;
     const tpt_towers_options *towers = config->version >= 3 ? config->towers : nullptr;
+    const tpt_distributed_options *dist = config->version >= 4 ? config->distributed : nullptr;
+    std::optional<tpt::parallel::TowersOptions> to;
+    if (towers) to = about("config->towers", [&] { return towers_options(towers, "options"); });
+    if (dist) {
+      trainer->distributed = about("config->distributed", [&] { return join(dist, "options"); });
+      trainer->rank = trainer->distributed->world->rank();
+      trainer->world_size = trainer->distributed->world->size();
+    }
     if (towers) {
-      about("config->towers", [&] { tpt::parallel::train(t, m, std::move(in), towers_options(towers, "options")); });
+      about("config->towers", [&] { tpt::parallel::train(t, m, std::move(in), to, distribution(trainer.get())); });
     } else {
-      tpt::parallel::train(t, m, std::move(in), std::nullopt);
+      tpt::parallel::train(t, m, std::move(in), std::nullopt, distribution(trainer.get()));
     }
     trainer->model = m;
     // A missing steps_per_epoch is the config's mistake: say so now, not at run.

@@ -19,11 +19,17 @@ inline constexpr uint64_t kInferencerMagic = 0x74707449666e6372ull;  // "tptIfnc
 namespace tpt::model {
 class Model;
 }
+namespace tpt::parallel {
+struct Distributed;
+}
 
 struct tpt_trainer {
   uint64_t magic = kTrainerMagic;
   tpt::Trainer trainer;
   std::shared_ptr<tpt::model::Model> model;  // set by tpt_trainer_set_model, for tpt_trainer_model
+  // tpt_trainer_set_distributed: the job this trainer is one rank of.
+  std::shared_ptr<tpt::parallel::Distributed> distributed;
+  int32_t rank = 0, world_size = 1;
   // kRunning: tpt_trainer_run is in progress; a tpt_trainer_free meanwhile
   // (from the run's own callbacks, or another thread) stops the run and sets
   // kFreePending, and tpt_trainer_run deletes the trainer as it returns. One

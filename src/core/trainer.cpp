@@ -91,7 +91,26 @@ void Trainer::set_global_step(int64_t step) {
   global_step_ = step;
 }
 
+void Trainer::set_distributed(int rank, std::function<void(std::shared_ptr<const Checkpoint> &)> agree) {
+  if (phase_ != Phase::Idle || frozen_) fail(TPT_ERR_STATE, "a trainer joins a distributed job before it runs");
+  rank_ = rank;
+  config_.is_chief = rank == 0;
+  agree_resume_ = std::move(agree);
+}
+
 void Trainer::freeze() {
+  // tensorpack: a non-chief trainer skips the callbacks marked chief-only
+  // (here at the freeze, so that the order of set-up calls does not matter).
+  if (!config_.is_chief)
+    for (auto &group : groups_)
+      for (auto it = group.begin(); it != group.end();) {
+        if ((*it)->chief_only()) {
+          log_.info("Callback '" + (*it)->name() + "' is chief-only, skipped.");
+          it = group.erase(it);
+        } else {
+          ++it;
+        }
+      }
   if (config_.default_callbacks) {
     groups_[static_cast<size_t>(Group::Default)].push_back(make_progress_bar(config_.progress));
     if (config_.is_chief) groups_[static_cast<size_t>(Group::Default)].push_back(make_estimated_time_left());
@@ -202,7 +221,9 @@ void Trainer::run() {
     invalid_argument("steps_per_epoch is not set (tpt_trainer_options.steps_per_epoch)");
   if (config_.steps_per_epoch > 0 && !run_step_)
     fail(TPT_ERR_STATE, "no run_step: set one with tpt_trainer_set_run_step");
-  if (!config_.logdir.empty()) {
+  if (!config_.logdir.empty() && rank_ != 0) {
+    log_.info("Rank " + std::to_string(rank_) + " keeps no log directory: the chief's (rank 0's) is the job's.");
+  } else if (!config_.logdir.empty()) {
     // auto_resume: a directory with a checkpoint index is kept and resumed from.
     bool resuming = config_.auto_resume && !resume_ && find_auto_resume(config_.logdir);
     logdir_ = prepare_logdir(config_.logdir, resuming ? TPT_LOGDIR_KEEP : config_.logdir_action, log_);
@@ -218,6 +239,7 @@ void Trainer::run() {
   std::exception_ptr error;
   try {
     phase_ = Phase::Setup;
+    if (agree_resume_) agree_resume_(resume_);  // every rank resumes from the chief's checkpoint
     dispatch(TPT_EVENT_SETUP);
     if (resume_) apply_resume();  // the strategy restored its part in SETUP
     phase_ = Phase::BeforeTrain;

@@ -90,7 +90,8 @@ class Trainer {
   // ---- set-up (before run)
   void set_run_step(std::function<void(Trainer &)> run_step);
   // Adds a callback at its group's place. Returns false when it was dropped
-  // as chief-only on a non-chief trainer. Throws TPT_ERR_STATE once frozen.
+  // as chief-only on a non-chief trainer (set_distributed drops those added
+  // before it at the run). Throws TPT_ERR_STATE once frozen.
   bool add(std::unique_ptr<Callback> callback, Group group);
 
   // ---- running
@@ -138,6 +139,13 @@ class Trainer {
   // its part at SETUP (resume_checkpoint()), the loop its counters, the
   // random state, moving summaries and callbacks' states right after SETUP.
   void resume_from(std::shared_ptr<const Checkpoint> ck);
+  // Several processes (src/parallel's distributed training), before run:
+  // this process's rank; rank 0 is the chief (is_chief), the others skip
+  // chief-only callbacks and keep no log directory (the chief's is the
+  // job's). `agree` runs first thing in the run, after the chief chose
+  // whether to resume: it gives every rank the chief's checkpoint (or none).
+  void set_distributed(int rank, std::function<void(std::shared_ptr<const Checkpoint> &)> agree);
+  int rank() const { return rank_; }
   const Checkpoint *resume_checkpoint() const { return resume_.get(); }
   // Where the loop goes on after the run_step in progress or just ended.
   int64_t next_epoch() const { return next_epoch_; }
@@ -212,6 +220,8 @@ class Trainer {
 
   std::shared_ptr<Stateful> stateful_;
   std::shared_ptr<const Checkpoint> resume_;
+  int rank_ = 0;
+  std::function<void(std::shared_ptr<const Checkpoint> &)> agree_resume_;
   int64_t first_epoch_ = 1, first_step_ = 0;  // where the loop starts (a resume moves it)
   int64_t next_epoch_ = 1, next_step_ = 0;
 };

@@ -2,11 +2,19 @@
 #include "dist/world.hpp"
 
 #include <ATen/core/Tensor.h>
+#ifdef TPT_HAVE_GLOO
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
 #include <climits>
 #include <cstdlib>
 #include <string>
@@ -66,10 +74,30 @@ Rendezvous rendezvous(const WorldOptions &o, const std::function<const char *(co
   return r;
 }
 
+#ifdef TPT_HAVE_GLOO
+
 struct World::Impl {
+  Rendezvous r;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
-  std::string where;  // "rank R of W"
+  std::string where;   // "rank R of W"
+  std::string prefix;  // the job's keys in the store
+  std::chrono::milliseconds interval{500};
+  std::atomic<int64_t> started{0};  // collectives started by this rank
+  std::atomic<int64_t> beats{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::thread heart;
+
+  c10::intrusive_ptr<c10d::Store> client(std::chrono::milliseconds timeout) const;
+  std::string beat_value() { return std::to_string(beats.fetch_add(1) + 1) + " " + std::to_string(started.load()); }
+  void heartbeat();
+  std::string verdict();
+  // Runs a collective (or its wait); its errors become TPT_ERR_BACKEND
+  // naming `what` and, for a failed collective, the verdict on the ranks.
+  template <class F>
+  void collective(const std::string &what, F &&fn);
 };
 
 namespace {
@@ -90,10 +118,126 @@ void c10d_call(const std::string &what, F &&fn) {
   }
 }
 
+std::vector<uint8_t> bytes(const std::string &s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t> &b) { return {b.begin(), b.end()}; }
+
+// "beats started" from a heartbeat key.
+std::pair<int64_t, int64_t> parse_beat(const std::string &v) {
+  long long b = -1, s = -1;
+  if (std::sscanf(v.c_str(), "%lld %lld", &b, &s) != 2) return {-1, -1};
+  return {b, s};
+}
+
 }  // namespace
 
+c10::intrusive_ptr<c10d::Store> World::Impl::client(std::chrono::milliseconds timeout) const {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(r.master_port);
+  so.isServer = false;
+  so.waitWorkers = false;
+  so.timeout = timeout;
+  auto tcp = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
+  return c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
+}
+
+void World::Impl::heartbeat() {
+  c10::intrusive_ptr<c10d::Store> own;
+  std::unique_lock<std::mutex> lock(mu);
+  while (!stopping) {
+    lock.unlock();
+    try {
+      if (!own) own = client(std::max(interval * 4, std::chrono::milliseconds(2000)));
+      own->set("hb/" + std::to_string(r.rank), bytes(beat_value()));
+    } catch (const std::exception &) {
+      own.reset();  // the store is gone (rank 0 ended): the collectives will say so
+    }
+    lock.lock();
+    cv.wait_for(lock, interval, [this] { return stopping; });
+  }
+}
+
+// Which ranks are at fault, in words; every rank gets the same verdict.
+std::string World::Impl::verdict() {
+  const int world = r.world_size, me = r.rank;
+  try {
+    auto s = client(std::min(r.timeout, std::chrono::milliseconds(10000)));
+    std::string v;
+    std::vector<int> lost;
+    auto read = [&] {
+      std::vector<std::pair<int64_t, int64_t>> out;
+      for (int i = 0; i < world; ++i) out.push_back(parse_beat(text(s->get("hb/" + std::to_string(i)))));
+      return out;
+    };
+    if (s->check({"verdict"})) {
+      v = text(s->get("verdict"));
+    } else {
+      const auto before = read();
+      const auto wait = std::max(interval * 3, std::chrono::milliseconds(300));
+      std::this_thread::sleep_for(wait);
+      const auto after = read();
+      std::string names;
+      for (int i = 0; i < world; ++i)
+        if (i != me && after[static_cast<size_t>(i)].first == before[static_cast<size_t>(i)].first) {
+          lost.push_back(i);
+          names += (names.empty() ? "" : ", ") + std::to_string(i);
+        }
+      std::string list;
+      for (int i : lost) list += (list.empty() ? "" : ",") + std::to_string(i);
+      std::string message;
+      if (!lost.empty()) {
+        message = (lost.size() == 1 ? "rank " + names + " is lost" : "ranks " + names + " are lost") +
+                  " (no heartbeat for " + std::to_string(wait.count()) + " ms: the process died or hangs)";
+      } else {
+        int64_t most = 0;
+        for (const auto &b : after) most = std::max(most, b.second);
+        std::string behind;
+        for (int i = 0; i < world; ++i)
+          if (after[static_cast<size_t>(i)].second < most)
+            behind += (behind.empty() ? "" : ", ") + std::to_string(i) + " (" +
+                      std::to_string(after[static_cast<size_t>(i)].second) + ")";
+        message = behind.empty() ? "every rank is alive and started the same collectives: one is slower than the timeout "
+                                   "(" + std::to_string(r.timeout.count()) + " ms)"
+                                 : "every rank is alive, but rank(s) " + behind + " started fewer collectives than the others (" +
+                                       std::to_string(most) + "): stuck, or running other code than the others";
+      }
+      // The first verdict stands.
+      v = text(s->compareSet("verdict", {}, bytes(list + "|" + message)));
+    }
+    s->set("read/" + std::to_string(me), bytes("1"));
+    const size_t bar = v.find('|');
+    const std::string list = v.substr(0, bar), message = bar == std::string::npos ? v : v.substr(bar + 1);
+    if (me == 0) {  // keep the store up until every live rank has the verdict
+      std::vector<std::string> keys;
+      for (int i = 1; i < world; ++i)
+        if (("," + list + ",").find("," + std::to_string(i) + ",") == std::string::npos) keys.push_back("read/" + std::to_string(i));
+      const auto deadline = std::chrono::steady_clock::now() + r.timeout + std::chrono::milliseconds(2000);
+      while (!keys.empty() && !s->check(keys) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return message;
+  } catch (const std::exception &) {
+    if (me == 0) return "the job's store could not be read to say which rank failed";
+    return "rank 0 is lost (the store its process serves at " + r.master_addr + ":" + std::to_string(r.master_port) +
+           " cannot be reached)";
+  }
+}
+
+template <class F>
+void World::Impl::collective(const std::string &what, F &&fn) {
+  try {
+    c10d_call(what, std::forward<F>(fn));
+  } catch (const Error &e) {
+    std::string message = e.what();
+    message += "; " + verdict();
+    fail(TPT_ERR_BACKEND, message);
+  }
+}
+
 World::World(const Rendezvous &r) : impl_(std::make_unique<Impl>()), rank_(r.rank), size_(r.world_size) {
+  impl_->r = r;
   impl_->where = "rank " + std::to_string(r.rank) + " of " + std::to_string(r.world_size);
+  impl_->prefix = "tptrain/" + r.run_id + "/";
+  impl_->interval = std::clamp(r.timeout / 8, std::chrono::milliseconds(50), std::chrono::milliseconds(500));
   c10d_call("the rendezvous at " + r.master_addr + ":" + std::to_string(r.master_port) + " (" + impl_->where + ")",
             [&] {
               c10d::TCPStoreOptions so;
@@ -103,7 +247,10 @@ World::World(const Rendezvous &r) : impl_(std::make_unique<Impl>()), rank_(r.ran
               so.waitWorkers = true;
               so.timeout = r.timeout;
               auto tcp = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
-              impl_->store = c10::make_intrusive<c10d::PrefixStore>("tptrain/" + r.run_id, tcp);
+              impl_->store = c10::make_intrusive<c10d::PrefixStore>(impl_->prefix, tcp);
+              // The first beat before the process group forms: every rank's key
+              // exists once it has.
+              impl_->store->set("hb/" + std::to_string(r.rank), bytes(impl_->beat_value()));
               auto opts = c10d::ProcessGroupGloo::Options::create(r.timeout);
               if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
                 opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
@@ -113,25 +260,38 @@ World::World(const Rendezvous &r) : impl_(std::make_unique<Impl>()), rank_(r.ran
                 opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
               impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, r.rank, r.world_size, opts);
             });
+  impl_->heart = std::thread([impl = impl_.get()] { impl->heartbeat(); });
 }
 
-World::~World() = default;
+World::~World() { stop_heartbeat_for_testing(); }
+
+void World::stop_heartbeat_for_testing() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->heart.joinable()) impl_->heart.join();
+}
 
 // Gloo's lists hold one tensor per device (summed together): one here.
 void World::all_reduce(at::Tensor &tensor) {
   std::vector<at::Tensor> one{tensor};
-  c10d_call("all-reduce (" + impl_->where + ")", [&] { impl_->pg->allreduce(one)->wait(); });
+  impl_->started.fetch_add(1);
+  impl_->collective("all-reduce (" + impl_->where + ")", [&] { impl_->pg->allreduce(one)->wait(); });
 }
 
 namespace {
 class GlooPending final : public World::Pending {
  public:
-  GlooPending(c10::intrusive_ptr<c10d::Work> work, std::string what) : work_(std::move(work)), what_(std::move(what)) {}
+  GlooPending(World::Impl *impl, c10::intrusive_ptr<c10d::Work> work, std::string what)
+      : impl_(impl), work_(std::move(work)), what_(std::move(what)) {}
   void wait() override {
-    c10d_call(what_, [&] { work_->wait(); });
+    impl_->collective(what_, [&] { work_->wait(); });
   }
 
  private:
+  World::Impl *impl_;
   c10::intrusive_ptr<c10d::Work> work_;
   std::string what_;
 };
@@ -141,23 +301,43 @@ std::unique_ptr<World::Pending> World::start_all_reduce(at::Tensor &tensor) {
   std::vector<at::Tensor> one{tensor};
   c10::intrusive_ptr<c10d::Work> work;
   const std::string what = "all-reduce (" + impl_->where + ")";
-  c10d_call(what, [&] { work = impl_->pg->allreduce(one); });
-  return std::make_unique<GlooPending>(std::move(work), what);
+  impl_->started.fetch_add(1);
+  impl_->collective(what, [&] { work = impl_->pg->allreduce(one); });
+  return std::make_unique<GlooPending>(impl_.get(), std::move(work), what);
 }
 
 void World::broadcast(const std::vector<at::Tensor> &tensors, int root) {
   c10d::BroadcastOptions bo;
   bo.rootRank = root;
-  c10d_call("broadcast from rank " + std::to_string(root) + " (" + impl_->where + ")", [&] {
+  impl_->collective("broadcast from rank " + std::to_string(root) + " (" + impl_->where + ")", [&] {
     for (const auto &t : tensors) {
       std::vector<at::Tensor> one{t};
+      impl_->started.fetch_add(1);
       impl_->pg->broadcast(one, bo)->wait();
     }
   });
 }
 
 void World::barrier() {
-  c10d_call("barrier (" + impl_->where + ")", [&] { impl_->pg->barrier()->wait(); });
+  impl_->started.fetch_add(1);
+  impl_->collective("barrier (" + impl_->where + ")", [&] { impl_->pg->barrier()->wait(); });
 }
+
+#else  // no c10d Gloo in this LibTorch: a World cannot be made
+
+struct World::Impl {};
+
+World::World(const Rendezvous &) {
+  fail(TPT_ERR_UNSUPPORTED, "distributed training needs c10d's Gloo process group, and this build of tptrain has none "
+                            "(install libgloo-dev and reconfigure: meson setup --reconfigure -Dgloo=enabled)");
+}
+World::~World() = default;
+void World::stop_heartbeat_for_testing() {}
+void World::all_reduce(at::Tensor &) {}
+std::unique_ptr<World::Pending> World::start_all_reduce(at::Tensor &) { return nullptr; }
+void World::broadcast(const std::vector<at::Tensor> &, int) {}
+void World::barrier() {}
+
+#endif
 
 }  // namespace tpt::dist

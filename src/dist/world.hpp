@@ -45,6 +45,16 @@ Rendezvous rendezvous(const WorldOptions &options,
 
 // The job's process group. Collectives are blocking, sum in place, and fail
 // (TPT_ERR_BACKEND, naming what timed out) after the timeout.
+//
+// Faults: every rank beats a heartbeat into the store (a thread of the
+// World, twice a second or faster for short timeouts) with the number of
+// collectives it started. When a collective fails (a peer's connection
+// closed, or the timeout), the error names the ranks whose heartbeat
+// stopped ("rank 2 is lost"), or that lag behind in collectives (a rank
+// that is stuck), or rank 0 when its store cannot be reached. The first
+// verdict is kept in the store, so every rank names the same one, and rank 0
+// (whose process serves the store) waits for the live ranks to have read it,
+// at most the timeout, before its error returns.
 class World {
  public:
   explicit World(const Rendezvous &r);
@@ -67,9 +77,12 @@ class World {
   // Each tensor gets root's value (one collective per tensor, in order).
   void broadcast(const std::vector<at::Tensor> &tensors, int root);
   void barrier();
+  // For tests: stops this rank's heartbeat (as if its process hung).
+  void stop_heartbeat_for_testing();
+
+  struct Impl;  // world.cpp
 
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;
 };

@@ -832,6 +832,35 @@ class FixedSize final : public Proxy {
   bool keep_, got_ = false;
 };
 
+// Every count-th datapoint from the index-th: each next() reads `count` and
+// keeps one, so every share's pipeline is in the same state.
+class Shard final : public Proxy {
+ public:
+  Shard(DataFlowPtr df, int64_t index, int64_t count) : Proxy("ShardData", std::move(df)), index_(index), count_(count) {
+    if (count_ < 1 || count_ > (int64_t{1} << 20))
+      invalid_argument("count must be from 1 to 2^20, got " + std::to_string(count_));
+    if (index_ < 0 || index_ >= count_)
+      invalid_argument("index must be from 0 to count - 1 (" + std::to_string(count_ - 1) + "), got " +
+                       std::to_string(index_));
+  }
+  bool next(Datapoint &dp) override {
+    for (int64_t i = 0; i < count_; ++i) {
+      if (!df_->next(i == index_ ? dp : skipped_)) return false;  // a last, partial group is dropped
+    }
+    skipped_.clear();
+    return true;
+  }
+  std::optional<int64_t> size() const override {
+    std::optional<int64_t> n = df_->size();
+    if (n) *n /= count_;
+    return n;
+  }
+
+ private:
+  int64_t index_, count_;
+  Datapoint skipped_;
+};
+
 class Many : public DataFlow {
  public:
   Many(std::string kind, std::vector<DataFlowPtr> dfs) : DataFlow(std::move(kind)), dfs_(std::move(dfs)) {
@@ -985,6 +1014,10 @@ DataFlowPtr repeat(DataFlowPtr df, int64_t n) { return std::make_shared<Repeat>(
 
 DataFlowPtr fixed_size(DataFlowPtr df, int64_t size, bool keep) {
   return std::make_shared<FixedSize>(std::move(df), size, keep);
+}
+
+DataFlowPtr shard(DataFlowPtr df, int64_t index, int64_t count) {
+  return std::make_shared<Shard>(std::move(df), index, count);
 }
 
 DataFlowPtr concat(std::vector<DataFlowPtr> dfs) { return std::make_shared<Concat>(std::move(dfs)); }

@@ -204,6 +204,8 @@ DataFlowPtr local_shuffle(DataFlowPtr df, int64_t buffer_size, int64_t n_reuse);
 DataFlowPtr cache(DataFlowPtr df, bool shuffle);
 DataFlowPtr repeat(DataFlowPtr df, int64_t n);
 DataFlowPtr fixed_size(DataFlowPtr df, int64_t size, bool keep_state);
+// Every count-th datapoint from the index-th (a rank's share).
+DataFlowPtr shard(DataFlowPtr df, int64_t index, int64_t count);
 DataFlowPtr concat(std::vector<DataFlowPtr> dfs);
 DataFlowPtr join(std::vector<DataFlowPtr> dfs);
 DataFlowPtr select(DataFlowPtr df, std::vector<size_t> indices);

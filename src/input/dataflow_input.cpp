@@ -296,6 +296,42 @@ class StagingInput final : public Input {
   bool given_ = false;
 };
 
+class ShardInput final : public Input {
+ public:
+  ShardInput(std::unique_ptr<Input> inner, int index, int count) : inner_(std::move(inner)), index_(index), count_(count) {
+    if (!inner_) invalid_argument("no input to shard");
+    if (count < 1 || index < 0 || index >= count)
+      invalid_argument("shard " + std::to_string(index) + " of " + std::to_string(count) +
+                       ": the index must be from 0 to count - 1");
+  }
+  void set_signature(const std::vector<model::InputSpec> &sig) override { inner_->set_signature(sig); }
+  void setup() override { inner_->setup(); }
+  void before_train() override { inner_->before_train(); }
+  void after_step(Trainer &t) override { inner_->after_step(t); }
+  void after_train() override { inner_->after_train(); }
+  std::optional<int64_t> size() const override {
+    std::optional<int64_t> n = inner_->size();
+    if (n) *n /= count_;
+    return n;
+  }
+  std::vector<uint8_t> get_state() const override { return inner_->get_state(); }
+  void set_state(const uint8_t *data, size_t size) override { inner_->set_state(data, size); }
+  // The group's batches before and after this share's are read and dropped
+  // (an end of data inside a group ends it, as for every other share).
+  std::vector<at::Tensor> next() override {
+    std::vector<at::Tensor> mine;
+    for (int i = 0; i < count_; ++i) {
+      std::vector<at::Tensor> b = inner_->next();
+      if (i == index_) mine = std::move(b);
+    }
+    return mine;
+  }
+
+ private:
+  std::unique_ptr<Input> inner_;
+  int index_, count_;
+};
+
 class DummyInput final : public Input {
  public:
   explicit DummyInput(int64_t batch) : batch_(batch) {
@@ -338,6 +374,11 @@ std::unique_ptr<Input> queue(std::shared_ptr<data::DataFlow> df, int64_t capacit
 
 std::unique_ptr<Input> staging(std::unique_ptr<Input> inner, std::optional<c10::Device> device) {
   return std::make_unique<StagingInput>(std::move(inner), device);
+}
+
+std::unique_ptr<Input> shard(std::unique_ptr<Input> inner, int index, int count) {
+  if (count == 1) return inner;
+  return std::make_unique<ShardInput>(std::move(inner), index, count);
 }
 
 std::unique_ptr<Input> dummy(int64_t batch_size) { return std::make_unique<DummyInput>(batch_size); }

@@ -76,6 +76,13 @@ std::unique_ptr<Input> queue(std::shared_ptr<data::DataFlow> df, int64_t capacit
 // Copies the inner input's next batch to `device` ahead of time
 // (StagingInput); nullopt: the towers' device (the CPU for now).
 std::unique_ptr<Input> staging(std::unique_ptr<Input> inner, std::optional<c10::Device> device);
+// Every `count`-th batch of `inner`, starting at the `index`-th (a
+// process's share of a distributed job's input). Each next() reads `count`
+// batches of the inner input and gives the index-th, so every share's state
+// is the same whatever its index (a checkpoint's position fits every rank);
+// a pass's last batches that do not make `count` are dropped. Its size is
+// the inner's divided by `count`.
+std::unique_ptr<Input> shard(std::unique_ptr<Input> inner, int index, int count);
 // Zeros of the signature's shapes, free dimensions set to batch_size.
 std::unique_ptr<Input> dummy(int64_t batch_size);
 // What a dataflow given to a TrainConfig becomes for `n_towers` towers on

@@ -71,13 +71,14 @@ class Replicated final : public MultiTower {
   }
 
   // tensorpack's SyncVariables after every epoch: model variables (not
-  // trainable) from tower 0 to the others.
-  void resync() override {
+  // trainable) from tower 0 to the others; all of them once rank 0's reached
+  // this process.
+  void resync(bool all) override {
     c10::NoGradGuard no_grad;
     for (int k = 1; k < towers(); ++k) {
       const auto &mine = all_[static_cast<size_t>(k)];
       for (size_t i = 0; i < vars_.size() && i < mine.size(); ++i)
-        if (!vars_[i].trainable) mine[i].value.copy_(vars_[i].value);
+        if (all || !vars_[i].trainable) mine[i].value.copy_(vars_[i].value);
     }
   }
 

@@ -71,6 +71,7 @@ struct TowersOptions {
   // over the processes, and rank 0's variables are broadcast when training
   // starts and its non-trainable ones after every epoch. nullptr: one process.
   std::shared_ptr<dist::World> world;
+  bool average_scalars = false;  // with a world: the cost and scalar outputs averaged over the processes
   // Tests: run CPU towers the way towers on other devices run (each
   // computing on a copy of its variables, refreshed every step).
   bool mirror_cpu_towers = false;
@@ -86,13 +87,27 @@ std::shared_ptr<Strategy> parameter_server(std::shared_ptr<model::Model> model, 
 std::shared_ptr<Strategy> async(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
                                 TowersOptions options);
 
+// Several processes, one World each (tensorpack's HorovodTrainer).
+struct Distributed {
+  std::shared_ptr<dist::World> world;
+  // Each process takes every world_size-th batch of the input (rank r the
+  // r-th of every world_size batches: the job's towers take the batches in
+  // the order one process's towers would); false: the input is already this
+  // process's share.
+  bool shard = true;
+  bool average_scalars = false;  // TowersOptions::average_scalars
+};
+
 // tensorpack's launch_train_with_config, the part that chooses the trainer:
 // `input` takes the model's signature, the trainer's default steps_per_epoch
 // becomes the input's size (divided by the towers: an epoch counts steps),
 // and the strategy (the simple one without `towers`, else make_strategy)
-// becomes the trainer's run_step. Before the trainer runs.
+// becomes the trainer's run_step. With `distributed` the trainer is one
+// rank of the job (Trainer::set_distributed; its resume is the chief's) and
+// the strategy the towers' (one replicated tower without `towers`) summing
+// across the processes. Before the trainer runs.
 void train(Trainer &trainer, std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
-           const std::optional<TowersOptions> &towers);
+           const std::optional<TowersOptions> &towers, const std::optional<Distributed> &distributed = std::nullopt);
 
 // What every strategy saves: tower 0's variables (the model's), the
 // optimizer's state and the input's position (none for a feed function).

@@ -3,6 +3,8 @@
 #include "parallel/towers.hpp"
 
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 
 #include "core/checkpoint.hpp"
 #include "core/error.hpp"
@@ -53,7 +56,6 @@ void MultiTower::setup(Trainer &t) {
   model_->build();
   vars_ = model_->variables().all();
   if (const Checkpoint *ck = t.resume_checkpoint()) restore_checked(*ck, vars_, *input_, *model_->optimizer());
-  if (o_.world) broadcast_variables(/*all=*/true);  // every process starts from rank 0's
   prepare(t);
   all_.assign(static_cast<size_t>(towers()), {});
   trainables_.assign(static_cast<size_t>(towers()), {});
@@ -78,7 +80,7 @@ void MultiTower::broadcast_variables(bool all) {
 
 void MultiTower::after_epoch(Trainer &) {
   if (o_.world) broadcast_variables(/*all=*/false);  // HorovodTrainer: rank 0's statistics
-  resync();
+  resync(/*all=*/false);
 }
 
 void MultiTower::make_leaves() {
@@ -257,6 +259,14 @@ void MultiTower::step(Trainer &t, void *self) { static_cast<MultiTower *>(self)-
 
 void MultiTower::train_step(Trainer &t) {
   const int n = towers();
+  // HorovodTrainer's broadcast: every process starts from rank 0's
+  // variables, as they are after its SETUP (a resume) and BEFORE_TRAIN (the
+  // config's init hook, the user's callbacks) and before its first step.
+  if (o_.world && !synced_) {
+    broadcast_variables(/*all=*/true);
+    resync(/*all=*/true);
+    synced_ = true;
+  }
   batches_.resize(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) {  // tower k takes the k-th batch of the step, always
     batches_[static_cast<size_t>(k)] = input_->next();
@@ -291,15 +301,26 @@ void MultiTower::train_step(Trainer &t) {
   // The cost and outputs of tower 0, as tensorpack's summaries of the main
   // training tower.
   const TowerResult &r0 = results_[0];
+  // The cost and the scalar outputs, averaged over the processes when asked.
+  std::vector<double> scalars{r0.cost};
+  for (const auto &[name, value] : r0.outputs)
+    if (value.numel() == 1 && !value.is_complex()) scalars.push_back(value.item<double>());
+  if (o_.world && o_.average_scalars) {
+    at::Tensor all = at::tensor(scalars, at::kDouble);
+    o_.world->all_reduce(all);
+    all.div_(o_.world->size());
+    for (size_t i = 0; i < scalars.size(); ++i) scalars[i] = all[static_cast<int64_t>(i)].item<double>();
+  }
   Output c;
-  c.scalar = r0.cost;
+  c.scalar = scalars[0];
   t.set_output("cost", std::move(c));
-  t.add_moving_summary("cost", r0.cost);
+  t.add_moving_summary("cost", scalars[0]);
+  size_t next_scalar = 1;
   for (const auto &[name, value] : r0.outputs) {
     Output o;
     o.tensor = std::make_shared<const at::Tensor>(value);
     t.set_output(name, std::move(o));
-    if (value.numel() == 1 && !value.is_complex()) t.add_moving_summary(name, value.item<double>());
+    if (value.numel() == 1 && !value.is_complex()) t.add_moving_summary(name, scalars[next_scalar++]);
   }
   for (auto &r : results_) r.grads.clear();
 }
@@ -393,9 +414,48 @@ std::shared_ptr<Strategy> make_strategy(std::shared_ptr<model::Model> model, std
   invalid_argument("unknown strategy " + std::to_string(static_cast<int>(o.kind)));
 }
 
+namespace {
+
+// Every rank resumes from the chief's checkpoint (or starts afresh with it):
+// rank 0's choice, encoded as a checkpoint file's bytes, broadcast.
+void agree_on_resume(dist::World &world, std::shared_ptr<const Checkpoint> &resume) {
+  std::vector<char> bytes;
+  if (world.rank() == 0 && resume) bytes = encode(*resume);
+  at::Tensor size = at::tensor({static_cast<int64_t>(bytes.size())}, at::kLong);
+  world.broadcast({size}, 0);
+  const int64_t n = size.item<int64_t>();
+  if (n == 0) {
+    resume.reset();
+    return;
+  }
+  at::Tensor data = at::empty({n}, at::kByte);
+  if (world.rank() == 0) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
+  world.broadcast({data}, 0);
+  if (world.rank() == 0) return;
+  const auto *p = static_cast<const char *>(data.data_ptr());
+  resume = std::make_shared<const Checkpoint>(decode(std::vector<char>(p, p + n), "rank 0's checkpoint"));
+}
+
+}  // namespace
+
 void train(Trainer &t, std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
-           const std::optional<TowersOptions> &towers) {
+           const std::optional<TowersOptions> &towers_in, const std::optional<Distributed> &distributed) {
   if (t.phase() != Trainer::Phase::Idle) fail(TPT_ERR_STATE, "the trainer has already run");
+  std::optional<TowersOptions> towers = towers_in;
+  if (distributed) {
+    if (!distributed->world) invalid_argument("a distributed training needs its World");
+    std::shared_ptr<dist::World> world = distributed->world;
+    if (!towers) {  // HorovodTrainer: one tower per process
+      towers.emplace();
+      towers->devices = {c10::Device(c10::kCPU)};
+    }
+    towers->world = world;
+    towers->average_scalars = distributed->average_scalars;
+    if (towers->kind == Kind::Simple && towers->devices.size() == 1) towers->kind = Kind::Replicated;
+    if (distributed->shard) input = input::shard(std::move(input), world->rank(), world->size());
+    // The chief's resume is the job's: it sends it if it has one.
+    t.set_distributed(world->rank(), [world](std::shared_ptr<const Checkpoint> &ck) { agree_on_resume(*world, ck); });
+  }
   input->set_signature(model->inputs());
   const std::optional<int64_t> size = input->size();
   std::shared_ptr<Strategy> s;

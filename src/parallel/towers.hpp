@@ -77,8 +77,10 @@ class MultiTower : public Strategy {
   // tower has one.
   at::Tensor reduced(size_t i) const;
   // After every epoch (and after rank 0's non-trainable variables reached
-  // this process): the replicated strategy copies tower 0's to the replicas.
-  virtual void resync() {}
+  // this process): the replicated strategy copies tower 0's to the replicas;
+  // `all`: every variable (rank 0's reached this process before the first
+  // step), else the non-trainable ones.
+  virtual void resync(bool /*all*/) {}
   // The update, from every tower's gradients.
   virtual void update(Trainer &t, std::vector<TowerResult> &results) = 0;
   // Runs fn(k) for every tower k at once, on the towers' threads (for an
@@ -135,6 +137,7 @@ class MultiTower : public Strategy {
   // order (every rank must start its collectives in the same order).
   std::mutex launch_mu_;
   size_t next_launch_ = 0;
+  bool synced_ = false;  // rank 0's variables broadcast (before the first step)
   // Every tower on a CUDA device of its own, in a build with NCCL: the
   // buckets live on the towers' devices and NCCL sums them.
   std::unique_ptr<dist::DeviceAllReduce> device_reduce_;

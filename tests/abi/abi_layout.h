@@ -302,7 +302,7 @@ static int abi_run(const char *lang) {
     ABI_EQ(l.kernel_init, TPT_INIT_HE_NORMAL);
   }
   /* TrainConfig */
-  ABI_EQ(TPT_TRAIN_CONFIG_VERSION, 3);
+  ABI_EQ(TPT_TRAIN_CONFIG_VERSION, 4);
   ABI_EQ(offsetof(tpt_train_config, version), 0);
   ABI_EQ(offsetof(tpt_train_config, options), 8);
   ABI_EQ(offsetof(tpt_train_config, model), 8 + sizeof(void *));
@@ -315,7 +315,8 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_train_config, init_user_data), 8 + 6 * sizeof(void *) + 2 * sizeof(size_t));
   ABI_EQ(offsetof(tpt_train_config, dataflow), 8 + 7 * sizeof(void *) + 2 * sizeof(size_t));
   ABI_EQ(offsetof(tpt_train_config, towers), 8 + 8 * sizeof(void *) + 2 * sizeof(size_t));
-  ABI_EQ(sizeof(tpt_train_config), 8 + 9 * sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(offsetof(tpt_train_config, distributed), 8 + 9 * sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(sizeof(tpt_train_config), 8 + 10 * sizeof(void *) + 2 * sizeof(size_t));
   /* towers */
   ABI_EQ(TPT_STRATEGY_SIMPLE, 0);
   ABI_EQ(TPT_STRATEGY_REPLICATED, 1);
@@ -335,6 +336,23 @@ static int abi_run(const char *lang) {
     abi_check(o.strategy == TPT_STRATEGY_REPLICATED && o.n_towers == 2 && o.devices == NULL && o.average == 1 &&
                   o.intra_op_threads == 0 && o.overlap == 1 && o.bucket_bytes == 0,
               "TPT_TOWERS_OPTIONS_INIT defaults");
+  }
+  /* distributed */
+  ABI_EQ(TPT_DISTRIBUTED_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_distributed_options, master_addr), 8);
+  ABI_EQ(offsetof(tpt_distributed_options, master_port), 8 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_distributed_options, world_size), 12 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_distributed_options, rank), 16 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_distributed_options, local_rank), 20 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_distributed_options, timeout_ms), 24 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_distributed_options, shard), 32 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_distributed_options, average_scalars), 36 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_distributed_options), 40 + sizeof(void *));
+  {
+    tpt_distributed_options o = TPT_DISTRIBUTED_OPTIONS_INIT;
+    abi_check(o.master_addr == NULL && o.master_port == 0 && o.world_size == 0 && o.rank == 0 && o.local_rank == 0 &&
+                  o.timeout_ms == 0 && o.shard == 1 && o.average_scalars == 0,
+              "TPT_DISTRIBUTED_OPTIONS_INIT defaults");
   }
   /* Dataflows */
   ABI_EQ(TPT_DATAFLOW_CALLBACKS_VERSION, 2);

@@ -1067,6 +1067,67 @@ static void test_repeat_fixed_size(void **state) {
   }
 }
 
+/* shard: every count-th datapoint from the index-th; the shards of one
+ * shuffled source partition its passes, a partial last group is dropped,
+ * and every shard's state is the same (one state restores any shard). */
+static void test_shard(void **state) {
+  (void)state;
+  tpt_dataflow *src = range_df(10, 0, 0), *df = NULL;
+  expect_code(tpt_dataflow_shard(&df, src, 3, 3), TPT_ERR_INVALID_ARGUMENT, "index must be from 0 to count - 1 (2), got 3");
+  expect_code(tpt_dataflow_shard(&df, src, 0, 0), TPT_ERR_INVALID_ARGUMENT, "count must be from 1 to 2^20, got 0");
+  expect_code(tpt_dataflow_shard(&df, src, -1, 2), TPT_ERR_INVALID_ARGUMENT, "got -1");
+  for (int64_t index = 0; index < 3; ++index) {
+    ok(tpt_dataflow_shard(&df, src, index, 3));
+    assert_int_equal(df_size(df), 3);
+    for (int pass = 0; pass < 2; ++pass) {
+      int64_t got[8];
+      size_t n = read_pass(df, got, 8);
+      const int64_t want[3] = {index, index + 3, index + 6}; /* 9 is a partial group: dropped */
+      expect_seq(got, n, want, 3);
+    }
+    tpt_dataflow_free(df); /* releases src for the next shard */
+  }
+  tpt_dataflow_free(src);
+
+  /* shuffled sources with the same seed: the shards partition every pass */
+  int64_t seen[2][12];
+  tpt_dataflow *shards[2] = {NULL, NULL}, *srcs[2] = {NULL, NULL};
+  for (int k = 0; k < 2; ++k) {
+    srcs[k] = range_df(12, 0, 1);
+    ok(tpt_dataflow_set_seed(srcs[k], 42));
+    ok(tpt_dataflow_shard(&shards[k], srcs[k], k, 2));
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    int count[12] = {0};
+    for (int k = 0; k < 2; ++k) {
+      size_t n = read_pass(shards[k], seen[k], 12);
+      assert_int_equal(n, 6);
+      for (size_t i = 0; i < n; ++i) count[seen[k][i]]++;
+    }
+    for (int v = 0; v < 12; ++v) assert_int_equal(count[v], 1);
+  }
+  /* mid-pass: shard 0's state, given to shard 1, continues shard 1's sequence */
+  int64_t a[2], b[4];
+  read_n(shards[0], a, 2);
+  read_n(shards[1], b, 4);
+  tpt_tensor *st = NULL;
+  ok(tpt_dataflow_get_state(&st, shards[0]));
+  tpt_dataflow *again_src = range_df(12, 0, 1), *again = NULL;
+  ok(tpt_dataflow_shard(&again, again_src, 1, 2));
+  ok(tpt_dataflow_set_state(again, st));
+  int64_t c[2];
+  read_n(again, c, 2);
+  assert_int_equal(c[0], b[2]);
+  assert_int_equal(c[1], b[3]);
+  tpt_tensor_free(st);
+  tpt_dataflow_free(again);
+  tpt_dataflow_free(again_src);
+  for (int k = 0; k < 2; ++k) {
+    tpt_dataflow_free(shards[k]);
+    tpt_dataflow_free(srcs[k]);
+  }
+}
+
 static void test_concat_join_select(void **state) {
   (void)state;
   tpt_datapoint *dp = NULL;
@@ -2531,6 +2592,8 @@ static void test_null_arguments(void **state) {
   EXPECT_NULL_ARG(tpt_dataflow_repeat(&df, NULL, 2), "tpt_dataflow_repeat", "df");
   EXPECT_NULL_ARG(tpt_dataflow_fixed_size(NULL, src, 2, 0), "tpt_dataflow_fixed_size", "out");
   EXPECT_NULL_ARG(tpt_dataflow_fixed_size(&df, NULL, 2, 0), "tpt_dataflow_fixed_size", "df");
+  EXPECT_NULL_ARG(tpt_dataflow_shard(NULL, src, 0, 2), "tpt_dataflow_shard", "out");
+  EXPECT_NULL_ARG(tpt_dataflow_shard(&df, NULL, 0, 2), "tpt_dataflow_shard", "df");
   tpt_dataflow *other = range_df(2, 0, 0);
   tpt_dataflow *pair[] = {src, other}, *gap[] = {src, NULL};
   EXPECT_NULL_ARG(tpt_dataflow_concat(NULL, pair, 2), "tpt_dataflow_concat", "out");
@@ -3321,6 +3384,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_local_shuffle),
       cmocka_unit_test(test_cache),
       cmocka_unit_test(test_repeat_fixed_size),
+      cmocka_unit_test(test_shard),
       cmocka_unit_test(test_concat_join_select),
       cmocka_unit_test(test_augment_values),
       cmocka_unit_test(test_augment_threads),

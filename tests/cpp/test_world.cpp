@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <map>
 #include <string>
 #include <thread>
@@ -147,4 +150,57 @@ TEST(World, ARankThatNeverComesFailsTheRendezvousInTime) {
   }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(took, 15.0);
+}
+
+// A rank whose heartbeat stops and that never joins the collective: the
+// others fail within the timeout, and both name it.
+TEST(World, ACollectiveWithALostRankNamesIt) {
+  const int port = free_port();
+  std::vector<std::string> errors(3);
+  std::vector<double> took(3, 0);
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  auto rank_main = [&](int rank) {
+    try {
+      WorldOptions o;
+      o.master_addr = "127.0.0.1";
+      o.master_port = port;
+      o.rank = rank;
+      o.world_size = 3;
+      o.timeout = std::chrono::milliseconds(2000);
+      World w(tpt::dist::rendezvous(o, [](const char *) -> const char * { return nullptr; }));
+      at::Tensor t = at::ones({4});
+      w.all_reduce(t);  // all three
+      if (rank == 2) {  // hangs: no heartbeat, no collective, until the others are done
+        w.stop_heartbeat_for_testing();
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return done == 2; });
+        return;
+      }
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        w.all_reduce(t);
+      } catch (const std::exception &e) {
+        errors[static_cast<size_t>(rank)] = e.what();
+      }
+      took[static_cast<size_t>(rank)] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    } catch (const std::exception &e) {
+      errors[static_cast<size_t>(rank)] = std::string("setup: ") + e.what();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    ++done;
+    cv.notify_all();
+  };
+  std::thread r1(rank_main, 1), r2(rank_main, 2);
+  rank_main(0);
+  r1.join();
+  r2.join();
+  for (int r = 0; r < 2; ++r) {
+    const std::string &e = errors[static_cast<size_t>(r)];
+    EXPECT_NE(e.find("all-reduce (rank " + std::to_string(r) + " of 3)"), std::string::npos) << e;
+    EXPECT_NE(e.find("rank 2 is lost"), std::string::npos) << e;
+    EXPECT_LT(took[static_cast<size_t>(r)], 12.0) << e;
+  }
+  EXPECT_EQ(errors[2], "");
 }

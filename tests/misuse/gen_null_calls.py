@@ -50,6 +50,7 @@ NULLABLE = {
     "tpt_callback_early_stopping": {"options"},       # "options may be NULL"
     "tpt_callback_terminate_on_nan": {"outputs"},     # "NULL or none: cost"
     "tpt_trainer_set_towers": {"options"},            # "NULL: the defaults"
+    "tpt_trainer_set_distributed": {"options"},       # "NULL options: the defaults"
 }
 
 # Functions that take no pointer or whose NULL meaning is "no-op" by design

@@ -1,0 +1,220 @@
+/* Trains the parity MLP (tests/c/parity_mlp.c's data and model) as one rank
+ * of a distributed job, or alone, for tests/py/test_distributed.py, which
+ * compares the ranks with one process fed the concatenated batches and with
+ * PyTorch DDP, kills ranks and restarts jobs.
+ *
+ *   dist_mlp DIR OUT STEPS BATCH [--dist] [--towers N] [--timeout-ms MS]
+ *            [--logdir D [--save-every K]] [--die-at STEP --die-rank R]
+ *            [--unset-on-others] [--average-scalars]
+ *
+ * DIR holds x.bin, y.bin, w1.bin ... and dims.txt (parity_mlp's layout).
+ * SGD (lr 0.05, momentum 0.9), STEPS steps in one epoch, batches of BATCH
+ * rows in order. --dist joins the job from torchrun's variables. Rank 0 sets
+ * the initial values from DIR; with --unset-on-others the other ranks keep
+ * their own random ones (the broadcast must fix them). --logdir with
+ * --save-every K keeps checkpoints every K steps and auto-resumes.
+ * --die-at kills rank R (SIGKILL) after that step. Every rank writes
+ * OUT/r<rank>_w1.out ... and OUT/r<rank>_costs.bin (its cost per step). */
+#include <signal.h>
+
+#include "parity_common.h"
+
+static int64_t N, D, H;
+static long die_at = -1;
+static int die_rank = -1;
+static int32_t my_rank = 0;
+
+static tpt_status *op1(tpt_tensor **out, const char *op, const tpt_arg *args, size_t nargs) {
+  size_t n = 0;
+  return tpt_op_call(out, 1, &n, op, NULL, args, nargs);
+}
+
+static tpt_arg T(const tpt_tensor *t) {
+  tpt_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = TPT_ARG_TENSOR;
+  a.tensor = t;
+  return a;
+}
+
+/* cost = mse(linear(relu(linear(x, w1, b1)), w2, b2), y), as parity_mlp */
+static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n_in, void *ud) {
+  (void)n_in;
+  (void)ud;
+  tpt_tensor *w1 = NULL, *b1 = NULL, *w2 = NULL, *b2 = NULL, *h = NULL, *a = NULL, *p = NULL, *cost = NULL;
+  const int64_t sw1[] = {H, D}, sb1[] = {H}, sw2[] = {1, H}, sb2[] = {1};
+  tpt_status *st = NULL;
+  if ((st = tpt_tower_variable(&w1, tw, "fc1/W", sw1, 2, NULL))) goto done;
+  if ((st = tpt_tower_variable(&b1, tw, "fc1/b", sb1, 1, NULL))) goto done;
+  if ((st = tpt_tower_variable(&w2, tw, "fc2/W", sw2, 2, NULL))) goto done;
+  if ((st = tpt_tower_variable(&b2, tw, "fc2/b", sb2, 1, NULL))) goto done;
+  {
+    tpt_arg l1[] = {T(in[0]), T(w1), T(b1)};
+    if ((st = op1(&h, "aten::linear", l1, 3))) goto done;
+    tpt_arg r[] = {T(h)};
+    if ((st = op1(&a, "aten::relu", r, 1))) goto done;
+    tpt_arg l2[] = {T(a), T(w2), T(b2)};
+    if ((st = op1(&p, "aten::linear", l2, 3))) goto done;
+    tpt_arg m[] = {T(p), T(in[1])};
+    if ((st = op1(&cost, "aten::mse_loss", m, 2))) goto done;
+    st = tpt_tower_set_cost(tw, cost);
+  }
+done:
+  tpt_tensor_free(w1);
+  tpt_tensor_free(b1);
+  tpt_tensor_free(w2);
+  tpt_tensor_free(b2);
+  tpt_tensor_free(h);
+  tpt_tensor_free(a);
+  tpt_tensor_free(p);
+  tpt_tensor_free(cost);
+  return st;
+}
+
+typedef struct {
+  cost_log costs;
+} run_log;
+
+/* After every step: record the cost; die when told to. */
+static tpt_status *after_step(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *p) {
+  int64_t step = 0;
+  tpt_status *st = tpt_trainer_global_step(&step, t);
+  if (st) return st;
+  if (step == die_at && my_rank == die_rank) {
+    fprintf(stderr, "dist_mlp: rank %d kills itself after step %ld\n", my_rank, die_at);
+    fflush(stderr);
+    raise(SIGKILL);
+  }
+  return cost_log_after_run(t, ev, r, &((run_log *)p)->costs);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 5) {
+    fprintf(stderr, "usage: dist_mlp DIR OUT STEPS BATCH [options]\n");
+    return 2;
+  }
+  const char *dir = argv[1], *out = argv[2], *logdir = NULL;
+  long steps = atol(argv[3]), save_every = 0;
+  int64_t batch = atoll(argv[4]), timeout_ms = 0;
+  int dist = 0, towers = 1, unset_on_others = 0, average_scalars = 0;
+  for (int i = 5; i < argc; ++i) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--dist")) dist = 1;
+    else if (!strcmp(a, "--unset-on-others")) unset_on_others = 1;
+    else if (!strcmp(a, "--average-scalars")) average_scalars = 1;
+    else if (!strcmp(a, "--towers") && v) towers = atoi(v), ++i;
+    else if (!strcmp(a, "--timeout-ms") && v) timeout_ms = atoll(v), ++i;
+    else if (!strcmp(a, "--logdir") && v) logdir = v, ++i;
+    else if (!strcmp(a, "--save-every") && v) save_every = atol(v), ++i;
+    else if (!strcmp(a, "--die-at") && v) die_at = atol(v), ++i;
+    else if (!strcmp(a, "--die-rank") && v) die_rank = atoi(v), ++i;
+    else {
+      fprintf(stderr, "dist_mlp: unknown argument %s\n", a);
+      return 2;
+    }
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s/dims.txt", dir);
+  FILE *f = fopen(path, "r");
+  if (!f || fscanf(f, "%lld %lld %lld", (long long *)&N, (long long *)&D, (long long *)&H) != 3) return 3;
+  fclose(f);
+  CHECK(tpt_set_num_threads(1));
+
+  const int64_t sx[] = {N, D}, sy[] = {N, 1}, sw1[] = {H, D}, sb1[] = {H}, sw2[] = {1, H}, sb2[] = {1};
+  tpt_tensor *x = parity_load(dir, "x.bin", sx, 2, TPT_DTYPE_F32), *y = parity_load(dir, "y.bin", sy, 2, TPT_DTYPE_F32);
+  const int64_t in_x[] = {-1, D}, in_y[] = {-1, 1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, in_x, 2}, {"y", TPT_DTYPE_F32, in_y, 2}};
+  tpt_model *model = NULL;
+  CHECK(tpt_model_new(&model, spec, 2, tower, NULL, NULL));
+  parity_set_optimizer(model, "sgd");
+
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.steps_per_epoch = steps;
+  o.max_epoch = 1;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  if (logdir) {
+    o.logdir = logdir;
+    o.logdir_action = TPT_LOGDIR_KEEP;
+    o.auto_resume = 1;
+  }
+  tpt_trainer *trainer = NULL;
+  CHECK(tpt_trainer_new(&trainer, &o));
+  int32_t world = 1;
+  if (dist) {
+    tpt_distributed_options d = TPT_DISTRIBUTED_OPTIONS_INIT;
+    d.timeout_ms = timeout_ms;
+    d.average_scalars = average_scalars;
+    CHECK(tpt_trainer_set_distributed(trainer, &d));
+  }
+  CHECK(tpt_trainer_rank(&my_rank, &world, trainer));
+  /* Rank 0's initial values (the others' may differ: rank 0's are broadcast). */
+  CHECK(tpt_model_build(model));
+  if (my_rank == 0 || !unset_on_others) {
+    const char *names[] = {"fc1/W", "fc1/b", "fc2/W", "fc2/b"};
+    const char *files[] = {"w1.bin", "b1.bin", "w2.bin", "b2.bin"};
+    const int64_t *shapes[] = {sw1, sb1, sw2, sb2};
+    const size_t ndims[] = {2, 1, 2, 1};
+    for (int i = 0; i < 4; ++i) {
+      tpt_tensor *init = parity_load(dir, files[i], shapes[i], ndims[i], TPT_DTYPE_F32);
+      CHECK(tpt_model_set_variable(model, names[i], init));
+      tpt_tensor_free(init);
+    }
+  }
+  const tpt_tensor *data[] = {x, y};
+  tpt_input *input = NULL;
+  CHECK(tpt_input_from_tensors(&input, data, 2, batch, 0, 0));
+  if (towers > 1) {
+    tpt_towers_options to = TPT_TOWERS_OPTIONS_INIT;
+    to.n_towers = towers;
+    CHECK(tpt_trainer_set_towers(trainer, model, input, &to));
+  } else {
+    CHECK(tpt_trainer_set_model(trainer, model, input));
+  }
+  if (logdir && save_every > 0) {
+    tpt_callback *saver = NULL;
+    tpt_model_saver_options so = TPT_MODEL_SAVER_OPTIONS_INIT;
+    so.every_k_steps = save_every;
+    CHECK(tpt_callback_model_saver(&saver, &so));
+    CHECK(tpt_trainer_add_callback(trainer, saver));
+  }
+  run_log log = {{0}};
+  tpt_callback_desc cd = TPT_CALLBACK_DESC_INIT;
+  cd.events = TPT_EVENT_AFTER_RUN;
+  cd.name = "dist_mlp";
+  cd.chief_only = 0;
+  cd.fn = after_step;
+  cd.user_data = &log;
+  tpt_callback *cb = NULL;
+  CHECK(tpt_callback_new(&cb, &cd));
+  CHECK(tpt_trainer_add_callback(trainer, cb));
+  tpt_status *st = tpt_trainer_run(trainer);
+  if (st) {
+    fprintf(stderr, "dist_mlp rank %d: %s (%s)\n", my_rank, tpt_status_message(st), tpt_code_name(tpt_status_code(st)));
+    tpt_status_free(st);
+    tpt_trainer_free(trainer);
+    return 1;
+  }
+  char name[256];
+  float *costs = malloc((log.costs.count + 1) * sizeof(float));
+  for (size_t i = 0; i < log.costs.count; ++i) costs[i] = (float)log.costs.values[i];
+  snprintf(name, sizeof name, "r%d_costs.bin", my_rank);
+  parity_write(out, name, costs, log.costs.count * sizeof(float));
+  free(costs);
+  free(log.costs.values);
+  const char *names[] = {"fc1/W", "fc1/b", "fc2/W", "fc2/b"};
+  const char *outs[] = {"w1.out", "b1.out", "w2.out", "b2.out"};
+  for (int i = 0; i < 4; ++i) {
+    tpt_tensor *v = NULL;
+    CHECK(tpt_model_variable(&v, model, names[i]));
+    snprintf(name, sizeof name, "r%d_%s", my_rank, outs[i]);
+    parity_save(out, name, v);
+    tpt_tensor_free(v);
+  }
+  tpt_trainer_free(trainer);
+  tpt_model_free(model);
+  tpt_tensor_free(x);
+  tpt_tensor_free(y);
+  printf("dist_mlp rank %d of %d: %zu steps\n", my_rank, world, log.costs.count);
+  return 0;
+}
