@@ -4,7 +4,9 @@
  * job started by tools/tptrain-run (torchrun's variables: then it joins the
  * job and each rank takes its own batch of BATCH).
  *
- *   bench_dist_scaling STEPS BATCH [overlap|no-overlap]
+ *   bench_dist_scaling STEPS BATCH [overlap|no-overlap] [THREADS]
+ *
+ * THREADS: LibTorch's intra-op threads (default 1).
  *
  * Rank 0 (or the lone process) prints `images/s X`: the job's images per
  * second over STEPS steps after 3 warm-up steps. */
@@ -52,12 +54,13 @@ static tpt_status *clock_start(tpt_trainer *t, tpt_event e, const tpt_record *r,
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: bench_dist_scaling STEPS BATCH [overlap|no-overlap]\n");
+    fprintf(stderr, "usage: bench_dist_scaling STEPS BATCH [overlap|no-overlap] [THREADS]\n");
     return 2;
   }
   const int64_t steps = atoll(argv[1]), batch = atoll(argv[2]);
   const int overlap = !(argc > 3 && !strcmp(argv[3], "no-overlap"));
-  TPT_CHECK_OR_DIE(tpt_set_num_threads(1));
+  const int threads = argc > 4 ? atoi(argv[4]) : 1;
+  TPT_CHECK_OR_DIE(tpt_set_num_threads(threads));
   TPT_CHECK_OR_DIE(tpt_manual_seed(1));
   const int64_t sx[] = {-1, 1, 28, 28}, sy[] = {-1};
   tpt_input_spec spec[] = {{"image", TPT_DTYPE_F32, sx, 4}, {"label", TPT_DTYPE_I64, sy, 1}};
@@ -85,7 +88,7 @@ int main(int argc, char **argv) {
   TPT_CHECK_OR_DIE(tpt_input_dummy(&in, batch));
   tpt_towers_options to = TPT_TOWERS_OPTIONS_INIT;
   to.n_towers = 1;
-  to.intra_op_threads = 1;
+  to.intra_op_threads = threads;
   to.overlap = overlap;
   TPT_CHECK_OR_DIE(tpt_trainer_set_towers(t, m, in, &to));
   tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;

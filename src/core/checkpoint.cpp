@@ -537,7 +537,9 @@ void Trainer::apply_resume() {
   for (const auto &kv : ck.callbacks) {
     bool found = false;
     for (auto &k : keyed) found = found || k.first == kv.first;
-    if (!found) log_.warn("The checkpoint has the state of a callback '" + kv.first + "' that this trainer lacks; ignored.");
+    // (Ranks other than the chief lack its chief-only callbacks by design.)
+    if (!found && rank_ == 0)
+      log_.warn("The checkpoint has the state of a callback '" + kv.first + "' that this trainer lacks; ignored.");
   }
   if (!stateful_ && (!ck.variables.empty() || !ck.input.empty()))
     log_.warn("The checkpoint holds " + std::to_string(ck.variables.size()) +

@@ -66,7 +66,8 @@ Rendezvous rendezvous(const WorldOptions &o, const std::function<const char *(co
   r.master_port = number(o.master_port, "master_port", "MASTER_PORT", 1, 65535, INT_MIN);
   r.world_size = number(o.world_size, "world_size", "WORLD_SIZE", 1, 1 << 20, INT_MIN);
   r.rank = number(o.rank, "rank", "RANK", 0, r.world_size - 1, INT_MIN);
-  r.local_world_size = number(-1, "local_world_size", "LOCAL_WORLD_SIZE", 1, r.world_size, 1);
+  // Without LOCAL_WORLD_SIZE: 1, or the world when the local rank is an option.
+  r.local_world_size = number(-1, "local_world_size", "LOCAL_WORLD_SIZE", 1, r.world_size, o.local_rank != -1 ? r.world_size : 1);
   r.local_rank = number(o.local_rank, "local_rank", "LOCAL_RANK", 0, r.local_world_size - 1, 0);
   if (const char *v = env("TORCHELASTIC_RUN_ID")) r.run_id = v;
   if (o.timeout.count() < 1) invalid_argument("the timeout is " + std::to_string(o.timeout.count()) + " ms: it must be at least 1");

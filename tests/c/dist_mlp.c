@@ -148,6 +148,10 @@ int main(int argc, char **argv) {
     CHECK(tpt_trainer_set_distributed(trainer, &d));
   }
   CHECK(tpt_trainer_rank(&my_rank, &world, trainer));
+  if (dist) {
+    printf("dist_mlp rank %d of %d joined\n", (int)my_rank, (int)world);
+    fflush(stdout);
+  }
   /* Rank 0's initial values (the others' may differ: rank 0's are broadcast). */
   CHECK(tpt_model_build(model));
   if (my_rank == 0 || !unset_on_others) {

@@ -68,6 +68,12 @@ TEST(Rendezvous, OptionsWinOverTheEnvironment) {
   EXPECT_EQ(r.world_size, 2);
   EXPECT_EQ(r.local_rank, 0);  // not given anywhere: 0 of 1
   EXPECT_EQ(r.local_world_size, 1);
+  // an explicit local rank needs no LOCAL_WORLD_SIZE
+  o.rank = 1;
+  o.local_rank = 1;
+  r = from({}, o);
+  EXPECT_EQ(r.local_rank, 1);
+  EXPECT_EQ(r.local_world_size, 2);
 }
 
 TEST(Rendezvous, NamesWhatIsMissingOrWrong) {

@@ -9,11 +9,13 @@ over Gloo on loopback
   - equals PyTorch DDP (python3-torch, Gloo, processes started with
     torch.multiprocessing and a tcp:// init method) from the same initial
     values and data (1e-5);
+  - with 2 towers per rank, equals one process fed 4 batches a step;
+  - with average_scalars, every rank reports the mean of the ranks' costs;
   - trains the same when started by hand with exactly torchrun's variables
     instead of tools/tptrain-run;
   - with one of 4 ranks killed mid-training, the others exit non-zero
     within the timeout naming the lost rank, and the launcher returns
-    non-zero;
+    non-zero; a rank that hangs (SIGSTOP) is named after the timeout;
   - killed as a whole job and restarted, resumes from the chief's last
     checkpoint and ends bit-identical to an uninterrupted run.
 
@@ -173,6 +175,28 @@ def two_and_four_ranks_equal_one_process_fed_the_concatenated_batches(job):
 
 
 @test
+def two_ranks_of_two_towers_equal_one_process_of_four_towers_worth(job):
+    rc, log, out = job.launched(2, "--towers", "2", out_name="towers2x2")
+    assert rc == 0, "tptrain-run -n 2 with 2 towers each: rc %d\n%s" % (rc, log)
+    identical(params(out, 1), params(out, 0), "2 ranks x 2 towers: rank 1 vs rank 0")
+    close(params(out), job.single(4), "2 ranks x 2 towers vs one process with batch %d" % (BATCH * 4))
+
+
+@test
+def average_scalars_gives_every_rank_the_mean_cost(job):
+    rc, log, plain = job.launched(2, out_name="costs_plain")
+    assert rc == 0, log
+    rc, log, avg = job.launched(2, "--average-scalars", out_name="costs_avg")
+    assert rc == 0, log
+    c0, c1 = [read(os.path.join(plain, "r%d_costs.bin" % r), (-1,)).double() for r in (0, 1)]
+    a0, a1 = [read(os.path.join(avg, "r%d_costs.bin" % r), (-1,)).double() for r in (0, 1)]
+    assert c0.numel() == STEPS and not torch.equal(c0, c1), "the ranks' own costs should differ"
+    assert torch.equal(a0, a1), "with average_scalars the ranks report different costs"
+    err = ((a0 - (c0 + c1) / 2).abs().max() / c0.abs().max()).item()
+    assert err < 1e-6, "the averaged cost differs from the mean of the ranks' by %.3g" % err
+
+
+@test
 def the_ranks_equal_pytorch_ddp(job):
     import torch.multiprocessing as mp
     for world in (2, 4):
@@ -231,6 +255,36 @@ def a_killed_rank_is_named_by_the_others_within_the_timeout(job):
 
 
 @test
+def a_hung_rank_is_named_by_the_others_within_the_timeout(job):
+    import signal
+    out = job.out("hung")
+    port = free_port()
+    timeout_ms = 5000
+    procs = [subprocess.Popen([PROGRAM, job.data, out, "1000000", str(BATCH), "--dist", "--timeout-ms", str(timeout_ms)],
+                              env=torchrun_env(r, 2, port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(2)]
+    try:
+        for p in procs:  # both joined the job; then a second of training
+            line = p.stdout.readline()
+            assert "joined" in line, "a rank did not join: " + line + p.stdout.read()
+        time.sleep(1)
+        assert procs[0].poll() is None and procs[1].poll() is None, "the job ended early"
+        procs[1].send_signal(signal.SIGSTOP)  # hangs: no collectives, no heartbeat
+        stopped_at = time.monotonic()
+        log = procs[0].communicate(timeout=120)[0]
+        took = time.monotonic() - stopped_at
+        assert procs[0].returncode not in (0, None), "rank 0: rc %s\n%s" % (procs[0].returncode, log)
+        assert "rank 1 is lost" in log, "rank 0 does not name rank 1:\n" + log
+        assert took < timeout_ms / 1000 + 10, "rank 0 took %.1f s after rank 1 hung" % took
+        print("# rank 0: rc %d, %.1f s after rank 1 hung (timeout %d ms)" % (procs[0].returncode, took, timeout_ms))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+
+
+@test
 def a_job_killed_and_restarted_resumes_bit_identically(job):
     logdir = os.path.join(job.root, "restart_logs")
     uninterrupted = job.results.get("launched2")
@@ -253,6 +307,9 @@ def a_job_killed_and_restarted_resumes_bit_identically(job):
 
 
 def main():
+    only = os.environ.get("TPT_TEST_ONLY")  # a part of a test's name: run those only
+    if only:
+        tests[:] = [t for t in tests if only in t.__name__]
     print("TAP version 13")
     print("1..%d" % len(tests))
     failed = 0

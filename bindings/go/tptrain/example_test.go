@@ -81,3 +81,91 @@ func ExampleTrainer() {
 	// epoch 1: global step 4, sum 6
 	// true sum 21 > 20 [0 1 3 6 10 15]
 }
+
+// Each process of a job started by tools/tptrain-run (tptrain-run -n 2
+// ./train) or torchrun runs this: the zero DistributedOptions (nil) takes
+// the job from their environment variables. Every rank trains on its share
+// of the batches, rank 0's initial variables reach the others, and the
+// gradients are averaged over the ranks, so every rank ends with the same
+// variables. (No output checked: it needs a job.)
+func ExampleTrainer_SetDistributed() {
+	trainer, err := tptrain.NewTrainer(&tptrain.TrainerOptions{MaxEpoch: 2, Quiet: true, Progress: tptrain.ProgressOff})
+	if err != nil {
+		panic(err)
+	}
+	defer trainer.Close()
+	if err := trainer.SetDistributed(nil); err != nil { // blocks until every rank has joined
+		panic(err)
+	}
+	rank, worldSize, err := trainer.Rank()
+	if err != nil {
+		panic(err)
+	}
+
+	// y = 2x: a linear model fitted by SGD.
+	model, err := tptrain.NewModel([]tptrain.InputSpec{
+		{Name: "x", Shape: []int64{-1, 1}},
+		{Name: "y", Shape: []int64{-1, 1}},
+	}, func(t *tptrain.Tower, in []*tptrain.Tensor) error {
+		pred, err := t.FC("fc", in[0], 1, nil)
+		if err != nil {
+			return err
+		}
+		cost, err := tptrain.MSELoss(pred, in[1])
+		if err != nil {
+			return err
+		}
+		return t.SetCost(cost)
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer model.Close()
+	sgd, err := tptrain.NewOptimizer("sgd")
+	if err != nil {
+		panic(err)
+	}
+	defer sgd.Close()
+	if err := sgd.Set("learning_rate", 0.1); err != nil {
+		panic(err)
+	}
+	if err := model.SetOptimizer(sgd); err != nil {
+		panic(err)
+	}
+	xs, ys := make([]float32, 64), make([]float32, 64)
+	for i := range xs {
+		xs[i] = float32(i)/32 - 1
+		ys[i] = 2 * xs[i]
+	}
+	x, err := tptrain.FromFloat32(xs, 64, 1)
+	if err != nil {
+		panic(err)
+	}
+	defer x.Close()
+	y, err := tptrain.FromFloat32(ys, 64, 1)
+	if err != nil {
+		panic(err)
+	}
+	defer y.Close()
+	// Every rank gives the same input: rank r takes the r-th batch of every
+	// worldSize.
+	input, err := tptrain.InputFromTensors([]*tptrain.Tensor{x, y}, 8, false, 0)
+	if err != nil {
+		panic(err)
+	}
+	if err := trainer.SetModel(model, input); err != nil { // after SetDistributed
+		panic(err)
+	}
+	if err := trainer.Run(); err != nil {
+		panic(err)
+	}
+	if rank == 0 {
+		w, err := model.Variable("fc/W")
+		if err != nil {
+			panic(err)
+		}
+		defer w.Close()
+		values, _ := w.Float32s()
+		fmt.Printf("rank 0 of %d: w = %.2f\n", worldSize, values[0])
+	}
+}

@@ -932,6 +932,12 @@ type TrainConfig struct {
 	// Trainer.SetModel). With towers, the default StepsPerEpoch is the
 	// input's size divided by the number of towers.
 	Towers *TowersOptions
+	// Distributed, if not nil, makes this process one rank of a distributed
+	// job (as Trainer.SetDistributed; &DistributedOptions{} takes everything
+	// from torchrun's environment variables): NewTrainerFromConfig joins the
+	// job, blocking until every rank has, and the trainer (simple, or with
+	// Towers) trains across the ranks. nil means one process.
+	Distributed *DistributedOptions
 	// Init, if not nil, is the init / restore hook (tensorpack's
 	// session_init): it runs once on the chief, after the model's build call
 	// and before BEFORE_TRAIN, e.g. to load weights with Model.SetVariable.
@@ -955,7 +961,9 @@ type initFunc struct {
 // SetTowers) fed by cfg.Input or by cfg.DataFlow in a queue input (one of
 // the two; both or neither is an *Error of CodeInvalidArgument), with
 // cfg.Callbacks registered in order, then cfg.Monitors, and the init hook.
-// Add more callbacks if needed, then Run; Close the trainer when done.
+// With cfg.Distributed it first joins the job, as Trainer.SetDistributed
+// (blocking until every rank has joined). Add more callbacks if needed, then
+// Run; Close the trainer when done.
 //
 // The input, the callbacks and the monitors are taken over, also when it
 // fails: a nil Model, or neither Input nor DataFlow, is reported by the
@@ -1047,6 +1055,16 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 		defer free()
 		towersp = &ctowers
 	}
+	var distp *C.tpt_distributed_options
+	if cfg.Distributed != nil {
+		cdist, free, err := cDistributedOptions(cfg.Distributed, who)
+		if err != nil {
+			releaseAll()
+			return nil, err
+		}
+		defer free()
+		distp = &cdist
+	}
 	ctx := &Context{model: cfg.Model}
 	for _, f := range funcs {
 		f.ctx = ctx
@@ -1061,7 +1079,7 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 	// when it fails). It only borrows h, which the trainer deletes when
 	// closed.
 	st := C.tptgo_trainer_from_config(&out, optp, mptr, iptr, dptr, firstCallback(callbacks), C.size_t(len(callbacks)),
-		firstCallback(monitors), C.size_t(len(monitors)), C.uintptr_t(h), towersp)
+		firstCallback(monitors), C.size_t(len(monitors)), C.uintptr_t(h), towersp, distp)
 	runtime.KeepAlive(cfg.Model)
 	runtime.KeepAlive(cfg.DataFlow)
 	if err := statusError(st); err != nil {
@@ -1078,6 +1096,9 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 		}
 		if cfg.Towers != nil {
 			err = goTowersError(err)
+		}
+		if cfg.Distributed != nil {
+			err = goDistributedError(err)
 		}
 		return nil, err
 	}

@@ -7,7 +7,8 @@
 // name), trainer (the loop, step outputs), callback (callbacks, wrappers,
 // monitors and scalars), model (models, towers, variables, optimizers,
 // inputs and the simple trainer), towers (data-parallel training on several
-// towers) and layers (layers, losses and metrics).
+// towers), distributed (training as several processes) and layers (layers,
+// losses and metrics).
 //
 // # Errors
 //
@@ -60,6 +61,17 @@
 // several threads at once and must be safe for that; their errors and panics
 // follow the rules above: Run, Build and Infer return a tower function's
 // error unchanged, and panic again with its panic's value.
+//
+// Trainer.SetDistributed (or TrainConfig.Distributed), before SetModel or
+// SetTowers, makes the process one rank of a distributed job, tensorpack's
+// HorovodTrainer on LibTorch's c10d (Gloo over TCP): every rank trains its
+// towers on its share of the input and the gradients are summed over every
+// tower of every rank before each update, so N processes train as one
+// process with N towers would. Rank 0 is the chief: it alone keeps the log
+// directory and runs chief-only callbacks, and its variables reach every
+// rank before the first step. The zero DistributedOptions takes everything
+// from torchrun's environment variables: start the processes with
+// tools/tptrain-run (tptrain-run -n 4 ./train ...) or torchrun.
 //
 // # Resources
 //

@@ -139,8 +139,10 @@ static tpt_status *init_trampoline(tpt_model *model, void *user_data) {
 tpt_status *tptgo_trainer_from_config(tpt_trainer **out, const tpt_trainer_options *options, tpt_model *model,
                                       tpt_input *input, tpt_dataflow *dataflow, tpt_callback **callbacks,
                                       size_t n_callbacks, tpt_callback **monitors, size_t n_monitors,
-                                      uintptr_t init_handle, const tpt_towers_options *towers) {
-  tpt_train_config config = TPT_TRAIN_CONFIG_INIT; /* version 3 */
+                                      uintptr_t init_handle, const tpt_towers_options *towers,
+                                      const tpt_distributed_options *distributed) {
+  tpt_train_config config = TPT_TRAIN_CONFIG_INIT;
+  config.version = 4; /* the fields set here: up to distributed */
   config.options = options;
   config.model = model;
   config.input = input;
@@ -150,6 +152,7 @@ tpt_status *tptgo_trainer_from_config(tpt_trainer **out, const tpt_trainer_optio
   config.monitors = monitors;
   config.n_monitors = n_monitors;
   config.towers = towers;
+  config.distributed = distributed;
   if (init_handle != 0) {
     config.init = init_trampoline;
     config.init_user_data = (void *)init_handle;

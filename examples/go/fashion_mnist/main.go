@@ -21,17 +21,29 @@
 // draws from one generator in whatever order they reach it, so such a run
 // (and its resume) is not bit-reproducible.
 //
+// --dist makes this process one rank of a distributed job (tensorpack's
+// HorovodTrainer; docs/distributed.md): one field of the train config,
+// TrainConfig.Distributed, whose zero value takes everything from
+// torchrun's variables. Start it with the launcher,
+//
+//	tptrain-run -n 2 ./fashion_mnist --dist
+//
+// (or torchrun, or anything that sets torchrun's variables). Each rank takes
+// every other batch, the gradients are averaged over the ranks, and rank 0
+// alone writes the log directory, validates and checkpoints.
+//
 // The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
 // max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
 // each conv and fc0; softmax cross-entropy (the validation "cost").
 // Adam at 1e-3, times 0.6 after each epoch from the second on
 // (ScheduledHyperParam).
 //
-//	cd examples/go && go run ./fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
+//	cd examples/go && go run ./fashion_mnist [--towers N] [--dist] [LOGDIR] [DATA_DIR] [EPOCHS]
 //	  (defaults: no towers, train_log/fashion_mnist,
 //	   /usr/share/datasets/fashion-mnist, 5; --help says more)
 //
-// Exits 0 when the final test accuracy is at least 90 %.
+// Exits 0 when the final test accuracy is at least 90 % (a rank other than
+// 0 of a distributed job: when its training succeeded).
 package main
 
 import (
@@ -113,7 +125,7 @@ func pipeline(dir, split string, train bool) (*tptrain.DataFlow, error) {
 	return norm.Batch(size, !train)
 }
 
-const usage = `usage: fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
+const usage = `usage: fashion_mnist [--towers N] [--dist] [LOGDIR] [DATA_DIR] [EPOCHS]
   LOGDIR      the log directory (default train_log/fashion_mnist); one that
               holds checkpoints goes on from the latest
   DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)
@@ -123,6 +135,9 @@ const usage = `usage: fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
               batch of 128: a step trains on 128 x N images, an epoch has N
               times fewer steps. Default: no towers, the simple trainer (a
               batch of 128 per step)
+  --dist      this process is one rank of a distributed job started by
+              tptrain-run -n N (or torchrun): each rank takes every N-th
+              batch, rank 0 alone writes LOGDIR
   -h, --help  this text
 `
 
@@ -155,6 +170,7 @@ func main() {
 	// stops at the first positional argument.
 	var positional []string
 	nTowers := 0 // 0: no towers, the simple trainer
+	dist := false
 	for i := 1; i < len(os.Args); i++ {
 		a := os.Args[i]
 		var value string
@@ -169,6 +185,9 @@ func main() {
 			value = os.Args[i]
 		case strings.HasPrefix(a, "--towers="):
 			value = strings.TrimPrefix(a, "--towers=")
+		case a == "--dist" || a == "-dist":
+			dist = true
+			continue
 		case strings.HasPrefix(a, "--"):
 			usageError("unknown option", &a)
 		default:
@@ -179,16 +198,18 @@ func main() {
 			usageError("--towers wants a whole number from 1 to 256, not", &value)
 		}
 	}
-	accuracy, err := run(positional, nTowers)
+	accuracy, chief, err := run(positional, nTowers, dist)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if accuracy < 0.9 {
+	if chief && accuracy < 0.9 {
 		os.Exit(1)
 	}
 }
 
-func run(positional []string, nTowers int) (float64, error) {
+// run trains and returns the final test accuracy, and whether this process
+// is the chief (rank 0, or not distributed), the only one that validates.
+func run(positional []string, nTowers int, dist bool) (accuracy float64, chief bool, err error) {
 	logdir, dir, epochs := "train_log/fashion_mnist", "/usr/share/datasets/fashion-mnist", int64(5)
 	if len(positional) > 0 {
 		logdir = positional[0]
@@ -200,7 +221,7 @@ func run(positional []string, nTowers int) (float64, error) {
 		epochs, _ = strconv.ParseInt(positional[2], 10, 64)
 	}
 	if err := tptrain.ManualSeed(1); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 
 	model, err := tptrain.NewModel([]tptrain.InputSpec{
@@ -208,29 +229,29 @@ func run(positional []string, nTowers int) (float64, error) {
 		{Name: "label", DType: tptrain.DTypeInt64, Shape: []int64{-1}},
 	}, tower)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer model.Close()
 	adam, err := tptrain.NewOptimizer("adam")
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer adam.Close()
 	if err := adam.Set("learning_rate", 1e-3); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if err := model.SetOptimizer(adam); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 
 	train, err := pipeline(dir, "train", true)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer train.Close()
 	test, err := pipeline(dir, "test", false)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer test.Close()
 
@@ -243,19 +264,19 @@ func run(positional []string, nTowers int) (float64, error) {
 	// error paths the process exits anyway.
 	runner, err := tptrain.NewInferenceRunner(model, test, "accuracy", "cost")
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	schedule, err := tptrain.ScheduledHyperParam(adam, "learning_rate", lr, tptrain.ScheduleOptions{})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	saver, err := tptrain.ModelSaver(tptrain.ModelSaverOptions{EveryKSteps: 200})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	best, err := tptrain.MaxSaver("validation_accuracy", tptrain.BestSaverOptions{})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 
 	opts := tptrain.TrainerOptions{
@@ -275,24 +296,32 @@ func run(positional []string, nTowers int) (float64, error) {
 		fmt.Printf("training on %d replicated CPU towers, a batch of %d each: %d images per step\n",
 			nTowers, batch, nTowers*batch)
 	}
-	trainer, err := tptrain.NewTrainerFromConfig(config)
+	if dist { // HorovodTrainer: one rank of the job tptrain-run started; without: alone
+		config.Distributed = &tptrain.DistributedOptions{} // all from torchrun's variables
+	}
+	trainer, err := tptrain.NewTrainerFromConfig(config) // with dist: joins the job
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer trainer.Close()
 	if err := trainer.Run(); err != nil {
-		return 0, err
+		return 0, false, err
+	}
+	if rank, _, err := trainer.Rank(); err != nil {
+		return 0, false, err
+	} else if rank != 0 {
+		return 0, false, nil // the chief validates and reports
 	}
 
 	accuracy, step, err := trainer.ScalarLatest("validation_accuracy")
 	if errors.Is(err, tptrain.ErrNotFound) { // resumed after the last epoch: nothing ran
 		fmt.Printf("%s already holds a finished run of %d epochs: nothing to train (give more EPOCHS, or another LOGDIR)\n",
 			logdir, epochs)
-		return 1, nil
+		return 1, true, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	fmt.Printf("test accuracy: %.2f %% on the 10,000 Fashion-MNIST test images (step %d)\n", 100*accuracy, step)
-	return accuracy, nil
+	return accuracy, true, nil
 }

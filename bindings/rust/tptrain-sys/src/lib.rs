@@ -650,11 +650,52 @@ pub const TPT_TOWERS_OPTIONS_INIT: tpt_towers_options = tpt_towers_options {
     bucket_bytes: 0,
 };
 
+// ---- Distributed training: several processes
+pub const TPT_DISTRIBUTED_OPTIONS_VERSION: u32 = 1;
+/// Options of `tpt_trainer_set_distributed` and
+/// `tpt_train_config::distributed`; zero fields keep the defaults.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_distributed_options {
+    pub version: u32,
+    /// Rank 0's host; NULL: MASTER_ADDR.
+    pub master_addr: *const c_char,
+    /// Its port; 0: MASTER_PORT.
+    pub master_port: i32,
+    /// 0: WORLD_SIZE, RANK and LOCAL_RANK from the environment; else the
+    /// number of processes, with `rank` and `local_rank` below.
+    pub world_size: i32,
+    /// With `world_size`: this process's, 0 to world_size - 1.
+    pub rank: i32,
+    /// With `world_size`: its index among the processes of its machine.
+    pub local_rank: i32,
+    /// The rendezvous and every collective, in ms; 0: 60000.
+    pub timeout_ms: i64,
+    /// Nonzero: each rank takes every world_size-th batch of the input; 0:
+    /// the input is already this rank's share.
+    pub shard: i32,
+    /// Nonzero: the cost and the monitors' scalar outputs are averaged over
+    /// the ranks; 0: rank 0's.
+    pub average_scalars: i32,
+}
+/// `TPT_DISTRIBUTED_OPTIONS_INIT`
+pub const TPT_DISTRIBUTED_OPTIONS_INIT: tpt_distributed_options = tpt_distributed_options {
+    version: TPT_DISTRIBUTED_OPTIONS_VERSION,
+    master_addr: std::ptr::null(),
+    master_port: 0,
+    world_size: 0,
+    rank: 0,
+    local_rank: 0,
+    timeout_ms: 0,
+    shard: 1,
+    average_scalars: 0,
+};
+
 // ---- TrainConfig and launch
 /// `tpt_init_fn`: the init / restore hook of a train config.
 pub type tpt_init_fn = Option<unsafe extern "C" fn(model: *mut tpt_model, user_data: *mut c_void) -> *mut tpt_status>;
 
-pub const TPT_TRAIN_CONFIG_VERSION: u32 = 3;
+pub const TPT_TRAIN_CONFIG_VERSION: u32 = 4;
 /// Describes a training for `tpt_trainer_from_config` and `tpt_launch_train`.
 /// The input, callbacks and monitors are taken (also on failure);
 /// `init_user_data` is borrowed and must outlive the trainer.
@@ -684,6 +725,9 @@ pub struct tpt_train_config {
     /// (version 3) NULL: the simple trainer (one tower); else the strategy
     /// and towers (`tpt_trainer_set_towers`). Borrowed for the call.
     pub towers: *const tpt_towers_options,
+    /// (version 4) NULL: one process; else this process is one rank of a
+    /// job (`tpt_trainer_set_distributed`). Borrowed for the call.
+    pub distributed: *const tpt_distributed_options,
 }
 /// `TPT_TRAIN_CONFIG_INIT`
 pub const TPT_TRAIN_CONFIG_INIT: tpt_train_config = tpt_train_config {
@@ -699,6 +743,7 @@ pub const TPT_TRAIN_CONFIG_INIT: tpt_train_config = tpt_train_config {
     init_user_data: std::ptr::null_mut(),
     dataflow: std::ptr::null_mut(),
     towers: std::ptr::null(),
+    distributed: std::ptr::null(),
 };
 
 extern "C" {
@@ -1280,6 +1325,11 @@ extern "C" {
         input: *mut tpt_input,
         options: *const tpt_towers_options,
     ) -> *mut tpt_status;
+    pub fn tpt_trainer_set_distributed(
+        trainer: *mut tpt_trainer,
+        options: *const tpt_distributed_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_trainer_rank(rank: *mut i32, world_size: *mut i32, trainer: *const tpt_trainer) -> *mut tpt_status;
     pub fn tpt_inferencer_scalar_stats(
         out: *mut *mut tpt_inferencer,
         outputs: *const *const c_char,
@@ -1641,12 +1691,13 @@ mod tests {
         assert_eq!(offset_of!(tpt_train_config, init_user_data), 72);
         assert_eq!(offset_of!(tpt_train_config, dataflow), 80);
         assert_eq!(offset_of!(tpt_train_config, towers), 88);
-        assert_eq!(size_of::<tpt_train_config>(), 96);
+        assert_eq!(offset_of!(tpt_train_config, distributed), 96);
+        assert_eq!(size_of::<tpt_train_config>(), 104);
         assert_eq!(size_of::<tpt_init_fn>(), size_of::<usize>());
         let c = TPT_TRAIN_CONFIG_INIT;
-        assert_eq!((c.version, c.n_callbacks, c.n_monitors), (3, 0, 0));
+        assert_eq!((c.version, c.n_callbacks, c.n_monitors), (4, 0, 0));
         assert!(c.options.is_null() && c.model.is_null() && c.input.is_null() && c.init.is_none());
-        assert!(c.dataflow.is_null() && c.towers.is_null());
+        assert!(c.dataflow.is_null() && c.towers.is_null() && c.distributed.is_null());
         assert!(c.callbacks.is_null() && c.monitors.is_null() && c.init_user_data.is_null());
     }
 
@@ -1685,6 +1736,42 @@ mod tests {
                 std::ptr::null_mut(),
                 &TPT_TOWERS_OPTIONS_INIT,
             );
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+        }
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn distributed_options_layout_matches_c() {
+        // Checked against the header with offsetof.
+        assert_eq!(offset_of!(tpt_distributed_options, version), 0);
+        assert_eq!(offset_of!(tpt_distributed_options, master_addr), 8);
+        assert_eq!(offset_of!(tpt_distributed_options, master_port), 16);
+        assert_eq!(offset_of!(tpt_distributed_options, world_size), 20);
+        assert_eq!(offset_of!(tpt_distributed_options, rank), 24);
+        assert_eq!(offset_of!(tpt_distributed_options, local_rank), 28);
+        assert_eq!(offset_of!(tpt_distributed_options, timeout_ms), 32);
+        assert_eq!(offset_of!(tpt_distributed_options, shard), 40);
+        assert_eq!(offset_of!(tpt_distributed_options, average_scalars), 44);
+        assert_eq!(size_of::<tpt_distributed_options>(), 48);
+        let o = TPT_DISTRIBUTED_OPTIONS_INIT;
+        assert_eq!(
+            (o.version, o.master_port, o.world_size, o.rank, o.local_rank, o.timeout_ms, o.shard, o.average_scalars),
+            (1, 0, 0, 0, 0, 0, 1, 0)
+        );
+        assert!(o.master_addr.is_null());
+    }
+
+    #[test]
+    fn distributed_nulls_are_errors() {
+        unsafe {
+            // NULL trainer: an error, not a rendezvous.
+            let st = tpt_trainer_set_distributed(std::ptr::null_mut(), &TPT_DISTRIBUTED_OPTIONS_INIT);
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+            let (mut rank, mut world_size) = (-1, -1);
+            let st = tpt_trainer_rank(&mut rank, &mut world_size, std::ptr::null());
             assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
             tpt_status_free(st);
         }

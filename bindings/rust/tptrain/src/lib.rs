@@ -55,7 +55,13 @@
 //! [`launch_train`]. [`Trainer::set_towers`] and [`TrainConfig::towers`]
 //! train on several towers at once, each with its own batch (tensorpack's
 //! multi-GPU trainers: [`Towers`] of a [`Strategy`], replicated, parameter
-//! server or async; CPU towers only for now). [`Model::from_torchscript`]
+//! server or async; CPU towers only for now). [`Trainer::set_distributed`]
+//! and [`TrainConfig::distributed`] make a trainer one rank of a job of
+//! several processes, started by `tools/tptrain-run -n N` or torchrun
+//! (tensorpack's HorovodTrainer, on c10d's Gloo over TCP: [`Distributed`],
+//! from the launcher's environment or explicit; [`Context::rank`] and
+//! [`Context::world_size`] say which rank of how many; docs/distributed.md).
+//! [`Model::from_torchscript`]
 //! trains a module saved with `torch.jit.save`,
 //! [`Model::from_torchscript_source`] one compiled from TorchScript source. Layers, losses and metrics are in [`nn`], and any ATen
 //! operator is reachable through [`ops::call`]. Input pipelines are
@@ -82,6 +88,7 @@ mod checkpoint;
 mod context;
 mod cstr;
 mod dataflow;
+mod distributed;
 mod error;
 mod inference;
 mod model;
@@ -104,6 +111,7 @@ pub use dataflow::{
     Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, InputKind, InputOptions, IterItem, ParallelMapOptions,
     Source, StatefulSource,
 };
+pub use distributed::Distributed;
 pub use error::{Code, Error, Result};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, InferencerBuilder, IntoInferencer, ScalarStats};
 pub use model::{

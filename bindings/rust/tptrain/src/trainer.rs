@@ -4,6 +4,7 @@ use crate::callback::{Callback, IntoCallback};
 use crate::context::{Context, StepContext};
 use crate::cstr::path_to_cstring;
 use crate::dataflow::DataFlow;
+use crate::distributed::{Distributed, RawDistributed};
 use crate::error::{call, Code, Error, Result};
 use crate::model::{Input, Model};
 use crate::panic;
@@ -224,7 +225,9 @@ unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut
 /// The batches come from an [`Input`] ([`TrainConfig::new`]) or from a
 /// [`DataFlow`] of batches ([`TrainConfig::from_dataflow`]), one or the
 /// other. The trainer is the simple one (one tower) unless
-/// [`towers`](Self::towers) says otherwise.
+/// [`towers`](Self::towers) says otherwise, and trains in this process
+/// alone unless [`distributed`](Self::distributed) makes it one rank of a
+/// job.
 ///
 /// ```no_run
 /// use tptrain::{launch_train, Callback, Events, Flow, InitFn, Input, Model, Tensor, TrainConfig, TrainerOptions};
@@ -258,6 +261,20 @@ unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut
 /// # Ok(())
 /// # }
 /// ```
+///
+/// As one rank of a distributed job started by `tptrain-run -n N`
+/// (tensorpack's `launch_train_with_config(config, HorovodTrainer())`):
+///
+/// ```no_run
+/// use tptrain::{launch_train, DataFlow, Distributed, Model, TrainConfig};
+/// # fn demo(model: &Model<'_>, batches: &DataFlow<'_>) -> tptrain::Result<()> {
+/// launch_train(TrainConfig {
+///     distributed: Some(Distributed::from_env()),
+///     ..TrainConfig::from_dataflow(model, batches)
+/// })?;
+/// # Ok(())
+/// # }
+/// ```
 pub struct TrainConfig<'m, 'a> {
     /// `None`: the defaults, with steps_per_epoch from the input.
     pub options: Option<TrainerOptions>,
@@ -280,11 +297,15 @@ pub struct TrainConfig<'m, 'a> {
     /// [`Trainer::set_towers`]), whose default steps_per_epoch is the
     /// input's size / towers.
     pub towers: Option<Towers>,
+    /// `None`: this process trains alone; else it is one rank of a
+    /// distributed job (as [`Trainer::set_distributed`]), which it joins
+    /// when the trainer is made.
+    pub distributed: Option<Distributed>,
 }
 
 impl<'m, 'a> TrainConfig<'m, 'a> {
     /// A config of `model` fed by `input`, with default options, no
-    /// callbacks, no monitors, no init hook and no towers.
+    /// callbacks, no monitors, no init hook, no towers and no job.
     pub fn new(model: &'m Model<'a>, input: Input<'a>) -> TrainConfig<'m, 'a> {
         TrainConfig {
             options: None,
@@ -295,13 +316,14 @@ impl<'m, 'a> TrainConfig<'m, 'a> {
             monitors: Vec::new(),
             init: None,
             towers: None,
+            distributed: None,
         }
     }
 
     /// A config of `model` fed by `dataflow`, a dataflow of batches in
     /// signature order that the trainer wraps in a queue input (its size is
     /// the default steps_per_epoch), with default options, no callbacks, no
-    /// monitors, no init hook and no towers.
+    /// monitors, no init hook, no towers and no job.
     pub fn from_dataflow(model: &'m Model<'a>, dataflow: &'m DataFlow<'a>) -> TrainConfig<'m, 'a> {
         TrainConfig { dataflow: Some(dataflow), input: None, ..TrainConfig::new_empty(model) }
     }
@@ -316,6 +338,7 @@ impl<'m, 'a> TrainConfig<'m, 'a> {
             monitors: Vec::new(),
             init: None,
             towers: None,
+            distributed: None,
         }
     }
 }
@@ -331,6 +354,7 @@ impl fmt::Debug for TrainConfig<'_, '_> {
             .field("monitors", &self.monitors)
             .field("init", &self.init)
             .field("towers", &self.towers)
+            .field("distributed", &self.distributed)
             .finish()
     }
 }
@@ -420,20 +444,22 @@ impl<'a> Trainer<'a> {
     /// `config.input` or by `config.dataflow` in a queue input (giving both,
     /// or neither, is a [`Code::InvalidArgument`] error), as
     /// [`set_model`](Self::set_model), or as [`set_towers`](Self::set_towers)
-    /// with `config.towers`, with the config's callbacks registered in
-    /// order, then its monitors, and its init hook. Add more callbacks if
-    /// needed, then [`run`](Self::run).
+    /// with `config.towers`, after joining the job of `config.distributed`
+    /// (as [`set_distributed`](Self::set_distributed)) if any, with the
+    /// config's callbacks registered in order, then its monitors, and its
+    /// init hook. Add more callbacks if needed, then [`run`](Self::run).
     ///
     /// The input, the callbacks and the monitors are taken, also on failure
     /// (their closures are then dropped before this returns). The trainer
     /// owns the init hook and drops it after the C trainer is freed; a
     /// failure drops it at once.
     pub fn from_config(config: TrainConfig<'_, 'a>) -> Result<Trainer<'a>> {
-        let TrainConfig { options, model, input, dataflow, callbacks, monitors, init, towers } = config;
+        let TrainConfig { options, model, input, dataflow, callbacks, monitors, init, towers, distributed } = config;
         // Everything that can fail in Rust first: on an error here the
         // config is dropped, which frees what C would have taken.
         let options = options.as_ref().map(TrainerOptions::to_raw).transpose()?;
         let towers = towers.as_ref().map(Towers::to_raw).transpose()?;
+        let distributed = distributed.as_ref().map(Distributed::to_raw).transpose()?;
         let input = input.map_or(ptr::null_mut(), Input::into_raw);
         let callbacks: Vec<*mut sys::tpt_callback> = callbacks.into_iter().map(Callback::into_raw).collect();
         let monitors: Vec<*mut sys::tpt_callback> = monitors.into_iter().map(Callback::into_raw).collect();
@@ -449,16 +475,17 @@ impl<'a> Trainer<'a> {
         c.monitors = list(&monitors);
         c.n_monitors = monitors.len();
         c.towers = towers.as_ref().map_or(ptr::null(), RawTowers::as_ptr);
+        c.distributed = distributed.as_ref().map_or(ptr::null(), RawDistributed::as_ptr);
         if let Some(h) = hook {
             c.init = Some(init_trampoline);
             c.init_user_data = h.as_ptr().cast();
         }
         let had = panic::pending();
         let mut out = ptr::null_mut();
-        // SAFETY: the arrays and options (and the towers' device names) live
-        // for the call; the library takes the input and the callbacks (also
-        // on failure) and only borrows the hook, which the trainer keeps
-        // until it is freed.
+        // SAFETY: the arrays and options (and the towers' device names and
+        // the master address) live for the call; the library takes the
+        // input and the callbacks (also on failure) and only borrows the
+        // hook, which the trainer keeps until it is freed.
         let st = unsafe { sys::tpt_trainer_from_config(&mut out, &c) };
         let made = unsafe { Error::check(st) }
             .and_then(|()| NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no trainer")));

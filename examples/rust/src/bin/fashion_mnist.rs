@@ -21,13 +21,20 @@
 //! dropout draws from one generator in whatever order they reach it, so such
 //! a run (and its resume) is not bit-reproducible.
 //!
+//! --dist makes this process one rank of a distributed job (tensorpack's
+//! HorovodTrainer; docs/distributed.md): start it with the launcher,
+//!     tptrain-run -n 2 target/release/fashion_mnist --dist
+//! (or torchrun, or anything that sets torchrun's variables). Each rank takes
+//! every other batch, the gradients are averaged over the ranks, and rank 0
+//! alone writes the log directory, validates and checkpoints.
+//!
 //! The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
 //! max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
 //! each conv and fc0; softmax cross-entropy (the validation "cost").
 //! Adam at 1e-3, times 0.6 after each epoch from the second on
 //! (ScheduledHyperParamSetter).
 //!
-//!     cargo run --release --bin fashion_mnist -- [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
+//!     cargo run --release --bin fashion_mnist -- [--towers N] [--dist] [LOGDIR] [DATA_DIR] [EPOCHS]
 //!       (defaults: no towers, train_log/fashion_mnist,
 //!        /usr/share/datasets/fashion-mnist, 5; --help says more)
 //!
@@ -35,8 +42,8 @@
 use std::process::ExitCode;
 use tptrain::nn::{self, Activation, LayerOptions, Padding};
 use tptrain::{
-    Augmentor, BestSaver, Callback, Code, DType, DataFlow, HyperParamSchedule, InputSpec, LogdirAction, Model,
-    ModelSaver, Optimizer, Result, Tensor, Tower, Towers, TrainConfig, Trainer, TrainerOptions,
+    Augmentor, BestSaver, Callback, Code, DType, DataFlow, Distributed, HyperParamSchedule, InputSpec, LogdirAction,
+    Model, ModelSaver, Optimizer, Result, Tensor, Tower, Towers, TrainConfig, Trainer, TrainerOptions,
 };
 
 const BATCH: i64 = 128;
@@ -70,7 +77,7 @@ fn pipeline<'a>(dir: &str, split: &str, train: bool) -> Result<DataFlow<'a>> {
 }
 
 const USAGE: &str = "\
-usage: fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
+usage: fashion_mnist [--towers N] [--dist] [LOGDIR] [DATA_DIR] [EPOCHS]
   LOGDIR      the log directory (default train_log/fashion_mnist); one that
               holds checkpoints goes on from the latest
   DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)
@@ -80,6 +87,9 @@ usage: fashion_mnist [--towers N] [LOGDIR] [DATA_DIR] [EPOCHS]
               batch of 128: a step trains on 128 x N images, an epoch has N
               times fewer steps. Default: no towers, the simple trainer (a
               batch of 128 per step)
+  --dist      this process is one rank of a distributed job started by
+              tptrain-run -n N (or torchrun): each rank takes every N-th
+              batch, rank 0 alone writes LOGDIR
   -h, --help  this text
 ";
 
@@ -103,6 +113,7 @@ fn main() -> Result<ExitCode> {
     // EPOCHS, in that order (more are ignored).
     let mut positional: Vec<String> = Vec::new();
     let mut n_towers = 0; // 0: no towers, the simple trainer
+    let mut dist = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let value = if a == "-h" || a == "--help" {
@@ -115,6 +126,9 @@ fn main() -> Result<ExitCode> {
             }
         } else if let Some(v) = a.strip_prefix("--towers=") {
             v.to_owned()
+        } else if a == "--dist" {
+            dist = true;
+            continue;
         } else if a.starts_with("--") {
             return usage_error("unknown option", Some(&a));
         } else {
@@ -169,10 +183,15 @@ fn main() -> Result<ExitCode> {
         callbacks,
         // SyncMultiGPUTrainerReplicated(n_towers); None: SimpleTrainer
         towers: (n_towers > 0).then(|| Towers::replicated(n_towers)),
+        // HorovodTrainer: one rank of the job tptrain-run started; None: alone
+        distributed: dist.then(Distributed::from_env),
         ..TrainConfig::from_dataflow(&model, &train) // wrapped in a queue input
     };
     let mut trainer = Trainer::from_config(config)?;
     trainer.run()?;
+    if trainer.rank()? != 0 {
+        return Ok(ExitCode::SUCCESS); // the chief validates and reports
+    }
 
     let accuracy = match trainer.scalar_latest("validation_accuracy") {
         Err(e) if e.code() == Code::NotFound => {
