@@ -28,6 +28,13 @@ check "c/cnn_classifier" "test accuracy: " "$b/examples/cnn_classifier" "$tmp/cn
 # text in the three languages, --towers included).
 fm_help="--towers N  train on N replicated CPU towers"
 check "c/fashion_mnist --help" "$fm_help" "$b/examples/fashion_mnist" --help
+# ... and as 2 ranks of a job started by the launcher, for 0 epochs: the
+# rendezvous, the config's distributed field and the ranks' exits.
+fm_data=/usr/share/datasets/fashion-mnist
+if [ -r "$fm_data/train-images-idx3-ubyte.gz" ] || [ -r "$fm_data/train-images-idx3-ubyte" ]; then
+  check "c/fashion_mnist --dist, 2 ranks by tptrain-run, 0 epochs" "\[rank 0\] .*nothing to train" \
+    "$b/tools/tptrain-run" -n 2 "$b/examples/fashion_mnist" --dist "$tmp/fm_dist" "$fm_data" 0
+fi
 # The programs whose [doc] parts the docs pages show (tests/docs/check_snippets.py).
 snippet_trainer="stopped after 250 steps: enough"
 snippet_model="training accuracy 0.9"
