@@ -1711,7 +1711,8 @@ typedef struct tpt_towers_options {
                                   A tower on another device ("cuda:1") computes on a copy of
                                   the variables, which stay on the CPU (docs/towers.md); not
                                   run on a GPU yet. TPT_ERR_UNSUPPORTED where LibTorch has no
-                                  such device */
+                                  such device. In a distributed job "cuda" (no index) is this
+                                  process's device: cuda:<LOCAL_RANK x n_towers + k> */
   int32_t average;             /* replicated: nonzero (default) averages the gradients, 0 sums them */
   int32_t intra_op_threads;    /* LibTorch intra-op threads per tower; 0 (default): the process's
                                   (tpt_get_num_threads) divided by n_towers, at least 1 */

@@ -33,6 +33,7 @@ std::string nccl_description() {
 // ------------------------------------------------------------- device reduce
 
 #include "dist/device_reduce.hpp"
+#include "dist/world.hpp"
 
 namespace tpt::dist {
 
@@ -45,14 +46,15 @@ DeviceAllReduceMaker &maker() {
 
 void register_device_all_reduce(DeviceAllReduceMaker m) { maker() = m; }
 
-std::unique_ptr<DeviceAllReduce> device_all_reduce(const std::vector<c10::Device> &devices) {
-  if (!maker() || devices.size() < 2) return nullptr;
+std::unique_ptr<DeviceAllReduce> device_all_reduce(const std::vector<c10::Device> &devices, World *world) {
+  const bool across = world && world->size() > 1;
+  if (!maker() || devices.empty() || (devices.size() < 2 && !across)) return nullptr;
   for (size_t i = 0; i < devices.size(); ++i) {
     if (!devices[i].is_cuda() || !devices[i].has_index()) return nullptr;
     for (size_t j = 0; j < i; ++j)
       if (devices[j] == devices[i]) return nullptr;  // NCCL: one rank per device
   }
-  return maker()(devices);
+  return maker()(devices, across ? world : nullptr);
 }
 
 }  // namespace tpt::dist

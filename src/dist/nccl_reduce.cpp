@@ -2,7 +2,9 @@
 // CUDA device of its own (tensorpack's NCCL all-reduce of the replicated
 // trainer): one communicator per device (ncclCommInitAll), and one group
 // call over the devices per bucket, issued by the thread that completed the
-// bucket. Compiled whenever the CUDA toolkit's NCCL is found; linked, and
+// bucket. In a distributed job whose processes have CUDA towers, one
+// communicator spans the devices of every process (ncclCommInitRank, the id
+// sent over the job's World), and the buckets are issued in bucket order. Compiled whenever the CUDA toolkit's NCCL is found; linked, and
 // registered, only with a CUDA LibTorch (TPT_LINK_NCCL).
 //
 // Streams: LibTorch 1.13 does not expose a CUDA stream's handle through its
@@ -15,15 +17,19 @@
 //
 // NOT RUN: no GPU has run this yet (README, "GPUs").
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "dist/device_reduce.hpp"
+#include "dist/world.hpp"
 
 namespace tpt::dist {
 
@@ -49,10 +55,41 @@ ncclDataType_t nccl_type(at::ScalarType t) {
 
 class NcclAllReduce final : public DeviceAllReduce {
  public:
-  explicit NcclAllReduce(const std::vector<c10::Device> &devices) {
+  NcclAllReduce(const std::vector<c10::Device> &devices, World *world) : across_(world != nullptr) {
     for (const auto &d : devices) index_.push_back(d.index());
     comms_.resize(index_.size());
-    check(ncclCommInitAll(comms_.data(), static_cast<int>(index_.size()), index_.data()), "ncclCommInitAll");
+    if (!world) {
+      check(ncclCommInitAll(comms_.data(), static_cast<int>(index_.size()), index_.data()), "ncclCommInitAll");
+    } else {
+      // One communicator over every device of every process: rank 0 makes
+      // NCCL's id and the World (Gloo) carries it; process p's device k is
+      // NCCL rank p x devices + k (every process has as many devices).
+      at::Tensor id = at::zeros({static_cast<int64_t>(sizeof(ncclUniqueId))}, at::kByte);
+      ncclUniqueId uid;
+      if (world->rank() == 0) {
+        check(ncclGetUniqueId(&uid), "ncclGetUniqueId");
+        std::memcpy(id.data_ptr(), &uid, sizeof uid);
+      }
+      at::Tensor count = at::full({1}, static_cast<int64_t>(index_.size()), at::kLong);
+      world->broadcast({id, count}, 0);
+      if (count.item<int64_t>() != static_cast<int64_t>(index_.size()))
+        fail(TPT_ERR_INVALID_ARGUMENT, "NCCL across processes: this process has " + std::to_string(index_.size()) +
+                                           " CUDA towers and rank 0 has " + std::to_string(count.item<int64_t>()) +
+                                           ": every process needs as many");
+      std::memcpy(&uid, id.data_ptr(), sizeof uid);
+      const int n = static_cast<int>(index_.size()), ranks = world->size() * n;
+      check(ncclGroupStart(), "ncclGroupStart");
+      ncclResult_t first = ncclSuccess;
+      for (int k = 0; k < n; ++k) {
+        cudaError_t c = cudaSetDevice(index_[static_cast<size_t>(k)]);
+        ncclResult_t r = c == cudaSuccess ? ncclCommInitRank(&comms_[static_cast<size_t>(k)], ranks, uid, world->rank() * n + k)
+                                          : ncclUnhandledCudaError;
+        if (first == ncclSuccess) first = r;
+      }
+      ncclResult_t end = ncclGroupEnd();
+      check(first, "ncclCommInitRank");
+      check(end, "ncclGroupEnd (ncclCommInitRank)");
+    }
     streams_.resize(index_.size(), nullptr);
     for (size_t k = 0; k < index_.size(); ++k) {
       check(cudaSetDevice(index_[k]), "cudaSetDevice");
@@ -67,6 +104,7 @@ class NcclAllReduce final : public DeviceAllReduce {
   }
 
   std::string name() const override { return "NCCL"; }
+  bool spans_processes() const override { return across_; }
 
   void all_reduce(std::vector<at::Tensor> &flats) override {
     if (flats.size() != comms_.size()) fail(TPT_ERR_STATE, "NCCL all-reduce: one buffer per device");
@@ -101,13 +139,14 @@ class NcclAllReduce final : public DeviceAllReduce {
   }
 
  private:
+  bool across_;
   std::vector<int> index_;
   std::vector<ncclComm_t> comms_;
   std::vector<cudaStream_t> streams_;
 };
 
-[[maybe_unused]] std::unique_ptr<DeviceAllReduce> make(const std::vector<c10::Device> &devices) {
-  return std::make_unique<NcclAllReduce>(devices);
+[[maybe_unused]] std::unique_ptr<DeviceAllReduce> make(const std::vector<c10::Device> &devices, World *world) {
+  return std::make_unique<NcclAllReduce>(devices, world);
 }
 
 #ifdef TPT_LINK_NCCL

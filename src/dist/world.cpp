@@ -234,7 +234,8 @@ void World::Impl::collective(const std::string &what, F &&fn) {
   }
 }
 
-World::World(const Rendezvous &r) : impl_(std::make_unique<Impl>()), rank_(r.rank), size_(r.world_size) {
+World::World(const Rendezvous &r)
+    : impl_(std::make_unique<Impl>()), rank_(r.rank), size_(r.world_size), local_rank_(r.local_rank) {
   impl_->r = r;
   impl_->where = "rank " + std::to_string(r.rank) + " of " + std::to_string(r.world_size);
   impl_->prefix = "tptrain/" + r.run_id + "/";

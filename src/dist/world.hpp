@@ -64,6 +64,7 @@ class World {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  int local_rank() const { return local_rank_; }  // among the processes of its machine
   // One dense CPU tensor, summed over the ranks in place.
   void all_reduce(at::Tensor &tensor);
   // The same, started: wait() on the result finishes it (and throws its
@@ -84,7 +85,7 @@ class World {
 
  private:
   std::unique_ptr<Impl> impl_;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0;
 };
 
 }  // namespace tpt::dist

@@ -65,7 +65,7 @@ void MultiTower::setup(Trainer &t) {
       if (v.trainable) trainables_[static_cast<size_t>(k)].push_back(v);
   }
   make_leaves();
-  device_reduce_ = reduces() ? dist::device_all_reduce(o_.devices) : nullptr;
+  device_reduce_ = reduces() ? dist::device_all_reduce(o_.devices, o_.world.get()) : nullptr;
   if (reduces()) make_buckets();
   input_->setup();
 }
@@ -186,6 +186,20 @@ void MultiTower::ready(size_t i, bool in_backward) {
 
 void MultiTower::reduce_bucket(Bucket &b) {
   c10::NoGradGuard no_grad;
+  if (device_reduce_ && device_reduce_->spans_processes()) {
+    // NCCL over every device of every process (CUDA towers in a job): one
+    // sum does it all; started in bucket order, as every rank must.
+    std::lock_guard<std::mutex> lock(launch_mu_);
+    b.complete = true;
+    while (next_launch_ < buckets_.size() && buckets_[next_launch_]->complete) {
+      Bucket &next = *buckets_[next_launch_++];
+      device_reduce_->all_reduce(next.flat);
+      at::Tensor sum = next.flat[0].to(next.device, /*non_blocking=*/false, /*copy=*/true);
+      if (averages()) sum.mul_(1.0 / (towers() * o_.world->size()));
+      next.sum = std::move(sum);
+    }
+    return;
+  }
   at::Tensor sum;
   if (device_reduce_) {  // NCCL sums the devices' buffers; the variables' device gets the result
     device_reduce_->all_reduce(b.flat);
@@ -296,7 +310,7 @@ void MultiTower::train_step(Trainer &t) {
     threads_.run([this, n](int k) {
       for (size_t b = static_cast<size_t>(k); b < buckets_.size(); b += static_cast<size_t>(n)) reduce_bucket(*buckets_[b]);
     });
-  if (reduces() && o_.world) finish_across();
+  if (reduces() && o_.world && !(device_reduce_ && device_reduce_->spans_processes())) finish_across();
   update(t, results_);
   // The cost and outputs of tower 0, as tensorpack's summaries of the main
   // training tower.
@@ -451,6 +465,14 @@ void train(Trainer &t, std::shared_ptr<model::Model> model, std::unique_ptr<inpu
     }
     towers->world = world;
     towers->average_scalars = distributed->average_scalars;
+    // HorovodTrainer's device per process: a CUDA tower without an index is
+    // on this process's device, cuda:<local rank x towers + k>.
+    const auto n = static_cast<int>(towers->devices.size());
+    for (int k = 0; k < n; ++k) {
+      c10::Device &d = towers->devices[static_cast<size_t>(k)];
+      if (d.is_cuda() && !d.has_index())
+        d = c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(world->local_rank() * n + k));
+    }
     if (towers->kind == Kind::Simple && towers->devices.size() == 1) towers->kind = Kind::Replicated;
     if (distributed->shard) input = input::shard(std::move(input), world->rank(), world->size());
     // The chief's resume is the job's: it sends it if it has one.

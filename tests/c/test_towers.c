@@ -502,6 +502,26 @@ static void distributed_one_rank_and_errors(void **state) {
     tpt_model_free(m);
   }
   if (with_world) assert_memory_equal(simple, one_rank, sizeof simple);
+  if (with_world && !tpt_has_feature(TPT_FEATURE_CUDA)) {
+    /* "cuda" without an index is this process's device: cuda:<local rank> */
+    tpt_model *m = new_model();
+    tpt_trainer *t = NULL;
+    ok(tpt_trainer_new(&t, &to));
+    tpt_distributed_options d = TPT_DISTRIBUTED_OPTIONS_INIT;
+    d.master_addr = "127.0.0.1";
+    d.master_port = free_port();
+    d.world_size = 1;
+    ok(tpt_trainer_set_distributed(t, &d));
+    const char *cuda[] = {"cuda"};
+    tpt_towers_options o = towers_of(TPT_STRATEGY_REPLICATED, 1);
+    o.devices = cuda;
+    tpt_input *in = NULL;
+    ok(tpt_input_from_dataflow(&in, df, NULL));
+    expect_code2(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_UNSUPPORTED, "tower 0 is on cuda:0",
+                 "this LibTorch cannot use CUDA devices");
+    tpt_trainer_free(t);
+    tpt_model_free(m);
+  }
 
   /* errors */
   tpt_model *m = new_model();

@@ -4,14 +4,19 @@
 // NCCL and CUDA runtime) to check that it links, that it registers itself,
 // and that on a machine without a GPU it fails with an error, not a crash.
 // It does not all-reduce anything: that needs CUDA tensors (README, "GPUs").
+// The same for the communicator that spans the processes of a job.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
 #include "dist/device_reduce.hpp"
+#include "dist/world.hpp"
+#include "free_port.hpp"
 
 using tpt::dist::device_all_reduce;
 
@@ -35,4 +40,45 @@ TEST(Nccl, RegisteredAndFailsCleanlyWithoutGpus) {
     std::cout << "# without GPUs: " << m << "\n";
     EXPECT_TRUE(m.rfind("NCCL ", 0) == 0 || m.rfind("CUDA ", 0) == 0) << m;
   }
+}
+
+// In a job of two processes (here two threads, each its own World over TCP)
+// with one CUDA tower each, the communicator spans both: rank 0 makes NCCL's
+// id and the World carries it. Without a GPU every rank fails cleanly: NCCL's
+// error, or (when rank 0 failed before sending the id) the World's broadcast
+// timing out, naming the rank.
+TEST(Nccl, AcrossProcessesFailsCleanlyWithoutGpus) {
+  const int port = free_port();
+  std::vector<std::string> errors(2);
+  std::vector<int> made(2, 0);
+  auto rank_main = [&](int rank) {
+    try {
+      tpt::dist::WorldOptions o;
+      o.master_addr = "127.0.0.1";
+      o.master_port = port;
+      o.rank = rank;
+      o.world_size = 2;
+      o.timeout = std::chrono::milliseconds(5000);
+      tpt::dist::World world(tpt::dist::rendezvous(o, [](const char *) -> const char * { return nullptr; }));
+      auto r = device_all_reduce({c10::Device(c10::DeviceType::CUDA, 0)}, &world);
+      made[static_cast<size_t>(rank)] = r != nullptr;
+      if (r) EXPECT_TRUE(r->spans_processes());
+    } catch (const tpt::Error &e) {
+      EXPECT_EQ(e.code(), TPT_ERR_BACKEND) << e.what();
+      errors[static_cast<size_t>(rank)] = e.what();
+    }
+  };
+  std::thread other(rank_main, 1);
+  rank_main(0);
+  other.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string &m = errors[static_cast<size_t>(rank)];
+    if (made[static_cast<size_t>(rank)]) continue;  // a machine with a GPU per rank
+    std::cout << "# rank " << rank << " without GPUs: " << m << "\n";
+    EXPECT_TRUE(m.rfind("NCCL ", 0) == 0 || m.rfind("CUDA ", 0) == 0 ||
+                m.find("broadcast from rank 0 (rank " + std::to_string(rank) + " of 2)") != std::string::npos)
+        << m;
+  }
+  // one device and no world: nothing to sum across
+  EXPECT_EQ(device_all_reduce({c10::Device(c10::DeviceType::CUDA, 0)}), nullptr);
 }

@@ -715,6 +715,21 @@ func (df *DataFlow) FixedSize(size int64, keepState bool) (*DataFlow, error) {
 	})
 }
 
+// Shard keeps every count-th datapoint of df, from the index-th on: a rank's
+// share of the data of a distributed job (index: the rank, count: the world
+// size). Put it near the source so that the expensive steps after it run on
+// the share only, and set DistributedOptions.NoShard, since the input is
+// then already this rank's share. Each datapoint given reads count of df's
+// and drops all but one, so every share's pipeline is in the same state; a
+// pass's last datapoints that do not make count are dropped. Its size is
+// df's / count. count must be from 1 to 2^20 and index from 0 to count - 1,
+// else it is a CodeInvalidArgument error (tpt_dataflow_shard).
+func (df *DataFlow) Shard(index, count int64) (*DataFlow, error) {
+	return df.derive("Shard", func(in *C.tpt_dataflow, out **C.tpt_dataflow) (*C.tpt_status, *stash) {
+		return C.tpt_dataflow_shard(out, in, C.int64_t(index), C.int64_t(count)), nil
+	})
+}
+
 // Select keeps components indices[0], indices[1], ... in that order
 // (repeats allowed) (tpt_dataflow_select).
 func (df *DataFlow) Select(indices ...int) (*DataFlow, error) {

@@ -540,6 +540,26 @@ func TestDataFlowCombinators(t *testing.T) {
 	if got := passValues(t, fixed); !reflect.DeepEqual(got, []int64{1, 2, 0, 1}) {
 		t.Errorf("fixed size, kept state %v", got)
 	}
+	ten := rowsT(t, 10)
+	defer ten.Close()
+	// A dataflow has one consumer: each shard reads its own source.
+	even := closeDF(t, must(from(ten).Shard(0, 2)).of(t))
+	odd := closeDF(t, must(from(ten).Shard(1, 2)).of(t))
+	if n, _ := even.Size(); n != 5 {
+		t.Errorf("Shard(0, 2) Size() = %d", n)
+	}
+	for pass := 0; pass < 2; pass++ {
+		if got := passValues(t, even); !reflect.DeepEqual(got, []int64{0, 2, 4, 6, 8}) {
+			t.Errorf("shard 0 of 2, pass %d: %v", pass, got)
+		}
+		if got := passValues(t, odd); !reflect.DeepEqual(got, []int64{1, 3, 5, 7, 9}) {
+			t.Errorf("shard 1 of 2, pass %d: %v", pass, got)
+		}
+	}
+	_, err := from(ten).Shard(0, 0)
+	wantError(t, err, CodeInvalidArgument, "count must be from 1 to 2^20")
+	_, err = from(ten).Shard(2, 2)
+	wantError(t, err, CodeInvalidArgument, "index must be from 0 to count - 1")
 	reads := 0
 	src := closeDF(t, must(DataFlowFromFunc(func() ([]*Tensor, error) {
 		reads++
@@ -572,7 +592,7 @@ func TestDataFlowCombinators(t *testing.T) {
 		}
 		closeAll(c)
 	}
-	_, err := ConcatDataFlows(from(a), nil)
+	_, err = ConcatDataFlows(from(a), nil)
 	wantError(t, err, CodeInvalidArgument, "dfs[1] is nil")
 }
 

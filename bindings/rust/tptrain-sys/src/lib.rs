@@ -1261,6 +1261,12 @@ extern "C" {
         size: i64,
         keep_state: i32,
     ) -> *mut tpt_status;
+    pub fn tpt_dataflow_shard(
+        out: *mut *mut tpt_dataflow,
+        df: *mut tpt_dataflow,
+        index: i64,
+        count: i64,
+    ) -> *mut tpt_status;
     pub fn tpt_dataflow_concat(out: *mut *mut tpt_dataflow, dfs: *const *mut tpt_dataflow, n: usize)
         -> *mut tpt_status;
     pub fn tpt_dataflow_join(out: *mut *mut tpt_dataflow, dfs: *const *mut tpt_dataflow, n: usize) -> *mut tpt_status;

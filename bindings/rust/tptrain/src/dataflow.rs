@@ -1081,6 +1081,23 @@ impl<'a> DataFlow<'a> {
         DataFlow::wrap(out)
     }
 
+    /// Every `count`-th datapoint, from the `index`-th on: a rank's share of
+    /// the data of a distributed job (`index`: the rank, `count`: the world
+    /// size). Put it near the source so that the expensive steps after it
+    /// run on the share only, and give the trainer
+    /// [`Distributed::shard(false)`](crate::Distributed::shard), since the
+    /// input is then already this rank's share. Each datapoint given reads
+    /// `count` of this dataflow's and drops all but one, so every share's
+    /// pipeline is in the same state; a pass's last datapoints that do not
+    /// make `count` are dropped. Its size is this dataflow's / `count`.
+    /// Errors: [`Code::InvalidArgument`] when `count` is not from 1 to 2^20
+    /// or `index` not from 0 to `count - 1` (`tpt_dataflow_shard`).
+    pub fn shard(&self, index: i64, count: i64) -> Result<DataFlow<'a>> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_dataflow_shard(&mut out, self.as_ptr(), index, count))?;
+        DataFlow::wrap(out)
+    }
+
     /// `dfs` one after the other (`tpt_dataflow_concat`).
     pub fn concat(dfs: &[&DataFlow<'a>]) -> Result<DataFlow<'a>> {
         let ptrs: Vec<*mut sys::tpt_dataflow> = dfs.iter().map(|d| d.as_ptr()).collect();

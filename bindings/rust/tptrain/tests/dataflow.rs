@@ -418,6 +418,21 @@ fn the_other_combinators() {
     let fixed = DataFlow::from_tensors(&[&a], false).unwrap().fixed_size(4, true).unwrap();
     assert_eq!(pass_values(&fixed), vec![0, 1, 2, 0]);
     assert_eq!(pass_values(&fixed), vec![1, 2, 0, 1]); // keep_state: goes on
+    let ten = rows(10);
+    // A dataflow has one consumer: each shard reads its own source.
+    let source = || DataFlow::from_tensors(&[&ten], false).unwrap();
+    let (even, odd) = (source().shard(0, 2).unwrap(), source().shard(1, 2).unwrap());
+    assert_eq!((even.size(), odd.size()), (Some(5), Some(5)));
+    for _ in 0..2 {
+        assert_eq!(pass_values(&even), vec![0, 2, 4, 6, 8]);
+        assert_eq!(pass_values(&odd), vec![1, 3, 5, 7, 9]);
+    }
+    let e = source().shard(0, 0).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("count must be from 1 to 2^20"), "{e}");
+    let e = source().shard(2, 2).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("index must be from 0 to count - 1"), "{e}");
     let reads = Arc::new(AtomicUsize::new(0));
     let r = Arc::clone(&reads);
     let cached = DataFlow::from_iter(move || {
