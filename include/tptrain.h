@@ -1788,6 +1788,80 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_distributed(tpt_trainer *train
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_rank(int32_t *rank, int32_t *world_size,
                                                    const tpt_trainer *trainer);
 
+/* ---- Writing a trainer: train ops and the GAN trainers ---------------------
+ * tensorpack: "If your task is fundamentally different from single-cost
+ * optimization, you will need to write a trainer." A train op is one
+ * optimisation of the model (tensorpack's opt.minimize(cost, var_list)): a
+ * scalar the tower function publishes, minimised over the trainable
+ * variables under a scope, by an optimizer of its own. A run_step of your
+ * own (tpt_trainer_set_run_step, after tpt_trainer_set_model) runs train
+ * ops by name with tpt_trainer_run_train_ops; the GAN trainers are such
+ * run_steps, made by tpt_trainer_set_gan. The simple trainer (one tower)
+ * runs train ops; towers and distributed jobs do not yet. */
+
+/* Initialise with TPT_TRAIN_OP_INIT. */
+#define TPT_TRAIN_OP_VERSION 1
+typedef struct tpt_train_op {
+  uint32_t version;         /* TPT_TRAIN_OP_VERSION */
+  const char *name;         /* required, unique in the model; copied */
+  const char *cost;         /* the tower's one-element output to minimise (tpt_tower_set_output);
+                               NULL (default): the tower's cost (tpt_tower_set_cost); copied */
+  const char *scope;        /* the trainable variables whose names start with it ("discrim/");
+                               NULL or "" (default): all of them; copied */
+  tpt_optimizer *optimizer; /* its own (a reference is taken; not the model's, not another
+                               op's); NULL (default): a copy of the model's optimizer, with
+                               slots of its own, that follows the model's hyper-parameters
+                               (so tpt_callback_scheduled_hyperparam on the model's moves it) */
+} tpt_train_op;
+#define TPT_TRAIN_OP_INIT { TPT_TRAIN_OP_VERSION, NULL, NULL, NULL, NULL }
+
+/* Adds a train op to `model`, before training. Its variables are resolved
+ * when training starts (an op with none fails then, naming it). Each op's
+ * optimizer state is saved in checkpoints under the op's name and restored
+ * on resume. */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_add_train_op(tpt_model *model, const tpt_train_op *op);
+
+/* From run_step: one forward pass of the tower function on the input's next
+ * batch, then the train ops names[0..n), in order: each op's gradients,
+ * all from that one pass (as TensorFlow runs several minimize ops), then
+ * each op's update in order. hooked (nonzero): as one hooked step
+ * (tensorpack's hooked_sess.run: BEFORE_RUN / AFTER_RUN callbacks,
+ * global_step + 1, the tower's outputs published and their moving
+ * summaries); 0: a raw run (no callbacks, no counter, no outputs). Returns
+ * what a hooked step returns: run_step should return it as it is.
+ * TPT_ERR_INVALID_ARGUMENT naming an unknown op; TPT_ERR_STATE outside
+ * run_step or without a model set. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_run_train_ops(tpt_trainer *trainer,
+                                                            const char *const *names, size_t n,
+                                                            int32_t hooked);
+
+/* Initialise with TPT_GAN_OPTIONS_INIT. */
+#define TPT_GAN_OPTIONS_VERSION 1
+typedef struct tpt_gan_options {
+  uint32_t version;   /* TPT_GAN_OPTIONS_VERSION */
+  int32_t separate;   /* 0 (default): GANTrainer: every run_step is one hooked run of the
+                         generator's then the discriminator's update from one forward pass;
+                         nonzero: SeparateGANTrainer: a hooked run of D's update when
+                         global_step % d_period == 0, then one of G's when global_step %
+                         g_period == 0 (global_step as it is by then: a run_step may make two
+                         hooked runs, and each takes a batch) */
+  int64_t d_period;   /* separate: >= 1, default 1; one of the two periods must be 1 */
+  int64_t g_period;
+  const char *g_op;   /* the generator's train op; NULL (default): "g_op" */
+  const char *d_op;   /* the discriminator's; NULL (default): "d_op" */
+} tpt_gan_options;
+#define TPT_GAN_OPTIONS_INIT { TPT_GAN_OPTIONS_VERSION, 0, 1, 1, NULL, NULL }
+
+/* tensorpack's GANTrainer / SeparateGANTrainer (`options` NULL: the
+ * defaults, a GANTrainer): tpt_trainer_set_model, then the GAN's run_step. When the model lacks the train ops g_op and d_op they
+ * are made as tensorpack's GANModelDesc: the tower's outputs "g_loss" over
+ * the variables under "gen/" and "d_loss" over those under "discrim/", each
+ * with a copy of the model's optimizer. Takes `input` (also on failure).
+ * Before run. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_gan(tpt_trainer *trainer, tpt_model *model,
+                                                      tpt_input *input,
+                                                      const tpt_gan_options *options);
+
 /* ---- Inference during training -------------------------------------------
  * tensorpack's InferenceRunner and inferencers: at every TRIGGER (after each
  * epoch; wrap it in tpt_callback_periodic_trigger to run it every k steps or

@@ -626,6 +626,66 @@ tpt_status *tpt_trainer_rank(int32_t *rank, int32_t *world_size, const tpt_train
   });
 }
 
+tpt_status *tpt_model_add_train_op(tpt_model *model, const tpt_train_op *op) {
+  return guard(__func__, [&] {
+    tpt::model::Model &m = model_arg(model);
+    require(op, "op");
+    tpt::capi::check_options_version(op->version, TPT_TRAIN_OP_VERSION, "op", "TPT_TRAIN_OP_INIT");
+    tpt::model::TrainOp t;
+    t.name = name_arg(op->name, "op->name");
+    if (op->cost) t.cost = name_arg(op->cost, "op->cost");
+    if (op->scope) t.scope = op->scope;
+    if (op->optimizer) {
+      t.optimizer = live(op->optimizer, kOptimizerMagic, "op->optimizer", "tpt_optimizer").optimizer;
+      if (t.optimizer == m.optimizer())
+        tpt::invalid_argument("op->optimizer is the model's, whose slots are the default step's: give the op an "
+                              "optimizer of its own, or NULL (a copy of the model's)");
+      for (const auto &other : m.train_ops())
+        if (other.optimizer == t.optimizer)
+          tpt::invalid_argument("op->optimizer is train op '" + other.name + "''s already: give each op its own");
+    }
+    m.add_train_op(std::move(t));
+  });
+}
+
+tpt_status *tpt_trainer_run_train_ops(tpt_trainer *trainer, const char *const *names, size_t n, int32_t hooked) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    require(names, "names");
+    std::vector<std::string> ops;
+    for (size_t i = 0; i < n; ++i) ops.push_back(name_arg(names[i], ("names[" + std::to_string(i) + "]").c_str()));
+    auto *strategy = dynamic_cast<tpt::parallel::Strategy *>(t.stateful());
+    if (!strategy) tpt::fail(TPT_ERR_STATE, "the trainer has no model (tpt_trainer_set_model)");
+    if (!t.in_run_step()) tpt::fail(TPT_ERR_STATE, "train ops run inside run_step (tpt_trainer_set_run_step)");
+    strategy->run_ops(t, ops, hooked != 0);
+  });
+}
+
+tpt_status *tpt_trainer_set_gan(tpt_trainer *trainer, tpt_model *model, tpt_input *input,
+                                const tpt_gan_options *options) {
+  std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
+    check_taken(in, input);
+    tpt_gan_options o = TPT_GAN_OPTIONS_INIT;
+    if (options) {
+      tpt::capi::check_options_version(options->version, TPT_GAN_OPTIONS_VERSION, "options", "TPT_GAN_OPTIONS_INIT");
+      o = *options;
+    }
+    if (trainer->distributed)
+      tpt::fail(TPT_ERR_UNSUPPORTED, "the GAN trainers run in one process (towers and distributed jobs: not yet)");
+    tpt::parallel::GanOptions g;
+    if (o.g_op) g.g_op = name_arg(o.g_op, "options->g_op");
+    if (o.d_op) g.d_op = name_arg(o.d_op, "options->d_op");
+    g.separate = o.separate != 0;
+    g.d_period = o.d_period;
+    g.g_period = o.g_period;
+    tpt::parallel::gan(t, m, std::move(in), g);
+    trainer->model = std::move(m);
+  });
+}
+
 tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_input *input) {
   std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
   return guard(__func__, [&] {

@@ -214,6 +214,27 @@ std::array<char, kTrailer> trailer_of(uint64_t len, uint64_t hash) {
 
 namespace {
 
+GenericDict optimizer_dict(const OptimizerState &o) {
+  GenericDict od = any_dict();
+  od.insert("kind", o.kind);
+  c10::Dict<std::string, double> hp;
+  for (const auto &[k, v] : o.hparams) hp.insert(k, v);
+  od.insert("hparams", hp);
+  od.insert("micro_steps", o.micro_steps);
+  GenericDict state = any_dict();
+  for (const auto &[var, slots] : o.slots) {
+    GenericDict st = any_dict();
+    for (const auto &[slot, t] : slots) st.insert(slot, t);
+    if (auto step = o.steps.find(var); step != o.steps.end()) st.insert("step", step->second);
+    state.insert(var, st);
+  }
+  od.insert("state", state);
+  c10::Dict<std::string, at::Tensor> grads;
+  for (const auto &[var, g] : o.grads) grads.insert(var, g);
+  od.insert("grads", grads);
+  return od;
+}
+
 GenericDict to_dict(const Checkpoint &ck) {
   GenericDict d = any_dict();
   d.insert("format", std::string(kCheckpointFormat));
@@ -229,26 +250,11 @@ GenericDict to_dict(const Checkpoint &ck) {
   c10::List<std::string> trainable;
   for (const auto &n : ck.trainable) trainable.push_back(n);
   d.insert("trainable", trainable);
-  if (ck.optimizer) {
-    const OptimizerState &o = *ck.optimizer;
-    GenericDict od = any_dict();
-    od.insert("kind", o.kind);
-    c10::Dict<std::string, double> hp;
-    for (const auto &[k, v] : o.hparams) hp.insert(k, v);
-    od.insert("hparams", hp);
-    od.insert("micro_steps", o.micro_steps);
-    GenericDict state = any_dict();
-    for (const auto &[var, slots] : o.slots) {
-      GenericDict s = any_dict();
-      for (const auto &[slot, t] : slots) s.insert(slot, t);
-      if (auto st = o.steps.find(var); st != o.steps.end()) s.insert("step", st->second);
-      state.insert(var, s);
-    }
-    od.insert("state", state);
-    c10::Dict<std::string, at::Tensor> grads;
-    for (const auto &[var, g] : o.grads) grads.insert(var, g);
-    od.insert("grads", grads);
-    d.insert("optimizer", od);
+  if (ck.optimizer) d.insert("optimizer", optimizer_dict(*ck.optimizer));
+  if (!ck.train_ops.empty()) {  // a custom trainer's train ops' optimizers, by op name
+    GenericDict ops = any_dict();
+    for (const auto &[name, o] : ck.train_ops) ops.insert(name, optimizer_dict(o));
+    d.insert("train_ops", ops);
   }
   if (!ck.input.empty()) d.insert("input", bytes_tensor(ck.input));
   c10::Dict<std::string, at::Tensor> cbs;
@@ -307,6 +313,37 @@ std::vector<char> encode(const Checkpoint &ck) {
   return out;
 }
 
+namespace {
+
+// An optimizer's state from its dict; errors name `f` ("optimizer", "train_ops['d_op']").
+OptimizerState optimizer_of(Reader &r, const GenericDict &od, const std::string &f, const std::set<std::string> &names) {
+  constexpr int64_t kMax = int64_t(1) << 60;
+  OptimizerState o;
+  o.kind = r.str(r.get(od, "kind"), f + ".kind");
+  for (auto &[k, v] : r.items(r.get(od, "hparams"), f + ".hparams")) o.hparams[k] = r.number(v, f + ".hparams['" + k + "']");
+  o.micro_steps = r.int_(od, "micro_steps", 0, kMax);
+  for (auto &[var, sv] : r.items(r.get(od, "state"), f + ".state")) {
+    if (!names.count(var)) r.bad(f + ".state", "has '" + var + "', which is not in variables");
+    auto &slots = o.slots[var];
+    for (auto &[slot, v] : r.items(sv, f + ".state['" + var + "']")) {
+      std::string field = f + ".state['" + var + "']['" + slot + "']";
+      if (slot == "step") {
+        if (!v.isInt() || v.toInt() < 0) r.bad(field, "is not a non-negative integer");
+        o.steps[var] = v.toInt();
+      } else {
+        slots[slot] = r.tensor(v, field);
+      }
+    }
+  }
+  for (auto &[var, v] : r.items(r.get(od, "grads"), f + ".grads")) {
+    if (!names.count(var)) r.bad(f + ".grads", "has '" + var + "', which is not in variables");
+    o.grads[var] = r.tensor(v, f + ".grads['" + var + "']");
+  }
+  return o;
+}
+
+}  // namespace
+
 Checkpoint decode(std::vector<char> file, const std::string &what) {
   strip_trailer(file, what);
   IValue root = load_pickle(file, what);
@@ -342,31 +379,10 @@ Checkpoint decode(std::vector<char> file, const std::string &what) {
       ck.trainable.push_back(name);
     }
   }
-  if (r.has(d, "optimizer")) {
-    GenericDict od = r.dict(d.at("optimizer"), "optimizer");
-    OptimizerState o;
-    o.kind = r.str(r.get(od, "kind"), "optimizer.kind");
-    for (auto &[k, v] : r.items(r.get(od, "hparams"), "optimizer.hparams")) o.hparams[k] = r.number(v, "optimizer.hparams['" + k + "']");
-    o.micro_steps = r.int_(od, "micro_steps", 0, kMax);
-    for (auto &[var, sv] : r.items(r.get(od, "state"), "optimizer.state")) {
-      if (!names.count(var)) r.bad("optimizer.state", "has '" + var + "', which is not in variables");
-      auto &slots = o.slots[var];
-      for (auto &[slot, v] : r.items(sv, "optimizer.state['" + var + "']")) {
-        std::string field = "optimizer.state['" + var + "']['" + slot + "']";
-        if (slot == "step") {
-          if (!v.isInt() || v.toInt() < 0) r.bad(field, "is not a non-negative integer");
-          o.steps[var] = v.toInt();
-        } else {
-          slots[slot] = r.tensor(v, field);
-        }
-      }
-    }
-    for (auto &[var, v] : r.items(r.get(od, "grads"), "optimizer.grads")) {
-      if (!names.count(var)) r.bad("optimizer.grads", "has '" + var + "', which is not in variables");
-      o.grads[var] = r.tensor(v, "optimizer.grads['" + var + "']");
-    }
-    ck.optimizer = std::move(o);
-  }
+  if (r.has(d, "optimizer")) ck.optimizer = optimizer_of(r, r.dict(d.at("optimizer"), "optimizer"), "optimizer", names);
+  if (r.has(d, "train_ops"))
+    for (auto &[name, v] : r.items(d.at("train_ops"), "train_ops"))
+      ck.train_ops[name] = optimizer_of(r, r.dict(v, "train_ops['" + name + "']"), "train_ops['" + name + "']", names);
   if (r.has(d, "input")) ck.input = r.bytes(d.at("input"), "input");
   for (auto &[key, v] : r.items(r.get(d, "callbacks"), "callbacks")) ck.callbacks[key] = r.bytes(v, "callbacks['" + key + "']");
   {

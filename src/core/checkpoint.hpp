@@ -53,6 +53,7 @@ struct Checkpoint {
   std::vector<std::pair<std::string, at::Tensor>> variables;  // creation order
   std::vector<std::string> trainable;
   std::optional<OptimizerState> optimizer;
+  std::map<std::string, OptimizerState> train_ops;             // a custom trainer's, by op name
   std::vector<uint8_t> input;                                  // empty: the input has no state
   std::map<std::string, std::vector<uint8_t>> callbacks;       // by callback key
   std::vector<MovingSummaryState> summaries;

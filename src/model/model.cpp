@@ -323,6 +323,18 @@ std::vector<at::Tensor> Model::infer(const std::vector<at::Tensor> &batch, const
 
 void Model::set_optimizer(std::shared_ptr<Optimizer> opt) { optimizer_ = std::move(opt); }
 
+void Model::add_train_op(TrainOp op) {
+  if (op.name.empty()) invalid_argument("a train op needs a name");
+  if (train_op(op.name)) invalid_argument("the model has a train op '" + op.name + "' already");
+  train_ops_.push_back(std::move(op));
+}
+
+const TrainOp *Model::train_op(const std::string &name) const {
+  for (const auto &op : train_ops_)
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
 void Model::assign(const std::string &name, const at::Tensor &value) {
   std::optional<Variable> v = store_.find(name);
   if (!v) fail(TPT_ERR_NOT_FOUND, "no variable '" + name + "'");

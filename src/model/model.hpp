@@ -115,6 +115,16 @@ class Tower {
 
 using TowerFn = std::function<void(Tower &, const std::vector<at::Tensor> &)>;
 
+// A named optimisation step (tensorpack's opt.minimize(cost, var_list)):
+// the tower's output `cost` ("": the tower's cost) minimised over the
+// trainable variables whose names start with `scope` ("": all of them) by
+// `optimizer` (nullptr: a replica of the model's, following its
+// hyper-parameters). A custom trainer's run_step runs train ops by name.
+struct TrainOp {
+  std::string name, cost, scope;
+  std::shared_ptr<Optimizer> optimizer;
+};
+
 class Model {
  public:
   Model(std::vector<InputSpec> inputs, TowerFn fn);
@@ -151,6 +161,10 @@ class Model {
 
   void set_optimizer(std::shared_ptr<Optimizer> opt);
   const std::shared_ptr<Optimizer> &optimizer() const { return optimizer_; }
+  // Train ops, by unique name, before training; in the order added.
+  void add_train_op(TrainOp op);
+  const std::vector<TrainOp> &train_ops() const { return train_ops_; }
+  const TrainOp *train_op(const std::string &name) const;
 
   // Copies `value` into variable `name` (shape must match).
   void assign(const std::string &name, const at::Tensor &value);
@@ -160,6 +174,7 @@ class Model {
   TowerFn fn_;
   VariableStore store_;
   std::shared_ptr<Optimizer> optimizer_;
+  std::vector<TrainOp> train_ops_;
   mutable std::mutex build_mu_;
   std::atomic<bool> built_{false};
   // Whether this thread is inside one of this model's tower calls.

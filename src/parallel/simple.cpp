@@ -1,6 +1,9 @@
 // The simple (single-tower) strategy, and attach().
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <cmath>
 
 #include <memory>
 #include <utility>
@@ -42,13 +45,46 @@ class Simple final : public Strategy {
     if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
     model_->build();
     vars_ = model_->variables().all();  // fixed once built: variables are only created in the build call
+    resolve_ops();
     if (const Checkpoint *ck = t.resume_checkpoint()) restore(*ck);
     input_->setup();
   }
 
-  void save(Checkpoint &ck) override { save_checked(ck, vars_, *input_, *model_->optimizer()); }
+  void save(Checkpoint &ck) override {
+    save_checked(ck, vars_, *input_, *model_->optimizer());
+    for (const OpRun &r : ops_) ck.train_ops[r.op.name] = r.opt->state(r.vars);
+  }
 
-  void restore(const Checkpoint &ck) { restore_checked(ck, vars_, *input_, *model_->optimizer()); }
+  void restore(const Checkpoint &ck) {
+    for (const auto &kv : ck.train_ops) {
+      bool known = false;
+      for (const OpRun &r : ops_) known = known || r.op.name == kv.first;
+      if (!known) invalid_argument("the checkpoint has the optimizer of a train op '" + kv.first + "' that this model lacks");
+    }
+    restore_checked(ck, vars_, *input_, *model_->optimizer());
+    for (OpRun &r : ops_)
+      if (auto it = ck.train_ops.find(r.op.name); it != ck.train_ops.end()) r.opt->load_state(it->second, r.vars);
+  }
+
+  void run_ops(Trainer &t, const std::vector<std::string> &names, bool hooked) override {
+    if (ops_.empty() && model_->train_ops().empty())
+      fail(TPT_ERR_STATE, "the model has no train ops (tpt_model_add_train_op)");
+    if (names.empty()) invalid_argument("no train op to run");
+    selected_.clear();
+    for (const std::string &n : names) {
+      OpRun *found = nullptr;
+      for (OpRun &r : ops_)
+        if (r.op.name == n) found = &r;
+      if (!found) {
+        std::string known;
+        for (const auto &op : model_->train_ops()) known += (known.empty() ? "'" : ", '") + op.name + "'";
+        invalid_argument("the model has no train op '" + n + "' (it has " + known + ")");
+      }
+      selected_.push_back(found);
+    }
+    if (hooked) t.hooked_step(&Simple::ops_step, this);
+    else ops_body(t, false);
+  }
 
   void before_train(Trainer &) override { input_->before_train(); }
   void after_train(Trainer &) override { input_->after_train(); }
@@ -88,10 +124,100 @@ class Simple final : public Strategy {
     }
   }
 
+  // The model's train ops with their variables and optimizers.
+  struct OpRun {
+    model::TrainOp op;
+    std::vector<model::Variable> vars;
+    std::shared_ptr<model::Optimizer> opt;
+    bool replica = false;  // the model's optimizer's replica: follows its hyper-parameters
+  };
+
+  void resolve_ops() {
+    ops_.clear();
+    for (const model::TrainOp &op : model_->train_ops()) {
+      OpRun r;
+      r.op = op;
+      for (const auto &v : vars_)
+        if (v.trainable && v.name.compare(0, op.scope.size(), op.scope) == 0) r.vars.push_back(v);
+      if (r.vars.empty())
+        invalid_argument("train op '" + op.name + "': no trainable variable's name starts with '" + op.scope + "'");
+      if (op.optimizer == model_->optimizer())
+        invalid_argument("train op '" + op.name + "' has the model's optimizer, whose slots are the default step's: "
+                         "give it an optimizer of its own, or none (a replica of the model's)");
+      for (const OpRun &o : ops_)
+        if (op.optimizer && o.opt == op.optimizer)
+          invalid_argument("train ops '" + o.op.name + "' and '" + op.name +
+                           "' share an optimizer: give each its own (or none: each gets a replica of the model's)");
+      r.replica = !op.optimizer;
+      r.opt = op.optimizer ? op.optimizer : model_->optimizer()->replica();
+      ops_.push_back(std::move(r));
+    }
+  }
+
+  static void ops_step(Trainer &t, void *self) { static_cast<Simple *>(self)->ops_body(t, true); }
+
+  void ops_body(Trainer &t, bool hooked) {
+    std::vector<at::Tensor> batch = input_->next();
+    if (hooked) input_->after_step(t);
+    model_->check_inputs(batch);
+    model::Tower tower(*model_, "tower0", 0, /*training=*/true, /*building=*/false, c10::Device(c10::kCPU));
+    model_->call(tower, batch);
+    // Every op's gradients from this one forward pass (as TensorFlow computes
+    // both minimize ops' gradients from one run), then the updates in order.
+    std::vector<std::vector<at::Tensor>> grads(selected_.size());
+    std::vector<std::pair<std::string, double>> costs;
+    for (size_t i = 0; i < selected_.size(); ++i) {
+      const OpRun &r = *selected_[i];
+      const std::string cost_name = r.op.cost.empty() ? "cost" : r.op.cost;
+      const at::Tensor *c = r.op.cost.empty() ? (tower.cost() ? &*tower.cost() : nullptr) : tower.output(r.op.cost);
+      if (!c)
+        fail(TPT_ERR_STATE, "train op '" + r.op.name + "': the tower function did not set " +
+                                (r.op.cost.empty() ? std::string("a cost (tpt_tower_set_cost)")
+                                                   : "the output '" + r.op.cost + "' (tpt_tower_set_output)"));
+      if (c->numel() != 1 || c->is_complex())
+        invalid_argument("train op '" + r.op.name + "': its cost '" + cost_name + "' has shape " +
+                         model::shape_text(c->sizes()) + ", not one real number");
+      const double value = c->item<double>();
+      if (r.opt->processing().check_numerics != 0 && !std::isfinite(value))
+        fail(TPT_ERR_BACKEND, "train op '" + r.op.name + "': the cost '" + cost_name + "' is " + std::to_string(value) +
+                                  " at global_step " + std::to_string(t.global_step()));
+      if (!c->requires_grad())
+        fail(TPT_ERR_STATE, "train op '" + r.op.name + "': the cost '" + cost_name +
+                                "' does not depend on any trainable variable");
+      std::vector<at::Tensor> inputs;
+      for (const auto &v : r.vars) inputs.push_back(v.value);
+      grads[i] = torch::autograd::grad({*c}, inputs, {}, /*retain_graph=*/i + 1 < selected_.size(),
+                                       /*create_graph=*/false, /*allow_unused=*/true);
+      costs.emplace_back(cost_name, value);
+    }
+    for (size_t i = 0; i < selected_.size(); ++i) {
+      OpRun &r = *selected_[i];
+      if (r.replica) r.opt->follow(*model_->optimizer());
+      for (size_t j = 0; j < r.vars.size(); ++j) add_grad(r.vars[j].value, grads[i][j]);
+      r.opt->apply(r.vars, t.global_step());
+    }
+    if (!hooked) return;
+    for (const auto &[name, value] : costs) {
+      if (name != "cost") continue;  // the tower's outputs are published below
+      Output o;
+      o.scalar = value;
+      t.set_output("cost", std::move(o));
+      t.add_moving_summary("cost", value);
+    }
+    for (const auto &[name, value] : tower.outputs()) {
+      Output o;
+      o.tensor = std::make_shared<const at::Tensor>(value.detach());
+      t.set_output(name, std::move(o));
+      if (value.numel() == 1 && !value.is_complex()) t.add_moving_summary(name, value.item<double>());
+    }
+  }
+
   std::shared_ptr<model::Model> model_;
   std::unique_ptr<input::Input> input_;
   std::vector<model::Variable> vars_;
   double cost_ = 0;
+  std::vector<OpRun> ops_;
+  std::vector<OpRun *> selected_;  // the running run_ops' ops
 };
 
 }  // namespace
@@ -137,6 +263,10 @@ void restore_checked(const Checkpoint &ck, const std::vector<model::Variable> &v
   for (const auto &[name, value] : ck.variables)
     for (const auto &v : vars)
       if (v.name == name) v.value.copy_(value);
+}
+
+void Strategy::run_ops(Trainer &, const std::vector<std::string> &, bool) {
+  fail(TPT_ERR_UNSUPPORTED, "train ops run with the simple trainer (one tower) for now, not with towers");
 }
 
 void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy) {

@@ -9,10 +9,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/trainer.hpp"
 
+namespace at {
+class Tensor;
+}
 namespace tpt {
 struct Checkpoint;
 }
@@ -46,6 +50,12 @@ class Strategy : public Stateful {
   virtual void after_train(Trainer &) {}
   // At AFTER_EPOCH (the replicated strategy re-syncs model variables).
   virtual void after_epoch(Trainer &) {}
+  // A custom trainer's run_step (tensorpack's hooked_sess.run(ops)): one
+  // forward pass on the input's next batch, then the model's train ops
+  // `ops` (by name), in order: each op's cost's gradients over its
+  // variables, all computed from that pass, then each op's update. As a
+  // hooked step (BEFORE_RUN / AFTER_RUN, global_step + 1) or raw.
+  virtual void run_ops(Trainer &t, const std::vector<std::string> &ops, bool hooked);
 };
 
 // Makes `strategy` the trainer's run_step and hooks its setup, before_train
@@ -108,6 +118,27 @@ struct Distributed {
 // across the processes. Before the trainer runs.
 void train(Trainer &trainer, std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
            const std::optional<TowersOptions> &towers, const std::optional<Distributed> &distributed = std::nullopt);
+
+// tensorpack's GANTrainer and SeparateGANTrainer (its examples/GAN): the
+// model's train ops `g_op` and `d_op` (made when the model lacks them: the
+// tower's outputs "g_loss" and "d_loss" over the variables under "gen/" and
+// "discrim/", each with a replica of the model's optimizer) run by the
+// simple strategy's run_ops. GANTrainer: every run_step is one hooked run of
+// G's then D's update from one forward pass. SeparateGANTrainer: D's hooked
+// run when global_step % d_period == 0, then G's when global_step %
+// g_period == 0 (global_step as it is then: one run_step may make two
+// hooked runs); one of the periods is 1.
+struct GanOptions {
+  std::string g_op = "g_op", d_op = "d_op";
+  bool separate = false;
+  int64_t d_period = 1, g_period = 1;
+};
+void gan(Trainer &trainer, std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
+         const GanOptions &options);
+
+// Adds `g` to the variable's gradient (its accumulation across micro-steps;
+// undefined `g`: nothing).
+void add_grad(const at::Tensor &variable, const at::Tensor &g);
 
 // What every strategy saves: tower 0's variables (the model's), the
 // optimizer's state and the input's position (none for a feed function).

@@ -143,7 +143,5 @@ class MultiTower : public Strategy {
   std::unique_ptr<dist::DeviceAllReduce> device_reduce_;
 };
 
-// Adds `g` to the variable's gradient (its accumulation across micro-steps).
-void add_grad(const at::Tensor &variable, const at::Tensor &g);
 
 }  // namespace tpt::parallel

@@ -354,6 +354,25 @@ static int abi_run(const char *lang) {
                   o.timeout_ms == 0 && o.shard == 1 && o.average_scalars == 0,
               "TPT_DISTRIBUTED_OPTIONS_INIT defaults");
   }
+  /* train ops and the GAN trainers */
+  ABI_EQ(TPT_TRAIN_OP_VERSION, 1);
+  ABI_EQ(offsetof(tpt_train_op, name), 8);
+  ABI_EQ(offsetof(tpt_train_op, cost), 8 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_train_op, scope), 8 + 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_train_op, optimizer), 8 + 3 * sizeof(void *));
+  ABI_EQ(sizeof(tpt_train_op), 8 + 4 * sizeof(void *));
+  ABI_EQ(TPT_GAN_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_gan_options, separate), 4);
+  ABI_EQ(offsetof(tpt_gan_options, d_period), 8);
+  ABI_EQ(offsetof(tpt_gan_options, g_period), 16);
+  ABI_EQ(offsetof(tpt_gan_options, g_op), 24);
+  ABI_EQ(offsetof(tpt_gan_options, d_op), 24 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_gan_options), 24 + 2 * sizeof(void *));
+  {
+    tpt_gan_options o = TPT_GAN_OPTIONS_INIT;
+    abi_check(o.separate == 0 && o.d_period == 1 && o.g_period == 1 && o.g_op == NULL && o.d_op == NULL,
+              "TPT_GAN_OPTIONS_INIT defaults");
+  }
   /* Dataflows */
   ABI_EQ(TPT_DATAFLOW_CALLBACKS_VERSION, 2);
   ABI_EQ(offsetof(tpt_dataflow_callbacks, version), 0);

@@ -51,6 +51,7 @@ NULLABLE = {
     "tpt_callback_terminate_on_nan": {"outputs"},     # "NULL or none: cost"
     "tpt_trainer_set_towers": {"options"},            # "NULL: the defaults"
     "tpt_trainer_set_distributed": {"options"},       # "NULL options: the defaults"
+    "tpt_trainer_set_gan": {"options"},               # "NULL: the defaults"
 }
 
 # Functions that take no pointer or whose NULL meaning is "no-op" by design

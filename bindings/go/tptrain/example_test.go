@@ -169,3 +169,105 @@ func ExampleTrainer_SetDistributed() {
 		fmt.Printf("rank 0 of %d: w = %.2f\n", worldSize, values[0])
 	}
 }
+
+// A toy GAN in one dimension, trained by tensorpack's GANTrainer: the
+// generator "gen/" maps noise to fakes, the discriminator "discrim/" scores
+// reals and fakes, and the tower publishes the least-squares losses
+// "g_loss" and "d_loss". SetGAN makes the train ops "g_op" (g_loss over
+// gen/) and "d_op" (d_loss over discrim/) and a run_step that runs both from
+// one forward pass as one hooked step. (A run_step of your own runs ops with
+// Context.RunTrainOps; GANOptions{Separate: true, DPeriod: 3} is the
+// SeparateGANTrainer.)
+func ExampleTrainer_SetGAN() {
+	model, err := tptrain.NewModel([]tptrain.InputSpec{
+		{Name: "real", Shape: []int64{-1, 1}},
+		{Name: "z", Shape: []int64{-1, 1}},
+		{Name: "ones", Shape: []int64{-1, 1}},
+		{Name: "zeros", Shape: []int64{-1, 1}},
+	}, func(t *tptrain.Tower, in []*tptrain.Tensor) error {
+		var made []*tptrain.Tensor // closed when the tower function returns
+		defer func() {
+			for _, x := range made {
+				x.Close()
+			}
+		}()
+		var first error
+		keep := func(x *tptrain.Tensor, err error) *tptrain.Tensor {
+			if err != nil && first == nil {
+				first = err
+			}
+			if x != nil {
+				made = append(made, x)
+			}
+			return x // nil after an error: the next calls fail too
+		}
+		gw, gb := keep(t.Variable("gen/w", []int64{1, 1}, nil)), keep(t.Variable("gen/b", []int64{1}, nil))
+		dw, db := keep(t.Variable("discrim/w", []int64{1, 1}, nil)), keep(t.Variable("discrim/b", []int64{1}, nil))
+		fake := keep(keep(in[1].Matmul(gw)).Add(gb))
+		dReal := keep(keep(in[0].Matmul(dw)).Add(db))
+		dFake := keep(keep(fake.Matmul(dw)).Add(db))
+		// D wants 1 for reals and 0 for fakes; G wants 1 for its fakes
+		dLoss := keep(keep(tptrain.MSELoss(dReal, in[2])).Add(keep(tptrain.MSELoss(dFake, in[3]))))
+		gLoss := keep(tptrain.MSELoss(dFake, in[2]))
+		if first != nil {
+			return first
+		}
+		if err := t.SetOutput("d_loss", dLoss); err != nil {
+			return err
+		}
+		return t.SetOutput("g_loss", gLoss)
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer model.Close()
+	sgd, err := tptrain.NewOptimizer("sgd") // each train op gets a copy
+	if err != nil {
+		panic(err)
+	}
+	defer sgd.Close()
+	if err := sgd.Set("learning_rate", 0.05); err != nil {
+		panic(err)
+	}
+	if err := model.SetOptimizer(sgd); err != nil {
+		panic(err)
+	}
+
+	const rows = 32
+	real, z, ones, zeros := make([]float32, rows), make([]float32, rows), make([]float32, rows), make([]float32, rows)
+	for i := range real {
+		real[i], z[i], ones[i] = 2+float32(i%4)/8, float32(i%8)/8-0.5, 1
+	}
+	var data []*tptrain.Tensor
+	for _, d := range [][]float32{real, z, ones, zeros} {
+		x, err := tptrain.FromFloat32(d, rows, 1)
+		if err != nil {
+			panic(err)
+		}
+		defer x.Close()
+		data = append(data, x)
+	}
+	input, err := tptrain.InputFromTensors(data, 8, true, 1)
+	if err != nil {
+		panic(err)
+	}
+
+	trainer, err := tptrain.NewTrainer(&tptrain.TrainerOptions{MaxEpoch: 2, Quiet: true, Progress: tptrain.ProgressOff})
+	if err != nil {
+		panic(err)
+	}
+	defer trainer.Close()
+	if err := trainer.SetGAN(model, input, nil); err != nil { // nil: GANTrainer
+		panic(err)
+	}
+	if err := trainer.Run(); err != nil {
+		panic(err)
+	}
+	steps, err := trainer.GlobalStep()
+	if err != nil {
+		panic(err)
+	}
+	_, step, err := trainer.ScalarLatest("g_loss") // a moving summary, put at each epoch's end
+	fmt.Println(steps, "steps; g_loss reached the monitors at step", step, err)
+	// Output: 8 steps; g_loss reached the monitors at step 8 <nil>
+}

@@ -1171,6 +1171,7 @@ type stash struct {
 type stashedPanic struct {
 	msg   string
 	value any
+	where string
 }
 
 const stashLimit = 64
@@ -1200,7 +1201,7 @@ func (s *stash) recovered(v any, where string) *C.tpt_status {
 	if len(s.panics) == stashLimit {
 		s.panics = append(s.panics[:0], s.panics[1:]...)
 	}
-	s.panics = append(s.panics, stashedPanic{msg: msg, value: v})
+	s.panics = append(s.panics, stashedPanic{msg: msg, value: v, where: where})
 	s.mu.Unlock()
 	return newStatus(&Error{Code: CodeCallback, Message: msg})
 }
@@ -1208,8 +1209,15 @@ func (s *stash) recovered(v any, where string) *C.tpt_status {
 // take finds and forgets the panic or error behind a status of this code
 // and message.
 func (s *stash) take(code Code, msg string) (err error, panicValue any, panicked, found bool) {
+	err, panicValue, _, panicked, found = s.takeAt(code, msg)
+	return err, panicValue, panicked, found
+}
+
+// takeAt is take that also says where the panic happened ("tower
+// function").
+func (s *stash) takeAt(code Code, msg string) (err error, panicValue any, where string, panicked, found bool) {
 	if s == nil {
-		return nil, nil, false, false
+		return nil, nil, "", false, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1217,17 +1225,17 @@ func (s *stash) take(code Code, msg string) (err error, panicValue any, panicked
 		for i, p := range s.panics {
 			if p.msg == msg {
 				s.panics = append(s.panics[:i], s.panics[i+1:]...)
-				return nil, p.value, true, true
+				return nil, p.value, p.where, true, true
 			}
 		}
 	}
 	for i := len(s.errs) - 1; i >= 0; i-- {
 		if e := s.errs[i]; e.code == code && e.msg == msg {
 			s.errs = append(s.errs[:i], s.errs[i+1:]...)
-			return e.err, nil, false, true
+			return e.err, nil, "", false, true
 		}
 	}
-	return nil, nil, false, false
+	return nil, nil, "", false, false
 }
 
 // result takes ownership of st: nil for success; the stashed error behind

@@ -7,8 +7,8 @@
 // name), trainer (the loop, step outputs), callback (callbacks, wrappers,
 // monitors and scalars), model (models, towers, variables, optimizers,
 // inputs and the simple trainer), towers (data-parallel training on several
-// towers), distributed (training as several processes) and layers (layers,
-// losses and metrics).
+// towers), distributed (training as several processes), custom_trainer
+// (train ops and the GAN trainers) and layers (layers, losses and metrics).
 //
 // # Errors
 //
@@ -72,6 +72,23 @@
 // rank before the first step. The zero DistributedOptions takes everything
 // from torchrun's environment variables: start the processes with
 // tools/tptrain-run (tptrain-run -n 4 ./train ...) or torchrun.
+//
+// A trainer of your own, for what is not single-cost optimisation, keeps the
+// loop, callbacks, monitors and checkpoints and changes run_step. A TrainOp
+// (Model.AddTrainOp) is tensorpack's opt.minimize(cost, var_list): an output
+// of the tower function minimised over the trainable variables under a
+// scope, by an optimizer of its own (by default a copy of the model's).
+// After SetModel, a run_step (SetRunStep) runs ops by name:
+// Context.RunTrainOps("d_op") is one hooked step (tensorpack's
+// hooked_sess.run: BEFORE_RUN and AFTER_RUN callbacks, the global step, the
+// tower's outputs published), Context.RunTrainOpsRaw one without hooks
+// (sess.run); each takes a batch and runs the tower function once for all
+// the ops it names. Trainer.SetGAN is tensorpack's GANTrainer, or with
+// GANOptions.Separate its SeparateGANTrainer, made of the ops "g_op" and
+// "d_op" (as GANModelDesc makes them when the model lacks them: "g_loss"
+// over "gen/", "d_loss" over "discrim/"). Each op's optimizer state is saved
+// in checkpoints, so a resume is exact. Only the simple trainer (one tower,
+// one process) runs train ops yet.
 //
 // # Resources
 //

@@ -135,6 +135,9 @@ type Context struct {
 	panicWhere string
 	// Where the panic HookedStep passed on to run_step happened.
 	unwinding string
+	// During Run, the stashes of the tower, feed and dataflow functions
+	// (Trainer.stashes and cbStashes), which RunTrainOps consults.
+	stashes []*stash
 }
 
 // stashedError is a Go error returned to the library as a status with this
@@ -274,7 +277,8 @@ func trainerClosedError(method string) error {
 // to go on, Stop(reason) to end training gracefully, or an error to fail it:
 // Run then returns that very error. It may do anything; each call to
 // ctx.HookedStep runs the callbacks' BEFORE_RUN and AFTER_RUN around a step
-// and advances the global step. Before Run only.
+// and advances the global step, and so does each ctx.RunTrainOps, which runs
+// the model's train ops (after SetModel). Before Run only.
 func (t *Trainer) SetRunStep(runStep func(ctx *Context) error) error {
 	if runStep == nil {
 		return &Error{Code: CodeInvalidArgument, Message: "Trainer.SetRunStep: runStep is nil"}
@@ -319,8 +323,10 @@ func (t *Trainer) Run() error {
 	}()
 	c := t.ctx
 	c.errs = nil
+	c.stashes = stashes
 	st := C.tpt_trainer_run(ptr)
 	runtime.KeepAlive(t)
+	c.stashes = nil
 	var towerPanic any
 	towerPanicked := false
 	if st != nil && len(stashes) > 0 {

@@ -691,6 +691,61 @@ pub const TPT_DISTRIBUTED_OPTIONS_INIT: tpt_distributed_options = tpt_distribute
     average_scalars: 0,
 };
 
+// ---- Writing a trainer: train ops and the GAN trainers
+pub const TPT_TRAIN_OP_VERSION: u32 = 1;
+/// One optimisation of the model (tensorpack's `opt.minimize(cost,
+/// var_list)`), for `tpt_model_add_train_op`. The strings are copied.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_train_op {
+    pub version: u32,
+    /// Required, unique in the model.
+    pub name: *const c_char,
+    /// The tower's one-element output to minimise; NULL: the tower's cost.
+    pub cost: *const c_char,
+    /// The trainable variables whose names start with it; NULL or "": all.
+    pub scope: *const c_char,
+    /// Its own optimizer (a reference is taken; not the model's, not another
+    /// op's); NULL: a copy of the model's, with slots of its own.
+    pub optimizer: *mut tpt_optimizer,
+}
+/// `TPT_TRAIN_OP_INIT`
+pub const TPT_TRAIN_OP_INIT: tpt_train_op = tpt_train_op {
+    version: TPT_TRAIN_OP_VERSION,
+    name: std::ptr::null(),
+    cost: std::ptr::null(),
+    scope: std::ptr::null(),
+    optimizer: std::ptr::null_mut(),
+};
+
+pub const TPT_GAN_OPTIONS_VERSION: u32 = 1;
+/// Options of `tpt_trainer_set_gan` (NULL: a GANTrainer with the defaults).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_gan_options {
+    pub version: u32,
+    /// 0: GANTrainer (one hooked run of G's then D's update per run_step);
+    /// nonzero: SeparateGANTrainer (D's hooked run when global_step %
+    /// d_period == 0, then G's when global_step % g_period == 0).
+    pub separate: i32,
+    /// With `separate`: >= 1; one of the two periods must be 1.
+    pub d_period: i64,
+    pub g_period: i64,
+    /// The generator's train op; NULL: "g_op".
+    pub g_op: *const c_char,
+    /// The discriminator's; NULL: "d_op".
+    pub d_op: *const c_char,
+}
+/// `TPT_GAN_OPTIONS_INIT`
+pub const TPT_GAN_OPTIONS_INIT: tpt_gan_options = tpt_gan_options {
+    version: TPT_GAN_OPTIONS_VERSION,
+    separate: 0,
+    d_period: 1,
+    g_period: 1,
+    g_op: std::ptr::null(),
+    d_op: std::ptr::null(),
+};
+
 // ---- TrainConfig and launch
 /// `tpt_init_fn`: the init / restore hook of a train config.
 pub type tpt_init_fn = Option<unsafe extern "C" fn(model: *mut tpt_model, user_data: *mut c_void) -> *mut tpt_status>;
@@ -1336,6 +1391,19 @@ extern "C" {
         options: *const tpt_distributed_options,
     ) -> *mut tpt_status;
     pub fn tpt_trainer_rank(rank: *mut i32, world_size: *mut i32, trainer: *const tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_model_add_train_op(model: *mut tpt_model, op: *const tpt_train_op) -> *mut tpt_status;
+    pub fn tpt_trainer_run_train_ops(
+        trainer: *mut tpt_trainer,
+        names: *const *const c_char,
+        n: usize,
+        hooked: i32,
+    ) -> *mut tpt_status;
+    pub fn tpt_trainer_set_gan(
+        trainer: *mut tpt_trainer,
+        model: *mut tpt_model,
+        input: *mut tpt_input,
+        options: *const tpt_gan_options,
+    ) -> *mut tpt_status;
     pub fn tpt_inferencer_scalar_stats(
         out: *mut *mut tpt_inferencer,
         outputs: *const *const c_char,
@@ -1778,6 +1846,52 @@ mod tests {
             tpt_status_free(st);
             let (mut rank, mut world_size) = (-1, -1);
             let st = tpt_trainer_rank(&mut rank, &mut world_size, std::ptr::null());
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+        }
+    }
+
+    #[test]
+    fn train_op_and_gan_options_layout_matches_c() {
+        // Same numbers as tests/abi/abi_layout.h.
+        let p = size_of::<*const u8>();
+        assert_eq!(offset_of!(tpt_train_op, version), 0);
+        assert_eq!(offset_of!(tpt_train_op, name), 8);
+        assert_eq!(offset_of!(tpt_train_op, cost), 8 + p);
+        assert_eq!(offset_of!(tpt_train_op, scope), 8 + 2 * p);
+        assert_eq!(offset_of!(tpt_train_op, optimizer), 8 + 3 * p);
+        assert_eq!(size_of::<tpt_train_op>(), 8 + 4 * p);
+        let o = TPT_TRAIN_OP_INIT;
+        assert_eq!(o.version, 1);
+        assert!(o.name.is_null() && o.cost.is_null() && o.scope.is_null() && o.optimizer.is_null());
+        assert_eq!(offset_of!(tpt_gan_options, version), 0);
+        assert_eq!(offset_of!(tpt_gan_options, separate), 4);
+        assert_eq!(offset_of!(tpt_gan_options, d_period), 8);
+        assert_eq!(offset_of!(tpt_gan_options, g_period), 16);
+        assert_eq!(offset_of!(tpt_gan_options, g_op), 24);
+        assert_eq!(offset_of!(tpt_gan_options, d_op), 24 + p);
+        assert_eq!(size_of::<tpt_gan_options>(), 24 + 2 * p);
+        let g = TPT_GAN_OPTIONS_INIT;
+        assert_eq!((g.version, g.separate, g.d_period, g.g_period), (1, 0, 1, 1));
+        assert!(g.g_op.is_null() && g.d_op.is_null());
+    }
+
+    #[test]
+    fn train_ops_nulls_are_errors() {
+        unsafe {
+            let st = tpt_model_add_train_op(std::ptr::null_mut(), &TPT_TRAIN_OP_INIT);
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+            let st = tpt_trainer_run_train_ops(std::ptr::null_mut(), std::ptr::null(), 0, 1);
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+            // NULL trainer: an error, and the (NULL) input is taken.
+            let st = tpt_trainer_set_gan(
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &TPT_GAN_OPTIONS_INIT,
+            );
             assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
             tpt_status_free(st);
         }

@@ -61,6 +61,14 @@
 //! (tensorpack's HorovodTrainer, on c10d's Gloo over TCP: [`Distributed`],
 //! from the launcher's environment or explicit; [`Context::rank`] and
 //! [`Context::world_size`] say which rank of how many; docs/distributed.md).
+//! A task that is not one cost minimised (a GAN) needs a trainer of its own
+//! (tensorpack's "write a trainer"): [`Model::add_train_op`] adds a
+//! [`TrainOp`], one cost minimised over the variables under a scope by an
+//! optimizer of its own, and a run_step of your own runs ops by name with
+//! [`StepContext::run_train_ops`], as one hooked step ([`Run::Hooked`]) or
+//! without hooks ([`Run::Raw`]); [`Trainer::set_gan`] makes tensorpack's
+//! GANTrainer or SeparateGANTrainer, as a [`Gan`] says
+//! (docs/custom_trainers.md).
 //! [`Model::from_torchscript`]
 //! trains a module saved with `torch.jit.save`,
 //! [`Model::from_torchscript_source`] one compiled from TorchScript source. Layers, losses and metrics are in [`nn`], and any ATen
@@ -98,6 +106,7 @@ mod panic;
 mod runtime;
 mod tensor;
 mod towers;
+mod train_ops;
 mod trainer;
 
 pub use callback::{Callback, CallbackBuilder, Event, Events, Flow, IntoCallback, Record, RecordKind};
@@ -123,6 +132,7 @@ pub use runtime::{
 };
 pub use tensor::{DType, Element, Tensor, TensorOptions};
 pub use towers::{Strategy, Towers};
+pub use train_ops::{Gan, Run, TrainOp};
 pub use trainer::{
     launch_train, InitFn, LogdirAction, Progress, RunOutcome, StopHandle, TrainConfig, Trainer, TrainerOptions,
 };

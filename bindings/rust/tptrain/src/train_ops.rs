@@ -1,0 +1,326 @@
+//! Writing a trainer: train ops and the GAN trainers (the header section
+//! "Writing a trainer: train ops and the GAN trainers"; tensorpack: "If your
+//! task is fundamentally different from single-cost optimization, you will
+//! need to write a trainer").
+//!
+//! A [`TrainOp`] is one optimisation of the model, tensorpack's
+//! `opt.minimize(cost, var_list)`: a one-element output of the tower
+//! function ([`Tower::set_output`](crate::Tower::set_output)) minimised over
+//! the trainable variables under a scope, by an optimizer of its own. A
+//! run_step of your own ([`Trainer::set_run_step`], after
+//! [`Trainer::set_model`]) runs train ops by name with
+//! [`StepContext::run_train_ops`]; the GAN trainers are such run_steps, made
+//! by [`Trainer::set_gan`] from a [`Gan`]. The trainer keeps everything else:
+//! callbacks, monitors, checkpoints (each op's optimizer state included, so
+//! a resumed run goes on exactly) and the input. The simple trainer (one
+//! tower) runs train ops; towers and distributed jobs do not yet
+//! (docs/custom_trainers.md).
+//!
+//! ```no_run
+//! use tptrain::{Flow, Input, Model, Run, TrainOp, Trainer, TrainerOptions};
+//! # fn demo(model: &Model<'_>, input: Input<'_>) -> tptrain::Result<()> {
+//! // The tower function publishes the outputs "g_loss" and "d_loss".
+//! model.add_train_op(&TrainOp::new("g_op").cost("g_loss").scope("gen/"))?;
+//! model.add_train_op(&TrainOp::new("d_op").cost("d_loss").scope("discrim/"))?;
+//! let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 10, ..Default::default() })?;
+//! trainer.set_model(model, input)?;
+//! // Then the iteration: D's update without the hooks, then G's as the step
+//! // that callbacks see.
+//! trainer.set_run_step(|ctx| -> tptrain::Result<Flow> {
+//!     ctx.run_train_ops(&["d_op"], Run::Raw)?;
+//!     ctx.run_train_ops(&["g_op"], Run::Hooked)
+//! })?;
+//! trainer.run()?;
+//! # Ok(())
+//! # }
+//! ```
+
+use crate::context::{flow_of, StepContext};
+use crate::cstr::{cstring, cstrings};
+use crate::error::{call, Code, Error, Result};
+use crate::model::{Input, Model, Optimizer};
+use crate::panic;
+use crate::trainer::Trainer;
+use crate::Flow;
+use std::ffi::CString;
+use std::os::raw::c_char;
+use std::ptr;
+use tptrain_sys as sys;
+
+/// One optimisation of a model (`tpt_train_op`; tensorpack's
+/// `opt.minimize(cost, var_list)`), for [`Model::add_train_op`]: a name
+/// that run_steps run it by, the cost it minimises, the variables it
+/// updates and its optimizer.
+///
+/// ```
+/// use tptrain::{Optimizer, TrainOp};
+///
+/// // The tower's output "d_loss" over the variables under "discrim/", with
+/// // a copy of the model's optimizer.
+/// let d_op = TrainOp::new("d_op").cost("d_loss").scope("discrim/");
+/// assert_eq!(d_op.name(), "d_op");
+/// // The tower's cost over every trainable variable, with Adam of its own.
+/// let adam = Optimizer::new("adam")?;
+/// let all = TrainOp::new("all").optimizer(&adam);
+/// # let _ = all;
+/// # Ok::<(), tptrain::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a TrainOp does nothing until it is given to Model::add_train_op"]
+pub struct TrainOp<'o> {
+    name: String,
+    cost: Option<String>,
+    scope: Option<String>,
+    optimizer: Option<&'o Optimizer>,
+}
+
+impl<'o> TrainOp<'o> {
+    /// A train op named `name` (unique in the model) that minimises the
+    /// tower's cost ([`Tower::set_cost`](crate::Tower::set_cost)) over every
+    /// trainable variable with a copy of the model's optimizer; the setters
+    /// change each part.
+    pub fn new(name: &str) -> TrainOp<'o> {
+        TrainOp { name: name.to_owned(), cost: None, scope: None, optimizer: None }
+    }
+
+    /// The one-element output of the tower function to minimise
+    /// ([`Tower::set_output`](crate::Tower::set_output)), instead of the
+    /// tower's cost. A step whose tower function did not set it fails with
+    /// a [`Code::State`] error naming the op and the output.
+    pub fn cost(mut self, output: &str) -> TrainOp<'o> {
+        self.cost = Some(output.to_owned());
+        self
+    }
+
+    /// Updates only the trainable variables whose names start with `prefix`
+    /// ("discrim/"), tensorpack's `var_list`; default (and ""): all of them.
+    /// A prefix that matches no variable fails when training starts, with a
+    /// [`Code::InvalidArgument`] error naming the op and the prefix.
+    pub fn scope(mut self, prefix: &str) -> TrainOp<'o> {
+        self.scope = Some(prefix.to_owned());
+        self
+    }
+
+    /// An optimizer of the op's own, whose hyper-parameters it follows
+    /// (the model takes its own reference: `optimizer` stays usable). It may
+    /// not be the model's nor another op's ([`Code::InvalidArgument`]).
+    /// Default: a copy of the model's optimizer with slots of its own, that
+    /// follows the model's hyper-parameters (so a schedule of the model's
+    /// learning rate moves it too).
+    pub fn optimizer(mut self, optimizer: &'o Optimizer) -> TrainOp<'o> {
+        self.optimizer = Some(optimizer);
+        self
+    }
+
+    /// The op's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl<'a> Model<'a> {
+    /// Adds a train op to this model, before training
+    /// (`tpt_model_add_train_op`). Its variables are resolved when training
+    /// starts (an op with none fails then, naming it). Each op's optimizer
+    /// state is saved in checkpoints under the op's name and restored on
+    /// resume. A name the model has already, or an optimizer that is the
+    /// model's or another op's, is a [`Code::InvalidArgument`] error.
+    ///
+    /// ```no_run
+    /// # fn demo(model: &tptrain::Model<'_>) -> tptrain::Result<()> {
+    /// use tptrain::TrainOp;
+    /// model.add_train_op(&TrainOp::new("g_op").cost("g_loss").scope("gen/"))?;
+    /// model.add_train_op(&TrainOp::new("d_op").cost("d_loss").scope("discrim/"))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn add_train_op(&self, op: &TrainOp<'_>) -> Result<()> {
+        let name = cstring(&op.name, "name")?;
+        let cost = op.cost.as_deref().map(|c| cstring(c, "cost")).transpose()?;
+        let scope = op.scope.as_deref().map(|s| cstring(s, "scope")).transpose()?;
+        let mut raw = sys::TPT_TRAIN_OP_INIT;
+        raw.name = name.as_ptr();
+        raw.cost = cost.as_ref().map_or(ptr::null(), |c| c.as_ptr());
+        raw.scope = scope.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        raw.optimizer = op.optimizer.map_or(ptr::null_mut(), Optimizer::as_ptr);
+        // The strings live for the call (the library copies them); it takes
+        // its own reference to the optimizer.
+        call!(sys::tpt_model_add_train_op(self.as_ptr(), &raw))
+    }
+}
+
+/// How [`StepContext::run_train_ops`] runs its train ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Run {
+    /// As one hooked step (tensorpack's `hooked_sess.run`): BEFORE_RUN and
+    /// AFTER_RUN callbacks around it, global_step advances by one, the
+    /// tower's outputs are published and their moving summaries updated.
+    Hooked,
+    /// Without hooks (tensorpack's `sess.run`): no callbacks, no counter, no
+    /// outputs.
+    Raw,
+}
+
+impl StepContext {
+    /// Runs the model's train ops `names`, in order
+    /// (`tpt_trainer_run_train_ops`): takes the input's next batch, runs
+    /// the tower function once, computes every named op's gradients from
+    /// that one pass (as TensorFlow runs several `minimize` ops of one
+    /// `session.run`), then applies the ops' updates in order; as one
+    /// hooked step with [`Run::Hooked`], or without hooks with
+    /// [`Run::Raw`]. The trainer must have a model
+    /// ([`Trainer::set_model`], then [`Trainer::set_run_step`]).
+    ///
+    /// Returns what [`hooked_step`](Self::hooked_step) returns: return a
+    /// stop or an error from run_step as it is. An unknown op is a
+    /// [`Code::InvalidArgument`] error naming it (and the model's ops); a
+    /// trainer without a model a [`Code::State`] one; towers and
+    /// distributed jobs a [`Code::Unsupported`] one.
+    ///
+    /// ```no_run
+    /// # fn demo(trainer: &mut tptrain::Trainer<'_>) -> tptrain::Result<()> {
+    /// use tptrain::{Flow, Run};
+    /// // tensorpack's GANTrainer: both updates from one forward pass, one hooked step.
+    /// trainer.set_run_step(|ctx| -> tptrain::Result<Flow> { ctx.run_train_ops(&["g_op", "d_op"], Run::Hooked) })?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn run_train_ops<S: AsRef<str>>(&mut self, names: &[S], run: Run) -> Result<Flow> {
+        let names = cstrings(names, "names")?;
+        let pointers: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
+        let hooked = match run {
+            Run::Hooked => 1,
+            Run::Raw => 0,
+        };
+        // SAFETY: a live trainer; the names live for the call.
+        let st = unsafe { sys::tpt_trainer_run_train_ops(self.as_ptr(), pointers.as_ptr(), pointers.len(), hooked) };
+        flow_of(st)
+    }
+}
+
+/// tensorpack's GAN trainers (`tpt_gan_options`), for [`Trainer::set_gan`]:
+/// [`Gan::new`] (also `Default`) is GANTrainer, [`Gan::separate`] is
+/// SeparateGANTrainer. Both run the model's train ops "g_op" (the generator's)
+/// and "d_op" (the discriminator's) unless [`ops`](Self::ops) names others.
+///
+/// ```
+/// use tptrain::Gan;
+///
+/// // GANTrainer: every step updates G then D from one forward pass.
+/// assert_eq!(Gan::new().periods(), None);
+/// // SeparateGANTrainer: D every 3 global steps, G every one, with ops of
+/// // other names.
+/// let separate = Gan::separate(3, 1).ops("gen_op", "disc_op");
+/// assert_eq!(separate.periods(), Some((3, 1)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[must_use = "a Gan does nothing until it is given to Trainer::set_gan"]
+pub struct Gan {
+    periods: Option<(u64, u64)>,
+    g_op: Option<String>,
+    d_op: Option<String>,
+}
+
+impl Default for Gan {
+    fn default() -> Gan {
+        Gan::new()
+    }
+}
+
+impl Gan {
+    /// tensorpack's GANTrainer: every run_step is one hooked run of the
+    /// generator's then the discriminator's update, both from one forward
+    /// pass (tensorpack: `train_op = d_min` with a control dependency on
+    /// `g_min`).
+    pub fn new() -> Gan {
+        Gan { periods: None, g_op: None, d_op: None }
+    }
+
+    /// tensorpack's SeparateGANTrainer: each run_step makes a hooked run of
+    /// the discriminator's update when global_step % `d_period` == 0, then
+    /// one of the generator's when global_step % `g_period` == 0, with
+    /// global_step as it is by then (so a run_step may make two hooked runs,
+    /// each with a batch of its own). Both periods are at least 1 and one of
+    /// them is 1; other periods are a [`Code::InvalidArgument`] error, naming
+    /// them, when the trainer is set.
+    pub fn separate(d_period: u64, g_period: u64) -> Gan {
+        Gan { periods: Some((d_period, g_period)), ..Gan::new() }
+    }
+
+    /// The names of the generator's and the discriminator's train ops
+    /// (default: "g_op" and "d_op"); two different names, else a
+    /// [`Code::InvalidArgument`] error when the trainer is set.
+    pub fn ops(mut self, g_op: &str, d_op: &str) -> Gan {
+        self.g_op = Some(g_op.to_owned());
+        self.d_op = Some(d_op.to_owned());
+        self
+    }
+
+    /// SeparateGANTrainer's (d_period, g_period); `None` for GANTrainer.
+    pub fn periods(&self) -> Option<(u64, u64)> {
+        self.periods
+    }
+
+    /// The C options, with the op names they point into.
+    fn to_raw(&self) -> Result<RawGan> {
+        let invalid = |message: String| Error::new(Code::InvalidArgument, message);
+        let period = |what: &str, n: u64| {
+            i64::try_from(n).map_err(|_| invalid(format!("Gan: {what} is {n}: it does not fit in 63 bits")))
+        };
+        let g_op = self.g_op.as_deref().map(|g| cstring(g, "g_op")).transpose()?;
+        let d_op = self.d_op.as_deref().map(|d| cstring(d, "d_op")).transpose()?;
+        let mut options = sys::TPT_GAN_OPTIONS_INIT;
+        if let Some((d_period, g_period)) = self.periods {
+            options.separate = 1;
+            options.d_period = period("d_period", d_period)?;
+            options.g_period = period("g_period", g_period)?;
+        }
+        // The CStrings' buffers do not move when the CStrings do.
+        options.g_op = g_op.as_ref().map_or(ptr::null(), |g| g.as_ptr());
+        options.d_op = d_op.as_ref().map_or(ptr::null(), |d| d.as_ptr());
+        Ok(RawGan { options, _names: (g_op, d_op) })
+    }
+}
+
+/// C GAN options and the op names they point into.
+struct RawGan {
+    options: sys::tpt_gan_options,
+    _names: (Option<CString>, Option<CString>),
+}
+
+impl<'a> Trainer<'a> {
+    /// Makes this trainer tensorpack's GANTrainer or SeparateGANTrainer of
+    /// `model`, fed by `input`, as `gan` says (`tpt_trainer_set_gan`):
+    /// [`set_model`](Self::set_model), then the GAN's run_step. When the
+    /// model lacks the train ops (by default "g_op" and "d_op") they are made
+    /// as tensorpack's GANModelDesc: the tower's outputs "g_loss" over the
+    /// variables under "gen/" and "d_loss" over those under "discrim/",
+    /// each with a copy of the model's optimizer. The trainer keeps its own
+    /// reference to the model; it takes `input` (dropped on failure). Before
+    /// run only.
+    ///
+    /// Periods that are not at least 1, or of which neither is 1, and two
+    /// ops of the same name are [`Code::InvalidArgument`] errors; a
+    /// distributed trainer a [`Code::Unsupported`] one.
+    ///
+    /// ```no_run
+    /// use tptrain::{Gan, Input, Model, Trainer, TrainerOptions};
+    /// # fn demo(model: &Model<'_>, input: Input<'_>) -> tptrain::Result<()> {
+    /// let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 10, ..Default::default() })?;
+    /// // The discriminator every step, the generator every 5th global step.
+    /// trainer.set_gan(model, input, &Gan::separate(1, 5))?;
+    /// trainer.run()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_gan(&mut self, model: &Model<'a>, input: Input<'a>, gan: &Gan) -> Result<()> {
+        // On an error here `input` is dropped, as the library would have.
+        let raw = gan.to_raw()?;
+        let had = panic::pending();
+        // SAFETY: live handles; the options and the names they point into
+        // live for the call; the library takes the input, also on failure.
+        let st = unsafe { sys::tpt_trainer_set_gan(self.as_ptr(), model.as_ptr(), input.into_raw(), &raw.options) };
+        panic::resume_if_new(had);
+        unsafe { Error::check(st) }
+    }
+}
