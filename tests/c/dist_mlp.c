@@ -17,59 +17,11 @@
  * OUT/r<rank>_w1.out ... and OUT/r<rank>_costs.bin (its cost per step). */
 #include <signal.h>
 
-#include "parity_common.h"
+#include "parity_mlp_tower.h"
 
-static int64_t N, D, H;
 static long die_at = -1;
 static int die_rank = -1;
 static int32_t my_rank = 0;
-
-static tpt_status *op1(tpt_tensor **out, const char *op, const tpt_arg *args, size_t nargs) {
-  size_t n = 0;
-  return tpt_op_call(out, 1, &n, op, NULL, args, nargs);
-}
-
-static tpt_arg T(const tpt_tensor *t) {
-  tpt_arg a;
-  memset(&a, 0, sizeof a);
-  a.kind = TPT_ARG_TENSOR;
-  a.tensor = t;
-  return a;
-}
-
-/* cost = mse(linear(relu(linear(x, w1, b1)), w2, b2), y), as parity_mlp */
-static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n_in, void *ud) {
-  (void)n_in;
-  (void)ud;
-  tpt_tensor *w1 = NULL, *b1 = NULL, *w2 = NULL, *b2 = NULL, *h = NULL, *a = NULL, *p = NULL, *cost = NULL;
-  const int64_t sw1[] = {H, D}, sb1[] = {H}, sw2[] = {1, H}, sb2[] = {1};
-  tpt_status *st = NULL;
-  if ((st = tpt_tower_variable(&w1, tw, "fc1/W", sw1, 2, NULL))) goto done;
-  if ((st = tpt_tower_variable(&b1, tw, "fc1/b", sb1, 1, NULL))) goto done;
-  if ((st = tpt_tower_variable(&w2, tw, "fc2/W", sw2, 2, NULL))) goto done;
-  if ((st = tpt_tower_variable(&b2, tw, "fc2/b", sb2, 1, NULL))) goto done;
-  {
-    tpt_arg l1[] = {T(in[0]), T(w1), T(b1)};
-    if ((st = op1(&h, "aten::linear", l1, 3))) goto done;
-    tpt_arg r[] = {T(h)};
-    if ((st = op1(&a, "aten::relu", r, 1))) goto done;
-    tpt_arg l2[] = {T(a), T(w2), T(b2)};
-    if ((st = op1(&p, "aten::linear", l2, 3))) goto done;
-    tpt_arg m[] = {T(p), T(in[1])};
-    if ((st = op1(&cost, "aten::mse_loss", m, 2))) goto done;
-    st = tpt_tower_set_cost(tw, cost);
-  }
-done:
-  tpt_tensor_free(w1);
-  tpt_tensor_free(b1);
-  tpt_tensor_free(w2);
-  tpt_tensor_free(b2);
-  tpt_tensor_free(h);
-  tpt_tensor_free(a);
-  tpt_tensor_free(p);
-  tpt_tensor_free(cost);
-  return st;
-}
 
 typedef struct {
   cost_log costs;
@@ -125,7 +77,7 @@ int main(int argc, char **argv) {
   const int64_t in_x[] = {-1, D}, in_y[] = {-1, 1};
   tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, in_x, 2}, {"y", TPT_DTYPE_F32, in_y, 2}};
   tpt_model *model = NULL;
-  CHECK(tpt_model_new(&model, spec, 2, tower, NULL, NULL));
+  CHECK(tpt_model_new(&model, spec, 2, parity_mlp_tower, NULL, NULL));
   parity_set_optimizer(model, "sgd");
 
   tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;

@@ -62,6 +62,33 @@ static inline void parity_save(const char *dir, const char *name, const tpt_tens
   free(buf);
 }
 
+/* out = op(args): an ATen operator with one output (tpt_op_call). */
+static inline tpt_status *parity_op1(tpt_tensor **out, const char *op, const tpt_arg *args, size_t nargs) {
+  size_t n = 0;
+  return tpt_op_call(out, 1, &n, op, NULL, args, nargs);
+}
+
+/* A tensor argument of tpt_op_call. */
+static inline tpt_arg parity_arg(const tpt_tensor *t) {
+  tpt_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = TPT_ARG_TENSOR;
+  a.tensor = t;
+  return a;
+}
+
+/* A one-epoch trainer of `steps` steps, quiet. */
+static inline tpt_trainer *parity_trainer(long steps) {
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.steps_per_epoch = steps;
+  o.max_epoch = 1;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_trainer *trainer = NULL;
+  CHECK(tpt_trainer_new(&trainer, &o));
+  return trainer;
+}
+
 /* "sgd": lr 0.05, momentum 0.9; "adam": lr 0.01 (as the Python references). */
 static inline void parity_set_optimizer(tpt_model *model, const char *kind) {
   tpt_optimizer *opt = NULL;
@@ -90,13 +117,7 @@ static inline void parity_train(const char *dir, tpt_model *model, const tpt_ten
   const tpt_tensor *data[] = {x, y};
   tpt_input *input = NULL;
   CHECK(tpt_input_from_tensors(&input, data, 2, batch, 0, 0));
-  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
-  o.steps_per_epoch = steps;
-  o.max_epoch = 1;
-  o.console = 0;
-  o.progress = TPT_PROGRESS_OFF;
-  tpt_trainer *trainer = NULL;
-  CHECK(tpt_trainer_new(&trainer, &o));
+  tpt_trainer *trainer = parity_trainer(steps);
   CHECK(tpt_trainer_set_model(trainer, model, input));
   cost_log costs = {0};
   CHECK(cost_log_attach(trainer, &costs));

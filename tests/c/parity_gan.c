@@ -25,19 +25,6 @@ static const char *names[8] = {"gen/fc0/W",     "gen/fc0/b",     "gen/fc1/W",   
 static const char *files[8] = {"gen_fc0_W",     "gen_fc0_b",     "gen_fc1_W",     "gen_fc1_b",
                                "discrim_fc0_W", "discrim_fc0_b", "discrim_fc1_W", "discrim_fc1_b"};
 
-static tpt_arg T(const tpt_tensor *t) {
-  tpt_arg a;
-  memset(&a, 0, sizeof a);
-  a.kind = TPT_ARG_TENSOR;
-  a.tensor = t;
-  return a;
-}
-
-static tpt_status *op1(tpt_tensor **out, const char *op, const tpt_arg *args, size_t nargs) {
-  size_t n = 0;
-  return tpt_op_call(out, 1, &n, op, NULL, args, nargs);
-}
-
 #define RET(call)               \
   do {                          \
     tpt_status *st_ = (call);   \
@@ -56,12 +43,12 @@ static tpt_status *mlp_vars(tpt_tensor *v[4], tpt_tower *tw, int first, int64_t 
 /* linear(relu(linear(x, W0, b0)), W1, b1) */
 static tpt_status *mlp(tpt_tensor **out, tpt_tensor *const v[4], const tpt_tensor *x) {
   tpt_tensor *h, *a;
-  tpt_arg l0[] = {T(x), T(v[0]), T(v[1])};
-  RET(op1(&h, "aten::linear", l0, 3));
-  tpt_arg r[] = {T(h)};
-  RET(op1(&a, "aten::relu", r, 1));
-  tpt_arg l1[] = {T(a), T(v[2]), T(v[3])};
-  return op1(out, "aten::linear", l1, 3);
+  tpt_arg l0[] = {parity_arg(x), parity_arg(v[0]), parity_arg(v[1])};
+  RET(parity_op1(&h, "aten::linear", l0, 3));
+  tpt_arg r[] = {parity_arg(h)};
+  RET(parity_op1(&a, "aten::relu", r, 1));
+  tpt_arg l1[] = {parity_arg(a), parity_arg(v[2]), parity_arg(v[3])};
+  return parity_op1(out, "aten::linear", l1, 3);
 }
 
 /* inputs: real [B, X], z [B, Z], ones [B, 1], zeros [B, 1] */
@@ -124,13 +111,7 @@ int main(int argc, char **argv) {
   const tpt_tensor *data[] = {real, z, t1, t0};
   tpt_input *input = NULL;
   CHECK(tpt_input_from_tensors(&input, data, 4, batch, 0, 0));
-  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
-  o.steps_per_epoch = steps;
-  o.max_epoch = 1;
-  o.console = 0;
-  o.progress = TPT_PROGRESS_OFF;
-  tpt_trainer *trainer = NULL;
-  CHECK(tpt_trainer_new(&trainer, &o));
+  tpt_trainer *trainer = parity_trainer(steps);
   tpt_gan_options g = TPT_GAN_OPTIONS_INIT;
   if (argc == 7) {
     g.separate = 1;
