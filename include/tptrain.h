@@ -776,6 +776,34 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_put_scalar(tpt_trainer *trainer, c
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_put_image(tpt_trainer *trainer, const char *name,
                                                         const tpt_tensor *image);
 
+/* Options of tpt_image_grid (torchvision's make_grid). Initialise with
+ * TPT_IMAGE_GRID_OPTIONS_INIT. */
+#define TPT_IMAGE_GRID_OPTIONS_VERSION 1
+typedef struct tpt_image_grid_options {
+  uint32_t version;  /* TPT_IMAGE_GRID_OPTIONS_VERSION */
+  int32_t columns;   /* images per row, >= 1; default 8 */
+  int32_t padding;   /* pixels between the images and around them, 0 to 4096; default 2 */
+  double low, high;  /* the values drawn black and white (linear between, clamped);
+                        low == high (default 0, 0): the images' own minimum and maximum */
+  double pad_value;  /* the padding's grey level in [0, 255]; default 0 */
+} tpt_image_grid_options;
+#define TPT_IMAGE_GRID_OPTIONS_INIT { TPT_IMAGE_GRID_OPTIONS_VERSION, 8, 2, 0.0, 0.0, 0.0 }
+
+/* Tiles a batch of images into one (torchvision's make_grid), e.g. a
+ * generator's samples: `images` is N x C x H x W (LibTorch's layout, as a
+ * tower computes them; C = 1, 3 or 4) or N x H x W, of any real dtype.
+ * *out is a uint8 image of rows x cols x C (at most 2^24 pixels a side),
+ * ready for tpt_trainer_put_image and tpt_image_write_png. `options` may be
+ * NULL. */
+TPT_API TPT_NODISCARD tpt_status *tpt_image_grid(tpt_tensor **out, const tpt_tensor *images,
+                                                 const tpt_image_grid_options *options);
+
+/* Writes `image` (as tpt_trainer_put_image takes it: H x W or H x W x C with
+ * C = 1, 3 or 4; uint8, or floating point in [0, 255]) to the PNG file
+ * `path`, replacing it. TPT_ERR_IO naming the file when it cannot be
+ * written. */
+TPT_API TPT_NODISCARD tpt_status *tpt_image_write_png(const tpt_tensor *image, const char *path);
+
 /* tensorpack's TFEventWriter: a monitor that writes the scalars and images
  * to a TensorFlow event file, events.out.tfevents.<unix time>.<host>, in
  * `dir` (NULL: the trainer's log directory; without either the monitor does
@@ -908,8 +936,13 @@ TPT_API TPT_NODISCARD tpt_status *tpt_tower_set_output(tpt_tower *tower, const c
                                                        const tpt_tensor *value);
 
 /* Name scopes: variables created inside get "scope/" in front of their name
- * (layers do this with their own name). */
+ * (layers do this with their own name). pop closes the innermost scope. */
 TPT_API TPT_NODISCARD tpt_status *tpt_tower_push_scope(tpt_tower *tower, const char *scope);
+/* A scope whose variables one call of the tower function may use more than
+ * once (tensorpack's auto_reuse_variable_scope): a net applied twice, e.g. a
+ * GAN's discriminator on real and on generated images, shares its variables
+ * (BatchNorm's moving averages are then updated by each application). */
+TPT_API TPT_NODISCARD tpt_status *tpt_tower_push_reuse_scope(tpt_tower *tower, const char *scope);
 TPT_API TPT_NODISCARD tpt_status *tpt_tower_pop_scope(tpt_tower *tower);
 
 /* Initializers of variables. */
@@ -1796,8 +1829,11 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_rank(int32_t *rank, int32_t *world
  * variables under a scope, by an optimizer of its own. A run_step of your
  * own (tpt_trainer_set_run_step, after tpt_trainer_set_model) runs train
  * ops by name with tpt_trainer_run_train_ops; the GAN trainers are such
- * run_steps, made by tpt_trainer_set_gan. The simple trainer (one tower)
- * runs train ops; towers and distributed jobs do not yet. */
+ * run_steps, made by tpt_trainer_set_gan; tpt_trainer_set_train_ops makes
+ * train ops the default step. The simple trainer, the replicated and the
+ * parameter-server strategies and distributed jobs run train ops (with
+ * towers each op's gradients are averaged over the towers); the async
+ * strategy does not. */
 
 /* Initialise with TPT_TRAIN_OP_INIT. */
 #define TPT_TRAIN_OP_VERSION 1
@@ -1835,8 +1871,18 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_run_train_ops(tpt_trainer *trainer
                                                             const char *const *names, size_t n,
                                                             int32_t hooked);
 
+/* Replaces the default step (tensorpack's trainer.train_op) without a
+ * run_step of your own: every run_step is then one hooked run of the train
+ * ops names[0..n) (tpt_trainer_run_train_ops with hooked = 1). After
+ * tpt_trainer_set_model or tpt_trainer_set_towers (or a config), before
+ * run; an unknown op is named, and async towers are TPT_ERR_UNSUPPORTED.
+ * Like tpt_trainer_set_run_step it replaces the trainer's run_step: the
+ * last of the two calls (or tpt_trainer_set_gan) wins. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_train_ops(tpt_trainer *trainer,
+                                                            const char *const *names, size_t n);
+
 /* Initialise with TPT_GAN_OPTIONS_INIT. */
-#define TPT_GAN_OPTIONS_VERSION 1
+#define TPT_GAN_OPTIONS_VERSION 2
 typedef struct tpt_gan_options {
   uint32_t version;   /* TPT_GAN_OPTIONS_VERSION */
   int32_t separate;   /* 0 (default): GANTrainer: every run_step is one hooked run of the
@@ -1849,15 +1895,21 @@ typedef struct tpt_gan_options {
   int64_t g_period;
   const char *g_op;   /* the generator's train op; NULL (default): "g_op" */
   const char *d_op;   /* the discriminator's; NULL (default): "d_op" */
+  /* version 2: */
+  const tpt_towers_options *towers; /* NULL (default): one tower; else tensorpack's
+                         MultiGPUGANTrainer: every tower takes its own batch and each op
+                         minimises its cost averaged over the towers (and over the ranks of
+                         a distributed job); the replicated or the parameter-server strategy */
 } tpt_gan_options;
-#define TPT_GAN_OPTIONS_INIT { TPT_GAN_OPTIONS_VERSION, 0, 1, 1, NULL, NULL }
+#define TPT_GAN_OPTIONS_INIT { TPT_GAN_OPTIONS_VERSION, 0, 1, 1, NULL, NULL, NULL }
 
-/* tensorpack's GANTrainer / SeparateGANTrainer (`options` NULL: the
- * defaults, a GANTrainer): tpt_trainer_set_model, then the GAN's run_step. When the model lacks the train ops g_op and d_op they
- * are made as tensorpack's GANModelDesc: the tower's outputs "g_loss" over
- * the variables under "gen/" and "d_loss" over those under "discrim/", each
- * with a copy of the model's optimizer. Takes `input` (also on failure).
- * Before run. */
+/* tensorpack's GANTrainer / SeparateGANTrainer / MultiGPUGANTrainer
+ * (`options` NULL: the defaults, a GANTrainer): tpt_trainer_set_model (or
+ * tpt_trainer_set_towers with options->towers), then the GAN's run_step.
+ * When the model lacks the train ops g_op and d_op they are made as
+ * tensorpack's GANModelDesc: the tower's outputs "g_loss" over the variables
+ * under "gen/" and "d_loss" over those under "discrim/", each with a copy of
+ * the model's optimizer. Takes `input` (also on failure). Before run. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_set_gan(tpt_trainer *trainer, tpt_model *model,
                                                       tpt_input *input,
                                                       const tpt_gan_options *options);

@@ -35,6 +35,16 @@ if [ -r "$fm_data/train-images-idx3-ubyte.gz" ] || [ -r "$fm_data/train-images-i
   check "c/fashion_mnist --dist, 2 ranks by tptrain-run, 0 epochs" "\[rank 0\] .*nothing to train" \
     "$b/tools/tptrain-run" -n 2 "$b/examples/fashion_mnist" --dist "$tmp/fm_dist" "$fm_data" 0
 fi
+# The DCGAN (the gan-example test trains the C one longer): the usage, and
+# 3 steps whose losses the Rust and Go twins must print exactly (the same
+# network, data, noise and seed).
+gan_help="--steps S   S steps per epoch"
+gan_line=""
+check "c/gan --help" "$gan_help" "$b/examples/gan" --help
+if [ -r "$fm_data/train-images-idx3-ubyte.gz" ] || [ -r "$fm_data/train-images-idx3-ubyte" ]; then
+  check "c/gan, 3 steps" "after 3 steps: g_loss" "$b/examples/gan" --steps 3 "$tmp/gan_c" "$fm_data" 1
+  gan_line=$(grep -o "after 3 steps: g_loss [0-9.]*, d_loss [0-9.]*" "$tmp/out")
+fi
 # The programs whose [doc] parts the docs pages show (tests/docs/check_snippets.py).
 snippet_trainer="stopped after 250 steps: enough"
 snippet_model="training accuracy 0.9"
@@ -49,6 +59,8 @@ if command -v cargo >/dev/null; then
   check "rust/mlp_regression" "final cost (MSE over" r mlp_regression
   check "rust/cnn_classifier" "held-out accuracy" r cnn_classifier
   check "rust/fashion_mnist --help (built, not trained)" "$fm_help" r fashion_mnist -- --help
+  check "rust/gan --help" "$gan_help" r gan -- --help
+  [ -n "$gan_line" ] && check "rust/gan, 3 steps, the C program's losses" "$gan_line" r gan -- --steps 3 "$tmp/gan_rust" "$fm_data" 1
   check "rust/snippets/trainer_loop" "$snippet_trainer" r snippet_trainer_loop
   check "rust/snippets/model_train" "$snippet_model" r snippet_model_train
   check "rust/snippets/dataflow_pipeline" "$snippet_dataflow" r snippet_dataflow_pipeline
@@ -61,6 +73,8 @@ if command -v go >/dev/null; then
   check "go/mlp_regression" "final cost (MSE over" g ./mlp_regression
   check "go/cnn_classifier" "held-out accuracy" g ./cnn_classifier
   check "go/fashion_mnist --help (built, not trained)" "$fm_help" g ./fashion_mnist --help
+  check "go/gan --help" "$gan_help" g ./gan --help
+  [ -n "$gan_line" ] && check "go/gan, 3 steps, the C program's losses" "$gan_line" g ./gan --steps 3 "$tmp/gan_go" "$fm_data" 1
   check "go/snippets/trainer_loop" "$snippet_trainer" g ./snippets/trainer_loop
   check "go/snippets/model_train" "$snippet_model" g ./snippets/model_train
   check "go/snippets/dataflow_pipeline" "$snippet_dataflow" g ./snippets/dataflow_pipeline

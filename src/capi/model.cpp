@@ -314,6 +314,13 @@ tpt_status *tpt_tower_push_scope(tpt_tower *tower, const char *scope) {
   });
 }
 
+tpt_status *tpt_tower_push_reuse_scope(tpt_tower *tower, const char *scope) {
+  return guard(__func__, [&] {
+    tpt::model::Tower &t = tower_arg(tower);
+    t.push_scope(require(scope, "scope"), /*reuse=*/true);
+  });
+}
+
 tpt_status *tpt_tower_pop_scope(tpt_tower *tower) {
   return guard(__func__, [&] { tower_arg(tower).pop_scope(); });
 }
@@ -661,6 +668,33 @@ tpt_status *tpt_trainer_run_train_ops(tpt_trainer *trainer, const char *const *n
   });
 }
 
+tpt_status *tpt_trainer_set_train_ops(tpt_trainer *trainer, const char *const *names, size_t n) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    require(names, "names");
+    if (n == 0) tpt::invalid_argument("n is 0: name at least one train op");
+    if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
+    auto *strategy = dynamic_cast<tpt::parallel::Strategy *>(t.stateful());
+    if (!strategy || !trainer->model)
+      tpt::fail(TPT_ERR_STATE, "the trainer has no model yet (tpt_trainer_set_model or tpt_trainer_set_towers first)");
+    if (!strategy->runs_train_ops())
+      tpt::fail(TPT_ERR_UNSUPPORTED, "the trainer's strategy (async towers) does not run train ops; use the simple, "
+                                     "the replicated or the parameter-server strategy");
+    std::vector<std::string> ops;
+    for (size_t i = 0; i < n; ++i) {
+      std::string field = "names[" + std::to_string(i) + "]";
+      ops.push_back(name_arg(names[i], field.c_str()));
+      if (!trainer->model->train_op(ops.back())) {
+        std::string known;
+        for (const auto &op : trainer->model->train_ops()) known += (known.empty() ? "'" : ", '") + op.name + "'";
+        tpt::invalid_argument(field + " is '" + ops.back() + "', not a train op of the model (it has " +
+                              (known.empty() ? std::string("none: tpt_model_add_train_op") : known) + ")");
+      }
+    }
+    t.set_run_step([strategy, ops](tpt::Trainer &tr) { strategy->run_ops(tr, ops, /*hooked=*/true); });
+  });
+}
+
 tpt_status *tpt_trainer_set_gan(tpt_trainer *trainer, tpt_model *model, tpt_input *input,
                                 const tpt_gan_options *options) {
   std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
@@ -671,17 +705,18 @@ tpt_status *tpt_trainer_set_gan(tpt_trainer *trainer, tpt_model *model, tpt_inpu
     tpt_gan_options o = TPT_GAN_OPTIONS_INIT;
     if (options) {
       tpt::capi::check_options_version(options->version, TPT_GAN_OPTIONS_VERSION, "options", "TPT_GAN_OPTIONS_INIT");
-      o = *options;
+      // A version 1 struct ends after d_op: towers keeps its default.
+      std::memcpy(&o, options, options->version >= 2 ? sizeof o : offsetof(tpt_gan_options, towers));
     }
-    if (trainer->distributed)
-      tpt::fail(TPT_ERR_UNSUPPORTED, "the GAN trainers run in one process (towers and distributed jobs: not yet)");
+    std::optional<tpt::parallel::TowersOptions> towers;
+    if (o.towers) towers = towers_options(o.towers, "options->towers");
     tpt::parallel::GanOptions g;
     if (o.g_op) g.g_op = name_arg(o.g_op, "options->g_op");
     if (o.d_op) g.d_op = name_arg(o.d_op, "options->d_op");
     g.separate = o.separate != 0;
     g.d_period = o.d_period;
     g.g_period = o.g_period;
-    tpt::parallel::gan(t, m, std::move(in), g);
+    tpt::parallel::gan(t, m, std::move(in), g, towers, distribution(trainer));
     trainer->model = std::move(m);
   });
 }

@@ -172,10 +172,12 @@ Tower::Tower(Model &model, std::string name, int index, bool training, bool buil
 
 std::string Tower::scoped(const std::string &name) const { return prefix_ + name; }
 
-void Tower::push_scope(const std::string &scope) {
+void Tower::push_scope(const std::string &scope, bool reuse) {
   if (scope.empty() || scope.find('/') != std::string::npos)
     invalid_argument("scope '" + scope + "' must be a non-empty name without '/'");
   scope_ends_.push_back(prefix_.size());
+  scope_reuse_.push_back(reuse);
+  reuse_depth_ += reuse ? 1 : 0;
   prefix_ += scope;
   prefix_ += '/';
 }
@@ -184,6 +186,8 @@ void Tower::pop_scope() {
   if (scope_ends_.empty()) fail(TPT_ERR_STATE, "pop_scope without a scope to pop");
   prefix_.resize(scope_ends_.back());
   scope_ends_.pop_back();
+  reuse_depth_ -= scope_reuse_.back() ? 1 : 0;
+  scope_reuse_.pop_back();
 }
 
 at::Tensor Tower::variable(const std::string &name, c10::IntArrayRef shape, const VariableOptions &opts) {
@@ -192,7 +196,11 @@ at::Tensor Tower::variable(const std::string &name, c10::IntArrayRef shape, cons
   size_t index = 0;
   at::Tensor v = store_.get(full, shape, opts, can_create_variables(), &index);
   for (size_t u : used_)
-    if (u == index) invalid_argument("variable '" + full + "' is used twice in one call of the tower function");
+    if (u == index) {
+      if (reuse_depth_ > 0) return v;  // a reuse scope: the same variable again
+      invalid_argument("variable '" + full + "' is used twice in one call of the tower function (a net applied "
+                       "twice shares its variables under a reuse scope: tpt_tower_push_reuse_scope)");
+    }
   used_.push_back(index);
   return v;
 }

@@ -88,7 +88,10 @@ class Tower {
   const c10::Device &device() const { return device_; }
 
   at::Tensor variable(const std::string &name, c10::IntArrayRef shape, const VariableOptions &opts);
-  void push_scope(const std::string &scope);
+  // reuse: tensorpack's auto_reuse_variable_scope: a variable under the
+  // scope may be used again in this call (a net applied twice shares its
+  // variables); elsewhere a second use of a name is an error.
+  void push_scope(const std::string &scope, bool reuse = false);
   void pop_scope();
   std::string scoped(const std::string &name) const;
 
@@ -108,6 +111,8 @@ class Tower {
   std::string prefix_;              // the scopes joined, each followed by '/'
   // Kept inline: a tower call runs every step, and these are a handful.
   c10::SmallVector<size_t, 8> scope_ends_;  // prefix_'s length before each scope
+  c10::SmallVector<bool, 8> scope_reuse_;   // each scope's reuse flag
+  int reuse_depth_ = 0;                     // the open scopes that allow reuse
   c10::SmallVector<size_t, 32> used_;       // indices of the variables used in this call
   std::optional<at::Tensor> cost_;
   std::vector<std::pair<std::string, at::Tensor>> outputs_;

@@ -1,5 +1,5 @@
 // tensorpack's GAN trainers (examples/GAN/GAN.py): run_steps made of the
-// model's train ops, on the simple strategy.
+// model's train ops, on the simple or a multi-tower strategy.
 #include <memory>
 #include <string>
 #include <utility>
@@ -11,8 +11,12 @@
 
 namespace tpt::parallel {
 
-void gan(Trainer &t, std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input, const GanOptions &o) {
+void gan(Trainer &t, std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input, const GanOptions &o,
+         const std::optional<TowersOptions> &towers, const std::optional<Distributed> &distributed) {
   if (t.phase() != Trainer::Phase::Idle) fail(TPT_ERR_STATE, "the trainer has already run");
+  if (towers && towers->kind == Kind::Async)
+    fail(TPT_ERR_UNSUPPORTED, "the GAN trainers run on the replicated or the parameter-server strategy, not the async "
+                              "one (tensorpack's MultiGPUGANTrainer averages the costs over the towers)");
   if (o.g_op.empty() || o.d_op.empty() || o.g_op == o.d_op)
     invalid_argument("the GAN's train ops need two different names (g_op '" + o.g_op + "', d_op '" + o.d_op + "')");
   if (o.separate) {
@@ -23,10 +27,12 @@ void gan(Trainer &t, std::shared_ptr<model::Model> model, std::unique_ptr<input:
       invalid_argument("one of d_period and g_period must be 1 (they are " + std::to_string(o.d_period) + " and " +
                        std::to_string(o.g_period) + "), as tensorpack's SeparateGANTrainer");
   }
-  // GANModelDesc's defaults: g_loss over "gen/", d_loss over "discrim/".
+  train(t, model, std::move(input), towers, distributed);
+  // GANModelDesc's defaults: g_loss over "gen/", d_loss over "discrim/"
+  // (added once the trainer took the model: a failure leaves it as it was;
+  // the strategy resolves the ops when training starts).
   if (!model->train_op(o.g_op)) model->add_train_op({o.g_op, "g_loss", "gen/", nullptr});
   if (!model->train_op(o.d_op)) model->add_train_op({o.d_op, "d_loss", "discrim/", nullptr});
-  train(t, model, std::move(input), std::nullopt);
   auto *strategy = dynamic_cast<Strategy *>(t.stateful());
   if (!strategy) fail(TPT_ERR_INTERNAL, "the GAN trainer has no strategy");
   const std::string g = o.g_op, d = o.d_op;

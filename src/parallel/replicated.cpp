@@ -44,6 +44,7 @@ class Replicated final : public MultiTower {
   }
 
   bool averages() const override { return o_.average; }
+  bool replicates() const override { return true; }
 
   // The gradients are all-reduced already (the buckets); every tower applies
   // the update to its own replica, all at once.

@@ -15,6 +15,7 @@
 #include "model/model.hpp"
 #include "model/optimizer.hpp"
 #include "parallel/strategy.hpp"
+#include "parallel/train_ops.hpp"
 
 namespace tpt::parallel {
 
@@ -52,36 +53,19 @@ class Simple final : public Strategy {
 
   void save(Checkpoint &ck) override {
     save_checked(ck, vars_, *input_, *model_->optimizer());
-    for (const OpRun &r : ops_) ck.train_ops[r.op.name] = r.opt->state(r.vars);
+    save_train_ops(ck, ops_);
   }
 
   void restore(const Checkpoint &ck) {
-    for (const auto &kv : ck.train_ops) {
-      bool known = false;
-      for (const OpRun &r : ops_) known = known || r.op.name == kv.first;
-      if (!known) invalid_argument("the checkpoint has the optimizer of a train op '" + kv.first + "' that this model lacks");
-    }
+    check_train_ops(ck, ops_);
     restore_checked(ck, vars_, *input_, *model_->optimizer());
-    for (OpRun &r : ops_)
-      if (auto it = ck.train_ops.find(r.op.name); it != ck.train_ops.end()) r.opt->load_state(it->second, r.vars);
+    restore_train_ops(ck, ops_);
   }
 
+  bool runs_train_ops() const override { return true; }
+
   void run_ops(Trainer &t, const std::vector<std::string> &names, bool hooked) override {
-    if (ops_.empty() && model_->train_ops().empty())
-      fail(TPT_ERR_STATE, "the model has no train ops (tpt_model_add_train_op)");
-    if (names.empty()) invalid_argument("no train op to run");
-    selected_.clear();
-    for (const std::string &n : names) {
-      OpRun *found = nullptr;
-      for (OpRun &r : ops_)
-        if (r.op.name == n) found = &r;
-      if (!found) {
-        std::string known;
-        for (const auto &op : model_->train_ops()) known += (known.empty() ? "'" : ", '") + op.name + "'";
-        invalid_argument("the model has no train op '" + n + "' (it has " + known + ")");
-      }
-      selected_.push_back(found);
-    }
+    selected_ = select_train_ops(ops_, *model_, names);
     if (hooked) t.hooked_step(&Simple::ops_step, this);
     else ops_body(t, false);
   }
@@ -124,34 +108,11 @@ class Simple final : public Strategy {
     }
   }
 
-  // The model's train ops with their variables and optimizers.
-  struct OpRun {
-    model::TrainOp op;
-    std::vector<model::Variable> vars;
-    std::shared_ptr<model::Optimizer> opt;
-    bool replica = false;  // the model's optimizer's replica: follows its hyper-parameters
-  };
-
   void resolve_ops() {
-    ops_.clear();
-    for (const model::TrainOp &op : model_->train_ops()) {
-      OpRun r;
-      r.op = op;
-      for (const auto &v : vars_)
-        if (v.trainable && v.name.compare(0, op.scope.size(), op.scope) == 0) r.vars.push_back(v);
-      if (r.vars.empty())
-        invalid_argument("train op '" + op.name + "': no trainable variable's name starts with '" + op.scope + "'");
-      if (op.optimizer == model_->optimizer())
-        invalid_argument("train op '" + op.name + "' has the model's optimizer, whose slots are the default step's: "
-                         "give it an optimizer of its own, or none (a replica of the model's)");
-      for (const OpRun &o : ops_)
-        if (op.optimizer && o.opt == op.optimizer)
-          invalid_argument("train ops '" + o.op.name + "' and '" + op.name +
-                           "' share an optimizer: give each its own (or none: each gets a replica of the model's)");
-      r.replica = !op.optimizer;
-      r.opt = op.optimizer ? op.optimizer : model_->optimizer()->replica();
-      ops_.push_back(std::move(r));
-    }
+    std::vector<model::Variable> trainables;
+    for (const auto &v : vars_)
+      if (v.trainable) trainables.push_back(v);
+    ops_ = resolve_train_ops(*model_, trainables);
   }
 
   static void ops_step(Trainer &t, void *self) { static_cast<Simple *>(self)->ops_body(t, true); }
@@ -168,25 +129,12 @@ class Simple final : public Strategy {
     std::vector<std::pair<std::string, double>> costs;
     for (size_t i = 0; i < selected_.size(); ++i) {
       const OpRun &r = *selected_[i];
-      const std::string cost_name = r.op.cost.empty() ? "cost" : r.op.cost;
-      const at::Tensor *c = r.op.cost.empty() ? (tower.cost() ? &*tower.cost() : nullptr) : tower.output(r.op.cost);
-      if (!c)
-        fail(TPT_ERR_STATE, "train op '" + r.op.name + "': the tower function did not set " +
-                                (r.op.cost.empty() ? std::string("a cost (tpt_tower_set_cost)")
-                                                   : "the output '" + r.op.cost + "' (tpt_tower_set_output)"));
-      if (c->numel() != 1 || c->is_complex())
-        invalid_argument("train op '" + r.op.name + "': its cost '" + cost_name + "' has shape " +
-                         model::shape_text(c->sizes()) + ", not one real number");
-      const double value = c->item<double>();
-      if (r.opt->processing().check_numerics != 0 && !std::isfinite(value))
-        fail(TPT_ERR_BACKEND, "train op '" + r.op.name + "': the cost '" + cost_name + "' is " + std::to_string(value) +
-                                  " at global_step " + std::to_string(t.global_step()));
-      if (!c->requires_grad())
-        fail(TPT_ERR_STATE, "train op '" + r.op.name + "': the cost '" + cost_name +
-                                "' does not depend on any trainable variable");
+      std::string cost_name;
+      double value = 0;
+      const at::Tensor &c = op_cost(tower, r, t.global_step(), &value, &cost_name);
       std::vector<at::Tensor> inputs;
       for (const auto &v : r.vars) inputs.push_back(v.value);
-      grads[i] = torch::autograd::grad({*c}, inputs, {}, /*retain_graph=*/i + 1 < selected_.size(),
+      grads[i] = torch::autograd::grad({c}, inputs, {}, /*retain_graph=*/i + 1 < selected_.size(),
                                        /*create_graph=*/false, /*allow_unused=*/true);
       costs.emplace_back(cost_name, value);
     }
@@ -266,7 +214,7 @@ void restore_checked(const Checkpoint &ck, const std::vector<model::Variable> &v
 }
 
 void Strategy::run_ops(Trainer &, const std::vector<std::string> &, bool) {
-  fail(TPT_ERR_UNSUPPORTED, "train ops run with the simple trainer (one tower) for now, not with towers");
+  fail(TPT_ERR_UNSUPPORTED, "this strategy does not run train ops");
 }
 
 void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy) {

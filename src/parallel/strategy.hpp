@@ -56,6 +56,8 @@ class Strategy : public Stateful {
   // variables, all computed from that pass, then each op's update. As a
   // hooked step (BEFORE_RUN / AFTER_RUN, global_step + 1) or raw.
   virtual void run_ops(Trainer &t, const std::vector<std::string> &ops, bool hooked);
+  // Whether run_ops is supported (checked before training where it helps).
+  virtual bool runs_train_ops() const { return false; }
 };
 
 // Makes `strategy` the trainer's run_step and hooks its setup, before_train
@@ -123,7 +125,7 @@ void train(Trainer &trainer, std::shared_ptr<model::Model> model, std::unique_pt
 // model's train ops `g_op` and `d_op` (made when the model lacks them: the
 // tower's outputs "g_loss" and "d_loss" over the variables under "gen/" and
 // "discrim/", each with a replica of the model's optimizer) run by the
-// simple strategy's run_ops. GANTrainer: every run_step is one hooked run of
+// strategy's run_ops. GANTrainer: every run_step is one hooked run of
 // G's then D's update from one forward pass. SeparateGANTrainer: D's hooked
 // run when global_step % d_period == 0, then G's when global_step %
 // g_period == 0 (global_step as it is then: one run_step may make two
@@ -133,8 +135,11 @@ struct GanOptions {
   bool separate = false;
   int64_t d_period = 1, g_period = 1;
 };
+// With `towers` (replicated or parameter server) or `distributed`: tensorpack's
+// MultiGPUGANTrainer, each op's gradients averaged over every tower (run_ops).
 void gan(Trainer &trainer, std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input,
-         const GanOptions &options);
+         const GanOptions &options, const std::optional<TowersOptions> &towers = std::nullopt,
+         const std::optional<Distributed> &distributed = std::nullopt);
 
 // Adds `g` to the variable's gradient (its accumulation across micro-steps;
 // undefined `g`: nothing).

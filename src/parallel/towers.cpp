@@ -3,6 +3,7 @@
 #include "parallel/towers.hpp"
 
 #include <ATen/Parallel.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "core/checkpoint.hpp"
 #include "core/error.hpp"
@@ -55,7 +57,18 @@ void MultiTower::setup(Trainer &t) {
   if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
   model_->build();
   vars_ = model_->variables().all();
-  if (const Checkpoint *ck = t.resume_checkpoint()) restore_checked(*ck, vars_, *input_, *model_->optimizer());
+  {
+    std::vector<model::Variable> trainables;
+    for (const auto &v : vars_)
+      if (v.trainable) trainables.push_back(v);
+    ops_ = resolve_train_ops(*model_, trainables);
+  }
+  const Checkpoint *ck = t.resume_checkpoint();
+  if (ck) {
+    check_train_ops(*ck, ops_);
+    restore_checked(*ck, vars_, *input_, *model_->optimizer());
+    restore_train_ops(*ck, ops_);
+  }
   prepare(t);
   all_.assign(static_cast<size_t>(towers()), {});
   trainables_.assign(static_cast<size_t>(towers()), {});
@@ -63,6 +76,24 @@ void MultiTower::setup(Trainer &t) {
     all_[static_cast<size_t>(k)] = k == 0 ? vars_ : store(k).all();
     for (const auto &v : all_[static_cast<size_t>(k)])
       if (v.trainable) trainables_[static_cast<size_t>(k)].push_back(v);
+  }
+  // The train ops' variables in every tower's replica, and the replicas'
+  // optimizers (each op's state, on resume).
+  op_optimizers_.assign(ops_.size(), {});
+  op_vars_.assign(ops_.size(), {});
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    const OpRun &r = ops_[i];
+    for (int k = 0; k < towers(); ++k) {
+      std::vector<model::Variable> mine;
+      for (size_t j : r.index) mine.push_back(trainables_[static_cast<size_t>(k)][j]);
+      if (k > 0 && replicates()) {
+        auto opt = r.opt->replica();
+        if (ck)
+          if (auto it = ck->train_ops.find(r.op.name); it != ck->train_ops.end()) opt->load_state(it->second, mine);
+        op_optimizers_[i].push_back(std::move(opt));
+      }
+      op_vars_[i].push_back(std::move(mine));
+    }
   }
   make_leaves();
   device_reduce_ = reduces() ? dist::device_all_reduce(o_.devices, o_.world.get()) : nullptr;
@@ -254,7 +285,10 @@ at::Tensor MultiTower::reduced(size_t i) const {
 
 // tensorpack saves tower 0's variables (the replicated strategy's other
 // copies are local variables); so does this, with the model's optimizer.
-void MultiTower::save(Checkpoint &ck) { save_checked(ck, vars_, *input_, *model_->optimizer()); }
+void MultiTower::save(Checkpoint &ck) {
+  save_checked(ck, vars_, *input_, *model_->optimizer());
+  save_train_ops(ck, ops_);
+}
 
 void MultiTower::before_train(Trainer &) {
   input_->before_train();
@@ -273,14 +307,7 @@ void MultiTower::step(Trainer &t, void *self) { static_cast<MultiTower *>(self)-
 
 void MultiTower::train_step(Trainer &t) {
   const int n = towers();
-  // HorovodTrainer's broadcast: every process starts from rank 0's
-  // variables, as they are after its SETUP (a resume) and BEFORE_TRAIN (the
-  // config's init hook, the user's callbacks) and before its first step.
-  if (o_.world && !synced_) {
-    broadcast_variables(/*all=*/true);
-    resync(/*all=*/true);
-    synced_ = true;
-  }
+  sync_first();
   batches_.resize(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) {  // tower k takes the k-th batch of the step, always
     batches_[static_cast<size_t>(k)] = input_->next();
@@ -314,29 +341,205 @@ void MultiTower::train_step(Trainer &t) {
   update(t, results_);
   // The cost and outputs of tower 0, as tensorpack's summaries of the main
   // training tower.
-  const TowerResult &r0 = results_[0];
+  publish(t, &results_[0].cost, results_[0].outputs);
+  for (auto &r : results_) r.grads.clear();
+}
+
+// HorovodTrainer's broadcast: every process starts from rank 0's variables,
+// as they are after its SETUP (a resume) and BEFORE_TRAIN (the config's init
+// hook, the user's callbacks) and before its first step.
+void MultiTower::sync_first() {
+  if (!o_.world || synced_) return;
+  broadcast_variables(/*all=*/true);
+  resync(/*all=*/true);
+  synced_ = true;
+}
+
+void MultiTower::publish(Trainer &t, const double *cost,
+                         const std::vector<std::pair<std::string, at::Tensor>> &outputs) {
   // The cost and the scalar outputs, averaged over the processes when asked.
-  std::vector<double> scalars{r0.cost};
-  for (const auto &[name, value] : r0.outputs)
+  std::vector<double> scalars;
+  if (cost) scalars.push_back(*cost);
+  for (const auto &[name, value] : outputs)
     if (value.numel() == 1 && !value.is_complex()) scalars.push_back(value.item<double>());
-  if (o_.world && o_.average_scalars) {
+  if (o_.world && o_.average_scalars && !scalars.empty()) {
     at::Tensor all = at::tensor(scalars, at::kDouble);
     o_.world->all_reduce(all);
     all.div_(o_.world->size());
     for (size_t i = 0; i < scalars.size(); ++i) scalars[i] = all[static_cast<int64_t>(i)].item<double>();
   }
-  Output c;
-  c.scalar = scalars[0];
-  t.set_output("cost", std::move(c));
-  t.add_moving_summary("cost", scalars[0]);
-  size_t next_scalar = 1;
-  for (const auto &[name, value] : r0.outputs) {
+  size_t next_scalar = 0;
+  if (cost) {
+    Output c;
+    c.scalar = scalars[next_scalar];
+    t.set_output("cost", std::move(c));
+    t.add_moving_summary("cost", scalars[next_scalar++]);
+  }
+  for (const auto &[name, value] : outputs) {
     Output o;
     o.tensor = std::make_shared<const at::Tensor>(value);
     t.set_output(name, std::move(o));
     if (value.numel() == 1 && !value.is_complex()) t.add_moving_summary(name, scalars[next_scalar++]);
   }
-  for (auto &r : results_) r.grads.clear();
+}
+
+// ------------------------------------------------------------------ train ops
+
+void MultiTower::run_ops(Trainer &t, const std::vector<std::string> &names, bool hooked) {
+  if (!reduces())
+    fail(TPT_ERR_UNSUPPORTED, "the async strategy does not run train ops (each tower would apply its own op "
+                              "updates); use the replicated or the parameter-server strategy");
+  selected_ = select_train_ops(ops_, *model_, names);
+  if (hooked) t.hooked_step(&MultiTower::ops_step, this);
+  else ops_body(t, false);
+}
+
+void MultiTower::ops_step(Trainer &t, void *self) { static_cast<MultiTower *>(self)->ops_body(t, true); }
+
+void MultiTower::ops_body(Trainer &t, bool hooked) {
+  const int n = towers();
+  sync_first();
+  batches_.resize(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) {
+    batches_[static_cast<size_t>(k)] = input_->next();
+    model_->check_inputs(batches_[static_cast<size_t>(k)]);
+  }
+  if (hooked) input_->after_step(t);
+  results_.resize(static_cast<size_t>(n));
+  step_ = t.global_step();
+  threads_.run([this](int k) {
+    compute_ops(k, batches_[static_cast<size_t>(k)], results_[static_cast<size_t>(k)]);
+  });
+  for (auto &b : batches_) b.clear();
+  if (mirrored(0)) write_back_mirror(0);
+  // Each op's gradients: the towers' mean (summed in tower order), then the
+  // processes'.
+  const size_t m = selected_.size();
+  std::vector<std::vector<at::Tensor>> g(m);
+  {
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < m; ++i) {
+      const OpRun &r = *selected_[i];
+      g[i].resize(r.vars.size());
+      for (size_t j = 0; j < r.vars.size(); ++j) {
+        const at::Tensor &v = r.vars[j].value;
+        at::Tensor sum;
+        for (int k = 0; k < n; ++k) {
+          const at::Tensor &x = results_[static_cast<size_t>(k)].op_grads[i][j];
+          if (!x.defined()) continue;
+          at::Tensor y = x.device() == v.device() ? x : x.to(v.device());
+          if (!sum.defined()) sum = y.clone();
+          else sum.add_(y);
+        }
+        if (sum.defined() && n > 1) sum.mul_(1.0 / n);
+        g[i][j] = std::move(sum);
+      }
+      if (o_.world) reduce_op_across(g[i], r);
+    }
+  }
+  for (size_t i = 0; i < m; ++i) apply_op(t, static_cast<size_t>(selected_[i] - ops_.data()), g[i]);
+  std::optional<double> cost;
+  for (size_t i = 0; i < m; ++i)
+    if (results_[0].op_cost_names[i] == "cost") cost = results_[0].op_costs[i];
+  if (hooked) publish(t, cost ? &*cost : nullptr, results_[0].outputs);
+  for (auto &r : results_) r.op_grads.clear();
+}
+
+// Every rank sums its towers' mean of each of the op's variables' gradients
+// (one flat buffer per dtype, in the variables' order, with one count per
+// variable of the ranks that have a gradient) and takes the mean.
+void MultiTower::reduce_op_across(std::vector<at::Tensor> &g, const OpRun &r) {
+  std::vector<at::ScalarType> types;
+  for (const auto &v : r.vars)
+    if (std::find(types.begin(), types.end(), v.value.scalar_type()) == types.end())
+      types.push_back(v.value.scalar_type());
+  const double scale = 1.0 / o_.world->size();
+  for (at::ScalarType type : types) {
+    std::vector<size_t> which;
+    std::vector<at::Tensor> parts;
+    const auto options = at::TensorOptions().dtype(type).device(r.vars[0].value.device());
+    for (size_t j = 0; j < r.vars.size(); ++j) {
+      const at::Tensor &v = r.vars[j].value;
+      if (v.scalar_type() != type) continue;
+      which.push_back(j);
+      parts.push_back(g[j].defined() ? g[j].reshape({-1}) : at::zeros({v.numel()}, options.device(v.device())));
+    }
+    at::Tensor flags = at::zeros({static_cast<int64_t>(which.size())}, options);
+    for (size_t w = 0; w < which.size(); ++w)
+      if (g[which[w]].defined()) flags[static_cast<int64_t>(w)].fill_(1);
+    parts.push_back(flags);
+    at::Tensor flat = at::cat(parts);
+    o_.world->all_reduce(flat);
+    int64_t off = 0;
+    const int64_t total = flat.numel() - static_cast<int64_t>(which.size());
+    for (size_t w = 0; w < which.size(); ++w) {
+      const at::Tensor &v = r.vars[which[w]].value;
+      const bool any = flat[total + static_cast<int64_t>(w)].item<double>() > 0;
+      g[which[w]] = any ? flat.narrow(0, off, v.numel()).view(v.sizes()).mul(scale) : at::Tensor();
+      off += v.numel();
+    }
+  }
+}
+
+void MultiTower::apply_op(Trainer &t, size_t op, std::vector<at::Tensor> &g) {
+  OpRun &r = ops_[op];
+  const int64_t step = t.global_step();
+  if (r.replica) r.opt->follow(*model_->optimizer());
+  if (!replicates()) {  // the parameter server: the towers share the model's variables
+    for (size_t j = 0; j < r.vars.size(); ++j) add_grad(r.vars[j].value, g[j]);
+    r.opt->apply(r.vars, step);
+    return;
+  }
+  for (auto &o : op_optimizers_[op]) o->follow(*r.opt);
+  on_towers([&](int k) {
+    c10::NoGradGuard no_grad;
+    model::Optimizer &opt = k == 0 ? *r.opt : *op_optimizers_[op][static_cast<size_t>(k - 1)];
+    const auto &vars = op_vars_[op][static_cast<size_t>(k)];
+    // g is read by every tower at once: a replica's gradient never aliases it.
+    for (size_t j = 0; j < vars.size(); ++j) {
+      if (!g[j].defined()) continue;
+      at::Tensor &grad = const_cast<at::Tensor &>(vars[j].value).mutable_grad();
+      if (grad.defined()) grad.add_(g[j]);
+      else grad = g[j].clone();
+    }
+    opt.apply(vars, step);
+  });
+}
+
+void MultiTower::compute_ops(int k, const std::vector<at::Tensor> &batch, TowerResult &r) {
+  const std::string name = "tower" + std::to_string(k);
+  try {
+    const c10::Device device = o_.devices[static_cast<size_t>(k)];
+    std::vector<at::Tensor> moved;
+    if (mirrored(k)) {
+      refresh_mirror(k);
+      for (const auto &b : batch) moved.push_back(b.device() == device ? b : b.to(device));
+    }
+    model::Tower tower(*model_, name, k, /*training=*/true, /*building=*/false, device,
+                       leaf_stores_[static_cast<size_t>(k)].get());
+    model_->call(tower, mirrored(k) ? moved : batch);
+    const size_t m = selected_.size();
+    r.op_grads.assign(m, {});
+    r.op_costs.assign(m, 0.0);
+    r.op_cost_names.assign(m, {});
+    const std::vector<at::Tensor> &leaves = leaves_[static_cast<size_t>(k)];
+    for (size_t i = 0; i < m; ++i) {
+      const OpRun &op = *selected_[i];
+      const at::Tensor &c = op_cost(tower, op, step_, &r.op_costs[i], &r.op_cost_names[i]);
+      std::vector<at::Tensor> inputs;
+      for (size_t j : op.index) inputs.push_back(leaves[j]);
+      r.op_grads[i] = torch::autograd::grad({c}, inputs, {}, /*retain_graph=*/i + 1 < m, /*create_graph=*/false,
+                                            /*allow_unused=*/true);
+    }
+    r.outputs.clear();
+    if (k == 0)
+      for (const auto &[n, value] : tower.outputs()) r.outputs.emplace_back(n, value.detach());
+  } catch (const Error &e) {
+    if (e.passthrough()) throw;
+    throw Error(e.code(), name + ": " + e.what());
+  } catch (const c10::Error &e) {
+    throw Error(TPT_ERR_BACKEND, name + ": " + e.what_without_backtrace());
+  }
 }
 
 void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResult &r) {

@@ -25,6 +25,7 @@
 #include "input/input.hpp"
 #include "model/model.hpp"
 #include "parallel/strategy.hpp"
+#include "parallel/train_ops.hpp"
 
 namespace tpt::parallel {
 
@@ -35,6 +36,11 @@ struct TowerResult {
   // tower's gradient; undefined: not used.
   std::vector<at::Tensor> grads;
   std::vector<std::pair<std::string, at::Tensor>> outputs;  // tower 0's only
+  // run_ops: per selected op, the tower's gradient of each of the op's
+  // variables (undefined: none), the op's cost and its name.
+  std::vector<std::vector<at::Tensor>> op_grads;
+  std::vector<double> op_costs;
+  std::vector<std::string> op_cost_names;
 };
 
 class MultiTower : public Strategy {
@@ -48,6 +54,14 @@ class MultiTower : public Strategy {
   void after_train(Trainer &t) override;
   void after_epoch(Trainer &t) override;
   void run_step(Trainer &t) override;
+  // tensorpack's MultiGPUGANTrainer: every tower takes its own batch and
+  // computes every op's gradients from its one forward pass; each op's
+  // gradients are averaged over the towers (and the processes: each op
+  // minimises its cost averaged over every tower of the job), then the ops'
+  // updates are applied in order, by every replica in the replicated
+  // strategy. Not the async strategy.
+  void run_ops(Trainer &t, const std::vector<std::string> &ops, bool hooked) override;
+  bool runs_train_ops() const override { return reduces(); }
 
   int towers() const { return static_cast<int>(o_.devices.size()); }
   // Tower k's variables, all (its replica's in the replicated strategy),
@@ -73,6 +87,9 @@ class MultiTower : public Strategy {
   // gradients are in its TowerResult.
   virtual bool reduces() const { return true; }
   virtual bool averages() const { return true; }
+  // Whether every tower updates a replica of its own (the replicated
+  // strategy), rather than all sharing the model's variables.
+  virtual bool replicates() const { return false; }
   // In update(): trainable variable i's reduced gradient; undefined when no
   // tower has one.
   at::Tensor reduced(size_t i) const;
@@ -109,6 +126,22 @@ class MultiTower : public Strategy {
   void reduce_bucket(Bucket &b);
   void finish_across();  // waits for the buckets' all-reduces across the processes
   void broadcast_variables(bool all);  // rank 0's: all, or the non-trainable ones
+  void sync_first();                   // before the first step of a job: rank 0's variables everywhere
+  // The cost (when there is one) and tower 0's outputs as the step's outputs
+  // and moving summaries (the scalars averaged over the processes when asked).
+  void publish(Trainer &t, const double *cost, const std::vector<std::pair<std::string, at::Tensor>> &outputs);
+  // run_ops
+  static void ops_step(Trainer &t, void *self);
+  void ops_body(Trainer &t, bool hooked);
+  void compute_ops(int k, const std::vector<at::Tensor> &batch, TowerResult &r);
+  void reduce_op_across(std::vector<at::Tensor> &g, const OpRun &r);
+  void apply_op(Trainer &t, size_t op, std::vector<at::Tensor> &g);
+  std::vector<OpRun> ops_;
+  std::vector<OpRun *> selected_;  // the running run_ops' ops
+  // The replicated strategy: per op, towers 1..N-1's optimizers; per op, per
+  // tower, the op's variables in that tower's replica.
+  std::vector<std::vector<std::shared_ptr<model::Optimizer>>> op_optimizers_;
+  std::vector<std::vector<std::vector<model::Variable>>> op_vars_;
 
   tpt::TowerThreads threads_;
   std::vector<std::vector<at::Tensor>> batches_;

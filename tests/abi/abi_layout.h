@@ -361,17 +361,32 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_train_op, scope), 8 + 2 * sizeof(void *));
   ABI_EQ(offsetof(tpt_train_op, optimizer), 8 + 3 * sizeof(void *));
   ABI_EQ(sizeof(tpt_train_op), 8 + 4 * sizeof(void *));
-  ABI_EQ(TPT_GAN_OPTIONS_VERSION, 1);
+  ABI_EQ(TPT_GAN_OPTIONS_VERSION, 2);
   ABI_EQ(offsetof(tpt_gan_options, separate), 4);
   ABI_EQ(offsetof(tpt_gan_options, d_period), 8);
   ABI_EQ(offsetof(tpt_gan_options, g_period), 16);
   ABI_EQ(offsetof(tpt_gan_options, g_op), 24);
   ABI_EQ(offsetof(tpt_gan_options, d_op), 24 + sizeof(void *));
-  ABI_EQ(sizeof(tpt_gan_options), 24 + 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_gan_options, towers), 24 + 2 * sizeof(void *)); /* version 2 */
+  ABI_EQ(sizeof(tpt_gan_options), 24 + 3 * sizeof(void *));
   {
     tpt_gan_options o = TPT_GAN_OPTIONS_INIT;
-    abi_check(o.separate == 0 && o.d_period == 1 && o.g_period == 1 && o.g_op == NULL && o.d_op == NULL,
+    abi_check(o.separate == 0 && o.d_period == 1 && o.g_period == 1 && o.g_op == NULL && o.d_op == NULL &&
+                  o.towers == NULL,
               "TPT_GAN_OPTIONS_INIT defaults");
+  }
+  /* images */
+  ABI_EQ(TPT_IMAGE_GRID_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_image_grid_options, columns), 4);
+  ABI_EQ(offsetof(tpt_image_grid_options, padding), 8);
+  ABI_EQ(offsetof(tpt_image_grid_options, low), 16);
+  ABI_EQ(offsetof(tpt_image_grid_options, high), 24);
+  ABI_EQ(offsetof(tpt_image_grid_options, pad_value), 32);
+  ABI_EQ(sizeof(tpt_image_grid_options), 40);
+  {
+    tpt_image_grid_options o = TPT_IMAGE_GRID_OPTIONS_INIT;
+    abi_check(o.columns == 8 && o.padding == 2 && o.low == 0 && o.high == 0 && o.pad_value == 0,
+              "TPT_IMAGE_GRID_OPTIONS_INIT defaults");
   }
   /* Dataflows */
   ABI_EQ(TPT_DATAFLOW_CALLBACKS_VERSION, 2);

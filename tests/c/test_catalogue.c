@@ -693,6 +693,83 @@ static tpt_status *put_images(tpt_trainer *t, tpt_event ev, const tpt_record *r,
   return st;
 }
 
+/* tpt_image_grid (torchvision's make_grid) and tpt_image_write_png. */
+static void image_grid_and_png(void **state) {
+  (void)state;
+  /* three 1 x 2 x 2 images of values 0..11, drawn with the range [0, 11] */
+  float v[12];
+  for (int i = 0; i < 12; ++i) v[i] = (float)i;
+  const int64_t s[] = {3, 1, 2, 2};
+  tpt_tensor *imgs = NULL, *grid = NULL;
+  ok(tpt_tensor_from_data(&imgs, v, sizeof v, s, 4, NULL));
+  tpt_image_grid_options o = TPT_IMAGE_GRID_OPTIONS_INIT;
+  o.columns = 2, o.padding = 1, o.low = 0, o.high = 11, o.pad_value = 7;
+  ok(tpt_image_grid(&grid, imgs, &o));
+  /* 2 rows x 2 columns of 2 x 2 with padding 1: 7 x 7 x 1 */
+  int64_t shape[3] = {0};
+  ok(tpt_tensor_shape(shape, 3, grid));
+  assert_int_equal(shape[0], 7);
+  assert_int_equal(shape[1], 7);
+  assert_int_equal(shape[2], 1);
+  tpt_dtype dt;
+  ok(tpt_tensor_dtype(&dt, grid));
+  assert_int_equal(dt, TPT_DTYPE_U8);
+  uint8_t px[49];
+  ok(tpt_tensor_copy_to(px, sizeof px, grid));
+  assert_int_equal(px[0], 7);                                  /* padding */
+  assert_int_equal(px[1 * 7 + 1], 0);                          /* image 0, (0, 0) */
+  assert_int_equal(px[2 * 7 + 2], (int)(3 * 255.0 / 11 + 0.5)); /* image 0, (1, 1) */
+  assert_int_equal(px[1 * 7 + 4], (int)(4 * 255.0 / 11 + 0.5)); /* image 1, (0, 0) */
+  assert_int_equal(px[5 * 7 + 2], 255);                        /* image 2, (1, 1): 11 */
+  assert_int_equal(px[4 * 7 + 4], 7);                          /* no fourth image: padding */
+  /* the images' own range by default; N x H x W too */
+  const int64_t s3[] = {3, 2, 2};
+  tpt_tensor *flat = NULL, *g2 = NULL;
+  ok(tpt_tensor_reshape(&flat, imgs, s3, 3));
+  ok(tpt_image_grid(&g2, flat, NULL));
+  ok(tpt_tensor_shape(shape, 3, g2));
+  assert_int_equal(shape[0], 2 + 2 + 2); /* one row of 3 (8 columns at most) */
+  assert_int_equal(shape[1], 3 * 4 + 2);
+
+  char path[] = "/tmp/tpt_png_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+  ok(tpt_image_write_png(grid, path));
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  unsigned char head[24];
+  assert_int_equal(fread(head, 1, sizeof head, f), sizeof head);
+  fclose(f);
+  assert_memory_equal(head, "\x89PNG\r\n\x1a\n", 8);
+  assert_memory_equal(head + 12, "IHDR", 4);
+  assert_int_equal(head[19], 7); /* width */
+  assert_int_equal(head[23], 7); /* height */
+  remove(path);
+
+  /* errors */
+  expect_code(tpt_image_write_png(grid, "/nonexistent-dir/x.png"), TPT_ERR_IO, "/nonexistent-dir/x.png");
+  expect_code(tpt_image_write_png(imgs, path), TPT_ERR_INVALID_ARGUMENT, "image has 4 dimensions");
+  expect_code(tpt_image_write_png(grid, NULL), TPT_ERR_INVALID_ARGUMENT, "path");
+  o.columns = 0;
+  expect_code(tpt_image_grid(&g2, imgs, &o), TPT_ERR_INVALID_ARGUMENT, "options->columns is 0");
+  o = (tpt_image_grid_options)TPT_IMAGE_GRID_OPTIONS_INIT;
+  o.low = 2, o.high = 1;
+  expect_code(tpt_image_grid(&g2, imgs, &o), TPT_ERR_INVALID_ARGUMENT, "low < high");
+  o = (tpt_image_grid_options)TPT_IMAGE_GRID_OPTIONS_INIT;
+  o.version = 9;
+  expect_code(tpt_image_grid(&g2, imgs, &o), TPT_ERR_INVALID_ARGUMENT, "options->version is 9");
+  tpt_tensor *two = NULL;
+  ok(tpt_tensor_reshape(&two, flat, (const int64_t[]){1, 2, 3, 2}, 4));
+  expect_code(tpt_image_grid(&g2, two, NULL), TPT_ERR_INVALID_ARGUMENT, "2 channels in dimension 1");
+  expect_code(tpt_image_grid(NULL, imgs, NULL), TPT_ERR_INVALID_ARGUMENT, "out");
+  tpt_tensor_free(two);
+  tpt_tensor_free(g2);
+  tpt_tensor_free(flat);
+  tpt_tensor_free(grid);
+  tpt_tensor_free(imgs);
+}
+
 /* `test_catalogue tensorboard DIR`: 2 epochs of 3 steps with images, the
  * scalars of a runner and the moving cost, into DIR. */
 static int write_tensorboard(const char *where) {
@@ -857,6 +934,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(throughput_and_memory),
       cmocka_unit_test(step_watchdog),
       cmocka_unit_test(tensorboard_files),
+      cmocka_unit_test(image_grid_and_png),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
  *     optimizers) ends bit-identical to an uninterrupted one;
  *   - errors name the op, the option or the missing output. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -65,7 +66,7 @@ static tpt_model *new_model(int momentum) {
   return m;
 }
 
-static tpt_input *new_input(void) {
+static tpt_input *new_input_of(int64_t batch) {
   static float real[ROWS * 2], z[ROWS * 2], ones[ROWS], zeros[ROWS];
   for (int i = 0; i < ROWS; ++i) {
     real[2 * i] = 1.0f + 0.01f * (float)i, real[2 * i + 1] = -0.5f + 0.02f * (float)(i % 7);
@@ -79,10 +80,12 @@ static tpt_input *new_input(void) {
   ok(tpt_tensor_from_data(&t[2], ones, sizeof ones, s1, 2, NULL));
   ok(tpt_tensor_from_data(&t[3], zeros, sizeof zeros, s1, 2, NULL));
   tpt_input *in = NULL;
-  ok(tpt_input_from_tensors(&in, (const tpt_tensor *const *)t, 4, BATCH, 0, 0));
+  ok(tpt_input_from_tensors(&in, (const tpt_tensor *const *)t, 4, batch, 0, 0));
   for (int i = 0; i < 4; ++i) tpt_tensor_free(t[i]);
   return in;
 }
+
+static tpt_input *new_input(void) { return new_input_of(BATCH); }
 
 static double sum_of(tpt_model *m, const char *name) {
   tpt_tensor *v = NULL;
@@ -278,11 +281,15 @@ static void hooked_and_raw_runs_and_each_op_its_variables(void **state) {
 /* Trains `steps` GAN steps (momentum SGD), saving every 3 steps in `dir`;
  * with `resume` it resumes from model-<resume> in dir first. Returns the
  * variables' sums. */
-static void gan_run(const char *dir, int64_t steps, int64_t resume, double out[4]) {
+static void gan_run(const char *dir, int64_t steps, int64_t resume, double out[4], int n_towers) {
   ok(tpt_manual_seed(2));
   tpt_model *m = new_model(1);
   tpt_trainer *t = new_trainer(steps, dir);
-  ok(tpt_trainer_set_gan(t, m, new_input(), NULL));
+  tpt_gan_options g = TPT_GAN_OPTIONS_INIT;
+  tpt_towers_options to = TPT_TOWERS_OPTIONS_INIT;
+  to.n_towers = n_towers;
+  if (n_towers) g.towers = &to;
+  ok(tpt_trainer_set_gan(t, m, new_input(), &g));
   tpt_model_saver_options so = TPT_MODEL_SAVER_OPTIONS_INIT;
   so.every_k_steps = 3;
   so.max_to_keep = 0;
@@ -305,13 +312,119 @@ static void resume_is_exact_with_both_optimizers(void **state) {
   (void)state;
   char dir[] = "/tmp/tpt_custom_trainer_XXXXXX";
   assert_non_null(mkdtemp(dir));
-  double whole[4], resumed[4];
-  gan_run(dir, 9, 0, whole);
-  gan_run(dir, 9, 3, resumed); /* from step 3: both momentum slots must come back */
-  for (int i = 0; i < 4; ++i) assert_true(whole[i] == resumed[i]);
+  for (int towers = 0; towers <= 2; towers += 2) { /* one tower; 2 replicated towers (every replica's slots) */
+    double whole[4], resumed[4];
+    gan_run(dir, 9, 0, whole, towers);
+    gan_run(dir, 9, 3, resumed, towers); /* from step 3: both momentum slots must come back */
+    for (int i = 0; i < 4; ++i) assert_true(whole[i] == resumed[i]);
+  }
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);
+}
+
+/* Every variable of the model, in a fixed order, into v (9 floats). */
+static void read_vars(tpt_model *m, float v[9]) {
+  const char *names[] = {"gen/w", "gen/b", "discrim/w", "discrim/b"};
+  const size_t sizes[] = {4, 2, 2, 1};
+  size_t at = 0;
+  for (int i = 0; i < 4; ++i) {
+    tpt_tensor *t = NULL;
+    ok(tpt_model_variable(&t, m, names[i]));
+    ok(tpt_tensor_copy_to(v + at, sizes[i] * sizeof(float), t));
+    tpt_tensor_free(t);
+    at += sizes[i];
+  }
+}
+
+/* tensorpack's MultiGPUGANTrainer: each op minimises its cost averaged over
+ * the towers, so 2 towers of BATCH rows (replicated, or a parameter server)
+ * train as one tower of 2 x BATCH rows: the same batches, concatenated. */
+static void towers_gan_equals_one_tower_of_the_concatenated_batches(void **state) {
+  (void)state;
+  const int steps = 4; /* ROWS / (2 x BATCH): one pass, every row once */
+  float want[9], got[9];
+  for (int c = 0; c < 3; ++c) { /* one tower of 2B; replicated; parameter server */
+    ok(tpt_manual_seed(3));
+    tpt_model *m = new_model(1);
+    tpt_trainer *t = new_trainer(steps, NULL);
+    tpt_gan_options g = TPT_GAN_OPTIONS_INIT;
+    tpt_towers_options to = TPT_TOWERS_OPTIONS_INIT; /* 2 towers */
+    to.strategy = c == 1 ? TPT_STRATEGY_REPLICATED : TPT_STRATEGY_PARAMETER_SERVER;
+    if (c > 0) g.towers = &to;
+    ok(tpt_trainer_set_gan(t, m, c == 0 ? new_input_of(2 * BATCH) : new_input(), &g));
+    watch w = {.model = m};
+    add_watch(t, &w);
+    ok(tpt_trainer_run(t));
+    int64_t gs = 0;
+    ok(tpt_trainer_global_step(&gs, t));
+    assert_int_equal(gs, steps);
+    w.runs[w.n_runs] = '\0';
+    assert_string_equal(w.runs, "BBBB");
+    read_vars(m, c == 0 ? want : got);
+    if (c > 0)
+      for (int i = 0; i < 9; ++i) assert_true(fabs(got[i] - want[i]) <= 1e-5 * (1 + fabs(want[i])));
+    tpt_trainer_free(t);
+    tpt_model_free(m);
+  }
+  /* the async strategy does not run the GAN trainers */
+  tpt_model *m = new_model(0);
+  tpt_trainer *t = new_trainer(2, NULL);
+  tpt_gan_options g = TPT_GAN_OPTIONS_INIT;
+  tpt_towers_options to = TPT_TOWERS_OPTIONS_INIT;
+  to.strategy = TPT_STRATEGY_ASYNC;
+  g.towers = &to;
+  expect_code(tpt_trainer_set_gan(t, m, new_input(), &g), TPT_ERR_UNSUPPORTED, "not the async one");
+  to.n_towers = 0;
+  g.towers = &to;
+  expect_code(tpt_trainer_set_gan(t, m, new_input(), &g), TPT_ERR_INVALID_ARGUMENT, "options->towers->n_towers is 0");
+  tpt_trainer_free(t);
+  tpt_model_free(m);
+}
+
+/* tpt_trainer_set_train_ops: the default step becomes the named ops, no
+ * run_step of our own; and an op's optimizer of its own follows a
+ * hyper-parameter schedule. */
+static void train_ops_replace_the_default_step(void **state) {
+  (void)state;
+  ok(tpt_manual_seed(1));
+  tpt_model *m = new_model(0);
+  tpt_trainer *t = new_trainer(5, NULL);
+  const char *d[] = {"d_op"}, *gd[] = {"g_op", "d_op"}, *bad[] = {"d_op", "nope"};
+  expect_code(tpt_trainer_set_train_ops(t, d, 1), TPT_ERR_STATE, "no model yet");
+  tpt_train_op op = TPT_TRAIN_OP_INIT;
+  op.name = "g_op", op.cost = "g_loss", op.scope = "gen/";
+  ok(tpt_model_add_train_op(m, &op));
+  tpt_optimizer *d_opt = NULL; /* D's own optimizer: its learning rate 0 from global step 2 */
+  ok(tpt_optimizer_new(&d_opt, "sgd"));
+  ok(tpt_optimizer_set(d_opt, "learning_rate", 0.05));
+  op.name = "d_op", op.cost = "d_loss", op.scope = "discrim/", op.optimizer = d_opt;
+  ok(tpt_model_add_train_op(m, &op));
+  ok(tpt_trainer_set_model(t, m, new_input()));
+  expect_code(tpt_trainer_set_train_ops(t, bad, 2), TPT_ERR_INVALID_ARGUMENT, "names[1] is 'nope', not a train op");
+  expect_code(tpt_trainer_set_train_ops(t, d, 0), TPT_ERR_INVALID_ARGUMENT, "n is 0");
+  expect_code(tpt_trainer_set_train_ops(t, NULL, 1), TPT_ERR_INVALID_ARGUMENT, "names");
+  ok(tpt_trainer_set_train_ops(t, gd, 2));
+  const tpt_schedule_point at2[] = {{2, 0.0}};
+  tpt_callback *sched = NULL;
+  ok(tpt_callback_scheduled_hyperparam(&sched, d_opt, "learning_rate", at2, 1, TPT_SCHEDULE_STEP_BASED));
+  ok(tpt_trainer_add_callback(t, sched));
+  watch w = {.model = m};
+  add_watch(t, &w);
+  ok(tpt_trainer_run(t));
+  int64_t gs = 0;
+  ok(tpt_trainer_global_step(&gs, t));
+  assert_int_equal(gs, 5);
+  assert_int_equal(w.before_runs, 5);
+  w.runs[w.n_runs] = '\0';
+  assert_string_equal(w.runs, "BBGGG"); /* D's learning rate is 0 after global step 2 */
+  double lr = -1;
+  ok(tpt_optimizer_get(&lr, d_opt, "learning_rate"));
+  assert_true(lr == 0);
+  expect_code(tpt_trainer_set_train_ops(t, d, 1), TPT_ERR_STATE, "already run");
+  tpt_trainer_free(t);
+  tpt_optimizer_free(d_opt);
+  tpt_model_free(m);
 }
 
 static void errors_name_what_is_wrong(void **state) {
@@ -381,6 +494,8 @@ int main(void) {
       cmocka_unit_test(separate_gan_trainer_follows_the_periods),
       cmocka_unit_test(hooked_and_raw_runs_and_each_op_its_variables),
       cmocka_unit_test(resume_is_exact_with_both_optimizers),
+      cmocka_unit_test(towers_gan_equals_one_tower_of_the_concatenated_batches),
+      cmocka_unit_test(train_ops_replace_the_default_step),
       cmocka_unit_test(errors_name_what_is_wrong),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

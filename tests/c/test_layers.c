@@ -1079,6 +1079,23 @@ static tpt_status *bad_input(ctx *c, tpt_tower *tw, const tpt_tensor *x, tpt_ten
   }
   EXPECT(c, tpt_layer_fc(&out, tw, "f", flat, 2, NULL), BAD, "variable 'f/W' is used twice");
   st = tpt_tower_variable(&v, tw, "after", (const int64_t[]){1}, 1, NULL);
+  /* a reuse scope (auto_reuse_variable_scope): a net applied twice shares
+   * its variables, and gives the same result on the same input */
+  tpt_tensor *r1 = NULL, *r2 = NULL;
+  if (!st) st = tpt_tower_push_reuse_scope(tw, "r");
+  if (!st) st = tpt_layer_fc(&r1, tw, "g", flat, 2, NULL);
+  if (!st) st = tpt_layer_fc(&r2, tw, "g", flat, 2, NULL);
+  if (!st) st = tpt_tower_pop_scope(tw);
+  float a1[6] = {0}, a2[6] = {1};
+  if (!st) st = tpt_tensor_copy_to(a1, sizeof a1, r1);
+  if (!st) st = tpt_tensor_copy_to(a2, sizeof a2, r2);
+  if (!st && memcmp(a1, a2, sizeof a1) != 0) record(c, __LINE__, "the reuse scope's two applications differ");
+  /* closed: a third use of r/g is an error again */
+  if (!st) st = tpt_tower_push_scope(tw, "r");
+  if (!st) EXPECT(c, tpt_layer_fc(&out, tw, "g", flat, 2, NULL), BAD, "variable 'r/g/W' is used twice");
+  if (!st) st = tpt_tower_pop_scope(tw);
+  tpt_tensor_free(r1);
+  tpt_tensor_free(r2);
   tpt_tensor_free(h);
   tpt_tensor_free(v);
   tpt_tensor_free(flat);
@@ -1093,7 +1110,7 @@ static void test_bad_input_in_tower(void **state) {
   const int64_t sx[] = {-1, 2, 4, 3};
   tpt_model *m = harness(&c, sx, 4);
   build(m, &c);
-  names_are(m, "f/W\nf/b\nafter\n");
+  names_are(m, "f/W\nf/b\nafter\nr/g/W\nr/g/b\n");
   tpt_model_free(m);
 }
 

@@ -52,6 +52,7 @@ NULLABLE = {
     "tpt_trainer_set_towers": {"options"},            # "NULL: the defaults"
     "tpt_trainer_set_distributed": {"options"},       # "NULL options: the defaults"
     "tpt_trainer_set_gan": {"options"},               # "NULL: the defaults"
+    "tpt_image_grid": {"options"},                    # "`options` may be NULL"
 }
 
 # Functions that take no pointer or whose NULL meaning is "no-op" by design

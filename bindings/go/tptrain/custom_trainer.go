@@ -135,8 +135,12 @@ var runTrainOpsNames = strings.NewReplacer(
 // comes out of RunTrainOps with its value, as if it had been called
 // directly. An unknown op is an *Error of CodeInvalidArgument naming it (and
 // the ops the model has); a call outside run_step (SetRunStep, after
-// SetModel or SetGAN) one of CodeState. Only the simple trainer runs train
-// ops yet: with SetTowers or SetDistributed it is one of CodeUnsupported.
+// SetModel, SetTowers or SetGAN) one of CodeState.
+//
+// The simple trainer, the replicated and the parameter-server strategies
+// (SetTowers) and distributed jobs run train ops: with towers every tower
+// takes its own batch and each op's gradients are averaged over the
+// towers. The async strategy runs none: an *Error of CodeUnsupported.
 func (c *Context) RunTrainOps(names ...string) error {
 	return c.runTrainOps("Context.RunTrainOps", names, true)
 }
@@ -226,6 +230,13 @@ type GANOptions struct {
 	// GOp and DOp are the names of the generator's and the discriminator's
 	// train ops; "" means "g_op" and "d_op". They must differ.
 	GOp, DOp string
+	// Towers, if not nil, makes tensorpack's MultiGPUGANTrainer: SetGAN is
+	// then SetTowers with these options, every tower takes its own batch,
+	// and each op minimises its cost averaged over the towers. The
+	// strategy must be StrategyReplicated or StrategyParameterServer
+	// (StrategyAsync is an *Error of CodeUnsupported). nil means one tower,
+	// the simple trainer.
+	Towers *TowersOptions
 }
 
 // ganFieldNames spells the fields of tpt_gan_options that the library's
@@ -236,10 +247,16 @@ var ganFieldNames = strings.NewReplacer(
 	"(g_op '", "(GANOptions.GOp '",
 	", d_op '", ", GANOptions.DOp '",
 	"d_period and g_period", "GANOptions.DPeriod and GPeriod",
+	"options->towers->n_towers", "GANOptions.Towers.Towers",
+	"options->towers->devices", "GANOptions.Towers.Devices",
+	"options->towers->intra_op_threads", "GANOptions.Towers.IntraOpThreads",
+	"options->towers->bucket_bytes", "GANOptions.Towers.BucketBytes",
+	"intra_op_threads is", "GANOptions.Towers.IntraOpThreads is",
+	"options->towers", "GANOptions.Towers",
 )
 
-// cGANOptions returns the C options of o, whose op names live in C memory
-// until the returned function frees them.
+// cGANOptions returns the C options of o, whose op names and towers options
+// live in C memory until the returned function frees them.
 func cGANOptions(o *GANOptions, who string) (C.tpt_gan_options, func(), error) {
 	fail := func(msg string) (C.tpt_gan_options, func(), error) {
 		return C.tpt_gan_options{}, nil, &Error{Code: CodeInvalidArgument, Message: who + ": GANOptions." + msg}
@@ -270,6 +287,26 @@ func cGANOptions(o *GANOptions, who string) (C.tpt_gan_options, func(), error) {
 		d_period: C.int64_t(dp),
 		g_period: C.int64_t(gp),
 	}
+	towersFree := func() {}
+	if o.Towers != nil {
+		tw, twFree, err := cTowersOptions(o.Towers, who)
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				e.Message = strings.Replace(e.Message, who+": TowersOptions.", who+": GANOptions.Towers.", 1)
+			}
+			return C.tpt_gan_options{}, nil, err
+		}
+		// C memory (cgo's C.malloc does not return nil): copts, Go memory
+		// passed to C, may hold C pointers only.
+		p := (*C.tpt_towers_options)(C.malloc(C.size_t(unsafe.Sizeof(tw))))
+		*p = tw
+		copts.towers = p
+		towersFree = func() {
+			C.free(unsafe.Pointer(p))
+			twFree()
+		}
+	}
 	var frees []unsafe.Pointer
 	if o.GOp != "" {
 		copts.g_op = C.CString(o.GOp)
@@ -283,13 +320,15 @@ func cGANOptions(o *GANOptions, who string) (C.tpt_gan_options, func(), error) {
 		for _, p := range frees {
 			C.free(p)
 		}
+		towersFree()
 	}, nil
 }
 
 // SetGAN makes t tensorpack's GANTrainer of model fed by input, or with
-// o.Separate its SeparateGANTrainer (tpt_trainer_set_gan); o nil is the
-// zero GANOptions, a GANTrainer. It is SetModel followed by the GAN's
-// run_step, made of the model's train ops o.GOp and o.DOp ("g_op" and
+// o.Separate its SeparateGANTrainer, or with o.Towers its
+// MultiGPUGANTrainer (tpt_trainer_set_gan); o nil is the zero GANOptions, a
+// GANTrainer. It is SetModel (SetTowers with o.Towers) followed by the
+// GAN's run_step, made of the model's train ops o.GOp and o.DOp ("g_op" and
 // "d_op"): when the model lacks them they are made as tensorpack's
 // GANModelDesc does, the tower's output "g_loss" minimised over the
 // variables under "gen/" and "d_loss" over those under "discrim/", each by
@@ -297,12 +336,17 @@ func cGANOptions(o *GANOptions, who string) (C.tpt_gan_options, func(), error) {
 // choose otherwise). Every hooked run publishes the tower's outputs, so
 // "g_loss" and "d_loss" reach the monitors.
 //
+// With o.Towers every tower takes its own batch and runs the tower function
+// at the same time as the others (see SetTowers), and each op minimises its
+// cost averaged over the towers. A trainer made a rank of a distributed job
+// (SetDistributed) trains the GAN across the ranks, each op's cost averaged
+// over every tower of every rank.
+//
 // A bad option is an *Error of CodeInvalidArgument naming the GANOptions
-// field; a distributed trainer is one of CodeUnsupported (towers and jobs
-// do not run train ops yet). It takes input over (also when it fails) and a
-// reference to the model (the caller still owns model). A later SetRunStep
-// replaces the GAN's run_step (Context.RunTrainOps runs the ops). Before
-// Run.
+// field; o.Towers with StrategyAsync is one of CodeUnsupported. It takes
+// input over (also when it fails) and a reference to the model (the caller
+// still owns model). A later SetRunStep or SetTrainOps replaces the GAN's
+// run_step (Context.RunTrainOps runs the ops). Before Run.
 func (t *Trainer) SetGAN(model *Model, input *Input, o *GANOptions) error {
 	const who = "Trainer.SetGAN"
 	iptr, ist, err := input.take(who)
@@ -337,7 +381,7 @@ func (t *Trainer) SetGAN(model *Model, input *Input, o *GANOptions) error {
 	runtime.KeepAlive(model)
 	if err := statusError(st); err != nil {
 		var e *Error
-		if errors.As(err, &e) && e.Code == CodeInvalidArgument {
+		if errors.As(err, &e) {
 			e.Message = ganFieldNames.Replace(e.Message)
 		}
 		return err
@@ -345,4 +389,63 @@ func (t *Trainer) SetGAN(model *Model, input *Input, o *GANOptions) error {
 	t.stashes = append([]*stash{model.st}, ist...)
 	t.ctx.model = model
 	return nil
+}
+
+// setTrainOpsNames spells the C functions and fields that the library's
+// messages about SetTrainOps name as this package does.
+var setTrainOpsNames = strings.NewReplacer(
+	"(tpt_trainer_set_model or tpt_trainer_set_towers first)", "(Trainer.SetModel, Trainer.SetTowers or Trainer.SetGAN first)",
+	"none: tpt_model_add_train_op", "none: Model.AddTrainOp",
+)
+
+// SetTrainOps replaces t's default step by the model's train ops names,
+// tensorpack's trainer.train_op (tpt_trainer_set_train_ops): every run_step
+// is then one hooked run of the ops in order, as a run_step
+// (SetRunStep) that returns Context.RunTrainOps(names...) would be, without
+// crossing into Go each step. Each step takes a batch, runs the tower
+// function once (once per tower), computes every named op's gradients from
+// that pass, then applies each op's update in order; the global step
+// advances by one and the tower's outputs are published.
+//
+// Call it after SetModel, SetTowers, SetGAN (whose run_step it replaces) or
+// NewTrainerFromConfig, and before Run; a later SetRunStep replaces it. With
+// towers each op's gradients are averaged over the towers; the async
+// strategy runs no train ops, and Run then fails with an *Error of
+// CodeUnsupported.
+//
+// No name, an empty name, one holding a NUL byte, or one that is not a
+// train op of the model is an *Error of CodeInvalidArgument naming it (and
+// the ops the model has); a call before a model is set, or after Run, one
+// of CodeState.
+func (t *Trainer) SetTrainOps(names ...string) error {
+	const who = "Trainer.SetTrainOps"
+	if len(names) == 0 {
+		return &Error{Code: CodeInvalidArgument, Message: who + ": no train op: give their names"}
+	}
+	for i, n := range names {
+		if err := noNUL(who, "names["+strconv.Itoa(i)+"]", n); err != nil {
+			return err
+		}
+	}
+	ptr, err := t.lock("SetTrainOps")
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	// Go memory holding C pointers only: the library copies the names.
+	cnames := make([]*C.char, len(names))
+	for i, n := range names {
+		cnames[i] = C.CString(n)
+	}
+	defer func() {
+		for _, p := range cnames {
+			C.free(unsafe.Pointer(p))
+		}
+	}()
+	err = statusError(C.tpt_trainer_set_train_ops(ptr, &cnames[0], C.size_t(len(cnames))))
+	var e *Error
+	if errors.As(err, &e) {
+		e.Message = setTrainOpsNames.Replace(e.Message)
+	}
+	return err
 }

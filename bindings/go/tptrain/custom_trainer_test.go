@@ -17,6 +17,7 @@ package tptrain
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -100,6 +101,12 @@ func newGANModel(t *testing.T, momentum bool, tower func(*Tower, []*Tensor) erro
 
 func newGANInput(t *testing.T) *Input {
 	t.Helper()
+	return newGANInputBatch(t, ganBatch)
+}
+
+// newGANInputBatch is newGANInput with batches of batch rows.
+func newGANInputBatch(t *testing.T, batch int64) *Input {
+	t.Helper()
 	real, z := make([]float32, 2*ganRows), make([]float32, 2*ganRows)
 	ones, zeros := make([]float32, ganRows), make([]float32, ganRows)
 	for i := 0; i < ganRows; i++ {
@@ -116,7 +123,7 @@ func newGANInput(t *testing.T) *Input {
 		defer x.Close()
 		ts = append(ts, x)
 	}
-	in := must(InputFromTensors(ts, ganBatch, false, 0)).of(t)
+	in := must(InputFromTensors(ts, batch, false, 0)).of(t)
 	t.Cleanup(func() { in.Close() }) // a no-op once a trainer has taken it
 	return in
 }
@@ -534,11 +541,11 @@ func TestTrainOpErrors(t *testing.T) {
 	ok(t, tr.SetRunStep(func(ctx *Context) error { return ctx.RunTrainOps("d_op") }))
 	wantError(t, tr.Run(), CodeState, "the trainer has no model (Trainer.SetModel or Trainer.SetGAN)")
 
-	// towers do not run train ops yet
+	// the async strategy does not run train ops
 	tr = ganTrainer(t, 1)
-	ok(t, tr.SetTowers(m, newGANInput(t), TowersOptions{}))
+	ok(t, tr.SetTowers(m, newGANInput(t), TowersOptions{Strategy: StrategyAsync}))
 	ok(t, tr.SetRunStep(func(ctx *Context) error { return ctx.RunTrainOps("d_op") }))
-	wantError(t, tr.Run(), CodeUnsupported, "train ops run with the simple trainer")
+	wantError(t, tr.Run(), CodeUnsupported, "the async strategy does not run train ops")
 
 	// a missing output
 	m = newGANModel(t, false, ganTower(false, nil))
@@ -580,4 +587,231 @@ func TestGANOptionsErrors(t *testing.T) {
 	tr = ganTrainer(t, 1)
 	ok(t, tr.SetGAN(m, newGANInput(t), &GANOptions{DPeriod: 1, GPeriod: 0}))
 	ok(t, tr.Run())
+}
+
+// ganVarNames and ganVarShapes are the toy GAN's variables.
+var (
+	ganVarNames  = []string{"gen/w", "gen/b", "discrim/w", "discrim/b"}
+	ganVarShapes = [][]int64{{2, 2}, {2}, {2, 1}, {1}}
+)
+
+// ganVars returns the values of the toy GAN's variables, in ganVarNames'
+// order.
+func ganVars(t *testing.T, m *Model) [][]float32 {
+	t.Helper()
+	out := make([][]float32, len(ganVarNames))
+	for i, name := range ganVarNames {
+		v := must(m.Variable(name)).of(t)
+		out[i] = must(v.Float32s()).of(t)
+		v.Close()
+	}
+	return out
+}
+
+// snapshotAtStart returns the model's variables as they are when training
+// starts (the model is built by then), filled in by a callback of tr.
+func snapshotAtStart(t *testing.T, tr *Trainer, m *Model) *[][]float32 {
+	t.Helper()
+	var at [][]float32
+	ok(t, tr.AddCallback(must(NewCallback("snapshot", EventBeforeTrain, false, func(*Context, Event, *Record) error {
+		at = ganVars(t, m)
+		return nil
+	})).of(t)))
+	return &at
+}
+
+// changed reports, for each of ganVarNames, whether it differs between a
+// and b.
+func changed(a, b [][]float32) []bool {
+	out := make([]bool, len(a))
+	for i := range a {
+		for j := range a[i] {
+			if a[i][j] != b[i][j] {
+				out[i] = true
+			}
+		}
+	}
+	return out
+}
+
+func TestSetTrainOpsTrainsOnlyTheirVariables(t *testing.T) {
+	checkHandles(t)
+	for _, c := range []struct {
+		name   string
+		towers *TowersOptions
+	}{
+		{"simple", nil},
+		{"replicated", &TowersOptions{Towers: 2}},
+		{"parameter server", &TowersOptions{Strategy: StrategyParameterServer, Towers: 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ok(t, ManualSeed(1))
+			m := newGANModel(t, false, ganTower(true, nil))
+			addGANOps(t, m)
+			tr := ganTrainer(t, 4)
+			if c.towers != nil {
+				ok(t, tr.SetTowers(m, newGANInput(t), *c.towers))
+			} else {
+				ok(t, tr.SetModel(m, newGANInput(t)))
+			}
+			ok(t, tr.SetTrainOps("d_op"))
+			at := snapshotAtStart(t, tr, m)
+			w := &ganWatch{m: m}
+			w.add(t, tr)
+			ok(t, tr.Run())
+			if gs := must(tr.GlobalStep()).of(t); gs != 4 || w.beforeRuns != 4 {
+				t.Errorf("global step %d, %d BEFORE_RUNs; want 4 and 4 (one hooked run per step)", gs, w.beforeRuns)
+			}
+			if got := w.runs.String(); got != "DDDD" {
+				t.Errorf("runs %q, want DDDD", got)
+			}
+			if got, want := fmt.Sprint(changed(*at, ganVars(t, m))), "[false false true true]"; got != want {
+				t.Errorf("changed %v = %s, want %s (discrim/ only)", ganVarNames, got, want)
+			}
+			// a hooked run publishes the tower's outputs: d_loss is summarised
+			if v, step, err := tr.ScalarLatest("d_loss"); err != nil || step != 4 || !(v > 0) {
+				t.Errorf("d_loss: %v at step %d, %v; want > 0 at step 4", v, step, err)
+			}
+		})
+	}
+
+	// both ops, after SetGAN: they replace the GAN's run_step
+	ok(t, ManualSeed(1))
+	m := newGANModel(t, false, ganTower(true, nil))
+	tr := ganTrainer(t, 3)
+	ok(t, tr.SetGAN(m, newGANInput(t), &GANOptions{Separate: true, DPeriod: 2}))
+	ok(t, tr.SetTrainOps("g_op"))
+	w := &ganWatch{m: m}
+	w.add(t, tr)
+	ok(t, tr.Run())
+	if got := w.runs.String(); got != "GGG" {
+		t.Errorf("runs %q, want GGG (SetTrainOps replaces the GAN's run_step)", got)
+	}
+}
+
+func TestSetTrainOpsErrors(t *testing.T) {
+	checkHandles(t)
+	m := newGANModel(t, false, ganTower(true, nil))
+	tr := ganTrainer(t, 2)
+	wantError(t, tr.SetTrainOps("d_op"), CodeState,
+		"the trainer has no model yet (Trainer.SetModel, Trainer.SetTowers or Trainer.SetGAN first)")
+	ok(t, tr.SetModel(m, newGANInput(t)))
+	wantError(t, tr.SetTrainOps("d_op"), CodeInvalidArgument, "names[0] is 'd_op', not a train op of the model (it has none: Model.AddTrainOp)")
+	addGANOps(t, m)
+	for _, c := range []struct {
+		names  []string
+		substr string
+	}{
+		{[]string{"d_op", "nope"}, "names[1] is 'nope', not a train op of the model (it has 'g_op', 'd_op')"},
+		{nil, "Trainer.SetTrainOps: no train op: give their names"},
+		{[]string{""}, "argument 'names[0]' is empty"},
+		{[]string{"g\x00op"}, `Trainer.SetTrainOps: names[0] is "g\x00op": it holds a NUL byte`},
+	} {
+		wantError(t, tr.SetTrainOps(c.names...), CodeInvalidArgument, c.substr)
+	}
+	// the failed calls changed nothing
+	ok(t, tr.SetTrainOps("g_op", "d_op"))
+	ok(t, tr.Run())
+	if gs := must(tr.GlobalStep()).of(t); gs != 2 {
+		t.Errorf("global step %d, want 2", gs)
+	}
+	wantError(t, tr.SetTrainOps("d_op"), CodeState, "the trainer has already run")
+	ok(t, tr.Close())
+	wantError(t, tr.SetTrainOps("d_op"), CodeInvalidArgument, "Trainer.SetTrainOps: use of closed Trainer")
+
+	// the async strategy does not run train ops: refused when they are set
+	tr = ganTrainer(t, 2)
+	ok(t, tr.SetTowers(m, newGANInput(t), TowersOptions{Strategy: StrategyAsync}))
+	wantError(t, tr.SetTrainOps("d_op"), CodeUnsupported, "strategy (async towers) does not run train ops")
+}
+
+// MultiGPUGANTrainer: 2 towers of 8 rows each train as one tower of 16 rows
+// (each op's cost averaged over the towers), with both strategies, and
+// SeparateGANTrainer's periods still hold.
+func TestGANTrainerWithTowers(t *testing.T) {
+	checkHandles(t)
+	// the reference: one tower, batches of 16, from the same variables
+	ok(t, ManualSeed(3))
+	ref := newGANModel(t, false, ganTower(true, nil))
+	ok(t, ref.Build())
+	start := ganVars(t, ref)
+	tr := ganTrainer(t, 4)
+	ok(t, tr.SetGAN(ref, newGANInputBatch(t, 2*ganBatch), nil))
+	ok(t, tr.Run())
+	want := ganVars(t, ref)
+
+	for _, s := range []Strategy{StrategyReplicated, StrategyParameterServer} {
+		t.Run(s.String(), func(t *testing.T) {
+			m := newGANModel(t, false, ganTower(true, nil))
+			ok(t, m.Build())
+			for i, name := range ganVarNames {
+				v := must(FromFloat32(start[i], ganVarShapes[i]...)).of(t)
+				ok(t, m.SetVariable(name, v))
+				v.Close()
+			}
+			tr := ganTrainer(t, 4)
+			ok(t, tr.SetGAN(m, newGANInput(t), &GANOptions{Towers: &TowersOptions{Strategy: s, Towers: 2}}))
+			w := &ganWatch{m: m}
+			w.add(t, tr)
+			ok(t, tr.Run())
+			if gs := must(tr.GlobalStep()).of(t); gs != 4 || w.beforeRuns != 4 {
+				t.Errorf("global step %d, %d BEFORE_RUNs; want 4 and 4", gs, w.beforeRuns)
+			}
+			if got := w.runs.String(); got != "BBBB" {
+				t.Errorf("runs %q, want BBBB (both nets every step)", got)
+			}
+			got := ganVars(t, m)
+			for i := range got {
+				for j := range got[i] {
+					if d := math.Abs(float64(got[i][j] - want[i][j])); d > 1e-5*(1+math.Abs(float64(want[i][j]))) {
+						t.Errorf("%s[%d] = %v, one tower of 16 rows gives %v", ganVarNames[i], j, got[i][j], want[i][j])
+					}
+				}
+			}
+			for _, name := range []string{"g_loss", "d_loss"} {
+				if v, step, err := tr.ScalarLatest(name); err != nil || step != 4 || !(v > 0) {
+					t.Errorf("%s: %v at step %d, %v; want > 0 at step 4", name, v, step, err)
+				}
+			}
+		})
+	}
+
+	t.Run("separate", func(t *testing.T) {
+		ok(t, ManualSeed(1))
+		m := newGANModel(t, false, ganTower(true, nil))
+		tr := ganTrainer(t, 5)
+		ok(t, tr.SetGAN(m, newGANInput(t), &GANOptions{Separate: true, DPeriod: 2, Towers: &TowersOptions{}}))
+		w := &ganWatch{m: m}
+		w.add(t, tr)
+		ok(t, tr.Run())
+		wantRuns, wantGS := separateGANRuns(5, 2, 1)
+		if got := w.runs.String(); got != wantRuns {
+			t.Errorf("runs %q, want %q", got, wantRuns)
+		}
+		if gs := must(tr.GlobalStep()).of(t); gs != wantGS {
+			t.Errorf("global step %d, want %d", gs, wantGS)
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		m := newGANModel(t, false, ganTower(true, nil))
+		for _, c := range []struct {
+			towers TowersOptions
+			code   Code
+			substr string
+		}{
+			{TowersOptions{Strategy: StrategyAsync}, CodeUnsupported, "the GAN trainers run on the replicated or the parameter-server strategy, not the async one"},
+			{TowersOptions{Towers: 300}, CodeInvalidArgument, "GANOptions.Towers.Towers is 300: it must be in [1, 256]"},
+			{TowersOptions{Towers: 3, Devices: []string{"cpu", "cpu"}}, CodeInvalidArgument,
+				"Trainer.SetGAN: GANOptions.Towers.Towers is 3 but Devices has 2 entries"},
+			{TowersOptions{Devices: []string{"cpu", "nodevice"}}, CodeInvalidArgument, `GANOptions.Towers.Devices[1] is "nodevice"`},
+		} {
+			tr := ganTrainer(t, 1)
+			towers := c.towers
+			e := wantError(t, tr.SetGAN(m, newGANInput(t), &GANOptions{Towers: &towers}), c.code, c.substr)
+			if e != nil && strings.Contains(e.Message, "options->") {
+				t.Errorf("message %q names a C field", e.Message)
+			}
+		}
+	})
 }

@@ -3,6 +3,8 @@ package tptrain_test
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/tptrain/tptrain/bindings/go/tptrain"
 )
@@ -177,7 +179,8 @@ func ExampleTrainer_SetDistributed() {
 // gen/) and "d_op" (d_loss over discrim/) and a run_step that runs both from
 // one forward pass as one hooked step. (A run_step of your own runs ops with
 // Context.RunTrainOps; GANOptions{Separate: true, DPeriod: 3} is the
-// SeparateGANTrainer.)
+// SeparateGANTrainer, GANOptions{Towers: &TowersOptions{Towers: 2}} the
+// MultiGPUGANTrainer on two replicated towers.)
 func ExampleTrainer_SetGAN() {
 	model, err := tptrain.NewModel([]tptrain.InputSpec{
 		{Name: "real", Shape: []int64{-1, 1}},
@@ -270,4 +273,43 @@ func ExampleTrainer_SetGAN() {
 	_, step, err := trainer.ScalarLatest("g_loss") // a moving summary, put at each epoch's end
 	fmt.Println(steps, "steps; g_loss reached the monitors at step", step, err)
 	// Output: 8 steps; g_loss reached the monitors at step 8 <nil>
+}
+
+// A batch of four 2 x 2 grey images (as a generator's tower computes them,
+// N x C x H x W, values in [-1, 1]) tiled two per row with a pixel of white
+// padding, then written to a PNG file. Tensor.Image gives the grid to the
+// standard library's image packages instead.
+func ExampleImageGrid() {
+	samples, err := tptrain.FromFloat32([]float32{
+		-1, 1, 1, -1,
+		0.6, 0.6, 0.6, 0.6,
+		1, 1, 1, 1,
+		-1, -0.5, 0.5, 1,
+	}, 4, 1, 2, 2)
+	if err != nil {
+		panic(err)
+	}
+	defer samples.Close()
+	grid, err := tptrain.ImageGrid(samples, &tptrain.GridOptions{Columns: 2, Padding: 1, Low: -1, High: 1, PadValue: 255})
+	if err != nil {
+		panic(err)
+	}
+	defer grid.Close()
+	shape, _ := grid.Shape()
+	pixels, _ := grid.Uint8s()
+	fmt.Println(shape, pixels[8:13]) // the top rows of the first two images, with the padding between
+
+	dir, err := os.MkdirTemp("", "grid")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := tptrain.WritePNG(grid, filepath.Join(dir, "samples.png")); err != nil {
+		panic(err)
+	}
+	err = tptrain.WritePNG(grid, filepath.Join(dir, "missing", "samples.png"))
+	fmt.Println(errors.Is(err, tptrain.ErrIO))
+	// Output:
+	// [7 7 1] [0 255 255 204 204]
+	// true
 }

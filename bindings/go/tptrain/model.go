@@ -68,9 +68,10 @@ type towerFunc struct {
 // must not call runtime.Goexit (so no t.FailNow in a test's tower).
 //
 // The Tensors that Tower methods and layer functions return belong to the
-// tower function: Close them before it returns (the library keeps its own
-// references to the cost, the outputs and the autograd graph); the finalizer
-// would free them much later.
+// call: their memory is released when tower returns (the library keeps its
+// own references to the cost, the outputs and the autograd graph), so they
+// need no Close (closing one early is allowed); keep one past the call with
+// Share.
 func NewModel(inputs []InputSpec, tower func(t *Tower, inputs []*Tensor) error) (*Model, error) {
 	if tower == nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "NewModel: tower is nil"}
@@ -477,6 +478,56 @@ func (tw *Tower) PushScope(scope string) error {
 	cs := C.CString(scope)
 	defer C.free(unsafe.Pointer(cs))
 	return statusError(C.tpt_tower_push_scope(ptr, cs))
+}
+
+// PushReuseScope opens a name scope whose variables this call may use more
+// than once (tpt_tower_push_reuse_scope, tensorpack's
+// auto_reuse_variable_scope): a net applied twice, such as a GAN's
+// discriminator on real and on generated images, shares its variables.
+// Close it with PopScope.
+func (tw *Tower) PushReuseScope(scope string) error {
+	ptr, err := tw.lock("PushReuseScope")
+	if err != nil {
+		return err
+	}
+	defer tw.mu.Unlock()
+	cs := C.CString(scope)
+	defer C.free(unsafe.Pointer(cs))
+	return statusError(C.tpt_tower_push_reuse_scope(ptr, cs))
+}
+
+// Scope runs fn inside the name scope scope (PushScope, then PopScope, also
+// when fn fails): variables created by fn get "scope/" in front of their
+// names. fn's error comes first, else PopScope's.
+func (tw *Tower) Scope(scope string, fn func() error) error {
+	return tw.scoped(scope, false, fn)
+}
+
+// ReuseScope is Scope with a reuse scope (PushReuseScope): call it once per
+// application of a net that is applied twice, e.g. a GAN's discriminator:
+//
+//	err := tw.ReuseScope("discrim", func() (err error) { real, err = discriminator(tw, image); return })
+//	err = tw.ReuseScope("discrim", func() (err error) { fake, err = discriminator(tw, generated); return })
+func (tw *Tower) ReuseScope(scope string, fn func() error) error {
+	return tw.scoped(scope, true, fn)
+}
+
+func (tw *Tower) scoped(scope string, reuse bool, fn func() error) error {
+	var err error
+	if reuse {
+		err = tw.PushReuseScope(scope)
+	} else {
+		err = tw.PushScope(scope)
+	}
+	if err != nil {
+		return err
+	}
+	ferr := fn()
+	perr := tw.PopScope()
+	if ferr != nil {
+		return ferr
+	}
+	return perr
 }
 
 // PopScope closes the innermost name scope (tpt_tower_pop_scope).

@@ -240,6 +240,39 @@ func TestVariableRules(t *testing.T) {
 		return err
 	})
 	wantError(t, err, CodeInvalidArgument, "variable 'b' is used twice in one call")
+	// Under a reuse scope a net applied twice shares its variables; a plain
+	// scope still refuses a third use, and Scope closes it after the error.
+	err = train(func(tw *Tower, w, b *Tensor) error {
+		if err := tw.PushReuseScope("d"); err != nil {
+			return err
+		}
+		v, err := tw.Variable("v", []int64{1}, nil)
+		if err != nil {
+			return err
+		}
+		if err := tw.PopScope(); err != nil {
+			return err
+		}
+		var again *Tensor
+		if err := tw.ReuseScope("d", func() (err error) { again, err = tw.Variable("v", []int64{1}, nil); return }); err != nil {
+			return err
+		}
+		first, err := v.Float32s()
+		if err != nil {
+			return err
+		}
+		second, err := again.Float32s()
+		if err != nil {
+			return err
+		}
+		if len(first) != 1 || len(second) != 1 || first[0] != second[0] {
+			t.Errorf("the reuse scope gave another variable: %v, %v", first, second)
+		}
+		err = tw.Scope("d", func() error { _, err := tw.Variable("v", []int64{1}, nil); return err })
+		wantError(t, err, CodeInvalidArgument, "variable 'd/v' is used twice")
+		return tw.PopScope() // Scope popped its scope: there is none left
+	})
+	wantError(t, err, CodeState, "pop_scope without a scope")
 
 	// Another shape or dtype than the existing variable; scopes.
 	calls := 0

@@ -242,6 +242,11 @@ func (t *Tensor) Shape() ([]int64, error) {
 		return nil, err
 	}
 	defer t.mu.RUnlock()
+	return tensorShape(t, ptr)
+}
+
+// tensorShape returns the shape of ptr, t's handle. The caller holds t.mu.
+func tensorShape(t *Tensor, ptr *C.tpt_tensor) ([]int64, error) {
 	var n C.size_t
 	st := C.tpt_tensor_ndim(&n, ptr)
 	runtime.KeepAlive(t)

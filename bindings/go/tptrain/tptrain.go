@@ -5,7 +5,7 @@
 // (this file), status (errors), runtime (features and threads), tensors
 // (also memory sharing, devices and DLPack), ops (any ATen operator by
 // name), trainer (the loop, step outputs), callback (callbacks, wrappers,
-// monitors and scalars), model (models, towers, variables, optimizers,
+// monitors and scalars), image (grids of images, PNG files), model (models, towers, variables, optimizers,
 // inputs and the simple trainer), towers (data-parallel training on several
 // towers), distributed (training as several processes), custom_trainer
 // (train ops and the GAN trainers) and layers (layers, losses and metrics).
@@ -87,8 +87,12 @@
 // GANOptions.Separate its SeparateGANTrainer, made of the ops "g_op" and
 // "d_op" (as GANModelDesc makes them when the model lacks them: "g_loss"
 // over "gen/", "d_loss" over "discrim/"). Each op's optimizer state is saved
-// in checkpoints, so a resume is exact. Only the simple trainer (one tower,
-// one process) runs train ops yet.
+// in checkpoints, so a resume is exact. Trainer.SetTrainOps makes the
+// named ops every step without a run_step of your own. The simple trainer,
+// the replicated and parameter-server strategies and distributed jobs run
+// train ops (with towers each op's gradients are averaged over them), so
+// GANOptions.Towers makes tensorpack's MultiGPUGANTrainer; the async
+// strategy runs none.
 //
 // # Resources
 //

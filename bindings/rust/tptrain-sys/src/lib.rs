@@ -328,6 +328,33 @@ pub const TPT_INFERENCER_DESC_INIT: tpt_inferencer_desc = tpt_inferencer_desc {
     destroy: None,
 };
 
+pub const TPT_IMAGE_GRID_OPTIONS_VERSION: u32 = 1;
+/// Options of `tpt_image_grid` (torchvision's make_grid).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_image_grid_options {
+    pub version: u32,
+    /// Images per row, >= 1.
+    pub columns: i32,
+    /// Pixels between the images and around them, >= 0.
+    pub padding: i32,
+    /// The values drawn black and white (linear between, clamped); `low ==
+    /// high`: the images' own minimum and maximum.
+    pub low: f64,
+    pub high: f64,
+    /// The padding's grey level in [0, 255].
+    pub pad_value: f64,
+}
+/// `TPT_IMAGE_GRID_OPTIONS_INIT`
+pub const TPT_IMAGE_GRID_OPTIONS_INIT: tpt_image_grid_options = tpt_image_grid_options {
+    version: TPT_IMAGE_GRID_OPTIONS_VERSION,
+    columns: 8,
+    padding: 2,
+    low: 0.0,
+    high: 0.0,
+    pad_value: 0.0,
+};
+
 /// `tpt_predicate_fn`: 1 enables, 0 disables, negative fails training.
 pub type tpt_predicate_fn = Option<unsafe extern "C" fn(trainer: *mut tpt_trainer, user_data: *mut c_void) -> i32>;
 
@@ -718,7 +745,7 @@ pub const TPT_TRAIN_OP_INIT: tpt_train_op = tpt_train_op {
     optimizer: std::ptr::null_mut(),
 };
 
-pub const TPT_GAN_OPTIONS_VERSION: u32 = 1;
+pub const TPT_GAN_OPTIONS_VERSION: u32 = 2;
 /// Options of `tpt_trainer_set_gan` (NULL: a GANTrainer with the defaults).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -735,6 +762,10 @@ pub struct tpt_gan_options {
     pub g_op: *const c_char,
     /// The discriminator's; NULL: "d_op".
     pub d_op: *const c_char,
+    /// (version 2) NULL: one tower; else tensorpack's MultiGPUGANTrainer on
+    /// these towers (the replicated or the parameter-server strategy), each
+    /// op's cost averaged over the towers. Borrowed for the call.
+    pub towers: *const tpt_towers_options,
 }
 /// `TPT_GAN_OPTIONS_INIT`
 pub const TPT_GAN_OPTIONS_INIT: tpt_gan_options = tpt_gan_options {
@@ -744,6 +775,7 @@ pub const TPT_GAN_OPTIONS_INIT: tpt_gan_options = tpt_gan_options {
     g_period: 1,
     g_op: std::ptr::null(),
     d_op: std::ptr::null(),
+    towers: std::ptr::null(),
 };
 
 // ---- TrainConfig and launch
@@ -961,6 +993,12 @@ extern "C" {
         name: *const c_char,
         image: *const tpt_tensor,
     ) -> *mut tpt_status;
+    pub fn tpt_image_grid(
+        out: *mut *mut tpt_tensor,
+        images: *const tpt_tensor,
+        options: *const tpt_image_grid_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_image_write_png(image: *const tpt_tensor, path: *const c_char) -> *mut tpt_status;
     pub fn tpt_monitor_tensorboard(out: *mut *mut tpt_callback, dir: *const c_char) -> *mut tpt_status;
     pub fn tpt_trainer_scalar_latest(
         value_out: *mut f64,
@@ -1027,6 +1065,7 @@ extern "C" {
         value: *const tpt_tensor,
     ) -> *mut tpt_status;
     pub fn tpt_tower_push_scope(tower: *mut tpt_tower, scope: *const c_char) -> *mut tpt_status;
+    pub fn tpt_tower_push_reuse_scope(tower: *mut tpt_tower, scope: *const c_char) -> *mut tpt_status;
     pub fn tpt_tower_pop_scope(tower: *mut tpt_tower) -> *mut tpt_status;
     pub fn tpt_tower_variable(
         out: *mut *mut tpt_tensor,
@@ -1397,6 +1436,11 @@ extern "C" {
         names: *const *const c_char,
         n: usize,
         hooked: i32,
+    ) -> *mut tpt_status;
+    pub fn tpt_trainer_set_train_ops(
+        trainer: *mut tpt_trainer,
+        names: *const *const c_char,
+        n: usize,
     ) -> *mut tpt_status;
     pub fn tpt_trainer_set_gan(
         trainer: *mut tpt_trainer,
@@ -1870,10 +1914,11 @@ mod tests {
         assert_eq!(offset_of!(tpt_gan_options, g_period), 16);
         assert_eq!(offset_of!(tpt_gan_options, g_op), 24);
         assert_eq!(offset_of!(tpt_gan_options, d_op), 24 + p);
-        assert_eq!(size_of::<tpt_gan_options>(), 24 + 2 * p);
+        assert_eq!(offset_of!(tpt_gan_options, towers), 24 + 2 * p);
+        assert_eq!(size_of::<tpt_gan_options>(), 24 + 3 * p);
         let g = TPT_GAN_OPTIONS_INIT;
-        assert_eq!((g.version, g.separate, g.d_period, g.g_period), (1, 0, 1, 1));
-        assert!(g.g_op.is_null() && g.d_op.is_null());
+        assert_eq!((g.version, g.separate, g.d_period, g.g_period), (2, 0, 1, 1));
+        assert!(g.g_op.is_null() && g.d_op.is_null() && g.towers.is_null());
     }
 
     #[test]
@@ -1892,6 +1937,41 @@ mod tests {
                 std::ptr::null_mut(),
                 &TPT_GAN_OPTIONS_INIT,
             );
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+            let st = tpt_trainer_set_train_ops(std::ptr::null_mut(), std::ptr::null(), 0);
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+        }
+    }
+
+    #[test]
+    fn image_grid_options_layout_matches_c() {
+        // Checked against the header with offsetof.
+        assert_eq!(offset_of!(tpt_image_grid_options, version), 0);
+        assert_eq!(offset_of!(tpt_image_grid_options, columns), 4);
+        assert_eq!(offset_of!(tpt_image_grid_options, padding), 8);
+        assert_eq!(offset_of!(tpt_image_grid_options, low), 16);
+        assert_eq!(offset_of!(tpt_image_grid_options, high), 24);
+        assert_eq!(offset_of!(tpt_image_grid_options, pad_value), 32);
+        assert_eq!(size_of::<tpt_image_grid_options>(), 40);
+        let o = TPT_IMAGE_GRID_OPTIONS_INIT;
+        assert_eq!((o.version, o.columns, o.padding), (1, 8, 2));
+        assert_eq!((o.low, o.high, o.pad_value), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn image_nulls_are_errors() {
+        unsafe {
+            let st = tpt_image_grid(std::ptr::null_mut(), std::ptr::null(), std::ptr::null());
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            tpt_status_free(st);
+            let mut out = std::ptr::null_mut();
+            let st = tpt_image_grid(&mut out, std::ptr::null(), &TPT_IMAGE_GRID_OPTIONS_INIT);
+            assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
+            assert!(out.is_null());
+            tpt_status_free(st);
+            let st = tpt_image_write_png(std::ptr::null(), std::ptr::null());
             assert_eq!(tpt_status_code(st), TPT_ERR_INVALID_ARGUMENT);
             tpt_status_free(st);
         }

@@ -66,9 +66,13 @@
 //! [`TrainOp`], one cost minimised over the variables under a scope by an
 //! optimizer of its own, and a run_step of your own runs ops by name with
 //! [`StepContext::run_train_ops`], as one hooked step ([`Run::Hooked`]) or
-//! without hooks ([`Run::Raw`]); [`Trainer::set_gan`] makes tensorpack's
-//! GANTrainer or SeparateGANTrainer, as a [`Gan`] says
-//! (docs/custom_trainers.md).
+//! without hooks ([`Run::Raw`]), or [`Trainer::set_train_ops`] makes a list
+//! of ops the default step; [`Trainer::set_gan`] makes tensorpack's
+//! GANTrainer, SeparateGANTrainer or (with [`Gan::towers`])
+//! MultiGPUGANTrainer, as a [`Gan`] says (docs/custom_trainers.md).
+//! [`image::grid`] tiles a batch of images into one (torchvision's
+//! `make_grid`, for a generator's samples) and [`image::write_png`] writes
+//! one to a PNG file.
 //! [`Model::from_torchscript`]
 //! trains a module saved with `torch.jit.save`,
 //! [`Model::from_torchscript_source`] one compiled from TorchScript source. Layers, losses and metrics are in [`nn`], and any ATen
@@ -98,6 +102,7 @@ mod cstr;
 mod dataflow;
 mod distributed;
 mod error;
+pub mod image;
 mod inference;
 mod model;
 pub mod nn;

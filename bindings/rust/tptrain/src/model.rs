@@ -700,6 +700,15 @@ impl Tower {
         with_cstr(scope, "scope", |s| call!(sys::tpt_tower_push_scope(self.as_ptr(), s)))?
     }
 
+    /// Opens a name scope whose variables this call may use more than once
+    /// (`tpt_tower_push_reuse_scope`, tensorpack's
+    /// `auto_reuse_variable_scope`): a net applied twice, such as a GAN's
+    /// discriminator on real and on generated images, shares its variables.
+    /// See also [`reuse_scope`](Self::reuse_scope).
+    pub fn push_reuse_scope(&mut self, scope: &str) -> Result<()> {
+        with_cstr(scope, "scope", |s| call!(sys::tpt_tower_push_reuse_scope(self.as_ptr(), s)))?
+    }
+
     /// Closes the innermost name scope (`tpt_tower_pop_scope`).
     pub fn pop_scope(&mut self) -> Result<()> {
         call!(sys::tpt_tower_pop_scope(self.as_ptr()))
@@ -716,11 +725,34 @@ impl Tower {
         Ok(r)
     }
 
+    /// Runs `f` inside the reuse scope `scope` (see
+    /// [`push_reuse_scope`](Self::push_reuse_scope)), closed again when `f`
+    /// returns (also with an error). Call it once per application of the net:
+    ///
+    /// ```no_run
+    /// # use tptrain::{nn, Tensor, Tower};
+    /// # fn discriminator(t: &mut Tower, x: &Tensor) -> tptrain::Result<Tensor> { unimplemented!() }
+    /// # fn demo(tower: &mut Tower, real: &Tensor, fake: &Tensor) -> tptrain::Result<()> {
+    /// let real_logit = tower.reuse_scope("discrim", |t| discriminator(t, real))?;
+    /// let fake_logit = tower.reuse_scope("discrim", |t| discriminator(t, fake))?; // the same variables
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reuse_scope<R>(&mut self, scope: &str, f: impl FnOnce(&mut Tower) -> Result<R>) -> Result<R> {
+        self.push_reuse_scope(scope)?;
+        let r = f(self);
+        let popped = self.pop_scope();
+        let r = r?;
+        popped?;
+        Ok(r)
+    }
+
     /// Gets the variable `name` (prefixed by the current scopes), creating it
     /// in the build call: a new handle on the variable itself (trainable
     /// variables carry gradients) (`tpt_tower_variable`). Creating one
     /// outside the build call, a shape or dtype that differs from the
-    /// existing variable, and one name used twice in one call are errors.
+    /// existing variable, and one name used twice in one call (outside a
+    /// [`reuse_scope`](Self::reuse_scope)) are errors.
     pub fn variable(&mut self, name: &str, shape: &[i64], options: &VariableOptions) -> Result<Tensor> {
         let o = options.to_raw();
         let mut out = ptr::null_mut();

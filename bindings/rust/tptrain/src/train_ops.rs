@@ -10,11 +10,14 @@
 //! run_step of your own ([`Trainer::set_run_step`], after
 //! [`Trainer::set_model`]) runs train ops by name with
 //! [`StepContext::run_train_ops`]; the GAN trainers are such run_steps, made
-//! by [`Trainer::set_gan`] from a [`Gan`]. The trainer keeps everything else:
-//! callbacks, monitors, checkpoints (each op's optimizer state included, so
-//! a resumed run goes on exactly) and the input. The simple trainer (one
-//! tower) runs train ops; towers and distributed jobs do not yet
-//! (docs/custom_trainers.md).
+//! by [`Trainer::set_gan`] from a [`Gan`]; [`Trainer::set_train_ops`] makes
+//! a list of train ops the default step, without a run_step of your own.
+//! The trainer keeps everything else: callbacks, monitors, checkpoints (each
+//! op's optimizer state included, so a resumed run goes on exactly) and the
+//! input. The simple trainer, the replicated and the parameter-server
+//! strategies ([`Trainer::set_towers`], each op's gradients averaged over
+//! the towers) and distributed jobs run train ops; the async strategy does
+//! not (docs/custom_trainers.md).
 //!
 //! ```no_run
 //! use tptrain::{Flow, Input, Model, Run, TrainOp, Trainer, TrainerOptions};
@@ -40,6 +43,7 @@ use crate::cstr::{cstring, cstrings};
 use crate::error::{call, Code, Error, Result};
 use crate::model::{Input, Model, Optimizer};
 use crate::panic;
+use crate::towers::{RawTowers, Towers};
 use crate::trainer::Trainer;
 use crate::Flow;
 use std::ffi::CString;
@@ -174,8 +178,9 @@ impl StepContext {
     /// Returns what [`hooked_step`](Self::hooked_step) returns: return a
     /// stop or an error from run_step as it is. An unknown op is a
     /// [`Code::InvalidArgument`] error naming it (and the model's ops); a
-    /// trainer without a model a [`Code::State`] one; towers and
-    /// distributed jobs a [`Code::Unsupported`] one.
+    /// trainer without a model a [`Code::State`] one; the async strategy
+    /// ([`Strategy::Async`](crate::Strategy::Async)) a [`Code::Unsupported`]
+    /// one.
     ///
     /// ```no_run
     /// # fn demo(trainer: &mut tptrain::Trainer<'_>) -> tptrain::Result<()> {
@@ -198,13 +203,52 @@ impl StepContext {
     }
 }
 
+impl<'a> Trainer<'a> {
+    /// Replaces the default step (tensorpack's `trainer.train_op`) without
+    /// a run_step of your own (`tpt_trainer_set_train_ops`): every run_step
+    /// is then one hooked run of the model's train ops `names`, in order, as
+    /// [`StepContext::run_train_ops`] with [`Run::Hooked`] runs them (one
+    /// forward pass, every op's gradients from it, then the updates in
+    /// order; global_step advances by one). After
+    /// [`set_model`](Self::set_model) or [`set_towers`](Self::set_towers)
+    /// (or [`from_config`](Self::from_config)), before run; it replaces
+    /// run_step.
+    ///
+    /// No name, or one that is not a train op of the model, is a
+    /// [`Code::InvalidArgument`] error naming it (and the model's ops); a
+    /// trainer without a model yet, or that has run, a [`Code::State`] one.
+    /// With the async strategy the first step fails with a
+    /// [`Code::Unsupported`] error.
+    ///
+    /// ```no_run
+    /// use tptrain::{Input, Model, TrainOp, Trainer, TrainerOptions};
+    /// # fn demo(model: &Model<'_>, input: Input<'_>) -> tptrain::Result<()> {
+    /// // Pre-train the discriminator alone: "d_loss" over "discrim/".
+    /// model.add_train_op(&TrainOp::new("d_op").cost("d_loss").scope("discrim/"))?;
+    /// let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 2, ..Default::default() })?;
+    /// trainer.set_model(model, input)?;
+    /// trainer.set_train_ops(&["d_op"])?;
+    /// trainer.run()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_train_ops<S: AsRef<str>>(&mut self, names: &[S]) -> Result<()> {
+        let names = cstrings(names, "names")?;
+        let pointers: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
+        // The names live for the call (the library copies them).
+        call!(sys::tpt_trainer_set_train_ops(self.as_ptr(), pointers.as_ptr(), pointers.len()))
+    }
+}
+
 /// tensorpack's GAN trainers (`tpt_gan_options`), for [`Trainer::set_gan`]:
 /// [`Gan::new`] (also `Default`) is GANTrainer, [`Gan::separate`] is
-/// SeparateGANTrainer. Both run the model's train ops "g_op" (the generator's)
-/// and "d_op" (the discriminator's) unless [`ops`](Self::ops) names others.
+/// SeparateGANTrainer, and either with [`towers`](Self::towers) is
+/// MultiGPUGANTrainer. They run the model's train ops "g_op" (the
+/// generator's) and "d_op" (the discriminator's) unless [`ops`](Self::ops)
+/// names others.
 ///
 /// ```
-/// use tptrain::Gan;
+/// use tptrain::{Gan, Towers};
 ///
 /// // GANTrainer: every step updates G then D from one forward pass.
 /// assert_eq!(Gan::new().periods(), None);
@@ -212,6 +256,9 @@ impl StepContext {
 /// // other names.
 /// let separate = Gan::separate(3, 1).ops("gen_op", "disc_op");
 /// assert_eq!(separate.periods(), Some((3, 1)));
+/// // MultiGPUGANTrainer: two replicated towers, each with a batch of its own.
+/// let multi = Gan::new().towers(&Towers::replicated(2));
+/// assert_eq!(multi.tower_count(), 2);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[must_use = "a Gan does nothing until it is given to Trainer::set_gan"]
@@ -219,6 +266,7 @@ pub struct Gan {
     periods: Option<(u64, u64)>,
     g_op: Option<String>,
     d_op: Option<String>,
+    towers: Option<Towers>,
 }
 
 impl Default for Gan {
@@ -233,7 +281,7 @@ impl Gan {
     /// pass (tensorpack: `train_op = d_min` with a control dependency on
     /// `g_min`).
     pub fn new() -> Gan {
-        Gan { periods: None, g_op: None, d_op: None }
+        Gan { periods: None, g_op: None, d_op: None, towers: None }
     }
 
     /// tensorpack's SeparateGANTrainer: each run_step makes a hooked run of
@@ -256,12 +304,33 @@ impl Gan {
         self
     }
 
+    /// Trains on `towers` (tensorpack's MultiGPUGANTrainer): every tower
+    /// takes a batch of its own, runs the tower function, and each train op
+    /// minimises its cost averaged over the towers (and over the ranks of a
+    /// distributed job), with the towers' strategy:
+    /// [`Strategy::Replicated`](crate::Strategy::Replicated) or
+    /// [`Strategy::ParameterServer`](crate::Strategy::ParameterServer);
+    /// [`Strategy::Async`](crate::Strategy::Async) is a
+    /// [`Code::Unsupported`] error when the trainer is set. As with
+    /// [`Trainer::set_towers`], steps_per_epoch defaults to the input's size
+    /// divided by the number of towers, and the reported outputs are tower
+    /// 0's. Default: one tower (the simple trainer).
+    pub fn towers(mut self, towers: &Towers) -> Gan {
+        self.towers = Some(towers.clone());
+        self
+    }
+
     /// SeparateGANTrainer's (d_period, g_period); `None` for GANTrainer.
     pub fn periods(&self) -> Option<(u64, u64)> {
         self.periods
     }
 
-    /// The C options, with the op names they point into.
+    /// The number of towers: 1 unless [`towers`](Self::towers) gave some.
+    pub fn tower_count(&self) -> usize {
+        self.towers.as_ref().map_or(1, Towers::count)
+    }
+
+    /// The C options, with the op names and the towers they point into.
     fn to_raw(&self) -> Result<RawGan> {
         let invalid = |message: String| Error::new(Code::InvalidArgument, message);
         let period = |what: &str, n: u64| {
@@ -269,6 +338,12 @@ impl Gan {
         };
         let g_op = self.g_op.as_deref().map(|g| cstring(g, "g_op")).transpose()?;
         let d_op = self.d_op.as_deref().map(|d| cstring(d, "d_op")).transpose()?;
+        // Boxed: the options point at the towers' options, which must not
+        // move when the RawGan does.
+        let towers = match &self.towers {
+            Some(t) => Some(Box::new(t.to_raw()?)),
+            None => None,
+        };
         let mut options = sys::TPT_GAN_OPTIONS_INIT;
         if let Some((d_period, g_period)) = self.periods {
             options.separate = 1;
@@ -278,20 +353,24 @@ impl Gan {
         // The CStrings' buffers do not move when the CStrings do.
         options.g_op = g_op.as_ref().map_or(ptr::null(), |g| g.as_ptr());
         options.d_op = d_op.as_ref().map_or(ptr::null(), |d| d.as_ptr());
-        Ok(RawGan { options, _names: (g_op, d_op) })
+        options.towers = towers.as_ref().map_or(ptr::null(), |t| t.as_ptr());
+        Ok(RawGan { options, _names: (g_op, d_op), _towers: towers })
     }
 }
 
-/// C GAN options and the op names they point into.
+/// C GAN options and the op names and towers they point into.
 struct RawGan {
     options: sys::tpt_gan_options,
     _names: (Option<CString>, Option<CString>),
+    _towers: Option<Box<RawTowers>>,
 }
 
 impl<'a> Trainer<'a> {
-    /// Makes this trainer tensorpack's GANTrainer or SeparateGANTrainer of
-    /// `model`, fed by `input`, as `gan` says (`tpt_trainer_set_gan`):
-    /// [`set_model`](Self::set_model), then the GAN's run_step. When the
+    /// Makes this trainer tensorpack's GANTrainer, SeparateGANTrainer or
+    /// MultiGPUGANTrainer of `model`, fed by `input`, as `gan` says
+    /// (`tpt_trainer_set_gan`): [`set_model`](Self::set_model) (or
+    /// [`set_towers`](Self::set_towers) with [`Gan::towers`]), then the GAN's
+    /// run_step. When the
     /// model lacks the train ops (by default "g_op" and "d_op") they are made
     /// as tensorpack's GANModelDesc: the tower's outputs "g_loss" over the
     /// variables under "gen/" and "d_loss" over those under "discrim/",
@@ -299,16 +378,25 @@ impl<'a> Trainer<'a> {
     /// reference to the model; it takes `input` (dropped on failure). Before
     /// run only.
     ///
-    /// Periods that are not at least 1, or of which neither is 1, and two
-    /// ops of the same name are [`Code::InvalidArgument`] errors; a
-    /// distributed trainer a [`Code::Unsupported`] one.
+    /// A distributed trainer ([`set_distributed`](Self::set_distributed)
+    /// first) trains the GAN across the ranks, each op's cost averaged over
+    /// every tower of every rank.
+    ///
+    /// Periods that are not at least 1, or of which neither is 1, two ops of
+    /// the same name and invalid towers are [`Code::InvalidArgument`]
+    /// errors; towers of the async strategy a [`Code::Unsupported`] one.
     ///
     /// ```no_run
-    /// use tptrain::{Gan, Input, Model, Trainer, TrainerOptions};
-    /// # fn demo(model: &Model<'_>, input: Input<'_>) -> tptrain::Result<()> {
+    /// use tptrain::{Gan, Input, Model, Towers, Trainer, TrainerOptions};
+    /// # fn demo(model: &Model<'_>, input: Input<'_>, input2: Input<'_>) -> tptrain::Result<()> {
     /// let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 10, ..Default::default() })?;
     /// // The discriminator every step, the generator every 5th global step.
     /// trainer.set_gan(model, input, &Gan::separate(1, 5))?;
+    /// trainer.run()?;
+    ///
+    /// // GANTrainer on 2 replicated towers (tensorpack's MultiGPUGANTrainer).
+    /// let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 10, ..Default::default() })?;
+    /// trainer.set_gan(model, input2, &Gan::new().towers(&Towers::replicated(2)))?;
     /// trainer.run()?;
     /// # Ok(())
     /// # }

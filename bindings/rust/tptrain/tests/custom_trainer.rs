@@ -10,6 +10,11 @@
 //!   - a run_step of our own (`StepContext::run_train_ops`): a raw D run then
 //!     a hooked G run advance global_step once per run_step and call
 //!     BEFORE_RUN once; a run_step of "d_op" alone never changes gen/;
+//!   - train ops as the default step (`Trainer::set_train_ops`): "d_op"
+//!     alone changes only discrim/, one global step per run_step, also on
+//!     replicated towers; async towers refuse to run them;
+//!   - MultiGPUGANTrainer (`Gan::towers`): replicated and parameter-server
+//!     towers update both nets every step; async towers are refused;
 //!   - a run resumed from a checkpoint (momentum slots of both train ops'
 //!     optimizers) ends bit-identical to an uninterrupted one;
 //!   - errors name the op, the option or the missing output.
@@ -21,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use tptrain::{
     manual_seed, nn, Callback, Code, Context, DType, Error, Event, Events, Flow, Gan, Input, InputSpec, LogdirAction,
-    Model, ModelSaver, Optimizer, Progress, Result, Run, RunOutcome, Tensor, TrainOp, Trainer, TrainerOptions,
+    Model, ModelSaver, Optimizer, Progress, Result, Run, RunOutcome, Tensor, Towers, TrainOp, Trainer, TrainerOptions,
     VariableOptions,
 };
 
@@ -299,6 +304,161 @@ fn only_d_never_changes_the_generator() -> Result<()> {
     assert_eq!(watch.borrow().runs, "DDDD");
     assert_eq!((sum_of(&m, "gen/w")?, sum_of(&m, "gen/b")?), (gw, gb));
     assert_ne!(sum_of(&m, "discrim/w")?, dw);
+    Ok(())
+}
+
+// ------------------------------------------------------------ train ops as the default step
+
+#[test]
+fn set_train_ops_runs_only_the_named_ops() -> Result<()> {
+    manual_seed(1)?;
+    let m = new_model(false)?;
+    with_gan_ops(&m)?;
+    m.build()?;
+    let (gw, gb) = (m.variable("gen/w")?.to_vec::<f32>()?, m.variable("gen/b")?.to_vec::<f32>()?);
+    let (dw, db) = (m.variable("discrim/w")?.to_vec::<f32>()?, m.variable("discrim/b")?.to_vec::<f32>()?);
+    let mut t = Trainer::new(&options(4, None))?;
+    t.set_model(&m, new_input()?)?;
+    t.set_train_ops(&["d_op"])?;
+    let watch = add_watch(&mut t)?;
+    assert_eq!(t.run()?, RunOutcome::Finished);
+    // One hooked run, so one global step, per run_step; only D moves.
+    assert_eq!(t.global_step(), 4);
+    let w = watch.borrow();
+    assert_eq!(w.before_runs, 4);
+    assert_eq!(w.runs, "DDDD");
+    assert_eq!(m.variable("gen/w")?.to_vec::<f32>()?, gw);
+    assert_eq!(m.variable("gen/b")?.to_vec::<f32>()?, gb);
+    assert_ne!(m.variable("discrim/w")?.to_vec::<f32>()?, dw);
+    assert_ne!(m.variable("discrim/b")?.to_vec::<f32>()?, db);
+    // The hooked runs published the tower's outputs.
+    assert_eq!(t.scalar_latest("d_loss")?.global_step, 4);
+    Ok(())
+}
+
+#[test]
+fn set_train_ops_with_both_ops_is_a_gan_trainer() -> Result<()> {
+    // "g_op" then "d_op" from one forward pass, one hooked run: the same
+    // variables as GANTrainer's, bit for bit.
+    let train = |gan: bool| -> Result<Vec<f64>> {
+        manual_seed(3)?;
+        let m = new_model(false)?;
+        with_gan_ops(&m)?;
+        let mut t = Trainer::new(&options(5, None))?;
+        if gan {
+            t.set_gan(&m, new_input()?, &Gan::new())?;
+        } else {
+            t.set_model(&m, new_input()?)?;
+            t.set_train_ops(&["g_op".to_owned(), "d_op".to_owned()])?;
+        }
+        let watch = add_watch(&mut t)?;
+        t.run()?;
+        assert_eq!(t.global_step(), 5);
+        assert_eq!(watch.borrow().runs, "BBBBB");
+        ["gen/w", "gen/b", "discrim/w", "discrim/b"].iter().map(|n| sum_of(&m, n)).collect()
+    };
+    assert_eq!(train(false)?, train(true)?);
+    Ok(())
+}
+
+#[test]
+fn set_train_ops_errors_are_named() -> Result<()> {
+    let m = new_model(false)?;
+    with_gan_ops(&m)?;
+    // Before the model: no strategy to run the ops yet.
+    let mut t = Trainer::new(&options(2, None))?;
+    expect_error(t.set_train_ops(&["d_op"]), Code::State, &["no model"]);
+    t.set_model(&m, new_input()?)?;
+    // An unknown op is named, with the model's ops.
+    expect_error(t.set_train_ops(&["d_op", "nope"]), Code::InvalidArgument, &["names[1]", "'nope'", "'g_op', 'd_op'"]);
+    // No op at all, and a name with a NUL byte (refused before the library).
+    expect_error(t.set_train_ops::<&str>(&[]), Code::InvalidArgument, &["at least one train op"]);
+    expect_error(t.set_train_ops(&["d\0op"]), Code::InvalidArgument, &["names[0] contains a NUL byte"]);
+    // After the failures the trainer still takes a list, and trains with it.
+    t.set_train_ops(&["g_op"])?;
+    let watch = add_watch(&mut t)?;
+    assert_eq!(t.run()?, RunOutcome::Finished);
+    assert_eq!(watch.borrow().runs, "GG");
+    // After run: too late.
+    expect_error(t.set_train_ops(&["d_op"]), Code::State, &["already run"]);
+    Ok(())
+}
+
+#[test]
+fn set_train_ops_on_towers() -> Result<()> {
+    // Replicated towers: each op's gradients averaged over the towers, one
+    // global step per run_step, only D moves.
+    manual_seed(1)?;
+    let m = new_model(false)?;
+    with_gan_ops(&m)?;
+    let mut t = Trainer::new(&options(3, None))?;
+    t.set_towers(&m, new_input()?, &Towers::replicated(2))?;
+    t.set_train_ops(&["d_op"])?;
+    let watch = add_watch(&mut t)?;
+    assert_eq!(t.run()?, RunOutcome::Finished);
+    assert_eq!(t.global_step(), 3);
+    assert_eq!(watch.borrow().runs, "DDD");
+
+    // The async strategy does not run train ops: refused when they are set.
+    let m = new_model(false)?;
+    with_gan_ops(&m)?;
+    let mut t = Trainer::new(&options(3, None))?;
+    t.set_towers(&m, new_input()?, &Towers::asynchronous(2))?;
+    expect_error(t.set_train_ops(&["d_op"]), Code::Unsupported, &["async"]);
+    Ok(())
+}
+
+// ------------------------------------------------------------ MultiGPUGANTrainer
+
+#[test]
+fn gan_on_towers_updates_both_nets() -> Result<()> {
+    for towers in [Towers::replicated(2), Towers::parameter_server(2)] {
+        manual_seed(1)?;
+        let m = new_model(false)?;
+        let mut t = Trainer::new(&options(3, None))?;
+        let gan = Gan::new().towers(&towers);
+        assert_eq!(gan.tower_count(), 2);
+        t.set_gan(&m, new_input()?, &gan)?;
+        let watch = add_watch(&mut t)?;
+        assert_eq!(t.run()?, RunOutcome::Finished, "{towers:?}");
+        assert_eq!(t.global_step(), 3, "{towers:?}");
+        let w = watch.borrow();
+        assert_eq!(w.before_runs, 3, "{towers:?}");
+        assert_eq!(w.runs, "BBB", "{towers:?}");
+        assert!(t.scalar_latest("g_loss")?.value.is_finite());
+    }
+    Ok(())
+}
+
+#[test]
+fn separate_gan_on_towers_follows_the_periods() -> Result<()> {
+    manual_seed(1)?;
+    let m = new_model(false)?;
+    let mut t = Trainer::new(&options(5, None))?;
+    t.set_gan(&m, new_input()?, &Gan::separate(1, 2).towers(&Towers::replicated(2)))?;
+    let watch = add_watch(&mut t)?;
+    t.run()?;
+    let (want, global_step) = expected_runs(5, 1, 2);
+    assert_eq!(watch.borrow().runs, want);
+    assert_eq!(t.global_step(), global_step);
+    Ok(())
+}
+
+#[test]
+fn gan_on_async_towers_is_unsupported() -> Result<()> {
+    let m = new_model(false)?;
+    let mut t = Trainer::new(&options(2, None))?;
+    expect_error(
+        t.set_gan(&m, new_input()?, &Gan::new().towers(&Towers::asynchronous(2))),
+        Code::Unsupported,
+        &["async"],
+    );
+    // Invalid towers are named.
+    expect_error(t.set_gan(&m, new_input()?, &Gan::new().towers(&Towers::replicated(0))), Code::InvalidArgument, &[]);
+    // The trainer still takes a GAN on good towers.
+    t.set_gan(&m, new_input()?, &Gan::new().towers(&Towers::replicated(2)))?;
+    assert_eq!(t.run()?, RunOutcome::Finished);
+    assert_eq!(t.global_step(), 2);
     Ok(())
 }
 

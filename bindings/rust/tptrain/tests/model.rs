@@ -287,6 +287,28 @@ fn reuse_mismatch_and_scope_errors_inside_the_tower() {
 }
 
 #[test]
+fn a_reuse_scope_shares_a_net_applied_twice() {
+    let checked = AtomicUsize::new(0);
+    let model = Model::new(&[InputSpec::new("x", DType::F32, &[-1])], |tower, _| -> Result<()> {
+        // Twice under the reuse scope "d": one variable d/w, in the build
+        // call and in every later one.
+        let a = tower.reuse_scope("d", |t| t.variable("w", &[2], &VariableOptions::constant(0.25)))?;
+        let b = tower.reuse_scope("d", |t| t.variable("w", &[2], &VariableOptions::constant(0.25)))?;
+        assert_eq!(a.to_vec::<f32>()?, b.to_vec::<f32>()?);
+        // A plain scope still refuses a third use.
+        let e = tower.scope("d", |t| t.variable("w", &[2], &VariableOptions::default())).unwrap_err();
+        assert!(e.message().contains("variable 'd/w' is used twice"), "{e}");
+        checked.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    })
+    .unwrap();
+    let x = Tensor::from_slice(&[1f32, 2.0], &[2]).unwrap();
+    model.infer(&[&x], &[]).unwrap(); // the build call, then the inference call
+    assert_eq!(checked.load(Ordering::SeqCst), 2);
+    assert_eq!(model.variable_names().unwrap(), vec!["d/w".to_string()]);
+}
+
+#[test]
 fn initializers_build_once_and_set_variable() {
     tptrain::manual_seed(123).unwrap();
     let probe = Probe::default();
