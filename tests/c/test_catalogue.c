@@ -730,6 +730,8 @@ static void image_grid_and_png(void **state) {
   ok(tpt_tensor_shape(shape, 3, g2));
   assert_int_equal(shape[0], 2 + 2 + 2); /* one row of 3 (8 columns at most) */
   assert_int_equal(shape[1], 3 * 4 + 2);
+  tpt_tensor_free(g2);
+  g2 = NULL;
 
   char path[] = "/tmp/tpt_png_XXXXXX";
   int fd = mkstemp(path);

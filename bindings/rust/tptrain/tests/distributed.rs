@@ -6,7 +6,8 @@
 //! with two replicated towers, whether the trainer joined through
 //! `Trainer::set_distributed` or `TrainConfig::distributed`. Bad options are
 //! errors naming the option, before any rendezvous; joining after the model
-//! was set is a state error; a rank alone times out. The C twin is
+//! was set is a state error; a rank alone times out. A GAN (the GANTrainer's
+//! two train ops) on two ranks equals one process with two towers. The C twin is
 //! tests/c/dist_mlp.c (driven by tests/py/test_distributed.py).
 
 use std::net::TcpListener;
@@ -338,4 +339,82 @@ fn distributed_defaults_to_the_c_defaults() {
     let (m, df) = (model(), data(4));
     let config = TrainConfig { distributed: Some(d), ..TrainConfig::from_dataflow(&m, &df) };
     assert!(format!("{config:?}").contains("distributed: Some(Distributed {"), "{config:?}");
+}
+
+// ------------------------------------------------------------ a GAN
+
+/// A tiny GAN on the same data: G maps y (as the noise) to FEATURES values,
+/// D is linear, applied to the real x and to G's output under a reuse
+/// scope; tensorpack's losses (sigmoid cross-entropies, as softplus).
+fn gan_model() -> Model<'static> {
+    fn sigmoid_ce(logits: &Tensor, sign: f64) -> tptrain::Result<Tensor> {
+        tptrain::ops::call1("softplus", &[tptrain::ops::Arg::Tensor(&(logits * sign)?)])?.mean()
+    }
+    let m = Model::new(&signature(), |tower, inputs| -> tptrain::Result<()> {
+        let plain = LayerOptions::default();
+        let fake = tower.scope("gen", |t| t.fc("fc", &inputs[1], FEATURES as i64, &plain))?;
+        let real_logit = tower.reuse_scope("discrim", |t| t.fc("fc", &inputs[0], 1, &plain))?;
+        let fake_logit = tower.reuse_scope("discrim", |t| t.fc("fc", &fake, 1, &plain))?;
+        let d_loss = ((&sigmoid_ce(&real_logit, -1.0)? + &sigmoid_ce(&fake_logit, 1.0)?)? * 0.5)?;
+        tower.set_output("d_loss", &d_loss)?;
+        tower.set_output("g_loss", &sigmoid_ce(&fake_logit, -1.0)?)
+    })
+    .unwrap();
+    let o = Optimizer::new("sgd").unwrap();
+    o.set("learning_rate", 0.05).unwrap();
+    o.set("momentum", 0.9).unwrap();
+    m.set_optimizer(&o).unwrap();
+    m
+}
+
+fn gan_variables(m: &Model<'_>) -> Variables {
+    let names = m.variable_names().unwrap();
+    assert_eq!(names.len(), 4, "{names:?}"); // gen/fc/{W,b}, discrim/fc/{W,b}
+    names.into_iter().map(|n| (n.clone(), m.variable(&n).unwrap().to_vec::<f32>().unwrap())).collect()
+}
+
+/// tensorpack's MultiGPUGANTrainer across processes: two ranks of the
+/// GANTrainer end bit-identical to each other and to one process with two
+/// replicated towers (each op's gradients averaged over every tower of the
+/// job).
+#[test]
+fn a_gan_on_two_ranks_equals_two_towers() {
+    let reference = {
+        let m = gan_model();
+        initialise(&m, 0);
+        let df = data(4);
+        let mut t = Trainer::new(&quiet(Some(STEPS))).unwrap();
+        let input = Input::from_dataflow(&df, &InputOptions::default()).unwrap();
+        t.set_gan(&m, input, &tptrain::Gan::new().towers(&Towers::replicated(2))).unwrap();
+        assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+        drop(t);
+        gan_variables(&m)
+    };
+    let port = free_port();
+    let handles: Vec<_> = (0..WORLD)
+        .map(|rank| {
+            thread::spawn(move || -> tptrain::Result<(Variables, Variables)> {
+                let m = gan_model();
+                initialise(&m, rank);
+                let initial = gan_variables(&m);
+                let df = data(4);
+                let mut t = Trainer::new(&quiet(Some(STEPS)))?;
+                t.set_distributed(&member(port, rank))?;
+                t.set_gan(&m, Input::from_dataflow(&df, &InputOptions::default())?, &tptrain::Gan::new())?;
+                assert_eq!(t.run()?, RunOutcome::Finished);
+                assert_eq!(t.global_step(), STEPS * EPOCHS);
+                drop(t);
+                Ok((initial, gan_variables(&m)))
+            })
+        })
+        .collect();
+    let ranks: Vec<_> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+    assert_ne!(ranks[0].0, ranks[1].0); // rank 1 started elsewhere
+    assert_ne!(ranks[0].1, ranks[0].0, "nothing trained");
+    assert_eq!(bits(&ranks[0].1), bits(&ranks[1].1), "the ranks' variables differ");
+    for ((name, got), (_, want)) in ranks[0].1.iter().zip(&reference) {
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() <= 1e-6 * (1.0 + w.abs()), "{name}: 2 ranks {g}, 2 towers {w}");
+        }
+    }
 }
