@@ -770,7 +770,7 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_put_scalar(tpt_trainer *trainer, c
 
 /* tensorpack's put_image: `image` is H x W, H x W x C or N x H x W x C with
  * C = 1 (grey), 3 (RGB) or 4 (RGBA), of dtype uint8, or floating point in
- * [0, 255] (rounded and clamped). Brought to every monitor at once as a
+ * [0, 255] (rounded and clamped; NaN or infinite values are an error). Brought to every monitor at once as a
  * TPT_RECORD_IMAGE record of uint8 N x H x W x C; not kept in the history,
  * not in stats.json. Same threads and times as tpt_trainer_put_scalar. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_put_image(tpt_trainer *trainer, const char *name,
@@ -791,7 +791,8 @@ typedef struct tpt_image_grid_options {
 
 /* Tiles a batch of images into one (torchvision's make_grid), e.g. a
  * generator's samples: `images` is N x C x H x W (LibTorch's layout, as a
- * tower computes them; C = 1, 3 or 4) or N x H x W, of any real dtype.
+ * tower computes them; C = 1, 3 or 4) or N x H x W, of any real dtype
+ * (NaN or infinite values are an error).
  * *out is a uint8 image of rows x cols x C (at most 2^24 pixels a side),
  * ready for tpt_trainer_put_image and tpt_image_write_png. `options` may be
  * NULL. */
@@ -799,7 +800,8 @@ TPT_API TPT_NODISCARD tpt_status *tpt_image_grid(tpt_tensor **out, const tpt_ten
                                                  const tpt_image_grid_options *options);
 
 /* Writes `image` (as tpt_trainer_put_image takes it: H x W or H x W x C with
- * C = 1, 3 or 4; uint8, or floating point in [0, 255]) to the PNG file
+ * C = 1, 3 or 4; uint8, or floating point in [0, 255]; NaN or infinite
+ * values are an error) to the PNG file
  * `path`, replacing it. TPT_ERR_IO naming the file when it cannot be
  * written. */
 TPT_API TPT_NODISCARD tpt_status *tpt_image_write_png(const tpt_tensor *image, const char *path);
@@ -1746,7 +1748,8 @@ typedef struct tpt_towers_options {
                                   run on a GPU yet. TPT_ERR_UNSUPPORTED where LibTorch has no
                                   such device. In a distributed job "cuda" (no index) is this
                                   process's device: cuda:<LOCAL_RANK x n_towers + k> */
-  int32_t average;             /* replicated: nonzero (default) averages the gradients, 0 sums them */
+  int32_t average;             /* replicated: nonzero (default) averages the gradients, 0 sums them
+                                  (the default step's; train ops always average) */
   int32_t intra_op_threads;    /* LibTorch intra-op threads per tower; 0 (default): the process's
                                   (tpt_get_num_threads) divided by n_towers, at least 1 */
   /* version 2: */
@@ -1858,15 +1861,17 @@ typedef struct tpt_train_op {
 TPT_API TPT_NODISCARD tpt_status *tpt_model_add_train_op(tpt_model *model, const tpt_train_op *op);
 
 /* From run_step: one forward pass of the tower function on the input's next
- * batch, then the train ops names[0..n), in order: each op's gradients,
- * all from that one pass (as TensorFlow runs several minimize ops), then
- * each op's update in order. hooked (nonzero): as one hooked step
+ * batch (with towers: one per tower, each on a batch of its own), then the
+ * train ops names[0..n), in order: each op's gradients, all from that one
+ * pass (as TensorFlow runs several minimize ops; with towers averaged over
+ * the towers, and over the ranks of a job), then each op's update in
+ * order. hooked (nonzero): as one hooked step
  * (tensorpack's hooked_sess.run: BEFORE_RUN / AFTER_RUN callbacks,
  * global_step + 1, the tower's outputs published and their moving
  * summaries); 0: a raw run (no callbacks, no counter, no outputs). Returns
  * what a hooked step returns: run_step should return it as it is.
  * TPT_ERR_INVALID_ARGUMENT naming an unknown op; TPT_ERR_STATE outside
- * run_step or without a model set. */
+ * run_step or without a model set; TPT_ERR_UNSUPPORTED with async towers. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_run_train_ops(tpt_trainer *trainer,
                                                             const char *const *names, size_t n,
                                                             int32_t hooked);
@@ -1899,7 +1904,8 @@ typedef struct tpt_gan_options {
   const tpt_towers_options *towers; /* NULL (default): one tower; else tensorpack's
                          MultiGPUGANTrainer: every tower takes its own batch and each op
                          minimises its cost averaged over the towers (and over the ranks of
-                         a distributed job); the replicated or the parameter-server strategy */
+                         a distributed job, whatever towers->average says); the replicated or
+                         the parameter-server strategy */
 } tpt_gan_options;
 #define TPT_GAN_OPTIONS_INIT { TPT_GAN_OPTIONS_VERSION, 0, 1, 1, NULL, NULL, NULL }
 

@@ -546,7 +546,9 @@ at::Tensor image_u8(const tpt_tensor *image, bool batch) {
   if (img.size(0) < 1 || img.size(1) < 1 || img.size(2) < 1) tpt::invalid_argument("image is empty");
   if (img.scalar_type() == at::kByte) {
   } else if (img.is_floating_point()) {
-    img = img.detach().to(at::kCPU, at::kFloat).round().clamp(0, 255).to(at::kByte);
+    img = img.detach().to(at::kCPU, at::kFloat);
+    if (!img.isfinite().all().item<bool>()) tpt::invalid_argument("image has values that are NaN or infinite");
+    img = img.round().clamp(0, 255).to(at::kByte);
   } else {
     tpt::invalid_argument(std::string("image has dtype ") + c10::toString(img.scalar_type()) +
                           ": uint8, or floating point in [0, 255], expected");
@@ -593,12 +595,12 @@ tpt_status *tpt_image_grid(tpt_tensor **out, const tpt_tensor *images, const tpt
     if (x.is_complex() || x.scalar_type() == at::kBool)
       tpt::invalid_argument(std::string("images has dtype ") + c10::toString(x.scalar_type()) + ": a real dtype expected");
     x = x.detach().to(at::kCPU, at::kFloat);
+    if (!x.isfinite().all().item<bool>()) tpt::invalid_argument("images has values that are NaN or infinite");
     double lo = o.low, hi = o.high;
     if (lo == hi) {
       lo = x.min().item<double>();
       hi = x.max().item<double>();
     }
-    if (!std::isfinite(lo) || !std::isfinite(hi)) tpt::invalid_argument("images has values that are not finite");
     x = hi > lo ? x.sub(lo).div_(hi - lo).clamp_(0, 1).mul_(255) : at::zeros_like(x);
     const int64_t p = o.padding, cols = std::min<int64_t>(o.columns, n), rows = (n + cols - 1) / cols;
     if ((h + p) * rows + p > (1 << 24) || (w + p) * cols + p > (1 << 24))

@@ -472,9 +472,12 @@ void MultiTower::reduce_op_across(std::vector<at::Tensor> &g, const OpRun &r) {
     o_.world->all_reduce(flat);
     int64_t off = 0;
     const int64_t total = flat.numel() - static_cast<int64_t>(which.size());
+    // the counts, on the CPU at once (one copy, not one sync per variable)
+    const at::Tensor counts = flat.narrow(0, total, static_cast<int64_t>(which.size())).to(at::kCPU, at::kDouble).contiguous();
+    const double *count = counts.data_ptr<double>();
     for (size_t w = 0; w < which.size(); ++w) {
       const at::Tensor &v = r.vars[which[w]].value;
-      const bool any = flat[total + static_cast<int64_t>(w)].item<double>() > 0;
+      const bool any = count[w] > 0;
       g[which[w]] = any ? flat.narrow(0, off, v.numel()).view(v.sizes()).mul(scale) : at::Tensor();
       off += v.numel();
     }

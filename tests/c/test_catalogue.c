@@ -765,6 +765,18 @@ static void image_grid_and_png(void **state) {
   ok(tpt_tensor_reshape(&two, flat, (const int64_t[]){1, 2, 3, 2}, 4));
   expect_code(tpt_image_grid(&g2, two, NULL), TPT_ERR_INVALID_ARGUMENT, "2 channels in dimension 1");
   expect_code(tpt_image_grid(NULL, imgs, NULL), TPT_ERR_INVALID_ARGUMENT, "out");
+  /* NaN: an error, not an undefined conversion to bytes (with a range given too) */
+  float nan_px[4] = {0, NAN, 1, 2};
+  tpt_tensor *with_nan = NULL;
+  ok(tpt_tensor_from_data(&with_nan, nan_px, sizeof nan_px, (const int64_t[]){1, 2, 2}, 3, NULL));
+  o = (tpt_image_grid_options)TPT_IMAGE_GRID_OPTIONS_INIT;
+  o.low = 0, o.high = 2;
+  expect_code(tpt_image_grid(&g2, with_nan, &o), TPT_ERR_INVALID_ARGUMENT, "NaN or infinite");
+  tpt_tensor *nan_img = NULL;
+  ok(tpt_tensor_reshape(&nan_img, with_nan, (const int64_t[]){2, 2}, 2));
+  expect_code(tpt_image_write_png(nan_img, path), TPT_ERR_INVALID_ARGUMENT, "NaN or infinite");
+  tpt_tensor_free(nan_img);
+  tpt_tensor_free(with_nan);
   tpt_tensor_free(two);
   tpt_tensor_free(g2);
   tpt_tensor_free(flat);

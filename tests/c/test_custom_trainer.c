@@ -378,6 +378,18 @@ static void towers_gan_equals_one_tower_of_the_concatenated_batches(void **state
   to.n_towers = 0;
   g.towers = &to;
   expect_code(tpt_trainer_set_gan(t, m, new_input(), &g), TPT_ERR_INVALID_ARGUMENT, "options->towers->n_towers is 0");
+  /* a version 1 struct ends before towers: whatever follows it is not read */
+  g.version = 1;
+  g.towers = (const tpt_towers_options *)&to; /* n_towers 0: an error if it were read */
+  ok(tpt_trainer_set_gan(t, m, new_input(), &g));
+  tpt_trainer_free(t);
+  /* train ops on async towers: refused when set */
+  t = new_trainer(2, NULL);
+  to = (tpt_towers_options)TPT_TOWERS_OPTIONS_INIT;
+  to.strategy = TPT_STRATEGY_ASYNC;
+  ok(tpt_trainer_set_towers(t, m, new_input(), &to));
+  const char *d[] = {"d_op"};
+  expect_code(tpt_trainer_set_train_ops(t, d, 1), TPT_ERR_UNSUPPORTED, "async towers");
   tpt_trainer_free(t);
   tpt_model_free(m);
 }
