@@ -127,7 +127,7 @@ func TestImageGridErrors(t *testing.T) {
 	inf := must(FromFloat32([]float32{0, float32(math.Inf(1))}, 1, 1, 2)).of(t)
 	defer inf.Close()
 	_, err := ImageGrid(inf, nil)
-	wantError(t, err, CodeInvalidArgument, "images has values that are not finite")
+	wantError(t, err, CodeInvalidArgument, "images has values that are NaN or infinite")
 	_, err = ImageGrid(nil, nil)
 	wantError(t, err, CodeInvalidArgument, "ImageGrid: images is nil")
 	closed := gridImages(t, 3, 2, 2)
