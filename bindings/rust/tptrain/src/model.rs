@@ -730,8 +730,11 @@ impl Tower {
     /// returns (also with an error). Call it once per application of the net:
     ///
     /// ```no_run
-    /// # use tptrain::{nn, Tensor, Tower};
-    /// # fn discriminator(t: &mut Tower, x: &Tensor) -> tptrain::Result<Tensor> { unimplemented!() }
+    /// # use tptrain::{nn::LayerOptions, Tensor, Tower};
+    /// // A linear discriminator: its variables are discrim/fc/W and discrim/fc/b.
+    /// fn discriminator(t: &mut Tower, x: &Tensor) -> tptrain::Result<Tensor> {
+    ///     t.fc("fc", x, 1, &LayerOptions::default())
+    /// }
     /// # fn demo(tower: &mut Tower, real: &Tensor, fake: &Tensor) -> tptrain::Result<()> {
     /// let real_logit = tower.reuse_scope("discrim", |t| discriminator(t, real))?;
     /// let fake_logit = tower.reuse_scope("discrim", |t| discriminator(t, fake))?; // the same variables
