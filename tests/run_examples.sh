@@ -49,9 +49,25 @@ fi
 snippet_trainer="stopped after 250 steps: enough"
 snippet_model="training accuracy 0.9"
 snippet_dataflow="a batch of 2, last square 81"
+snippet_callbacks="stopped after epoch 3 (validation_cost < 1e-4) at learning_rate 0.1"
+snippet_custom_trainer="global_step 40: a fits 3.00 x + 2.00, b fits -1.00 x + 0.50"
+snippet_efficient_dataflow="16 batches of 64, sum of squares 357389824, last 1046529"
+snippet_towers="40 steps of 2 towers: y = 3.00 x + 2.00"
+snippet_checkpoints="resumed: global_step 16 to 32"
+# The distributed snippet as 2 ranks of a job started by the launcher, on a
+# port of this run's own.
+snippet_distributed="\[rank 0\] rank 0 of 2, 40 steps: y = 3.00 x + 2.00"
+dist_port=$((20000 + $$ % 20000))
 check "c/snippets/trainer_loop" "$snippet_trainer" "$b/examples/snippet_trainer_loop"
 check "c/snippets/model_train" "$snippet_model" "$b/examples/snippet_model_train"
 check "c/snippets/dataflow_pipeline" "$snippet_dataflow" "$b/examples/snippet_dataflow_pipeline"
+check "c/snippets/callbacks" "$snippet_callbacks" "$b/examples/snippet_callbacks"
+check "c/snippets/custom_trainer" "$snippet_custom_trainer" "$b/examples/snippet_custom_trainer"
+check "c/snippets/efficient_dataflow" "$snippet_efficient_dataflow" "$b/examples/snippet_efficient_dataflow"
+check "c/snippets/towers" "$snippet_towers" "$b/examples/snippet_towers"
+check "c/snippets/distributed, 2 ranks by tptrain-run" "$snippet_distributed" \
+  "$b/tools/tptrain-run" -n 2 --master-port "$dist_port" "$b/examples/snippet_distributed"
+check "c/snippets/checkpoints" "$snippet_checkpoints" "$b/examples/snippet_checkpoints" "$tmp/ckpt_c"
 if command -v cargo >/dev/null; then
   r() { (cd "$s/examples/rust" && TPTRAIN_LIB_DIR=$b CARGO_TARGET_DIR=$b/cargo-target cargo run --offline -q --bin "$@"); }
   check "rust/hello" "least squares fit: y = 3.02" r hello
@@ -64,6 +80,15 @@ if command -v cargo >/dev/null; then
   check "rust/snippets/trainer_loop" "$snippet_trainer" r snippet_trainer_loop
   check "rust/snippets/model_train" "$snippet_model" r snippet_model_train
   check "rust/snippets/dataflow_pipeline" "$snippet_dataflow" r snippet_dataflow_pipeline
+  check "rust/snippets/callbacks" "$snippet_callbacks" r snippet_callbacks
+  check "rust/snippets/custom_trainer" "$snippet_custom_trainer" r snippet_custom_trainer
+  check "rust/snippets/efficient_dataflow" "$snippet_efficient_dataflow" r snippet_efficient_dataflow
+  check "rust/snippets/towers" "$snippet_towers" r snippet_towers
+  # built, then run as 2 ranks by the launcher
+  rdist() { (cd "$s/examples/rust" && TPTRAIN_LIB_DIR=$b CARGO_TARGET_DIR=$b/cargo-target cargo build --offline -q --bin "$1") &&
+            "$b/tools/tptrain-run" -n 2 --master-port $((dist_port + 1)) "$b/cargo-target/debug/$1"; }
+  check "rust/snippets/distributed, 2 ranks by tptrain-run" "$snippet_distributed" rdist snippet_distributed
+  check "rust/snippets/checkpoints" "$snippet_checkpoints" r snippet_checkpoints "$tmp/ckpt_rust"
 fi
 if command -v go >/dev/null; then
   g() { (cd "$s/examples/go" && GOFLAGS=-mod=mod GOPROXY=off GOCACHE=${GOCACHE:-$b/go-cache} \
@@ -78,5 +103,15 @@ if command -v go >/dev/null; then
   check "go/snippets/trainer_loop" "$snippet_trainer" g ./snippets/trainer_loop
   check "go/snippets/model_train" "$snippet_model" g ./snippets/model_train
   check "go/snippets/dataflow_pipeline" "$snippet_dataflow" g ./snippets/dataflow_pipeline
+  check "go/snippets/callbacks" "$snippet_callbacks" g ./snippets/callbacks
+  check "go/snippets/custom_trainer" "$snippet_custom_trainer" g ./snippets/custom_trainer
+  check "go/snippets/efficient_dataflow" "$snippet_efficient_dataflow" g ./snippets/efficient_dataflow
+  check "go/snippets/towers" "$snippet_towers" g ./snippets/towers
+  # built, then run as 2 ranks by the launcher
+  gdist() { (cd "$s/examples/go" && GOFLAGS=-mod=mod GOPROXY=off GOCACHE=${GOCACHE:-$b/go-cache} \
+             PKG_CONFIG_PATH=$b/meson-uninstalled go build -o "$tmp/$1" "./snippets/$1") &&
+            "$b/tools/tptrain-run" -n 2 --master-port $((dist_port + 2)) "$tmp/$1"; }
+  check "go/snippets/distributed, 2 ranks by tptrain-run" "$snippet_distributed" gdist distributed
+  check "go/snippets/checkpoints" "$snippet_checkpoints" g ./snippets/checkpoints "$tmp/ckpt_go"
 fi
 echo "1..$n"
