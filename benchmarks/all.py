@@ -131,7 +131,7 @@ def call_roundtrip(rounds, quick, tmp):
 
 
 def mlp_step(rounds, quick, tmp):
-    steps = "300" if quick else "2000"
+    steps = "300" if quick else "3000"
     hand = Row("mlp-step-libtorch", "tiny MLP (32-64-64-1, batch 64, SGD with momentum) steps/s through the C API, "
                "one intra-op thread; best of 5 runs of %s steps" % steps, "steps/s", "higher",
                "hand-written LibTorch C++ loop, same work, same process", ">= 0.97")
@@ -244,13 +244,15 @@ def dataflow_speed(rounds, quick, tmp):
 
 
 def towers_scaling(rounds, quick, tmp):
-    out = run([os.path.join(BUILD, "benchmarks/bench_towers_scaling"), str(rounds), "4" if quick else "12"])
+    steps, batch = ("4", "64") if quick else ("40", "128")
+    out = run([os.path.join(BUILD, "benchmarks/bench_towers_scaling"), str(rounds), steps, batch])
     per = [list(map(float, m.group(1).split())) for m in re.finditer(r"^# round \d+:([0-9. ]+) images/s", out, re.M)]
     if len(per) != rounds:
         raise RuntimeError("bench_towers_scaling printed %d rounds:\n%s" % (len(per), out))
     # columns: 1 tower x 2 threads, 1 tower x 1 thread, 2 replicated, overlap off, 2 parameter server
-    a = Row("towers-scaling", "CNN images/s (batch 64 per step in all), 2 replicated CPU towers x 1 thread, buckets "
-            "reduced during the backward pass", "images/s", "higher", "1 tower x 2 intra-op threads (LibTorch's own "
+    a = Row("towers-scaling", "CNN images/s (conv 5x5 32, pool, conv 3x3 64, pool, fc 10; a batch of %s per step in "
+            "all, %s steps), 2 replicated CPU towers x 1 thread, buckets reduced during the backward pass"
+            % (batch, steps), "images/s", "higher", "1 tower x 2 intra-op threads (LibTorch's own "
             "parallelism over the same 2 cores)", ">= 0.95")
     b = Row("towers-scaling-1", "the same 2 towers", "images/s", "higher", "1 tower x 1 thread", "")
     for v in per:
