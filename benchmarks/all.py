@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,15 +63,30 @@ class Row:
 
 
 def run(cmd, env=None, cwd=None, timeout=900):
-    """Runs cmd; returns its stdout (stderr goes along on failure)."""
+    """Runs cmd in a process group of its own; returns its stdout (stderr goes
+    along on failure). On a timeout the whole group is killed, so that no
+    launcher's children go on slowing the benchmarks after it."""
     e = dict(os.environ)
     e.update(env or {})
-    p = subprocess.run(cmd, cwd=cwd or ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, timeout=timeout)
+    e["BUILD_DIR"] = BUILD  # for the shell scripts
+    p = subprocess.Popen(cmd, cwd=cwd or ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         universal_newlines=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except BaseException:
+        kill_group(p)
+        raise
     if p.returncode != 0:
-        raise RuntimeError("%s exited %d:\n%s%s" % (" ".join(cmd), p.returncode, p.stdout[-2000:],
-                                                   p.stderr[-2000:]))
-    return p.stdout
+        raise RuntimeError("%s exited %d:\n%s%s" % (" ".join(cmd), p.returncode, out[-2000:], err[-2000:]))
+    return out
+
+
+def kill_group(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    p.wait()
 
 
 def grab(pattern, text, what):
@@ -92,27 +108,32 @@ def build_env():
 # Each takes (rounds, quick, tmp) and returns its rows.
 
 def loop_overhead(rounds, quick, tmp):
-    progs = [("C", [os.path.join(BUILD, "benchmarks/bench_loop_overhead")], "c")]
+    progs = [("C", os.path.join(BUILD, "benchmarks/bench_loop_overhead"), "c", None)]
+    builds = []
     if shutil.which("cargo"):
-        run(["cargo", "build", "--offline", "--release", "-q", "--bin", "loop_overhead"],
-            env=build_env(), cwd=os.path.join(ROOT, "examples/rust"))
-        progs.append(("Rust", [os.path.join(BUILD, "cargo-target/release/loop_overhead")], "rust"))
+        builds.append(("Rust", os.path.join(BUILD, "cargo-target/release/loop_overhead"), "rust",
+                       (["cargo", "build", "--offline", "--release", "-q", "--bin", "loop_overhead"], "examples/rust")))
     if shutil.which("go"):
         exe = os.path.join(BUILD, "go_loop_overhead")
-        run(["go", "build", "-o", exe, "./loop_overhead"], env=build_env(), cwd=os.path.join(ROOT, "examples/go"))
-        progs.append(("Go", [exe], "go"))
+        builds.append(("Go", exe, "go", (["go", "build", "-o", exe, "./loop_overhead"], "examples/go")))
+    for lang, exe, tag, (cmd, cwd) in builds:
+        try:
+            run(cmd, env=build_env(), cwd=os.path.join(ROOT, cwd))
+            progs.append((lang, exe, tag, None))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:  # that language's row says so
+            progs.append((lang, exe, tag, "building the %s program failed: %s" % (lang, e)))
     rows = []
-    for lang, cmd, tag in progs:
+    for lang, exe, tag, error in progs:
         rows.append(Row("loop-overhead-" + tag,
                         "trainer loop overhead from %s: default callbacks, one hooked step around an empty "
-                        "step; best of 5 runs of 1M steps per round" % lang,
+                        "step; best of 5 runs of %s steps per round" % (lang, "100,000" if quick else "1M"),
                         "ns/step", "lower", "bare %s for-loop calling the step through a pointer" % lang,
                         "tptrain < 1000 ns/step" if tag == "c" else ""))
+        rows[-1].error = error
+    live = [i for i, p in enumerate(progs) if p[3] is None]
     for r in range(rounds):
-        order = list(range(len(progs))) if r % 2 == 0 else list(reversed(range(len(progs))))
-        for i in order:
-            lang, cmd, tag = progs[i]
-            out = run(cmd + (["20000"] if quick else []), env={"LD_LIBRARY_PATH": BUILD})
+        for i in (live if r % 2 == 0 else list(reversed(live))):
+            out = run([progs[i][1]] + (["20000"] if quick else []), env={"LD_LIBRARY_PATH": BUILD})
             rows[i].add(grab(r"bare loop ([0-9.]+) ns/step", out, "bare loop"),
                         grab(r"tptrain ([0-9.]+) ns/step", out, "tptrain ns/step"))
     return rows
@@ -150,35 +171,45 @@ def mlp_step(rounds, quick, tmp):
     return [hand, py]
 
 
-def _watch(cmd, env, accuracy_re, epochs_wanted, goal=0.90):
-    """Runs a Fashion-MNIST training until its test accuracy reaches goal (or
-    it ends); returns (seconds per training epoch list, seconds to goal or
-    None, peak resident KB). The example exits 1 when it ends below 90 %:
-    not an error here if it trained every epoch."""
-    e = dict(os.environ)
-    e.update(env)
+def _watch(cmd, accuracy_re, scale, epochs_wanted, goal, limit_s=1800):
+    """Runs a Fashion-MNIST training until its test accuracy (the number
+    accuracy_re finds, divided by scale) reaches goal, or until it ends;
+    returns (seconds per training epoch list, seconds to goal or None, peak
+    resident KB). The example exits 1 when it ends below 90 %: not an error
+    here if it trained every epoch. Killed after limit_s."""
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         universal_newlines=True)
-    epochs, t_goal, tail = [], None, []
-    for line in p.stdout:
-        tail = (tail + [line])[-30:]
-        m = re.search(r"Epoch \d+ \(global_step \d+\) finished, time: ([0-9.]+)", line)
-        if m:
-            epochs.append(float(m.group(1)))
-        m = re.search(accuracy_re, line)
-        if m and t_goal is None:
-            acc = float(m.group(1))
-            acc = acc / 100 if acc > 1 else acc
-            if acc >= goal:
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         universal_newlines=True, start_new_session=True)
+    # The child is reaped by os.wait4 below, for its resource usage; until
+    # then its pid cannot be reused, so os.kill on it is safe.
+    timer = threading.Timer(limit_s, lambda: os.kill(p.pid, signal.SIGKILL))
+    timer.start()
+    epochs, t_goal, tail, read_all = [], None, [], False
+    try:
+        for line in p.stdout:
+            tail = (tail + [line])[-30:]
+            m = re.search(r"Epoch \d+ \(global_step \d+\) finished, time: ([0-9.]+)", line)
+            if m:
+                epochs.append(float(m.group(1)))
+            m = re.search(accuracy_re, line)
+            if m and t_goal is None and float(m.group(1)) / scale >= goal:
                 t_goal = time.monotonic() - t0
-                p.send_signal(signal.SIGTERM)
+                os.kill(p.pid, signal.SIGTERM)
                 break
-    p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = 0  # reaped here; keep Popen from waiting again
-    if t_goal is None and status != 0 and len(epochs) < epochs_wanted:
-        raise RuntimeError("%s failed (status %d):\n%s" % (" ".join(cmd), status, "".join(tail)))
+        p.stdout.read()
+        read_all = True
+    finally:
+        if not read_all:  # an exception here: make sure the child ends
+            os.kill(p.pid, signal.SIGKILL)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = 0  # reaped here; keep Popen from waiting again
+        p.stdout.close()
+        timer.cancel()
+    code = os.waitstatus_to_exitcode(status)
+    if time.monotonic() - t0 >= limit_s:
+        raise RuntimeError("%s ran past %d s:\n%s" % (" ".join(cmd), limit_s, "".join(tail)))
+    if t_goal is None and code != 0 and len(epochs) < epochs_wanted:
+        raise RuntimeError("%s failed (exit %d):\n%s" % (" ".join(cmd), code, "".join(tail)))
     if not epochs:
         raise RuntimeError("%s printed no epoch time:\n%s" % (" ".join(cmd), "".join(tail)))
     return epochs, t_goal, usage.ru_maxrss
@@ -199,11 +230,11 @@ def fashion_mnist(rounds, quick, tmp):
         for side in (["python", "tptrain"] if r % 2 == 0 else ["tptrain", "python"]):
             if side == "tptrain":
                 logdir = os.path.join(tmp, "fm%d" % r)
-                got[side] = _watch([os.path.join(BUILD, "examples/fashion_mnist"), logdir, DATA, epochs], {},
-                                   r"validation_accuracy: ([0-9.]+)", int(epochs), goal)
+                got[side] = _watch([os.path.join(BUILD, "examples/fashion_mnist"), logdir, DATA, epochs],
+                                   r"validation_accuracy: ([0-9.]+)", 1.0, int(epochs), goal)
             else:
-                got[side] = _watch([PY, os.path.join(ROOT, "benchmarks/fashion_mnist.py"), epochs, DATA], {},
-                                   r"test accuracy: ([0-9.]+) %", int(epochs), goal)
+                got[side] = _watch([PY, os.path.join(ROOT, "benchmarks/fashion_mnist.py"), epochs, DATA],
+                                   r"test accuracy: ([0-9.]+) %", 100.0, int(epochs), goal)
         b, t = got["python"], got["tptrain"]
         ips.add(images_per_epoch / statistics.mean(b[0]), images_per_epoch / statistics.mean(t[0]))
         t90.add(b[1], t[1])
@@ -354,7 +385,8 @@ def versions():
         v = sh(["dpkg-query", "-W", "-f", "${Version}", pkg])
         return v if v and "no packages" not in v else "not installed"
     commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
-    dirty = " (with uncommitted changes)" if sh(["git", "-C", ROOT, "status", "--porcelain", "-uno"]) else ""
+    changed = [l[3:] for l in sh(["git", "-C", ROOT, "status", "--porcelain", "-uno"]).split("\n") if l.strip()]
+    dirty = " with uncommitted changes to %s" % ", ".join(changed) if changed else ""
     out = [("tptrain", "%s%s" % (commit or "?", dirty)),
            ("LibTorch (libtorch-dev)", deb("libtorch-dev")),
            ("python3-torch", deb("python3-torch")),
@@ -394,10 +426,14 @@ def report(rows, rounds, started, seconds, quick):
     if rounds < 5:
         L += ["**%d rounds only: the figures below need at least 5.**" % rounds, ""]
     L += ["Every benchmark ran %d rounds in this one invocation. A round measures tptrain and its baseline "
-          "once each, alternating which goes first; the pairs one program measures itself alternate inside it. "
-          "The figures are each side's median over the rounds; the ratio is computed per round "
-          "(tptrain / baseline for rates, baseline / tptrain for times and memory, so **above 1 means "
-          "tptrain is ahead**) and given as its median with the min and max." % rounds, "",
+          "once each, alternating which goes first; the pairs that one program measures itself (loop overhead, "
+          "call round trip, the hand-written LibTorch loop, prefetch, towers) are interleaved inside it, "
+          "repeat by repeat. The figures are each side's median over the rounds; the ratio is computed per "
+          "round, from two sides measured under the same conditions (tptrain / baseline for rates, "
+          "baseline / tptrain for times and memory, so **above 1 means tptrain is ahead**), and given as its "
+          "median with the min and max. Where the rounds vary a lot (this machine is shared), the median "
+          "ratio and the ratio of the two medians can point different ways; the per-round ratio is the "
+          "figure to read. A row measured in fewer rounds than the others says so." % rounds, "",
           "## Machine", "", machine(), "", "## Versions", "", "| | |", "|---|---|"]
     L += ["| %s | %s |" % kv for kv in versions()]
     L += ["", "## Results", "",
@@ -408,9 +444,10 @@ def report(rows, rounds, started, seconds, quick):
             L.append("| %s | %s | %s | | | failed | | | %s |" % (row.key, row.unit, row.baseline, row.goal))
             continue
         rs = row.ratios()
-        L.append("| %s | %s | %s | %s | %s | **%s** | %s | %s | %s |" % (
+        short = " (%d of %d rounds)" % (len(rs), rounds) if len(rs) < rounds else ""
+        L.append("| %s | %s | %s | %s | %s | **%s**%s | %s | %s | %s |" % (
             row.key, row.unit, row.baseline, fmt(med(row.base)), fmt(med(row.tpt)),
-            "%.3f" % statistics.median(rs) if rs else "-", "%.3f" % min(rs) if rs else "-",
+            "%.3f" % statistics.median(rs) if rs else "-", short, "%.3f" % min(rs) if rs else "-",
             "%.3f" % max(rs) if rs else "-", row.goal))
     L += ["", "## What each row measures", ""]
     for row in rows:
@@ -430,7 +467,8 @@ def main():
     ap = argparse.ArgumentParser(prog="benchmarks/run all", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", default="", help="comma-separated benchmark names")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs/benchmarks.md"))
+    ap.add_argument("--out", help="the table (default: docs/benchmarks.md for a full run of at least 5 "
+                    "rounds, else build/benchmarks-partial.md, so that a partial run never replaces it)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--build", default=BUILD)
     ap.add_argument("--no-build", action="store_true")
@@ -441,8 +479,11 @@ def main():
     for n in only:
         if n not in names:
             ap.error("unknown benchmark '%s'; they are: %s" % (n, ", ".join(names)))
-    if a.rounds < 1:
-        ap.error("--rounds wants at least 1")
+    if not 1 <= a.rounds <= 99:
+        ap.error("--rounds wants 1 to 99")
+    if a.out is None:
+        full = not only and not a.quick and a.rounds >= 5
+        a.out = os.path.join(ROOT, "docs/benchmarks.md") if full else os.path.join(BUILD, "benchmarks-partial.md")
     chosen = [b for b in BENCHMARKS if not only or b[0] in only]
     if not a.no_build:
         if not os.path.exists(os.path.join(BUILD, "build.ninja")):
@@ -463,6 +504,7 @@ def main():
                 got = [Row(name, "", "", "higher", "")]
                 got[0].error = str(e)
             rows += got
+            failed += sum(1 for row in got if row.error and row.what)  # a row of a benchmark that went on
             print(" %.0f s" % (time.monotonic() - t), flush=True)
             for row in got:
                 rs = row.ratios()

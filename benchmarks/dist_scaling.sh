@@ -19,8 +19,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rounds=${1:-5} steps=${2:-20} batch=${3:-256}
-bench=$root/build/benchmarks/bench_dist_scaling
-run=$root/build/tools/tptrain-run
+build=${BUILD_DIR:-$root/build}  # benchmarks/run all passes its --build
+bench=$build/benchmarks/bench_dist_scaling
+run=$build/tools/tptrain-run
 names=(one two two_no_overlap one_two_threads two_alone ddp ddp_one)
 declare -A label=([one]="1 process x 1 thread" [two]="2 processes x 1 thread" [two_no_overlap]="  the same, overlap off"
                   [one_two_threads]="1 process x 2 threads, batch x 2"
@@ -45,6 +46,7 @@ for ((r = 0; r < rounds; ++r)); do
   for ((c = 0; c < ${#names[@]}; ++c)); do
     k=${names[$(((c + r) % ${#names[@]}))]}  # alternate which goes first
     v=$(measure "$k")
+    [ -n "$v" ] || { echo "dist-scaling: $k printed no images/s" >&2; exit 1; }
     all[$k]="${all[$k]:-} $v"
   done
   for k in "${names[@]}"; do line="$line $k=$(echo ${all[$k]} | awk '{print $NF}')"; done

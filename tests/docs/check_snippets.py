@@ -33,7 +33,8 @@ LANG = {".c": "c", ".rs": "rust", ".go": "go"}
 # A fence (CommonMark: up to 3 spaces, 3 or more backticks or tildes) and
 # the first word of its info string.
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^\s`,{]*)")
-CHECKED = {"c", "rust", "go"}
+# Info strings that name C, C++, Rust or Go: none of these may escape the check.
+CHECKED = {"c", "h", "cpp", "c++", "cc", "cxx", "hpp", "rust", "rs", "go", "golang"}
 
 
 def excerpt(path):

@@ -9,6 +9,7 @@ so that above 1 means tptrain is ahead.
 usage: test_benchmarks_all.py SOURCE_ROOT BUILD_DIR         prints TAP"""
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -84,6 +85,7 @@ def ratios_are_medians_of_per_round_ratios_oriented_for_tptrain():
         assert abs(got - want) <= 0.02 * want + 0.002, (key, got, want, pairs)
         assert float(r[key][6]) <= got <= float(r[key][7]), r[key]
         assert abs(float(r[key][3]) - statistics.median(b for b, _ in pairs)) <= 0.01 * float(r[key][3]) + 0.01
+        assert abs(float(r[key][4]) - statistics.median(t for _, t in pairs)) <= 0.01 * float(r[key][4]) + 0.01
 
 
 @test
@@ -100,6 +102,20 @@ def an_unknown_benchmark_is_named():
     assert not os.path.exists(os.path.join(tmp, "x.md"))
 
 
+@test
+def a_partial_run_leaves_the_committed_table_alone():
+    docs = os.path.join(root, "docs/benchmarks.md")
+    before = open(docs, encoding="utf-8").read() if os.path.exists(docs) else None
+    p = subprocess.run(["/usr/bin/python3", os.path.join(root, "benchmarks/all.py"), "--quick", "--no-build",
+                        "--build", build, "--rounds", "1", "--only", "call-roundtrip"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=600)
+    assert p.returncode == 0, p.stdout
+    partial = os.path.join(build, "benchmarks-partial.md")
+    assert os.path.exists(partial) and "| call-roundtrip |" in open(partial, encoding="utf-8").read(), p.stdout
+    after = open(docs, encoding="utf-8").read() if os.path.exists(docs) else None
+    assert before == after, "a partial run rewrote docs/benchmarks.md"
+
+
 print("TAP version 13")
 print("1..%d" % len(tests))
 bad = 0
@@ -112,4 +128,5 @@ for n, f in enumerate(tests, 1):
         print("not ok %d - %s" % (n, f.__name__))
         for line in str(e).split("\n")[:60]:
             print("#   " + line)
+shutil.rmtree(tmp, ignore_errors=True)
 sys.exit(1 if bad else 0)

@@ -78,7 +78,7 @@ static void train(tpt_dataflow *batches, tpt_dataflow *validation) {
   TPT_CHECK_OR_DIE(tpt_trainer_stop_reason(&reason, t));
   TPT_CHECK_OR_DIE(tpt_trainer_epoch_num(&epoch, t));
   TPT_CHECK_OR_DIE(tpt_optimizer_get(&rate, sgd, "learning_rate"));
-  printf("stopped after epoch %lld (%s) at learning_rate %g\n", (long long)epoch, reason, rate);
+  printf("stopped after epoch %lld (%s) at learning_rate %g\n", (long long)epoch, reason ? reason : "-", rate);
   tpt_trainer_free(t);
   tpt_optimizer_free(sgd);
   tpt_model_free(model);

@@ -62,16 +62,19 @@ func train(batches, validation *tptrain.DataFlow) error {
 	if err != nil {
 		return err
 	}
+	defer runner.Close() // a no-op once the trainer took it
 	schedule, err := tptrain.ScheduledHyperParam(sgd, "learning_rate",
 		[]tptrain.SchedulePoint{{At: 0, Value: 0.3}, {At: 2, Value: 0.1}}, // from the start; after epoch 2
 		tptrain.ScheduleOptions{})
 	if err != nil {
 		return err
 	}
+	defer schedule.Close()
 	stop, err := tptrain.NewCallback("good_enough", tptrain.EventTrigger, true, goodEnough)
 	if err != nil {
 		return err
 	}
+	defer stop.Close()
 	trainer, err := tptrain.NewTrainerFromConfig(&tptrain.TrainConfig{
 		Options: &tptrain.TrainerOptions{MaxEpoch: 20, Progress: tptrain.ProgressOff},
 		Model:   model, DataFlow: batches,
@@ -83,7 +86,10 @@ func train(batches, validation *tptrain.DataFlow) error {
 	if err := trainer.Run(); err != nil {
 		return err
 	}
-	reason, _ := trainer.StopReason()
+	reason, ok := trainer.StopReason()
+	if !ok {
+		reason = "-"
+	}
 	epoch, err := trainer.EpochNum()
 	if err != nil {
 		return err

@@ -67,6 +67,7 @@ func run(logdir string, xy []*tptrain.Tensor, maxEpoch int64, first bool) error 
 	if err != nil {
 		return err
 	}
+	defer saver.Close() // a no-op once the trainer took it
 	// Before training (after a resume's restore): where this run starts.
 	var start int64
 	startsAt, err := tptrain.NewCallback("starts_at", tptrain.EventBeforeTrain, true,
@@ -77,6 +78,7 @@ func run(logdir string, xy []*tptrain.Tensor, maxEpoch int64, first bool) error 
 	if err != nil {
 		return err
 	}
+	defer startsAt.Close()
 	// The first run starts afresh; the next goes on from the latest
 	// checkpoint in logdir.
 	action := tptrain.LogdirDelete
