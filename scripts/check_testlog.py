@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Reads meson's testlog.json and fails unless every test passed and ran at
-least one TAP subtest; prints a table of counts per suite."""
+least one TAP subtest; prints a table of counts per suite, then the last lines
+of each failing suite's output (so that the end of a long log, all that a CI
+page may show, says what failed and why)."""
 import json
 import re
 import sys
 
 path = sys.argv[1]
-rows, bad = [], []
+TAIL = 40
+rows, bad, tails = [], [], []
 with open(path) as f:
     for line in f:
         if not line.strip():
@@ -19,6 +22,8 @@ with open(path) as f:
         rows.append((t["name"], t["result"], passed - skipped, failed, skipped))
         if t["result"] != "OK" or failed or passed - skipped == 0:
             bad.append(t["name"])
+            lines = ((out or "") + (t.get("stderr") or "")).rstrip("\n").split("\n")
+            tails.append((t["name"], t["result"], [l for l in lines if l.startswith("not ok")], lines[-TAIL:]))
 width = max((len(r[0]) for r in rows), default=10)
 print(f"\n{'suite'.ljust(width)}  result  passed  failed  skipped")
 for name, result, p, fl, s in rows:
@@ -27,6 +32,11 @@ print(f"{'total'.ljust(width)}          {sum(r[2] for r in rows):6}  {sum(r[3] f
 if not rows:
     print("no tests ran", file=sys.stderr)
     sys.exit(1)
+for name, result, notok, lines in tails:
+    print(f"\n---- {name} ({result}): {len(notok)} failed subtests", file=sys.stderr)
+    print("\n".join(notok[:20]), file=sys.stderr)
+    print(f"---- {name}: the last {len(lines)} lines of its output", file=sys.stderr)
+    print("\n".join(lines), file=sys.stderr)
 if bad:
     print("failed, or ran zero tests: " + ", ".join(bad), file=sys.stderr)
     sys.exit(1)

@@ -1558,7 +1558,7 @@ pub struct tpt_stat_monitor_options {
     pub version: u32,
     /// The values compared, >= 2.
     pub last_k: i64,
-    /// >= 0.
+    /// At least 0.
     pub threshold: f64,
     /// Nonzero: the stat should grow (tensorpack's `reverse`).
     pub maximize: i32,

@@ -239,7 +239,7 @@ impl<'o> StatMonitorParam<'o> {
     }
 
     /// The first value of the window must be beaten by more than this,
-    /// >= 0. Default 0.
+    /// at least 0. Default 0.
     pub fn threshold(mut self, threshold: f64) -> StatMonitorParam<'o> {
         self.threshold = threshold;
         self
