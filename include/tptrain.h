@@ -887,7 +887,10 @@ TPT_API void tpt_model_free(tpt_model *model);
 TPT_API TPT_NODISCARD tpt_status *tpt_model_build(tpt_model *model);
 
 /* A new handle on a variable's tensor (the same storage: in-place changes
- * are seen by the model). TPT_ERR_NOT_FOUND if there is no such variable. */
+ * are seen by the model). Called from inside the model's tower function, it
+ * is the running tower's variable (a replica's under the replicated
+ * strategy), whose gradients reach that tower's update; elsewhere tower 0's,
+ * the model's own. TPT_ERR_NOT_FOUND if there is no such variable. */
 TPT_API TPT_NODISCARD tpt_status *tpt_model_variable(tpt_tensor **out, const tpt_model *model,
                                                      const char *name);
 
@@ -1136,7 +1139,11 @@ TPT_API TPT_NODISCARD tpt_status *tpt_layer_layer_norm_axes(tpt_tensor **out, tp
                                                             int64_t channel_axis, double eps);
 
 /* Dropout with drop probability `rate` in training towers; the identity in
- * inference towers and in the build call. */
+ * inference towers and in the build call. The simple trainer draws the mask
+ * from LibTorch's default generator; under the multi-tower strategies and in
+ * distributed jobs each tower draws from its own, reseeded every step from
+ * the seed, the rank, the tower and the step (docs/towers.md), so runs are
+ * reproducible and resume exactly. */
 TPT_API TPT_NODISCARD tpt_status *tpt_layer_dropout(tpt_tensor **out, const tpt_tower *tower,
                                                     const tpt_tensor *x, double rate);
 
@@ -1168,7 +1175,9 @@ TPT_API TPT_NODISCARD tpt_status *tpt_loss_l1(tpt_tensor **out, const tpt_tensor
 /* weight * sum over the trainable variables w whose name matches `pattern`
  * (ECMAScript regular expression, searched), e.g. "/W$", of sum(w^2): L2
  * regularisation as PyTorch's weight decay counts it. A 0-d tensor, to add
- * to the cost. tensorpack's recipes use TensorFlow's
+ * to the cost. The variables are the calling tower's own: with towers, each
+ * tower's term sends its gradient into that tower's update, as a term
+ * computed from the tower's layers would. tensorpack's recipes use TensorFlow's
  * regularize_cost(pattern, l2_regularizer(wd)) = wd * sum(w^2) / 2
  * (tf.nn.l2_loss): pass weight = wd / 2 to port them. */
 TPT_API TPT_NODISCARD tpt_status *tpt_regularize_l2(tpt_tensor **out, tpt_tower *tower,
@@ -1737,7 +1746,7 @@ typedef enum tpt_strategy {
 } tpt_strategy;
 
 /* Initialise with TPT_TOWERS_OPTIONS_INIT. */
-#define TPT_TOWERS_OPTIONS_VERSION 2
+#define TPT_TOWERS_OPTIONS_VERSION 3
 typedef struct tpt_towers_options {
   uint32_t version;            /* TPT_TOWERS_OPTIONS_VERSION */
   tpt_strategy strategy;       /* default TPT_STRATEGY_REPLICATED */
@@ -1760,8 +1769,13 @@ typedef struct tpt_towers_options {
                                   The result is the same bit for bit */
   size_t bucket_bytes;         /* the gradients are packed into flat buckets of about this size
                                   (in the order backward produces them); 0 (default): 1 MiB */
+  /* version 3: */
+  int32_t average_scalars;     /* nonzero: the cost and the scalar outputs the monitors and step
+                                  outputs get are averaged over the towers (and over the ranks too
+                                  with tpt_distributed_options.average_scalars); 0 (default):
+                                  tower 0's, as tensorpack's main training tower */
 } tpt_towers_options;
-#define TPT_TOWERS_OPTIONS_INIT { TPT_TOWERS_OPTIONS_VERSION, TPT_STRATEGY_REPLICATED, 2, NULL, 1, 0, 1, 0 }
+#define TPT_TOWERS_OPTIONS_INIT { TPT_TOWERS_OPTIONS_VERSION, TPT_STRATEGY_REPLICATED, 2, NULL, 1, 0, 1, 0, 0 }
 
 /* tpt_trainer_set_model with towers: makes `trainer` train `model` with the
  * strategy and towers of `options` (NULL: the defaults, 2 replicated CPU

@@ -210,7 +210,8 @@ tpt_status *tpt_model_variable(tpt_tensor **out, const tpt_model *model, const c
     *out = nullptr;
     const tpt::model::Model &m = model_arg(model);
     std::string key = name_arg(name, "name");
-    std::optional<tpt::model::Variable> v = m.variables().find(key);
+    // Inside a tower function: the running tower's variable (its replica's).
+    std::optional<tpt::model::Variable> v = m.find_variable(key);
     if (!v)
       tpt::fail(TPT_ERR_NOT_FOUND, "no variable '" + key + "'" + (m.built() ? "" : " (the model is not built yet)"));
     tpt::capi::give(out, v->value);
@@ -528,8 +529,12 @@ tpt::parallel::TowersOptions towers_options(const tpt_towers_options *options, c
   if (options) {
     tpt::capi::check_options_version(options->version, TPT_TOWERS_OPTIONS_VERSION, name.c_str(),
                                      "TPT_TOWERS_OPTIONS_INIT");
-    // A version 1 struct ends after intra_op_threads: the rest keeps its defaults.
-    std::memcpy(&o, options, options->version >= 2 ? sizeof o : offsetof(tpt_towers_options, overlap));
+    // An older struct ends earlier (version 1 after intra_op_threads, 2 after
+    // bucket_bytes): the rest keeps its defaults.
+    std::memcpy(&o, options,
+                options->version >= 3   ? sizeof o
+                : options->version == 2 ? offsetof(tpt_towers_options, average_scalars)
+                                        : offsetof(tpt_towers_options, overlap));
   }
   tpt::parallel::TowersOptions to;
   switch (o.strategy) {
@@ -560,6 +565,7 @@ tpt::parallel::TowersOptions towers_options(const tpt_towers_options *options, c
   if (o.bucket_bytes > (size_t{1} << 40))
     tpt::invalid_argument(name + "->bucket_bytes is " + std::to_string(o.bucket_bytes) + ": it must be at most 2^40");
   if (o.bucket_bytes) to.bucket_bytes = static_cast<int64_t>(o.bucket_bytes);
+  to.average_towers = o.average_scalars != 0;
   return to;
 }
 
@@ -775,7 +781,9 @@ tpt_status *tpt_trainer_optimizer(tpt_optimizer **out, const tpt_trainer *traine
 namespace {
 
 // The config's init hook, as a chief-only trainer callback at BEFORE_TRAIN
-// (after the strategy's SETUP built the model).
+// (after the strategy's SETUP built the model). Not when the run resumes
+// from a checkpoint: as tensorpack's AutoResumeTrainConfig replaces
+// session_init by the checkpoint's restore, the checkpoint's values win.
 class InitHook final : public tpt::Callback {
  public:
   InitHook(tpt_init_fn fn, void *ud, std::shared_ptr<tpt::model::Model> model)
@@ -787,7 +795,11 @@ class InitHook final : public tpt::Callback {
     delete model_;
   }
   uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN; }
-  void on_event(tpt::Trainer &, tpt_event, const tpt::Record *) override {
+  void on_event(tpt::Trainer &t, tpt_event, const tpt::Record *) override {
+    if (t.resume_checkpoint()) {
+      t.log().info("SessionInit: the config's init function is skipped, the run resumes from a checkpoint.");
+      return;
+    }
     tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return fn_(model_, ud_); });
     raise_status(st);
   }

@@ -273,6 +273,7 @@ GenericDict to_dict(const Checkpoint &ck) {
   d.insert("moving_summaries", sums);
   GenericDict rng = any_dict();
   if (ck.rng_cpu.defined()) rng.insert("cpu", ck.rng_cpu);
+  if (ck.tower_seed) rng.insert("tower_seed", *ck.tower_seed);
   d.insert("rng", rng);
   return d;
 }
@@ -410,6 +411,11 @@ Checkpoint decode(std::vector<char> file, const std::string &what) {
       if (ck.rng_cpu.numel() != probe.numel())
         r.bad("rng.cpu", "has " + std::to_string(ck.rng_cpu.numel()) + " bytes; LibTorch's CPU generator state has " +
                              std::to_string(probe.numel()));
+    }
+    if (r.has(rng, "tower_seed")) {
+      const IValue &v = rng.at("tower_seed");
+      if (!v.isInt()) r.bad("rng.tower_seed", "is not an integer");
+      ck.tower_seed = v.toInt();
     }
   }
   return ck;
@@ -647,6 +653,7 @@ std::vector<std::string> restore_variables(model::Model &m, const std::string &p
     v->value.copy_(*t);
     restored.push_back(v->name);
   }
+  m.touch();  // replicas follow before the next step
   return restored;
 }
 

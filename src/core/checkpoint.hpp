@@ -58,6 +58,10 @@ struct Checkpoint {
   std::map<std::string, std::vector<uint8_t>> callbacks;       // by callback key
   std::vector<MovingSummaryState> summaries;
   at::Tensor rng_cpu;                                          // LibTorch's default CPU generator
+  // The multi-tower strategies' base seed of the towers' own generators
+  // (each tower's draws of a step follow from it, the rank, the tower and
+  // the step); none: another strategy.
+  std::optional<int64_t> tower_seed;
 };
 
 // The file's bytes, and back. decode validates every field against the

@@ -56,8 +56,23 @@ bool deliver(Callback &cb, Trainer &trainer, tpt_event event, const Record *reco
   } else if (!(mask & event)) {
     return false;
   }
+  const bool watch = trainer.distributed() && cb.chief_only();
+  const uint64_t before = watch ? hyperparam_changes().load(std::memory_order_relaxed) : 0;
   cb.on_event(trainer, event, record);
+  if (watch && hyperparam_changes().load(std::memory_order_relaxed) != before) trainer.warn_chief_only_hyperparam(cb);
   return true;
+}
+
+std::atomic<uint64_t> &hyperparam_changes() {
+  static std::atomic<uint64_t> changes{0};
+  return changes;
+}
+
+void Trainer::warn_chief_only_hyperparam(const Callback &cb) {
+  if (!warned_hyperparam_.insert(&cb).second) return;
+  log_.warn("Callback '" + cb.name() + "' is chief-only and changed an optimizer's hyper-parameter: it runs on rank 0 "
+            "only, so the other ranks keep the old value and the ranks drift apart. Make it run on every rank "
+            "(tpt_callback_desc.chief_only = 0); the library's hyper-parameter setters already do.");
 }
 
 Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
@@ -198,16 +213,14 @@ void Trainer::hooked_step(void (*step)(Trainer &, void *), void *ctx) {
   } in_hooked(in_hooked_step_);
   try {
     outputs_.clear();
-    for (Callback *cb : by_event_[event_index(TPT_EVENT_BEFORE_RUN)])
-      cb->on_event(*this, TPT_EVENT_BEFORE_RUN, nullptr);
+    for (Callback *cb : by_event_[event_index(TPT_EVENT_BEFORE_RUN)]) deliver(*cb, *this, TPT_EVENT_BEFORE_RUN);
     if (step) {
       in_step_ = true;
       step(*this, ctx);
       in_step_ = false;
     }
     ++steps_run_;
-    for (Callback *cb : by_event_[event_index(TPT_EVENT_AFTER_RUN)])
-      cb->on_event(*this, TPT_EVENT_AFTER_RUN, nullptr);
+    for (Callback *cb : by_event_[event_index(TPT_EVENT_AFTER_RUN)]) deliver(*cb, *this, TPT_EVENT_AFTER_RUN);
   } catch (...) {
     in_step_ = false;
     pending_ = std::current_exception();

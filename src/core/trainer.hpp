@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -146,6 +147,9 @@ class Trainer {
   // whether to resume: it gives every rank the chief's checkpoint (or none).
   void set_distributed(int rank, std::function<void(std::shared_ptr<const Checkpoint> &)> agree);
   int rank() const { return rank_; }
+  bool distributed() const { return static_cast<bool>(agree_resume_); }
+  // Once per callback: a chief-only callback changed a hyper-parameter in a distributed job.
+  void warn_chief_only_hyperparam(const Callback &cb);
   const Checkpoint *resume_checkpoint() const { return resume_.get(); }
   // Where the loop goes on after the run_step in progress or just ended.
   int64_t next_epoch() const { return next_epoch_; }
@@ -222,9 +226,16 @@ class Trainer {
   std::shared_ptr<const Checkpoint> resume_;
   int rank_ = 0;
   std::function<void(std::shared_ptr<const Checkpoint> &)> agree_resume_;
+  std::set<const Callback *> warned_hyperparam_;
   int64_t first_epoch_ = 1, first_step_ = 0;  // where the loop starts (a resume moves it)
   int64_t next_epoch_ = 1, next_step_ = 0;
 };
+
+// Changes of any optimizer's hyper-parameters in this process
+// (model::Optimizer::set counts them): in a distributed job the trainer
+// warns when a chief-only callback made one, as the other ranks, which do
+// not run it, go on with the old value.
+std::atomic<uint64_t> &hyperparam_changes();
 
 // Index of a single tpt_event bit in Trainer::by_event_.
 inline size_t event_index(tpt_event e) { return static_cast<size_t>(__builtin_ctz(static_cast<uint32_t>(e))); }

@@ -7,8 +7,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #endif
+#include <c10/macros/Macros.h>
+#ifdef C10_USE_GLOG
+#include <glog/logging.h>
+#endif
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -68,6 +73,14 @@ Rendezvous rendezvous(const WorldOptions &o, const std::function<const char *(co
   r.rank = number(o.rank, "rank", "RANK", 0, r.world_size - 1, INT_MIN);
   // Without LOCAL_WORLD_SIZE: 1, or the world when the local rank is an option.
   r.local_world_size = number(-1, "local_world_size", "LOCAL_WORLD_SIZE", 1, r.world_size, o.local_rank != -1 ? r.world_size : 1);
+  if (o.local_rank == -1 && !env("LOCAL_WORLD_SIZE"))
+    if (const char *v = env("LOCAL_RANK")) {
+      const int local = whole_number(v, "LOCAL_RANK", 0, r.world_size - 1);
+      if (local > 0)
+        invalid_argument("LOCAL_RANK is " + std::to_string(local) +
+                         " but LOCAL_WORLD_SIZE is not set: set LOCAL_WORLD_SIZE to the number of processes of the "
+                         "job on this machine (tools/tptrain-run and torchrun set both), or give the option local_rank");
+    }
   r.local_rank = number(o.local_rank, "local_rank", "LOCAL_RANK", 0, r.local_world_size - 1, 0);
   if (const char *v = env("TORCHELASTIC_RUN_ID")) r.run_id = v;
   if (o.timeout.count() < 1) invalid_argument("the timeout is " + std::to_string(o.timeout.count()) + " ms: it must be at least 1");
@@ -102,6 +115,21 @@ struct World::Impl {
 };
 
 namespace {
+
+// c10d and Gloo log through glog in LibTorch builds that use it (Debian's);
+// a glog nobody initialised prints "WARNING: Logging before
+// InitGoogleLogging() is written to STDERR" before their first line.
+// Initialise it once, still writing to stderr, unless the host did.
+void quiet_glog() {
+#ifdef C10_USE_GLOG
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (google::IsGoogleLoggingInitialized()) return;
+    FLAGS_logtostderr = true;
+    google::InitGoogleLogging("tptrain");
+  });
+#endif
+}
 
 bool loopback(const std::string &addr) { return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1"; }
 
@@ -240,6 +268,9 @@ World::World(const Rendezvous &r)
   impl_->where = "rank " + std::to_string(r.rank) + " of " + std::to_string(r.world_size);
   impl_->prefix = "tptrain/" + r.run_id + "/";
   impl_->interval = std::clamp(r.timeout / 8, std::chrono::milliseconds(50), std::chrono::milliseconds(500));
+  quiet_glog();
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
   c10d_call("the rendezvous at " + r.master_addr + ":" + std::to_string(r.master_port) + " (" + impl_->where + ")",
             [&] {
               c10d::TCPStoreOptions so;
@@ -253,6 +284,34 @@ World::World(const Rendezvous &r)
               // The first beat before the process group forms: every rank's key
               // exists once it has.
               impl_->store->set("hb/" + std::to_string(r.rank), bytes(impl_->beat_value()));
+              // Every rank's first beat, within what is left of the timeout: a
+              // rank that never comes fails the rendezvous once, at the timeout
+              // (the process group's own wait for its peers would be a second one).
+              std::vector<std::string> keys;
+              for (int i = 0; i < r.world_size; ++i) keys.push_back("hb/" + std::to_string(i));
+              const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+              try {
+                impl_->store->wait(keys, std::max(r.timeout - spent, std::chrono::milliseconds(1)));
+              } catch (const std::exception &) {
+                // Which ranks, asked on a connection of its own (the timed-out
+                // one may be unusable); rank 0's store may be gone already.
+                std::string missing;
+                int n = 0;
+                try {
+                  auto s = impl_->client(std::chrono::milliseconds(1000));
+                  for (int i = 0; i < r.world_size; ++i)
+                    if (!s->check({keys[static_cast<size_t>(i)]})) missing += (n++ ? ", " : "") + std::to_string(i);
+                } catch (const std::exception &) {
+                  missing.clear();
+                  n = 0;
+                }
+                const std::string who = n == 0   ? "not every rank joined"
+                                        : n == 1 ? "rank " + missing + " did not join"
+                                                 : "ranks " + missing + " did not join";
+                fail(TPT_ERR_BACKEND, "the rendezvous at " + r.master_addr + ":" + std::to_string(r.master_port) + " (" +
+                                          impl_->where + "): " + who + " within " + std::to_string(r.timeout.count()) +
+                                          " ms");
+              }
               auto opts = c10d::ProcessGroupGloo::Options::create(r.timeout);
               if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
                 opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));

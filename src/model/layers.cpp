@@ -11,6 +11,7 @@
 #include <ATen/ops/conv_transpose2d.h>
 #include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/dropout.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/isfinite.h>
 #include <ATen/ops/l1_loss.h>
@@ -458,6 +459,11 @@ at::Tensor dropout(const Tower &tower, const at::Tensor &x, double rate) {
   need_floating(x, "dropout", "x");
   if (!(rate >= 0 && rate < 1)) invalid_argument("dropout: rate must be in [0, 1), got " + num(rate));
   if (!tower.is_training() || tower.is_building() || rate == 0) return x;
+  if (const at::Generator *gen = tower.generator()) {  // a tower's own (towers on threads): ATen's dropout with it
+    at::Tensor noise = at::empty_like(x).bernoulli_(1 - rate, *gen);
+    noise.div_(1 - rate);
+    return x.mul(noise);
+  }
   return at::dropout(x, rate, true);
 }
 
@@ -528,10 +534,11 @@ at::Tensor l1(const at::Tensor &prediction, const at::Tensor &target) {
 at::Tensor regularize_l2(Tower &tower, const std::string &pattern, double weight) {
   if (!std::isfinite(weight)) invalid_argument("regularize_l2: weight must be finite, got " + num(weight));
   std::regex re = name_pattern(pattern, "regularize_l2");
-  // The store's tensors are the ones this call's layers use, so gradients
-  // reach them whichever tower asks.
+  // The tower's own variables (a replica's, or its own leaves under the
+  // multi-tower strategies): the ones this call's layers use, so the term's
+  // gradients reach this tower's update.
   at::Tensor total;
-  for (const auto &v : tower.model().variables().all()) {
+  for (const auto &v : tower.store().all()) {
     if (!v.trainable || !std::regex_search(v.name, re)) continue;
     at::Tensor term = v.value.pow(2).sum();
     total = total.defined() ? total.add(term) : term;

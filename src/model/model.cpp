@@ -240,20 +240,29 @@ namespace {
 // The models whose tower function runs on this thread, innermost last: a
 // tower function that calls back into its own model (build, infer) would
 // wait for the build lock it holds, or recurse without end.
-thread_local std::vector<const Model *> t_running;
+// Each with the tower of its call.
+thread_local std::vector<std::pair<const Model *, Tower *>> t_running;
 
 struct Running {
-  explicit Running(const Model *m) { t_running.push_back(m); }
+  Running(const Model *m, Tower *tower) { t_running.emplace_back(m, tower); }
   ~Running() { t_running.pop_back(); }
   Running(const Running &) = delete;
   Running &operator=(const Running &) = delete;
 };
 }  // namespace
 
+Tower *current_tower() { return t_running.empty() ? nullptr : t_running.back().second; }
+
 bool Model::running_here() const {
-  for (const Model *m : t_running)
-    if (m == this) return true;
+  for (const auto &r : t_running)
+    if (r.first == this) return true;
   return false;
+}
+
+std::optional<Variable> Model::find_variable(const std::string &name) const {
+  for (auto it = t_running.rbegin(); it != t_running.rend(); ++it)
+    if (it->first == this) return it->second->store().find(name);
+  return store_.find(name);
 }
 
 void Model::refuse_reentry(const char *what) const {
@@ -280,7 +289,7 @@ void Model::build() {
   c10::NoGradGuard no_grad;
   Tower tower(*this, "tower0", 0, /*training=*/true, /*building=*/true, c10::Device(c10::kCPU));
   {
-    Running running(this);
+    Running running(this, &tower);
     fn_(tower, zeros);
   }
   built_.store(true, std::memory_order_release);
@@ -305,7 +314,7 @@ void Model::check_inputs(const std::vector<at::Tensor> &batch) const {
 }
 
 void Model::call(Tower &tower, const std::vector<at::Tensor> &batch) {
-  Running running(this);
+  Running running(this, &tower);
   fn_(tower, batch);
 }
 
@@ -317,7 +326,7 @@ std::vector<at::Tensor> Model::infer(const std::vector<at::Tensor> &batch, const
   c10::NoGradGuard no_grad;
   Tower tower(*this, tower_name, 0, /*training=*/false, /*building=*/false, c10::Device(c10::kCPU));
   {
-    Running running(this);
+    Running running(this, &tower);
     fn_(tower, batch);
   }
   std::vector<at::Tensor> out;
@@ -352,6 +361,7 @@ void Model::assign(const std::string &name, const at::Tensor &value) {
   c10::NoGradGuard no_grad;
   at::Tensor target = v->value;
   target.copy_(value);
+  touch();
 }
 
 }  // namespace tpt::model

@@ -3,6 +3,7 @@
 // with its reuse rules).
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <c10/util/SmallVector.h>
@@ -86,6 +87,18 @@ class Tower {
   bool is_building() const { return building_; }
   bool can_create_variables() const { return building_; }
   const c10::Device &device() const { return device_; }
+  // The variables this call computes with: a replica's or a tower's own
+  // leaves under the multi-tower strategies, the model's otherwise. Whatever
+  // reads variables inside a tower function (tpt_regularize_l2, a variable
+  // read by name) reads them here, so that its gradients reach this tower.
+  VariableStore &store() const { return store_; }
+  // The generator the call's random operations draw from (dropout, random
+  // ATen operators): nullptr for LibTorch's default one (the simple
+  // trainer, the build call, inference); a tower's own under the
+  // multi-tower strategies (src/parallel/towers.cpp), so that towers on
+  // threads draw reproducibly.
+  const at::Generator *generator() const { return generator_ ? &*generator_ : nullptr; }
+  void set_generator(at::Generator g) { generator_ = std::move(g); }
 
   at::Tensor variable(const std::string &name, c10::IntArrayRef shape, const VariableOptions &opts);
   // reuse: tensorpack's auto_reuse_variable_scope: a variable under the
@@ -116,7 +129,13 @@ class Tower {
   c10::SmallVector<size_t, 32> used_;       // indices of the variables used in this call
   std::optional<at::Tensor> cost_;
   std::vector<std::pair<std::string, at::Tensor>> outputs_;
+  std::optional<at::Generator> generator_;
 };
+
+// The innermost tower call running on this thread (of any model), or
+// nullptr: what a function without a tower argument (tpt_op_call, a
+// variable read by name) consults to act on the running tower.
+Tower *current_tower();
 
 using TowerFn = std::function<void(Tower &, const std::vector<at::Tensor> &)>;
 
@@ -173,6 +192,15 @@ class Model {
 
   // Copies `value` into variable `name` (shape must match).
   void assign(const std::string &name, const at::Tensor &value);
+  // Variable `name` as the caller sees it: inside one of this model's tower
+  // calls on this thread, that tower's (a replica's under the replicated
+  // strategy), else the model's.
+  std::optional<Variable> find_variable(const std::string &name) const;
+  // Bumped by every change of the variables' values through the model
+  // (assign, restores): strategies that keep replicas copy tower 0's to them
+  // before their next step when it moved.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  void touch() { generation_.fetch_add(1, std::memory_order_acq_rel); }
 
  private:
   std::vector<InputSpec> inputs_;
@@ -182,6 +210,7 @@ class Model {
   std::vector<TrainOp> train_ops_;
   mutable std::mutex build_mu_;
   std::atomic<bool> built_{false};
+  std::atomic<uint64_t> generation_{0};
   // Whether this thread is inside one of this model's tower calls.
   bool running_here() const;
   void refuse_reentry(const char *what) const;

@@ -3,6 +3,7 @@
 
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/scalar_tensor.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "capi/dtype.hpp"
 #include "core/error.hpp"
+#include "model/model.hpp"
 
 namespace tpt::ops {
 
@@ -599,9 +601,47 @@ Prepared resolve(const std::string &op, const std::string &overload, const std::
   return best;
 }
 
+namespace {
+
+bool is_optional_generator(const c10::Type &type) {
+  return type.kind() == c10::TypeKind::OptionalType &&
+         type.containedTypes().size() == 1 && type.containedTypes()[0]->kind() == c10::TypeKind::GeneratorType;
+}
+
+// Inside a tower that has a generator of its own (the multi-tower
+// strategies), random operators draw from it: a `generator` argument left
+// at None gets it, and aten::dropout (which has no such argument) is
+// computed as LibTorch computes it, with the tower's generator. Returns
+// true when it computed the call itself.
+bool use_tower_generator(const c10::OperatorHandle &op, torch::jit::Stack &stack, std::vector<at::Tensor> &out) {
+  const model::Tower *tower = model::current_tower();
+  const at::Generator *gen = tower ? tower->generator() : nullptr;
+  if (!gen) return false;
+  const c10::FunctionSchema &schema = op.schema();
+  const auto &formals = schema.arguments();
+  for (size_t j = 0; j < formals.size() && j < stack.size(); ++j)
+    if (stack[j].isNone() && is_optional_generator(*formals[j].real_type())) stack[j] = c10::IValue(*gen);
+  if (schema.name() != "aten::dropout" || !schema.overload_name().empty() || stack.size() != 3) return false;
+  if (!stack[0].isTensor() || !stack[1].isDouble() || !stack[2].isBool()) return false;
+  const at::Tensor x = stack[0].toTensor();
+  const double p = stack[1].toDouble();
+  if (!stack[2].toBool() || !(p > 0 && p < 1) || !x.is_floating_point()) return false;
+  at::Tensor noise = at::empty_like(x).bernoulli_(1 - p, *gen);  // ATen's _dropout_impl, with the generator
+  noise.div_(1 - p);
+  out.push_back(x.mul(noise));
+  stack.clear();
+  return true;
+}
+
+}  // namespace
+
 std::vector<at::Tensor> run(Prepared &prepared) {
   if (!prepared.handle) tpt::fail(TPT_ERR_INTERNAL, "tpt::ops::run: the call was not resolved");
   const c10::OperatorHandle &op = *prepared.handle;
+  {
+    std::vector<at::Tensor> out;
+    if (use_tower_generator(op, prepared.stack, out)) return out;
+  }
   op.callBoxed(prepared.stack);
   const auto &returns = op.schema().returns();
   std::vector<at::Tensor> out;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/checkpoint.hpp"
+#include "core/trainer.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
 
@@ -87,6 +88,7 @@ void Optimizer::set(const std::string &name, double value) {
   if ((name == "learning_rate" || name == "eps" || name == "clip_global_norm" || name == "clip_value" ||
        name == "weight_decay" || name == "momentum") && value < 0)
     invalid_argument("hyper-parameter '" + name + "' must be >= 0, got " + as_given(value));
+  if (it->second != value) hyperparam_changes().fetch_add(1, std::memory_order_relaxed);
   it->second = value;
   processing_.accumulate_steps = static_cast<int64_t>(params_.at("accumulate_steps"));
   processing_.check_numerics = static_cast<int>(params_.at("check_numerics"));

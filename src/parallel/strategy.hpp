@@ -84,6 +84,7 @@ struct TowersOptions {
   // starts and its non-trainable ones after every epoch. nullptr: one process.
   std::shared_ptr<dist::World> world;
   bool average_scalars = false;  // with a world: the cost and scalar outputs averaged over the processes
+  bool average_towers = false;   // the cost and scalar outputs averaged over the towers (else tower 0's)
   // Tests: run CPU towers the way towers on other devices run (each
   // computing on a copy of its variables, refreshed every step).
   bool mirror_cpu_towers = false;

@@ -2,9 +2,12 @@
 // forward and backward passes at once, and what every strategy saves.
 #include "parallel/towers.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full_like.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -95,6 +98,14 @@ void MultiTower::setup(Trainer &t) {
       op_vars_[i].push_back(std::move(mine));
     }
   }
+  seed_ = ck && ck->tower_seed ? static_cast<uint64_t>(*ck->tower_seed) : at::detail::getDefaultCPUGenerator().current_seed();
+  gens_.clear();
+  for (int k = 0; k < towers(); ++k) {
+    const c10::Device d = o_.devices[static_cast<size_t>(k)];
+    gens_.push_back(d.is_cpu() ? at::detail::createCPUGenerator() : at::globalContext().defaultGenerator(d));
+  }
+  gen_step_ = -1;
+  gen_call_ = 0;
   make_leaves();
   device_reduce_ = reduces() ? dist::device_all_reduce(o_.devices, o_.world.get()) : nullptr;
   if (reduces()) make_buckets();
@@ -288,6 +299,30 @@ at::Tensor MultiTower::reduced(size_t i) const {
 void MultiTower::save(Checkpoint &ck) {
   save_checked(ck, vars_, *input_, *model_->optimizer());
   save_train_ops(ck, ops_);
+  ck.tower_seed = static_cast<int64_t>(seed_);
+}
+
+namespace {
+// splitmix64's finaliser: nearby inputs give unrelated seeds.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+at::Generator MultiTower::generator_for(int k) {
+  const uint64_t rank = o_.world ? static_cast<uint64_t>(o_.world->rank()) : 0;
+  uint64_t s = mix(seed_);
+  s = mix(s ^ rank);
+  s = mix(s ^ static_cast<uint64_t>(k));
+  s = mix(s ^ static_cast<uint64_t>(step_));
+  s = mix(s ^ static_cast<uint64_t>(gen_call_));
+  at::Generator &g = gens_[static_cast<size_t>(k)];
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_current_seed(s);
+  return g;
 }
 
 void MultiTower::before_train(Trainer &) {
@@ -307,7 +342,7 @@ void MultiTower::step(Trainer &t, void *self) { static_cast<MultiTower *>(self)-
 
 void MultiTower::train_step(Trainer &t) {
   const int n = towers();
-  sync_first();
+  sync_replicas();
   batches_.resize(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) {  // tower k takes the k-th batch of the step, always
     batches_[static_cast<size_t>(k)] = input_->next();
@@ -316,6 +351,7 @@ void MultiTower::train_step(Trainer &t) {
   input_->after_step(t);
   results_.resize(static_cast<size_t>(n));
   step_ = t.global_step();
+  next_call();
   if (reduces()) {
     for (auto &h : has_) std::fill(h.begin(), h.end(), 0);
     for (auto &b : buckets_) {
@@ -340,19 +376,70 @@ void MultiTower::train_step(Trainer &t) {
   if (reduces() && o_.world && !(device_reduce_ && device_reduce_->spans_processes())) finish_across();
   update(t, results_);
   // The cost and outputs of tower 0, as tensorpack's summaries of the main
-  // training tower.
-  publish(t, &results_[0].cost, results_[0].outputs);
+  // training tower (or averaged over the towers).
+  publish_towers(t, [](const TowerResult &r) { return &r.cost; });
   for (auto &r : results_) r.grads.clear();
 }
 
-// HorovodTrainer's broadcast: every process starts from rank 0's variables,
-// as they are after its SETUP (a resume) and BEFORE_TRAIN (the config's init
-// hook, the user's callbacks) and before its first step.
-void MultiTower::sync_first() {
-  if (!o_.world || synced_) return;
-  broadcast_variables(/*all=*/true);
-  resync(/*all=*/true);
-  synced_ = true;
+// HorovodTrainer's broadcast and the replicated strategy's initial copy:
+// every process and every replica starts from rank 0's tower 0, as it is
+// after its SETUP (a resume) and BEFORE_TRAIN (the config's init hook, the
+// user's callbacks), just before the first step. Later changes made through
+// the model reach this process's replicas before the next step.
+void MultiTower::sync_replicas() {
+  if (!synced_) {
+    if (o_.world) {
+      broadcast_variables(/*all=*/true);
+      at::Tensor seed = at::tensor({static_cast<int64_t>(seed_)}, at::kLong);
+      o_.world->broadcast({seed}, 0);
+      seed_ = static_cast<uint64_t>(seed.item<int64_t>());
+    }
+    resync(/*all=*/true);
+    synced_ = true;
+    generation_ = model_->generation();
+    return;
+  }
+  const uint64_t g = model_->generation();
+  if (g != generation_) {
+    resync(/*all=*/true);
+    generation_ = g;
+  }
+}
+
+void MultiTower::next_call() {
+  if (step_ != gen_step_) {
+    gen_step_ = step_;
+    gen_call_ = 0;
+  } else {
+    ++gen_call_;
+  }
+}
+
+void MultiTower::publish_towers(Trainer &t, const std::function<const double *(const TowerResult &)> &cost_of) {
+  const double *cost0 = cost_of(results_[0]);
+  if (!o_.average_towers || towers() == 1) {
+    publish(t, cost0, results_[0].outputs);
+    return;
+  }
+  const double n = towers();
+  double cost = 0;
+  if (cost0)
+    for (const auto &r : results_) cost += *cost_of(r);
+  cost /= n;
+  std::vector<std::pair<std::string, at::Tensor>> outputs = results_[0].outputs;
+  c10::NoGradGuard no_grad;
+  for (auto &[name, value] : outputs) {
+    if (value.numel() != 1 || value.is_complex()) continue;
+    double sum = 0;
+    for (const auto &r : results_)
+      for (const auto &[other, v] : r.outputs)
+        if (other == name) {
+          sum += v.item<double>();
+          break;
+        }
+    value = at::full_like(value, sum / n);
+  }
+  publish(t, cost0 ? &cost : nullptr, outputs);
 }
 
 void MultiTower::publish(Trainer &t, const double *cost,
@@ -398,7 +485,7 @@ void MultiTower::ops_step(Trainer &t, void *self) { static_cast<MultiTower *>(se
 
 void MultiTower::ops_body(Trainer &t, bool hooked) {
   const int n = towers();
-  sync_first();
+  sync_replicas();
   batches_.resize(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) {
     batches_[static_cast<size_t>(k)] = input_->next();
@@ -407,6 +494,7 @@ void MultiTower::ops_body(Trainer &t, bool hooked) {
   if (hooked) input_->after_step(t);
   results_.resize(static_cast<size_t>(n));
   step_ = t.global_step();
+  next_call();
   threads_.run([this](int k) {
     compute_ops(k, batches_[static_cast<size_t>(k)], results_[static_cast<size_t>(k)]);
   });
@@ -438,10 +526,12 @@ void MultiTower::ops_body(Trainer &t, bool hooked) {
     }
   }
   for (size_t i = 0; i < m; ++i) apply_op(t, static_cast<size_t>(selected_[i] - ops_.data()), g[i]);
-  std::optional<double> cost;
-  for (size_t i = 0; i < m; ++i)
-    if (results_[0].op_cost_names[i] == "cost") cost = results_[0].op_costs[i];
-  if (hooked) publish(t, cost ? &*cost : nullptr, results_[0].outputs);
+  if (hooked)
+    publish_towers(t, [m](const TowerResult &r) -> const double * {
+      for (size_t i = 0; i < m; ++i)
+        if (r.op_cost_names[i] == "cost") return &r.op_costs[i];
+      return nullptr;
+    });
   for (auto &r : results_) r.op_grads.clear();
 }
 
@@ -520,6 +610,7 @@ void MultiTower::compute_ops(int k, const std::vector<at::Tensor> &batch, TowerR
     }
     model::Tower tower(*model_, name, k, /*training=*/true, /*building=*/false, device,
                        leaf_stores_[static_cast<size_t>(k)].get());
+    tower.set_generator(generator_for(k));
     model_->call(tower, mirrored(k) ? moved : batch);
     const size_t m = selected_.size();
     r.op_grads.assign(m, {});
@@ -535,8 +626,9 @@ void MultiTower::compute_ops(int k, const std::vector<at::Tensor> &batch, TowerR
                                             /*allow_unused=*/true);
     }
     r.outputs.clear();
-    if (k == 0)
-      for (const auto &[n, value] : tower.outputs()) r.outputs.emplace_back(n, value.detach());
+    if (k == 0 || o_.average_towers)
+      for (const auto &[n, value] : tower.outputs())
+        if (k == 0 || (value.numel() == 1 && !value.is_complex())) r.outputs.emplace_back(n, value.detach());
   } catch (const Error &e) {
     if (e.passthrough()) throw;
     throw Error(e.code(), name + ": " + e.what());
@@ -556,6 +648,7 @@ void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResul
     }
     model::Tower tower(*model_, name, k, /*training=*/true, /*building=*/false, o_.devices[static_cast<size_t>(k)],
                        leaf_stores_[static_cast<size_t>(k)].get());
+    tower.set_generator(generator_for(k));
     model_->call(tower, mirrored(k) ? moved : batch);
     if (!tower.cost()) fail(TPT_ERR_STATE, "the tower function did not set a cost (tpt_tower_set_cost)");
     const at::Tensor &cost = *tower.cost();
@@ -578,8 +671,9 @@ void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResul
       }
     }
     r.outputs.clear();
-    if (k == 0)
-      for (const auto &[n, value] : tower.outputs()) r.outputs.emplace_back(n, value.detach());
+    if (k == 0 || o_.average_towers)
+      for (const auto &[n, value] : tower.outputs())
+        if (k == 0 || (value.numel() == 1 && !value.is_complex())) r.outputs.emplace_back(n, value.detach());
   } catch (const Error &e) {
     if (e.passthrough()) throw;  // the host's own status, as it gave it
     throw Error(e.code(), name + ": " + e.what());

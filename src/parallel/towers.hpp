@@ -6,6 +6,7 @@
 // subclass in its own file: replicated.cpp, parameter_server.cpp, async.cpp.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
@@ -35,7 +36,9 @@ struct TowerResult {
   // Strategies that do not reduce (async): per trainable variable, the
   // tower's gradient; undefined: not used.
   std::vector<at::Tensor> grads;
-  std::vector<std::pair<std::string, at::Tensor>> outputs;  // tower 0's only
+  // Tower 0's; the other towers' scalar ones when the scalars are averaged
+  // over the towers.
+  std::vector<std::pair<std::string, at::Tensor>> outputs;
   // run_ops: per selected op, the tower's gradient of each of the op's
   // variables (undefined: none), the op's cost and its name.
   std::vector<std::vector<at::Tensor>> op_grads;
@@ -126,10 +129,22 @@ class MultiTower : public Strategy {
   void reduce_bucket(Bucket &b);
   void finish_across();  // waits for the buckets' all-reduces across the processes
   void broadcast_variables(bool all);  // rank 0's: all, or the non-trainable ones
-  void sync_first();                   // before the first step of a job: rank 0's variables everywhere
+  // Before every step: the first one of a run makes every replica (and, in a
+  // job, every rank) equal to rank 0's tower 0 as it is then; later ones
+  // copy tower 0's variables to the replicas again when they were changed
+  // through the model (tpt_model_set_variable, a restore) since.
+  void sync_replicas();
+  // Tower k's generator for this step's call (a random op's draws follow
+  // from the run's seed, the rank, the tower, the step and the call).
+  at::Generator generator_for(int k);
+  void next_call();  // a new call of the towers at step_
   // The cost (when there is one) and tower 0's outputs as the step's outputs
   // and moving summaries (the scalars averaged over the processes when asked).
   void publish(Trainer &t, const double *cost, const std::vector<std::pair<std::string, at::Tensor>> &outputs);
+  // publish() of tower 0's cost and outputs, or (average_towers) of the cost
+  // and scalar outputs averaged over the towers, in tower order. `cost_of`
+  // gives a tower's cost (nullptr: the step has none).
+  void publish_towers(Trainer &t, const std::function<const double *(const TowerResult &)> &cost_of);
   // run_ops
   static void ops_step(Trainer &t, void *self);
   void ops_body(Trainer &t, bool hooked);
@@ -171,6 +186,17 @@ class MultiTower : public Strategy {
   std::mutex launch_mu_;
   size_t next_launch_ = 0;
   bool synced_ = false;  // rank 0's variables broadcast (before the first step)
+  uint64_t generation_ = 0;  // the model's generation() the replicas were made equal at
+  // The towers' own generators (a CPU generator per CPU tower; a device's
+  // default one for a tower on a device), reseeded for every call from
+  // seed_ (LibTorch's CPU seed when the strategy is set up, the checkpoint's
+  // on resume, rank 0's in a job), the rank, the tower, the step and the
+  // call in it: draws reproducible whatever the threads' timing, and exact
+  // after a resume without saving any generator's state.
+  uint64_t seed_ = 0;
+  std::vector<at::Generator> gens_;
+  int64_t gen_step_ = -1;
+  int64_t gen_call_ = 0;  // calls of the towers within the step gen_step_
   // Every tower on a CUDA device of its own, in a build with NCCL: the
   // buckets live on the towers' devices and NCCL sums them.
   std::unique_ptr<dist::DeviceAllReduce> device_reduce_;

@@ -322,7 +322,7 @@ static int abi_run(const char *lang) {
   ABI_EQ(TPT_STRATEGY_REPLICATED, 1);
   ABI_EQ(TPT_STRATEGY_PARAMETER_SERVER, 2);
   ABI_EQ(TPT_STRATEGY_ASYNC, 3);
-  ABI_EQ(TPT_TOWERS_OPTIONS_VERSION, 2);
+  ABI_EQ(TPT_TOWERS_OPTIONS_VERSION, 3);
   ABI_EQ(offsetof(tpt_towers_options, strategy), 4);
   ABI_EQ(offsetof(tpt_towers_options, n_towers), 8);
   ABI_EQ(offsetof(tpt_towers_options, devices), 16);
@@ -330,11 +330,12 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_towers_options, intra_op_threads), 20 + sizeof(void *));
   ABI_EQ(offsetof(tpt_towers_options, overlap), 24 + sizeof(void *));
   ABI_EQ(offsetof(tpt_towers_options, bucket_bytes), 24 + sizeof(void *) + sizeof(size_t));
-  ABI_EQ(sizeof(tpt_towers_options), 24 + sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(offsetof(tpt_towers_options, average_scalars), 24 + sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(sizeof(tpt_towers_options), 24 + sizeof(void *) + 3 * sizeof(size_t));
   {
     tpt_towers_options o = TPT_TOWERS_OPTIONS_INIT;
     abi_check(o.strategy == TPT_STRATEGY_REPLICATED && o.n_towers == 2 && o.devices == NULL && o.average == 1 &&
-                  o.intra_op_threads == 0 && o.overlap == 1 && o.bucket_bytes == 0,
+                  o.intra_op_threads == 0 && o.overlap == 1 && o.bucket_bytes == 0 && o.average_scalars == 0,
               "TPT_TOWERS_OPTIONS_INIT defaults");
   }
   /* distributed */

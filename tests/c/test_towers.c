@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "cost_log.h"
 #include "test_common.h"
 
 #define TPT_RETURN_IF_ERROR(call)     \
@@ -37,6 +38,7 @@ static int calls[MAX_TOWERS];
 static int fail_tower = -1, fail_call = -1; /* a tower whose call fails */
 static int fail_tower2 = -1;                /* another one, with TPT_ERR_IO at the same call */
 static tpt_code fail_code = TPT_ERR_CALLBACK;
+static tpt_model *by_name; /* non-NULL: the tower function reads w1 with tpt_model_variable of this model */
 
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
   (void)n, (void)ud;
@@ -45,7 +47,14 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
   tpt_tensor *h = NULL, *w = NULL, *y = NULL, *cost = NULL;
   const int64_t ws[] = {HIDDEN, 1};
   TPT_RETURN_IF_ERROR(tpt_layer_fc(&h, tw, "fc0", in[0], HIDDEN, &relu));
-  TPT_RETURN_IF_ERROR(tpt_tower_variable(&w, tw, "w1", ws, 2, NULL));
+  int32_t is_building = 0;
+  TPT_RETURN_IF_ERROR(tpt_tower_is_building(&is_building, tw));
+  if (by_name && !is_building) {
+    /* read by name, from the model, inside the tower function: the running tower's */
+    TPT_RETURN_IF_ERROR(tpt_model_variable(&w, by_name, "w1"));
+  } else {
+    TPT_RETURN_IF_ERROR(tpt_tower_variable(&w, tw, "w1", ws, 2, NULL));
+  }
   TPT_RETURN_IF_ERROR(tpt_tensor_matmul(&y, h, w));
   TPT_RETURN_IF_ERROR(tpt_loss_mse(&cost, y, in[1]));
   TPT_RETURN_IF_ERROR(tpt_tower_set_cost(tw, cost));
@@ -419,7 +428,7 @@ static void defaults_and_errors(void **state) {
   o.version = TPT_TOWERS_OPTIONS_VERSION + 1;
   ok(tpt_trainer_new(&t, &to));
   ok(tpt_input_from_dataflow(&in, df, NULL));
-  expect_code(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_INVALID_ARGUMENT, "options->version is 3");
+  expect_code(tpt_trainer_set_towers(t, m, in, &o), TPT_ERR_INVALID_ARGUMENT, "options->version is 4");
   /* a TorchScript module computes with its own parameters: no towers */
   const int64_t xs2[] = {-1, FEATURES}, ys2[] = {-1, 1}, wshape[] = {FEATURES, 1};
   tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, xs2, 2}, {"y", TPT_DTYPE_F32, ys2, 2}};
@@ -589,6 +598,97 @@ static void distributed_one_rank_and_errors(void **state) {
   tpt_dataflow_free(df);
 }
 
+/* A tower function that reads a variable by name from the model
+ * (tpt_model_variable) gets its own tower's: its gradient reaches the
+ * update, and the towers equal one tower on the concatenated batches. */
+static void variables_read_by_name_are_the_towers(void **state) {
+  (void)state;
+  tpt_model *ref = NULL;
+  ok(train(&ref, NULL, 8, 30));
+  const tpt_strategy kinds[] = {TPT_STRATEGY_REPLICATED, TPT_STRATEGY_PARAMETER_SERVER};
+  for (int s = 0; s < 2; ++s) {
+    /* train() makes the model: reach it through the tower's model handle */
+    tpt_towers_options o = towers_of(kinds[s], 2);
+    ok(tpt_manual_seed(3));
+    memset(calls, 0, sizeof calls);
+    tpt_model *m = new_model();
+    by_name = m;
+    tpt_trainer_options to = TPT_TRAINER_OPTIONS_INIT;
+    to.max_epoch = 1;
+    to.steps_per_epoch = 30;
+    to.console = 0;
+    to.progress = TPT_PROGRESS_OFF;
+    tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+    c.options = &to;
+    c.model = m;
+    c.dataflow = data(4);
+    c.towers = &o;
+    tpt_trainer *t = NULL;
+    ok(tpt_trainer_from_config(&t, &c));
+    tpt_dataflow_free(c.dataflow);
+    ok(tpt_trainer_run(t));
+    tpt_trainer_free(t);
+    by_name = NULL;
+    const double d = distance(m, ref);
+    if (!(d <= 1e-5)) fail_msg("strategy %d, w1 read by name: relative distance %g from 1 tower", kinds[s], d);
+    for (int step = 0; step < 30; ++step)
+      if (seen[1][step] != seen[0][step]) fail_msg("strategy %d: tower 1 saw other weights at step %d", kinds[s], step);
+    tpt_model_free(m);
+  }
+  tpt_model_free(ref);
+}
+
+/* The cost a step reports: tower 0's by default (tensorpack's main training
+ * tower), the mean over the towers with average_scalars; at the first step
+ * (every tower at the same weights) that mean is the cost of one tower fed
+ * the towers' batches concatenated. */
+static double first_cost(const tpt_towers_options *towers, int64_t batch) {
+  ok(tpt_manual_seed(3));
+  memset(calls, 0, sizeof calls);
+  tpt_model *m = new_model();
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = 1;
+  o.steps_per_epoch = 2;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+  c.options = &o;
+  c.model = m;
+  c.dataflow = data(batch);
+  c.towers = towers;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_from_config(&t, &c));
+  tpt_dataflow_free(c.dataflow);
+  cost_log log = {0};
+  ok(cost_log_attach(t, &log));
+  ok(tpt_trainer_run(t));
+  tpt_trainer_free(t);
+  tpt_model_free(m);
+  assert_int_equal(log.count, 2);
+  double first = log.values[0];
+  free(log.values);
+  return first;
+}
+
+static void average_scalars_over_towers(void **state) {
+  (void)state;
+  const double one = first_cost(NULL, 8);
+  tpt_towers_options o = towers_of(TPT_STRATEGY_REPLICATED, 2);
+  const double tower0 = first_cost(&o, 4);
+  o.average_scalars = 1;
+  const double mean = first_cost(&o, 4);
+  if (!(fabs(mean - one) <= 1e-6 * fabs(one)))
+    fail_msg("the towers' mean cost %.9g is not the cost %.9g of one tower on both batches", mean, one);
+  if (!(fabs(tower0 - one) > 1e-6 * fabs(one)))
+    fail_msg("tower 0's cost %.9g equals the mean %.9g: the test's batches do not tell them apart", tower0, one);
+  /* the parameter server and a version-2 struct (no average_scalars: tower 0's) */
+  o = towers_of(TPT_STRATEGY_PARAMETER_SERVER, 2);
+  o.average_scalars = 1;
+  assert_true(fabs(first_cost(&o, 4) - one) <= 1e-6 * fabs(one));
+  o.version = 2;
+  assert_true(first_cost(&o, 4) == tower0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(equivalence),
@@ -597,6 +697,8 @@ int main(void) {
       cmocka_unit_test(resume_is_exact),
       cmocka_unit_test(defaults_and_errors),
       cmocka_unit_test(distributed_one_rank_and_errors),
+      cmocka_unit_test(average_scalars_over_towers),
+      cmocka_unit_test(variables_read_by_name_are_the_towers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <map>
 #include <string>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -97,8 +98,15 @@ TEST(Rendezvous, NamesWhatIsMissingOrWrong) {
   EXPECT_NE(error_of(with("RANK", "2")).find("RANK is \"2\": it must be a whole number from 0 to 1"), std::string::npos);
   EXPECT_NE(error_of(with("MASTER_PORT", "80x")).find("MASTER_PORT is \"80x\""), std::string::npos);
   EXPECT_NE(error_of(with("WORLD_SIZE", "0")).find("WORLD_SIZE is \"0\""), std::string::npos);
-  EXPECT_NE(error_of(with("LOCAL_RANK", "1")).find("LOCAL_RANK is \"1\": it must be a whole number from 0 to 0"),
-            std::string::npos);
+  // LOCAL_RANK without LOCAL_WORLD_SIZE: the missing variable is named.
+  EXPECT_NE(error_of(with("LOCAL_RANK", "1")).find("LOCAL_RANK is 1 but LOCAL_WORLD_SIZE is not set"),
+            std::string::npos)
+      << error_of(with("LOCAL_RANK", "1"));
+  {
+    auto e = with("LOCAL_RANK", "1");
+    e["LOCAL_WORLD_SIZE"] = "1";
+    EXPECT_NE(error_of(e).find("LOCAL_RANK is \"1\": it must be a whole number from 0 to 0"), std::string::npos);
+  }
   WorldOptions bad;
   bad.rank = 7;
   EXPECT_NE(error_of(good, bad).find("rank is 7: it must be from 0 to 1"), std::string::npos);
@@ -156,6 +164,53 @@ TEST(World, ARankThatNeverComesFailsTheRendezvousInTime) {
   }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(took, 15.0);
+}
+
+// Every rank that waits for a missing peer gives up at the timeout, not at
+// twice it (the store's wait and then the process group's): rank 1 whose
+// rank 0 never comes, and ranks 0 and 1 of 3 whose rank 2 never comes; the
+// error names the ranks that did not join where the store can tell.
+TEST(World, ARankWaitingForAMissingPeerGivesUpAtTheTimeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto timeout = std::chrono::milliseconds(3000);
+  auto join = [&](int rank, int world, int port, std::string *error, double *took) {
+    WorldOptions o;
+    o.master_addr = "127.0.0.1";
+    o.master_port = port;
+    o.rank = rank;
+    o.world_size = world;
+    o.timeout = timeout;
+    const auto start = Clock::now();
+    try {
+      World w(tpt::dist::rendezvous(o, [](const char *) -> const char * { return nullptr; }));
+      *error = "";
+    } catch (const std::exception &e) {
+      *error = e.what();
+    }
+    *took = std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  const double limit = 1.5 * std::chrono::duration<double>(timeout).count();
+  {
+    std::string error;
+    double took = 0;
+    join(1, 2, free_port(), &error, &took);
+    EXPECT_NE(error.find("(rank 1 of 2)"), std::string::npos) << error;
+    EXPECT_LT(took, limit) << "rank 1 without rank 0 gave up after " << took << " s: " << error;
+    std::printf("# rank 1 of 2 without rank 0: gave up after %.2f s (timeout 3 s)\n", took);
+  }
+  {
+    const int port = free_port();
+    std::string errors[2];
+    double took[2] = {0, 0};
+    std::thread one(join, 1, 3, port, &errors[1], &took[1]);
+    join(0, 3, port, &errors[0], &took[0]);
+    one.join();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_NE(errors[r], "") << "rank " << r << " formed a world of 3 without rank 2";
+      EXPECT_LT(took[r], limit) << "rank " << r << " of 3 without rank 2 gave up after " << took[r] << " s: " << errors[r];
+      std::printf("# rank %d of 3 without rank 2: gave up after %.2f s: %s\n", r, took[r], errors[r].c_str());
+    }
+  }
 }
 
 // A rank whose heartbeat stops and that never joins the collective: the

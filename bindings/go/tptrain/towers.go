@@ -100,6 +100,12 @@ type TowersOptions struct {
 	// reductions; 0 means 1 MiB, and at most 2^40. The variables come out
 	// the same bit for bit whatever the size.
 	BucketBytes int
+	// AverageScalars reports the cost and the scalar outputs (what the
+	// monitors and the step outputs get) averaged over the towers, in tower
+	// order, instead of tower 0's (tensorpack's rule, the default). In a
+	// distributed job DistributedOptions.AverageScalars averages them over
+	// the ranks as well.
+	AverageScalars bool
 }
 
 // cTowersOptions returns the C options of o, whose device names live in C
@@ -138,6 +144,7 @@ func cTowersOptions(o *TowersOptions, who string) (C.tpt_towers_options, func(),
 		intra_op_threads: C.int32_t(o.IntraOpThreads),
 		overlap:          cBool(!o.NoOverlap),
 		bucket_bytes:     C.size_t(o.BucketBytes),
+		average_scalars:  cBool(o.AverageScalars),
 	}
 	if len(o.Devices) == 0 {
 		return copts, func() {}, nil

@@ -215,6 +215,31 @@ func TestTowersEqualOneTowerOfTheWholeBatch(t *testing.T) {
 // default: every variable in one bucket), in buckets of 16 bytes (every
 // variable a bucket of its own or more), and after the backward passes: the
 // same sums in the same order, so the same variables bit for bit.
+// At the first step every tower has the same weights: with AverageScalars
+// the reported cost is the towers' mean, one tower's cost on their batches
+// concatenated; by default it is tower 0's.
+func TestTowersAverageScalars(t *testing.T) {
+	firstCost := func(towers *TowersOptions, batch int64) float64 {
+		tr, _ := newTowersTrainer(t, towersRun{towers: towers, batch: batch, steps: 2, lr: 0.05})
+		var costs []float64
+		ok(t, tr.AddCallback(costLog(t, &costs)))
+		ok(t, tr.Run())
+		if len(costs) != 2 {
+			t.Fatalf("%d costs recorded, want 2", len(costs))
+		}
+		return costs[0]
+	}
+	one := firstCost(nil, 8)
+	tower0 := firstCost(&TowersOptions{Strategy: StrategyReplicated, Towers: 2}, 4)
+	mean := firstCost(&TowersOptions{Strategy: StrategyReplicated, Towers: 2, AverageScalars: true}, 4)
+	if math.Abs(mean-one) > 1e-6*math.Abs(one) {
+		t.Errorf("the towers' mean cost %v is not one tower's %v", mean, one)
+	}
+	if math.Abs(tower0-one) <= 1e-6*math.Abs(one) {
+		t.Errorf("tower 0's cost %v equals the mean %v: the batches do not tell them apart", tower0, one)
+	}
+}
+
 func TestTowersOverlapAndBucketsAreBitIdentical(t *testing.T) {
 	checkHandles(t)
 	const steps = 20

@@ -637,7 +637,7 @@ pub const TPT_STRATEGY_PARAMETER_SERVER: tpt_strategy = 2;
 /// applied as an update of their own.
 pub const TPT_STRATEGY_ASYNC: tpt_strategy = 3;
 
-pub const TPT_TOWERS_OPTIONS_VERSION: u32 = 2;
+pub const TPT_TOWERS_OPTIONS_VERSION: u32 = 3;
 /// Options of `tpt_trainer_set_towers` and `tpt_train_config::towers`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -664,6 +664,10 @@ pub struct tpt_towers_options {
     /// many bytes (in the order backward produces them), at most 2^40; 0:
     /// 1 MiB.
     pub bucket_bytes: usize,
+    /// (version 3) Nonzero: the cost and the scalar outputs the monitors and
+    /// step outputs get are averaged over the towers (and over the ranks
+    /// too with `tpt_distributed_options::average_scalars`); 0: tower 0's.
+    pub average_scalars: i32,
 }
 /// `TPT_TOWERS_OPTIONS_INIT`
 pub const TPT_TOWERS_OPTIONS_INIT: tpt_towers_options = tpt_towers_options {
@@ -675,6 +679,7 @@ pub const TPT_TOWERS_OPTIONS_INIT: tpt_towers_options = tpt_towers_options {
     intra_op_threads: 0,
     overlap: 1,
     bucket_bytes: 0,
+    average_scalars: 0,
 };
 
 // ---- Distributed training: several processes
@@ -1831,7 +1836,8 @@ mod tests {
         assert_eq!(offset_of!(tpt_towers_options, intra_op_threads), 20 + p);
         assert_eq!(offset_of!(tpt_towers_options, overlap), 24 + p);
         assert_eq!(offset_of!(tpt_towers_options, bucket_bytes), 24 + p + size_of::<usize>());
-        assert_eq!(size_of::<tpt_towers_options>(), 24 + p + 2 * size_of::<usize>());
+        assert_eq!(offset_of!(tpt_towers_options, average_scalars), 24 + p + 2 * size_of::<usize>());
+        assert_eq!(size_of::<tpt_towers_options>(), 24 + p + 3 * size_of::<usize>());
         assert_eq!(
             (TPT_STRATEGY_SIMPLE, TPT_STRATEGY_REPLICATED, TPT_STRATEGY_PARAMETER_SERVER, TPT_STRATEGY_ASYNC),
             (0, 1, 2, 3)
@@ -1839,8 +1845,9 @@ mod tests {
         let o = TPT_TOWERS_OPTIONS_INIT;
         assert_eq!(
             (o.version, o.strategy, o.n_towers, o.average, o.intra_op_threads, o.overlap, o.bucket_bytes),
-            (2, TPT_STRATEGY_REPLICATED, 2, 1, 0, 1, 0)
+            (3, TPT_STRATEGY_REPLICATED, 2, 1, 0, 1, 0)
         );
+        assert_eq!(o.average_scalars, 0);
         assert!(o.devices.is_null());
     }
 

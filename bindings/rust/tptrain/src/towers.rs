@@ -91,6 +91,7 @@ pub struct Towers {
     intra_op_threads: usize,
     overlap: bool,
     bucket_bytes: usize,
+    average_scalars: bool,
 }
 
 impl Default for Towers {
@@ -104,6 +105,7 @@ impl Default for Towers {
             intra_op_threads: c.intra_op_threads as usize,
             overlap: c.overlap != 0,
             bucket_bytes: c.bucket_bytes,
+            average_scalars: c.average_scalars != 0,
         }
     }
 }
@@ -177,6 +179,16 @@ impl Towers {
         self
     }
 
+    /// Reports the cost and the scalar outputs (what the monitors and the
+    /// step outputs get) averaged over the towers, in tower order, instead of
+    /// tower 0's, tensorpack's rule and the default. In a distributed job,
+    /// [`Distributed::average_scalars`](crate::Distributed::average_scalars)
+    /// averages them over the ranks as well.
+    pub fn average_scalars(mut self, average: bool) -> Towers {
+        self.average_scalars = average;
+        self
+    }
+
     /// The strategy.
     pub fn strategy(&self) -> Strategy {
         self.strategy
@@ -226,6 +238,7 @@ impl Towers {
         options.intra_op_threads = intra_op_threads;
         options.overlap = self.overlap as i32;
         options.bucket_bytes = self.bucket_bytes;
+        options.average_scalars = self.average_scalars as i32;
         Ok(RawTowers { options, _names: names })
     }
 }

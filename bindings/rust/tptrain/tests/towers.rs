@@ -263,6 +263,30 @@ fn two_towers_of_four_rows_equal_one_tower_of_eight() {
 }
 
 #[test]
+fn average_scalars_reports_the_towers_mean_cost() {
+    // At the first step every tower has the same weights: the towers' mean
+    // cost is the cost of one tower fed their batches concatenated.
+    let first_cost = |towers: Option<Towers>, batch: i64| -> f64 {
+        manual_seed(3).unwrap();
+        let m = model(&Probe::new(Act::Train), PLAIN);
+        let df = data(batch);
+        let mut trainer = Trainer::from_config(TrainConfig {
+            options: Some(quiet(Some(1))),
+            towers,
+            ..TrainConfig::from_dataflow(&m, &df)
+        })
+        .unwrap();
+        assert_eq!(trainer.run().unwrap(), RunOutcome::Finished);
+        trainer.output_scalar("cost").unwrap()
+    };
+    let one = first_cost(None, 8);
+    let tower0 = first_cost(Some(Towers::replicated(2)), 4);
+    let mean = first_cost(Some(Towers::replicated(2).average_scalars(true)), 4);
+    assert!((mean - one).abs() <= 1e-6 * one.abs(), "the towers' mean {mean} is not one tower's {one}");
+    assert!((tower0 - one).abs() > 1e-6 * one.abs(), "tower 0's {tower0} equals the mean: the batches are alike");
+}
+
+#[test]
 fn overlap_and_bucket_size_leave_the_variables_bit_identical() {
     // The reduce overlapped with the backward passes in buckets of 1 MiB
     // (the default: every variable in one bucket), overlapped in buckets of
@@ -488,8 +512,9 @@ fn towers_default_to_the_c_defaults() {
     assert_ne!(Towers::replicated(2).overlap(false), Towers::default());
     assert_ne!(Towers::replicated(2).bucket_bytes(1 << 20), Towers::default());
     let c = tptrain::sys::TPT_TOWERS_OPTIONS_INIT;
-    assert_eq!((c.version, c.overlap, c.bucket_bytes), (2, 1, 0));
-    assert!(format!("{t:?}").ends_with("overlap: true, bucket_bytes: 0 }"), "{t:?}");
+    assert_eq!((c.version, c.overlap, c.bucket_bytes, c.average_scalars), (3, 1, 0, 0));
+    assert!(format!("{t:?}").ends_with("overlap: true, bucket_bytes: 0, average_scalars: false }"), "{t:?}");
+    assert_ne!(Towers::replicated(2).average_scalars(true), Towers::default());
     assert_eq!(Towers::new(Strategy::Async, 3), Towers::asynchronous(3));
     assert_eq!(Strategy::ParameterServer.to_raw(), tptrain::sys::TPT_STRATEGY_PARAMETER_SERVER);
     let (m, df) = (model(&Probe::new(Act::Train), PLAIN), data(4));
