@@ -24,6 +24,7 @@
  *   test_equivalence --no-dist       without the distributed cases (TSan)
  *   test_equivalence --dropout-only  the dropout cases only
  *   test_equivalence --rank R --port P --variant V --out FILE [--logdir D --fail-at S]
+ *                    [--restore FILE] [--timeout-ms MS]
  *                                    one rank of a job (used by the tests) */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -238,6 +239,7 @@ static tpt_callback *callback(tpt_callback_fn fn, uint32_t events, void *ud, int
 
 typedef struct {
   int rank, port;          /* S_DIST */
+  int64_t timeout_ms;      /* S_DIST: 0: 60 s */
   const char *logdir;      /* checkpoints every 5 steps, auto-resume */
   int64_t fail_at;         /* > 0: fail after this step */
   int64_t steps;           /* 0: EPOCHS x STEPS_PER_EPOCH */
@@ -288,7 +290,7 @@ static tpt_status *train(float *out, size_t *n_out, strategy s, variant v, const
       dist.world_size = 2;
       dist.rank = ro->rank;
       dist.local_rank = ro->rank;
-      dist.timeout_ms = 60000;
+      dist.timeout_ms = ro->timeout_ms ? ro->timeout_ms : 60000;
       batch = B;
       c.distributed = &dist;
       break;
@@ -350,7 +352,7 @@ static void train_2_ranks(float *out, size_t *n_out, variant v, const char *logd
   pid_t pids[2];
   for (int r = 0; r < 2; ++r) {
     snprintf(outs[r], sizeof outs[r], "%s/rank%d-%d.bin", tmp_root, r, port);
-    char rank[8], ports[16], var[8], fail[32];
+    char rank[16], ports[16], var[16], fail[32];
     snprintf(rank, sizeof rank, "%d", r);
     snprintf(ports, sizeof ports, "%d", port);
     snprintf(var, sizeof var, "%d", (int)v);
@@ -385,6 +387,7 @@ static int rank_main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--logdir")) ro.logdir = strcmp(argv[i + 1], "-") ? argv[i + 1] : NULL;
     else if (!strcmp(argv[i], "--fail-at")) ro.fail_at = atoll(argv[i + 1]);
     else if (!strcmp(argv[i], "--restore")) snprintf(restore_path, sizeof restore_path, "%s", argv[i + 1]);
+    else if (!strcmp(argv[i], "--timeout-ms")) ro.timeout_ms = atoll(argv[i + 1]);
   }
   make_data();
   static float values[MAX_VALUES];

@@ -638,6 +638,83 @@ static void variables_read_by_name_are_the_towers(void **state) {
   tpt_model_free(ref);
 }
 
+/* Sets the learning rate at every epoch: a callback a user might make
+ * chief-only by accident (the C default). */
+static tpt_status *set_lr(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
+  (void)ev, (void)r;
+  tpt_optimizer *o = NULL;
+  tpt_status *st = tpt_trainer_optimizer(&o, t);
+  if (st) return st;
+  int64_t epoch = 0;
+  st = tpt_trainer_epoch_num(&epoch, t);
+  if (!st) st = tpt_optimizer_set(o, "learning_rate", *(const double *)ud / (double)(epoch + 1));
+  tpt_optimizer_free(o);
+  return st;
+}
+
+/* In a job, a chief-only callback that changes a hyper-parameter changes it
+ * on rank 0 only: the trainer warns, once, naming it; a callback that runs
+ * on every rank does not get the warning. */
+static void chief_only_hyperparam_changes_are_warned_about(void **state) {
+  (void)state;
+#if defined(__SANITIZE_THREAD__)
+  return; /* a World's Gloo threads are not instrumented (see distributed_one_rank_and_errors) */
+#endif
+  char dir[] = "/tmp/tpt-towers-warn-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  tpt_trainer_options to = TPT_TRAINER_OPTIONS_INIT;
+  to.max_epoch = 3;
+  to.console = 0;
+  to.progress = TPT_PROGRESS_OFF;
+  to.steps_per_epoch = 2;
+  to.logdir = dir;
+  to.logdir_action = TPT_LOGDIR_KEEP;
+  tpt_model *m = new_model();
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_new(&t, &to));
+  tpt_distributed_options d = TPT_DISTRIBUTED_OPTIONS_INIT;
+  d.master_addr = "127.0.0.1";
+  d.master_port = free_port();
+  d.world_size = 1;
+  d.timeout_ms = 20000;
+  ok(tpt_trainer_set_distributed(t, &d));
+  tpt_input *in = NULL;
+  tpt_dataflow *df = data(4);
+  ok(tpt_input_from_dataflow(&in, df, NULL));
+  tpt_dataflow_free(df);
+  ok(tpt_trainer_set_model(t, m, in));
+  static const double lr = 0.05;
+  const char *names[] = {"lr-on-the-chief", "lr-on-every-rank"};
+  for (int every = 0; every < 2; ++every) {
+    tpt_callback_desc cd = TPT_CALLBACK_DESC_INIT;
+    cd.events = TPT_EVENT_BEFORE_EPOCH;
+    cd.name = names[every];
+    cd.chief_only = every ? 0 : 1;
+    cd.fn = set_lr;
+    cd.user_data = (void *)&lr;
+    tpt_callback *cb = NULL;
+    ok(tpt_callback_new(&cb, &cd));
+    ok(tpt_trainer_add_callback(t, cb));
+  }
+  ok(tpt_trainer_run(t));
+  tpt_trainer_free(t);
+  tpt_model_free(m);
+  char path[128], text[1 << 16];
+  snprintf(path, sizeof path, "%s/log.log", dir);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  const size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  const char *warning = strstr(text, "Callback 'lr-on-the-chief' is chief-only and changed an optimizer's hyper-parameter");
+  if (!warning) fail_msg("no warning about the chief-only callback in log.log:\n%s", text);
+  assert_null(strstr(warning + 1, "Callback 'lr-on-the-chief' is chief-only and changed")); /* once */
+  assert_null(strstr(text, "Callback 'lr-on-every-rank' is chief-only"));
+  char cmd[160];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* The cost a step reports: tower 0's by default (tensorpack's main training
  * tower), the mean over the towers with average_scalars; at the first step
  * (every tower at the same weights) that mean is the cost of one tower fed
@@ -699,6 +776,7 @@ int main(void) {
       cmocka_unit_test(distributed_one_rank_and_errors),
       cmocka_unit_test(average_scalars_over_towers),
       cmocka_unit_test(variables_read_by_name_are_the_towers),
+      cmocka_unit_test(chief_only_hyperparam_changes_are_warned_about),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@ SAME convolution, LayerNorm over C x H x W, cross-entropy plus an L2 term
 over the kernels, AdamW with weight decay, clip_grad_norm_ and a step-based
 learning-rate change, 2 epochs of 12 steps, each rank a batch of 8 rows.
 Every parameter must be within 1e-5 (relative to the largest value) of
-DDP's.
+DDP's. And a rank whose peer never comes gives up at the timeout, without
+glog's warning about logging before InitGoogleLogging().
 
 The data and the initial values are computed here with the C program's
 formulas (math.sin: glibc's sin, as the C program's).
@@ -115,6 +116,7 @@ def tptrain_job(root):
         text, _ = p.communicate(timeout=300)
         if p.returncode != 0:
             raise AssertionError("tptrain rank %d exited with %d:\n%s" % (r, p.returncode, text))
+        assert "Logging before InitGoogleLogging" not in text, text
     import numpy
     return torch.from_numpy(numpy.fromfile(outs[0], dtype=numpy.float32))
 
@@ -136,8 +138,26 @@ def test_two_ranks_equal_ddp(root):
     assert err <= TOL, "2 tptrain ranks differ from PyTorch DDP by %.3g (relative), more than %g" % (err, TOL)
 
 
+def test_a_rank_alone_gives_up_at_the_timeout(root):
+    """Rank 1 of 2 whose rank 0 never comes: it fails within the timeout
+    (plus a second), naming itself, and its output has no glog warning
+    about logging before InitGoogleLogging()."""
+    import time
+    start = time.monotonic()
+    p = subprocess.run([PROGRAM, "--rank", "1", "--port", str(free_port()), "--variant", "0",
+                        "--out", os.path.join(root, "alone.bin"), "--logdir", "-", "--fail-at", "0",
+                        "--restore", "-", "--timeout-ms", "3000"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    took = time.monotonic() - start
+    print("# rank 1 alone, timeout 3 s: exited %d after %.2f s" % (p.returncode, took))
+    assert p.returncode == 1, "exit status %d:\n%s" % (p.returncode, p.stdout)
+    assert "rank 1 of 2" in p.stdout, p.stdout
+    assert took < 4.5, "gave up after %.2f s, the timeout is 3 s:\n%s" % (took, p.stdout)
+    assert "Logging before InitGoogleLogging" not in p.stdout, p.stdout
+
+
 def main():
-    tests = [test_two_ranks_equal_ddp]
+    tests = [test_two_ranks_equal_ddp, test_a_rank_alone_gives_up_at_the_timeout]
     print("TAP version 13")
     print("1..%d" % len(tests))
     failed = 0

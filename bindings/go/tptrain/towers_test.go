@@ -82,6 +82,13 @@ func towersTower(hook func(tw *Tower) error) func(tw *Tower, in []*Tensor) error
 	}
 }
 
+func towersTowerOf(r towersRun) func(tw *Tower, in []*Tensor) error {
+	if r.tower != nil {
+		return r.tower
+	}
+	return towersTower(r.hook)
+}
+
 // towersRun says how trainTowers makes its trainer.
 type towersRun struct {
 	towers    *TowersOptions // nil: the simple trainer
@@ -91,6 +98,7 @@ type towersRun struct {
 	lr        float64
 	momentum  float64
 	hook      func(tw *Tower) error
+	tower     func(tw *Tower, in []*Tensor) error // nil: towersTower(hook)
 }
 
 // newTowersTrainer seeds LibTorch (variables are made at Run, in the build
@@ -101,7 +109,7 @@ func newTowersTrainer(t *testing.T, r towersRun) (*Trainer, *Model) {
 	m := must(NewModel([]InputSpec{
 		{Name: "x", Shape: []int64{-1, towerFeatures}},
 		{Name: "y", Shape: []int64{-1, 1}},
-	}, towersTower(r.hook))).of(t)
+	}, towersTowerOf(r))).of(t)
 	t.Cleanup(func() { m.Close() })
 	opt := setOptimizer(t, m, "sgd", r.lr)
 	ok(t, opt.Set("momentum", r.momentum))
@@ -215,6 +223,53 @@ func TestTowersEqualOneTowerOfTheWholeBatch(t *testing.T) {
 // default: every variable in one bucket), in buckets of 16 bytes (every
 // variable a bucket of its own or more), and after the backward passes: the
 // same sums in the same order, so the same variables bit for bit.
+// The L2 term of RegularizeL2 is computed from each tower's own variables,
+// so its gradient is in every tower's update: the towers equal one tower on
+// the concatenated batches.
+func TestTowersL2TermReachesEveryTower(t *testing.T) {
+	l2Tower := func(tw *Tower, in []*Tensor) error {
+		h, err := tw.FC("fc0", in[0], towerHidden, &LayerOptions{Activation: ActReLU})
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		w, err := tw.Variable("w1", []int64{towerHidden, 1}, nil)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		y, err := h.Matmul(w)
+		if err != nil {
+			return err
+		}
+		defer y.Close()
+		mse, err := MSELoss(y, in[1])
+		if err != nil {
+			return err
+		}
+		defer mse.Close()
+		l2, err := tw.RegularizeL2("W$|w1$", 0.05)
+		if err != nil {
+			return err
+		}
+		defer l2.Close()
+		cost, err := mse.Add(l2)
+		if err != nil {
+			return err
+		}
+		defer cost.Close()
+		return tw.SetCost(cost)
+	}
+	ref := trainTowers(t, towersRun{batch: 8, steps: 20, lr: 0.05, momentum: 0.9, tower: l2Tower})
+	for _, s := range []Strategy{StrategyReplicated, StrategyParameterServer} {
+		m := trainTowers(t, towersRun{towers: &TowersOptions{Strategy: s, Towers: 2}, batch: 4, steps: 20, lr: 0.05,
+			momentum: 0.9, tower: l2Tower})
+		if d := towersDistance(t, m, ref); !(d <= 1e-5) {
+			t.Errorf("%v with an L2 term: relative distance %g from 1 tower", s, d)
+		}
+	}
+}
+
 // At the first step every tower has the same weights: with AverageScalars
 // the reported cost is the towers' mean, one tower's cost on their batches
 // concatenated; by default it is tower 0's.

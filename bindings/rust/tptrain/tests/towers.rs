@@ -263,6 +263,49 @@ fn two_towers_of_four_rows_equal_one_tower_of_eight() {
 }
 
 #[test]
+fn an_l2_term_reaches_every_towers_update() {
+    // The L2 term of Tower::regularize_l2 is computed from each tower's own
+    // variables, so its gradient is in every tower's update: the towers equal
+    // one tower on the concatenated batches.
+    let l2_model = || -> Model<'static> {
+        let m = Model::new(&signature(), |tower, inputs| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+            let relu = LayerOptions::default().activation(Activation::Relu);
+            let h = tower.fc("fc0", &inputs[0], HIDDEN, &relu)?;
+            let w = tower.variable("w1", &[HIDDEN, 1], &VariableOptions::default())?;
+            let l2 = tower.regularize_l2("W$|w1$", 0.05)?;
+            tower.set_cost(&nn::mse(&h.matmul(&w)?, &inputs[1])?.add(&l2)?)?;
+            Ok(())
+        })
+        .unwrap();
+        let o = Optimizer::new("sgd").unwrap();
+        o.set("learning_rate", 0.05).unwrap();
+        o.set("momentum", 0.9).unwrap();
+        m.set_optimizer(&o).unwrap();
+        m
+    };
+    let run = |towers: Option<Towers>, batch: i64| -> Model<'static> {
+        manual_seed(3).unwrap();
+        let m = l2_model();
+        let df = data(batch);
+        let mut trainer = Trainer::from_config(TrainConfig {
+            options: Some(quiet(Some(20))),
+            towers,
+            ..TrainConfig::from_dataflow(&m, &df)
+        })
+        .unwrap();
+        assert_eq!(trainer.run().unwrap(), RunOutcome::Finished);
+        drop(trainer);
+        m
+    };
+    let reference = run(None, 8);
+    for towers in [Towers::replicated(2), Towers::parameter_server(2)] {
+        let what = format!("{towers:?}");
+        let d = distance(&run(Some(towers), 4), &reference);
+        assert!(d <= 1e-5, "{what} with an L2 term: relative distance {d:e} from 1 tower");
+    }
+}
+
+#[test]
 fn average_scalars_reports_the_towers_mean_cost() {
     // At the first step every tower has the same weights: the towers' mean
     // cost is the cost of one tower fed their batches concatenated.
