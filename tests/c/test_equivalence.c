@@ -12,8 +12,9 @@
  * (tensorpack's session_init), by tpt_model_restore from a checkpoint in a
  * BEFORE_TRAIN callback, and the init hook with the step made of two train
  * ops (tpt_trainer_set_train_ops; the async strategy refuses train ops).
- * Every variable must be within 1e-5 (relative to the largest value) of the
- * reference.
+ * Every variable, and every step's loss, must be within 1e-5 (relative to
+ * the largest value) of the reference; the towers and ranks report the loss
+ * averaged over them (average_scalars), the loss of the concatenated batch.
  *
  * With a dropout layer (drawn by each tower from its own generator), for each
  * strategy: two runs are bit-identical, and a run that fails after step 13
@@ -48,7 +49,7 @@ extern char **environ;
   } while (0)
 
 enum { SIDE = 9, CLASSES = 4, B = 8, STEPS_PER_EPOCH = 12, EPOCHS = 2, ROWS = STEPS_PER_EPOCH * 2 * B };
-enum { MAX_VALUES = 4096 };
+enum { MAX_VALUES = 4096, MAX_STEPS = 64 };
 
 typedef enum { S_SIMPLE, S_REPLICATED, S_PS, S_ASYNC1, S_DIST } strategy;
 static const char *strategy_name[] = {"simple", "replicated x2", "parameter server x2", "async x1", "2 ranks"};
@@ -238,6 +239,24 @@ static tpt_callback *callback(tpt_callback_fn fn, uint32_t events, void *ud, int
 }
 
 typedef struct {
+  double values[MAX_STEPS];
+  size_t count;
+} costs;
+
+/* After every step: the step's cost (the towers' and ranks' mean: the
+ * strategies report it with average_scalars, so that it is the cost of the
+ * concatenated batch). */
+static tpt_status *cost_cb(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
+  (void)ev, (void)r;
+  costs *c = ud;
+  double v = 0;
+  TPT_RETURN_IF_ERROR(tpt_trainer_output_scalar(&v, t, "cost"));
+  if (c->count < MAX_STEPS) c->values[c->count++] = v;
+  return NULL;
+}
+
+typedef struct {
+  costs *costs;            /* each step's cost, when not NULL */
   int rank, port;          /* S_DIST */
   int64_t timeout_ms;      /* S_DIST: 0: 60 s */
   const char *logdir;      /* checkpoints every 5 steps, auto-resume */
@@ -276,6 +295,7 @@ static tpt_status *train(float *out, size_t *n_out, strategy s, variant v, const
     case S_PS:
       to.strategy = s == S_REPLICATED ? TPT_STRATEGY_REPLICATED : TPT_STRATEGY_PARAMETER_SERVER;
       to.n_towers = 2;
+      to.average_scalars = 1;
       batch = B;
       c.towers = &to;
       break;
@@ -291,6 +311,7 @@ static tpt_status *train(float *out, size_t *n_out, strategy s, variant v, const
       dist.rank = ro->rank;
       dist.local_rank = ro->rank;
       dist.timeout_ms = ro->timeout_ms ? ro->timeout_ms : 60000;
+      dist.average_scalars = 1;
       batch = B;
       c.distributed = &dist;
       break;
@@ -298,13 +319,14 @@ static tpt_status *train(float *out, size_t *n_out, strategy s, variant v, const
   c.dataflow = data(batch);
   if (v != V_RESTORE) c.init = init_hook;
   const tpt_schedule_point points[] = {{0, 0.01}, {9, 0.004}};
-  tpt_callback *cbs[4];
+  tpt_callback *cbs[5];
   size_t ncb = 0;
   ok(tpt_callback_scheduled_hyperparam(&cbs[ncb++], opt, "learning_rate", points, 2, TPT_SCHEDULE_STEP_BASED));
   tpt_optimizer_free(opt);
   if (v == V_RESTORE) cbs[ncb++] = callback(restore_cb, TPT_EVENT_BEFORE_TRAIN, NULL, 1, "restore");
   if (ro->fail_at > 0) cbs[ncb++] = callback(fail_cb, TPT_EVENT_AFTER_RUN, (void *)&ro->fail_at, 0, "crash");
   if (ro->save_to) cbs[ncb++] = callback(save_cb, TPT_EVENT_AFTER_TRAIN, (void *)ro->save_to, 1, "save");
+  if (ro->costs) cbs[ncb++] = callback(cost_cb, TPT_EVENT_AFTER_RUN, ro->costs, 0, "costs");
   c.callbacks = cbs;
   c.n_callbacks = ncb;
   tpt_trainer *t = NULL;
@@ -346,7 +368,8 @@ static int free_port(void) {
 }
 
 /* Runs a job of 2 ranks of this program; rank 0's variables into out. */
-static void train_2_ranks(float *out, size_t *n_out, variant v, const char *logdir, int64_t fail_at, int expect_fail) {
+static void train_2_ranks(float *out, size_t *n_out, costs *c, variant v, const char *logdir, int64_t fail_at,
+                          int expect_fail) {
   const int port = free_port();
   char outs[2][512];
   pid_t pids[2];
@@ -372,7 +395,19 @@ static void train_2_ranks(float *out, size_t *n_out, variant v, const char *logd
   if (!f) fail_msg("rank 0 wrote no %s", outs[0]);
   *n_out = fread(out, sizeof(float), MAX_VALUES, f);
   fclose(f);
-  for (int r = 0; r < 2; ++r) unlink(outs[r]);
+  char path[600];
+  snprintf(path, sizeof path, "%s.costs", outs[0]);
+  if (c) {
+    f = fopen(path, "rb");
+    if (!f) fail_msg("rank 0 wrote no %s", path);
+    c->count = fread(c->values, sizeof(double), MAX_STEPS, f);
+    fclose(f);
+  }
+  for (int r = 0; r < 2; ++r) {
+    unlink(outs[r]);
+    snprintf(path, sizeof path, "%s.costs", outs[r]);
+    unlink(path);
+  }
 }
 
 static int rank_main(int argc, char **argv) {
@@ -391,6 +426,8 @@ static int rank_main(int argc, char **argv) {
   }
   make_data();
   static float values[MAX_VALUES];
+  static costs steps;
+  ro.costs = &steps;
   size_t n = 0;
   tpt_status *st = train(values, &n, S_DIST, (variant)v, &ro);
   if (st) {
@@ -401,6 +438,11 @@ static int rank_main(int argc, char **argv) {
   }
   FILE *f = fopen(out, "wb");
   if (!f || fwrite(values, sizeof(float), n, f) != n) return 2;
+  fclose(f);
+  char path[600];
+  snprintf(path, sizeof path, "%s.costs", out);
+  f = fopen(path, "wb");
+  if (!f || fwrite(steps.values, sizeof(double), steps.count, f) != steps.count) return 2;
   fclose(f);
   return 0;
 }
@@ -418,12 +460,13 @@ static double distance(const float *a, const float *b, size_t n) {
 
 static int with_dist = 1;
 
-static void run_case(float *out, size_t *n, strategy s, variant v, const char *logdir, int64_t fail_at) {
+static void run_case(float *out, size_t *n, costs *c, strategy s, variant v, const char *logdir, int64_t fail_at) {
   if (s == S_DIST) {
-    train_2_ranks(out, n, v, logdir, fail_at, fail_at > 0);
+    train_2_ranks(out, n, c, v, logdir, fail_at, fail_at > 0);
     return;
   }
   run_opts ro = {0};
+  ro.costs = c;
   ro.logdir = logdir;
   ro.fail_at = fail_at;
   tpt_status *st = train(out, n, s, v, &ro);
@@ -449,13 +492,16 @@ static int make_restore_file(void **state) {
 static void matrix(void **state) {
   (void)state;
   static float ref[MAX_VALUES], got[MAX_VALUES];
+  static costs ref_costs, got_costs;
   const variant variants[] = {V_INIT, V_RESTORE, V_TRAIN_OPS};
   const strategy strategies[] = {S_REPLICATED, S_PS, S_ASYNC1, S_DIST};
   int failures = 0;
   for (size_t vi = 0; vi < 3; ++vi) {
     const variant v = variants[vi];
     size_t nref = 0, n = 0;
-    run_case(ref, &nref, S_SIMPLE, v, NULL, 0);
+    ref_costs.count = 0;
+    run_case(ref, &nref, &ref_costs, S_SIMPLE, v, NULL, 0);
+    assert_int_equal(ref_costs.count, EPOCHS * STEPS_PER_EPOCH);
     for (size_t si = 0; si < 4; ++si) {
       const strategy s = strategies[si];
       if (s == S_DIST && !with_dist) continue;
@@ -465,13 +511,23 @@ static void matrix(void **state) {
         continue;
       }
       n = 0;
-      run_case(got, &n, s, v, NULL, 0);
+      got_costs.count = 0;
+      run_case(got, &n, &got_costs, s, v, NULL, 0);
       assert_int_equal(n, nref);
+      assert_int_equal(got_costs.count, ref_costs.count);
       const double d = distance(got, ref, n);
-      printf("# %-24s %-20s relative distance from the reference %.3g\n", variant_name[v], strategy_name[s], d);
-      if (!(d <= 1e-5)) {
-        print_error("%s with %s: relative distance %g from the simple trainer on the concatenated batches\n",
-                    strategy_name[s], variant_name[v], d);
+      double cd = 0, cs = 1e-12;
+      for (size_t i = 0; i < ref_costs.count; ++i) {
+        cd = fmax(cd, fabs(got_costs.values[i] - ref_costs.values[i]));
+        cs = fmax(cs, fabs(ref_costs.values[i]));
+      }
+      cd /= cs;
+      printf("# %-24s %-20s relative distance from the reference: parameters %.3g, losses %.3g\n", variant_name[v],
+             strategy_name[s], d, cd);
+      if (!(d <= 1e-5) || !(cd <= 1e-5)) {
+        print_error("%s with %s: relative distance %g (parameters), %g (each step's loss) from the simple trainer on "
+                    "the concatenated batches\n",
+                    strategy_name[s], variant_name[v], d, cd);
         ++failures;
       }
     }
@@ -487,14 +543,14 @@ static void dropout_reproducible_and_resumable(void **state) {
   static float a[MAX_VALUES], b[MAX_VALUES], c[MAX_VALUES], simple[MAX_VALUES];
   const strategy strategies[] = {S_REPLICATED, S_PS, S_ASYNC1, S_DIST};
   size_t ns = 0;
-  run_case(simple, &ns, S_SIMPLE, V_DROPOUT, NULL, 0);
+  run_case(simple, &ns, NULL, S_SIMPLE, V_DROPOUT, NULL, 0);
   int failures = 0;
   for (size_t si = 0; si < 4; ++si) {
     const strategy s = strategies[si];
     if (s == S_DIST && !with_dist) continue;
     size_t na = 0, nb = 0, nc = 0;
-    run_case(a, &na, s, V_DROPOUT, NULL, 0);
-    run_case(b, &nb, s, V_DROPOUT, NULL, 0);
+    run_case(a, &na, NULL, s, V_DROPOUT, NULL, 0);
+    run_case(b, &nb, NULL, s, V_DROPOUT, NULL, 0);
     assert_int_equal(na, nb);
     if (memcmp(a, b, na * sizeof(float)) != 0) {
       print_error("%s with dropout: two runs differ by %g\n", strategy_name[s], distance(a, b, na));
@@ -502,8 +558,8 @@ static void dropout_reproducible_and_resumable(void **state) {
     }
     char logdir[512];
     snprintf(logdir, sizeof logdir, "%s/dropout-%d", tmp_root, (int)s);
-    run_case(NULL, &nc, s, V_DROPOUT, logdir, 13); /* crashes after step 13; checkpoints at 5 and 10 */
-    run_case(c, &nc, s, V_DROPOUT, logdir, 0);     /* auto-resumes from step 10 */
+    run_case(NULL, &nc, NULL, s, V_DROPOUT, logdir, 13); /* crashes after step 13; checkpoints at 5 and 10 */
+    run_case(c, &nc, NULL, s, V_DROPOUT, logdir, 0);     /* auto-resumes from step 10 */
     assert_int_equal(na, nc);
     if (memcmp(a, c, na * sizeof(float)) != 0) {
       print_error("%s with dropout: the resumed run differs from the uninterrupted one by %g\n", strategy_name[s],
