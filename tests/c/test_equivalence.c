@@ -17,19 +17,23 @@
  * averaged over them (average_scalars), the loss of the concatenated batch.
  *
  * With a dropout layer (drawn by each tower from its own generator), for each
- * strategy: two runs are bit-identical, and a run that fails after step 13
- * and is resumed from its latest checkpoint (every 5 steps) ends
- * bit-identical to the uninterrupted one.
+ * strategy: two runs are bit-identical, and a run killed with SIGKILL after
+ * step 13 (in child processes: this program started again) and resumed from
+ * its latest checkpoint (every 5 steps) ends bit-identical to the
+ * uninterrupted one.
  *
  *   test_equivalence                 every test (TAP)
  *   test_equivalence --no-dist       without the distributed cases (TSan)
  *   test_equivalence --dropout-only  the dropout cases only
  *   test_equivalence --rank R --port P --variant V --out FILE [--logdir D --fail-at S]
- *                    [--restore FILE] [--timeout-ms MS]
- *                                    one rank of a job (used by the tests) */
+ *                    [--restore FILE] [--timeout-ms MS] [--strategy S --kill 0|1]
+ *                                    one rank of a job, or (--strategy) one run of
+ *                                    another strategy in a process of its own (used by
+ *                                    the tests; --kill: SIGKILL after step S) */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <math.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -211,13 +215,18 @@ static tpt_status *restore_cb(tpt_trainer *t, tpt_event ev, const tpt_record *r,
   return st;
 }
 
-/* Fails the run after global step *ud (a crash between two checkpoints). */
+/* A run started as a child process (--kill) is killed with SIGKILL after
+ * global step *ud, between two checkpoints; one in this process fails
+ * there instead. */
+static int kill_at_fail = 0;
+
 static tpt_status *fail_cb(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
   (void)ev, (void)r;
   int64_t step = 0;
   TPT_RETURN_IF_ERROR(tpt_trainer_global_step(&step, t));
-  if (step == *(const int64_t *)ud) return tpt_status_new(TPT_ERR_CALLBACK, "crash after step 13");
-  return NULL;
+  if (step != *(const int64_t *)ud) return NULL;
+  if (kill_at_fail) raise(SIGKILL);
+  return tpt_status_new(TPT_ERR_CALLBACK, "crash after step 13");
 }
 
 /* Saves the trainer's checkpoint to *ud at AFTER_TRAIN. */
@@ -368,29 +377,35 @@ static int free_port(void) {
 }
 
 /* Runs a job of 2 ranks of this program; rank 0's variables into out. */
-static void train_2_ranks(float *out, size_t *n_out, costs *c, variant v, const char *logdir, int64_t fail_at,
-                          int expect_fail) {
-  const int port = free_port();
+/* Runs strategy s in child processes of this program (two ranks for
+ * S_DIST, else one); rank 0's variables into out and its costs into c.
+ * With kill_at > 0 every child kills itself (SIGKILL) after that step. */
+static void train_children(float *out, size_t *n_out, costs *c, strategy s, variant v, const char *logdir,
+                           int64_t kill_at) {
+  const int port = free_port(), n = s == S_DIST ? 2 : 1;
   char outs[2][512];
   pid_t pids[2];
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < n; ++r) {
     snprintf(outs[r], sizeof outs[r], "%s/rank%d-%d.bin", tmp_root, r, port);
-    char rank[16], ports[16], var[16], fail[32];
+    char rank[16], ports[16], var[16], fail[32], strat[16];
     snprintf(rank, sizeof rank, "%d", r);
     snprintf(ports, sizeof ports, "%d", port);
     snprintf(var, sizeof var, "%d", (int)v);
-    snprintf(fail, sizeof fail, "%lld", (long long)fail_at);
+    snprintf(fail, sizeof fail, "%lld", (long long)kill_at);
+    snprintf(strat, sizeof strat, "%d", (int)s);
     char *argv[] = {(char *)self_path, "--rank", rank, "--port", ports, "--variant", var, "--out", outs[r],
-                    "--logdir", (char *)(logdir ? logdir : "-"), "--fail-at", fail, "--restore", restore_path, NULL};
+                    "--logdir", (char *)(logdir ? logdir : "-"), "--fail-at", fail, "--restore", restore_path,
+                    "--strategy", strat, "--kill", kill_at > 0 ? "1" : "0", NULL};
     if (posix_spawn(&pids[r], self_path, NULL, NULL, argv, environ) != 0) fail_msg("posix_spawn %s", self_path);
   }
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < n; ++r) {
     int status = 0;
     if (waitpid(pids[r], &status, 0) != pids[r]) fail_msg("waitpid");
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (expect_fail ? code != 3 : code != 0) fail_msg("rank %d (%s) exited with %d", r, variant_name[v], code);
+    if (kill_at > 0 ? code != 128 + SIGKILL : code != 0)
+      fail_msg("%s, child %d (%s) exited with %d", strategy_name[s], r, variant_name[v], code);
   }
-  if (expect_fail) return;
+  if (kill_at > 0) return;
   FILE *f = fopen(outs[0], "rb");
   if (!f) fail_msg("rank 0 wrote no %s", outs[0]);
   *n_out = fread(out, sizeof(float), MAX_VALUES, f);
@@ -413,7 +428,7 @@ static void train_2_ranks(float *out, size_t *n_out, costs *c, variant v, const 
 static int rank_main(int argc, char **argv) {
   run_opts ro = {0};
   const char *out = NULL;
-  int v = 0;
+  int v = 0, s = S_DIST;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--rank")) ro.rank = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--port")) ro.port = atoi(argv[i + 1]);
@@ -423,13 +438,15 @@ static int rank_main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--fail-at")) ro.fail_at = atoll(argv[i + 1]);
     else if (!strcmp(argv[i], "--restore")) snprintf(restore_path, sizeof restore_path, "%s", argv[i + 1]);
     else if (!strcmp(argv[i], "--timeout-ms")) ro.timeout_ms = atoll(argv[i + 1]);
+    else if (!strcmp(argv[i], "--strategy")) s = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--kill")) kill_at_fail = atoi(argv[i + 1]);
   }
   make_data();
   static float values[MAX_VALUES];
   static costs steps;
   ro.costs = &steps;
   size_t n = 0;
-  tpt_status *st = train(values, &n, S_DIST, (variant)v, &ro);
+  tpt_status *st = train(values, &n, (strategy)s, (variant)v, &ro);
   if (st) {
     const int expected = ro.fail_at > 0 && strstr(tpt_status_message(st), "crash after step");
     if (!expected) fprintf(stderr, "rank %d: %s\n", ro.rank, tpt_status_message(st));
@@ -462,7 +479,7 @@ static int with_dist = 1;
 
 static void run_case(float *out, size_t *n, costs *c, strategy s, variant v, const char *logdir, int64_t fail_at) {
   if (s == S_DIST) {
-    train_2_ranks(out, n, c, v, logdir, fail_at, fail_at > 0);
+    train_children(out, n, c, s, v, logdir, fail_at);
     return;
   }
   run_opts ro = {0};
@@ -558,7 +575,8 @@ static void dropout_reproducible_and_resumable(void **state) {
     }
     char logdir[512];
     snprintf(logdir, sizeof logdir, "%s/dropout-%d", tmp_root, (int)s);
-    run_case(NULL, &nc, NULL, s, V_DROPOUT, logdir, 13); /* crashes after step 13; checkpoints at 5 and 10 */
+    /* killed (SIGKILL) after step 13, in child processes; checkpoints at 5 and 10 */
+    train_children(NULL, &nc, NULL, s, V_DROPOUT, logdir, 13);
     run_case(c, &nc, NULL, s, V_DROPOUT, logdir, 0);     /* auto-resumes from step 10 */
     assert_int_equal(na, nc);
     if (memcmp(a, c, na * sizeof(float)) != 0) {
