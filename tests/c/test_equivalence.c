@@ -410,7 +410,7 @@ static void train_children(float *out, size_t *n_out, costs *c, strategy s, vari
   if (!f) fail_msg("rank 0 wrote no %s", outs[0]);
   *n_out = fread(out, sizeof(float), MAX_VALUES, f);
   fclose(f);
-  char path[600];
+  char path[1100];
   snprintf(path, sizeof path, "%s.costs", outs[0]);
   if (c) {
     f = fopen(path, "rb");
@@ -456,7 +456,7 @@ static int rank_main(int argc, char **argv) {
   FILE *f = fopen(out, "wb");
   if (!f || fwrite(values, sizeof(float), n, f) != n) return 2;
   fclose(f);
-  char path[600];
+  char path[1100];
   snprintf(path, sizeof path, "%s.costs", out);
   f = fopen(path, "wb");
   if (!f || fwrite(steps.values, sizeof(double), steps.count, f) != steps.count) return 2;
