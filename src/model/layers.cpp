@@ -459,7 +459,8 @@ at::Tensor dropout(const Tower &tower, const at::Tensor &x, double rate) {
   need_floating(x, "dropout", "x");
   if (!(rate >= 0 && rate < 1)) invalid_argument("dropout: rate must be in [0, 1), got " + num(rate));
   if (!tower.is_training() || tower.is_building() || rate == 0) return x;
-  if (const at::Generator *gen = tower.generator()) {  // a tower's own (towers on threads): ATen's dropout with it
+  const at::Generator *gen = tower.generator();
+  if (gen && gen->device().type() == x.device().type()) {  // a tower's own (towers on threads): ATen's dropout with it
     at::Tensor noise = at::empty_like(x).bernoulli_(1 - rate, *gen);
     noise.div_(1 - rate);
     return x.mul(noise);

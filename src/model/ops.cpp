@@ -608,15 +608,26 @@ bool is_optional_generator(const c10::Type &type) {
          type.containedTypes().size() == 1 && type.containedTypes()[0]->kind() == c10::TypeKind::GeneratorType;
 }
 
+// The device type a call computes on: its first tensor argument's, else
+// its `device` argument's, else the CPU (a factory without one).
+c10::DeviceType call_device(const torch::jit::Stack &stack) {
+  for (const c10::IValue &v : stack)
+    if (v.isTensor() && v.toTensor().defined()) return v.toTensor().device().type();
+  for (const c10::IValue &v : stack)
+    if (v.isDevice()) return v.toDevice().type();
+  return c10::DeviceType::CPU;
+}
+
 // Inside a tower that has a generator of its own (the multi-tower
-// strategies), random operators draw from it: a `generator` argument left
-// at None gets it, and aten::dropout (which has no such argument) is
-// computed as LibTorch computes it, with the tower's generator. Returns
-// true when it computed the call itself.
+// strategies), random operators that compute on the generator's device type
+// draw from it: a `generator` argument left at None gets it, and
+// aten::dropout (which has no such argument) is computed as LibTorch
+// computes it, with the tower's generator. Returns true when it computed the
+// call itself.
 bool use_tower_generator(const c10::OperatorHandle &op, torch::jit::Stack &stack, std::vector<at::Tensor> &out) {
   const model::Tower *tower = model::current_tower();
   const at::Generator *gen = tower ? tower->generator() : nullptr;
-  if (!gen) return false;
+  if (!gen || call_device(stack) != gen->device().type()) return false;
   const c10::FunctionSchema &schema = op.schema();
   const auto &formals = schema.arguments();
   for (size_t j = 0; j < formals.size() && j < stack.size(); ++j)

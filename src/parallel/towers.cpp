@@ -98,11 +98,23 @@ void MultiTower::setup(Trainer &t) {
       op_vars_[i].push_back(std::move(mine));
     }
   }
-  seed_ = ck && ck->tower_seed ? static_cast<uint64_t>(*ck->tower_seed) : at::detail::getDefaultCPUGenerator().current_seed();
+  // The base seed: the checkpoint's, else LibTorch's CPU seed when the first
+  // step starts (sync_replicas: a tpt_manual_seed in the init hook counts).
+  seed_from_checkpoint_ = ck && ck->tower_seed;
+  seed_ = seed_from_checkpoint_ ? static_cast<uint64_t>(*ck->tower_seed) : 0;
   gens_.clear();
   for (int k = 0; k < towers(); ++k) {
+    // A private generator per tower: a CPU one, or a copy of the device's
+    // default one (of the device's generator type, without touching the
+    // process's own stream on that device).
     const c10::Device d = o_.devices[static_cast<size_t>(k)];
-    gens_.push_back(d.is_cpu() ? at::detail::createCPUGenerator() : at::globalContext().defaultGenerator(d));
+    if (d.is_cpu()) {
+      gens_.push_back(at::detail::createCPUGenerator());
+    } else {
+      at::Generator g = at::globalContext().defaultGenerator(d);
+      std::lock_guard<std::mutex> lock(g.mutex());
+      gens_.push_back(g.clone());
+    }
   }
   gen_step_ = -1;
   gen_call_ = 0;
@@ -388,6 +400,7 @@ void MultiTower::train_step(Trainer &t) {
 // the model reach this process's replicas before the next step.
 void MultiTower::sync_replicas() {
   if (!synced_) {
+    if (!seed_from_checkpoint_) seed_ = at::detail::getDefaultCPUGenerator().current_seed();
     if (o_.world) {
       broadcast_variables(/*all=*/true);
       at::Tensor seed = at::tensor({static_cast<int64_t>(seed_)}, at::kLong);
@@ -421,23 +434,27 @@ void MultiTower::publish_towers(Trainer &t, const std::function<const double *(c
     publish(t, cost0, results_[0].outputs);
     return;
   }
-  const double n = towers();
   double cost = 0;
-  if (cost0)
+  if (cost0) {
     for (const auto &r : results_) cost += *cost_of(r);
-  cost /= n;
+    cost /= towers();
+  }
+  // Each floating-point scalar output: the mean over the towers that
+  // published it (integer and boolean outputs stay tower 0's).
   std::vector<std::pair<std::string, at::Tensor>> outputs = results_[0].outputs;
   c10::NoGradGuard no_grad;
   for (auto &[name, value] : outputs) {
-    if (value.numel() != 1 || value.is_complex()) continue;
+    if (value.numel() != 1 || !value.is_floating_point()) continue;
     double sum = 0;
+    int count = 0;
     for (const auto &r : results_)
       for (const auto &[other, v] : r.outputs)
-        if (other == name) {
+        if (other == name && v.numel() == 1 && v.is_floating_point()) {
           sum += v.item<double>();
+          ++count;
           break;
         }
-    value = at::full_like(value, sum / n);
+    value = at::full_like(value, sum / count);
   }
   publish(t, cost0 ? &cost : nullptr, outputs);
 }

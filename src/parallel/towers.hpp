@@ -187,13 +187,14 @@ class MultiTower : public Strategy {
   size_t next_launch_ = 0;
   bool synced_ = false;  // rank 0's variables broadcast (before the first step)
   uint64_t generation_ = 0;  // the model's generation() the replicas were made equal at
-  // The towers' own generators (a CPU generator per CPU tower; a device's
-  // default one for a tower on a device), reseeded for every call from
-  // seed_ (LibTorch's CPU seed when the strategy is set up, the checkpoint's
-  // on resume, rank 0's in a job), the rank, the tower, the step and the
+  // The towers' own generators (a CPU generator per CPU tower; a private
+  // copy of its device's default one for a tower on a device), reseeded for
+  // every call from seed_ (LibTorch's CPU seed when the first step starts,
+  // the checkpoint's on resume, rank 0's in a job), the rank, the tower, the step and the
   // call in it: draws reproducible whatever the threads' timing, and exact
   // after a resume without saving any generator's state.
   uint64_t seed_ = 0;
+  bool seed_from_checkpoint_ = false;
   std::vector<at::Generator> gens_;
   int64_t gen_step_ = -1;
   int64_t gen_call_ = 0;  // calls of the towers within the step gen_step_

@@ -10,17 +10,21 @@
  *     rank, one replicated tower of B rows each, over Gloo on loopback);
  * each with its initial values set three ways: by the config's init hook
  * (tensorpack's session_init), by tpt_model_restore from a checkpoint in a
- * BEFORE_TRAIN callback, and the init hook with the step made of two train
- * ops (tpt_trainer_set_train_ops; the async strategy refuses train ops).
+ * BEFORE_TRAIN callback, the init hook with the step made of two train ops
+ * (tpt_trainer_set_train_ops; the async strategy refuses train ops), and the
+ * init hook with fc/b set through the model after step 5 (the replicas must
+ * follow).
  * Every variable, and every step's loss, must be within 1e-5 (relative to
  * the largest value) of the reference; the towers and ranks report the loss
  * averaged over them (average_scalars), the loss of the concatenated batch.
  *
  * With a dropout layer (drawn by each tower from its own generator), for each
- * strategy: two runs are bit-identical, and a run killed with SIGKILL after
+ * strategy: two runs are bit-identical (also with the dropout called by name
+ * through tpt_op_call), and a run killed with SIGKILL after
  * step 13 (in child processes: this program started again) and resumed from
- * its latest checkpoint (every 5 steps) ends bit-identical to the
- * uninterrupted one.
+ * its latest checkpoint (every 5 steps), by a program that seeds LibTorch
+ * differently (the towers' seed must come from the checkpoint), runs the 14
+ * steps left and ends bit-identical to the uninterrupted one.
  *
  *   test_equivalence                 every test (TAP)
  *   test_equivalence --no-dist       without the distributed cases (TSan)
@@ -58,12 +62,15 @@ enum { MAX_VALUES = 4096, MAX_STEPS = 64 };
 typedef enum { S_SIMPLE, S_REPLICATED, S_PS, S_ASYNC1, S_DIST } strategy;
 static const char *strategy_name[] = {"simple", "replicated x2", "parameter server x2", "async x1", "2 ranks"};
 
-typedef enum { V_INIT, V_RESTORE, V_TRAIN_OPS, V_DROPOUT } variant;
-static const char *variant_name[] = {"init hook", "restore in BEFORE_TRAIN", "train ops", "dropout"};
+typedef enum { V_INIT, V_RESTORE, V_TRAIN_OPS, V_MIDRUN, V_DROPOUT, V_OP_DROPOUT } variant;
+static const char *variant_name[] = {"init hook",      "restore in BEFORE_TRAIN", "train ops",
+                                     "set at step 5",  "dropout",                 "dropout by tpt_op_call"};
 
 static const char *self_path;
 static char restore_path[512];  /* the checkpoint V_RESTORE restores */
 static char tmp_root[256];
+
+static uint64_t seed = 11; /* tpt_manual_seed before each run (a resumed run takes another) */
 
 static float xs[ROWS * SIDE * SIDE];
 static int64_t ys[ROWS];
@@ -72,6 +79,7 @@ static int64_t ys[ROWS];
 
 typedef struct {
   double dropout;
+  int by_op; /* the dropout through tpt_op_call("dropout") rather than the layer */
 } model_conf;
 
 static tpt_status *tower_fn(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
@@ -86,7 +94,20 @@ static tpt_status *tower_fn(tpt_tower *tw, const tpt_tensor *const *in, size_t n
   TPT_RETURN_IF_ERROR(tpt_layer_conv2d(&h2, tw, "conv2", h1, 4, &c2));
   const int64_t axes[] = {1, 2, 3};
   TPT_RETURN_IF_ERROR(tpt_layer_layer_norm_axes(&h3, tw, "conv_ln", h2, axes, 3, 1, 1e-5));
-  if (conf->dropout > 0) {
+  if (conf->dropout > 0 && conf->by_op) {
+    int32_t training = 0, building = 0;
+    TPT_RETURN_IF_ERROR(tpt_tower_is_training(&training, tw));
+    TPT_RETURN_IF_ERROR(tpt_tower_is_building(&building, tw));
+    tpt_arg a[3];
+    memset(a, 0, sizeof a);
+    a[0] = T(h3);
+    a[1].kind = TPT_ARG_DOUBLE;
+    a[1].d = conf->dropout;
+    a[2].kind = TPT_ARG_BOOL;
+    a[2].i = training && !building;
+    size_t got = 0;
+    TPT_RETURN_IF_ERROR(tpt_op_call(&h4, 1, &got, "dropout", NULL, a, 3));
+  } else if (conf->dropout > 0) {
     TPT_RETURN_IF_ERROR(tpt_layer_dropout(&h4, tw, h3, conf->dropout));
   } else {
     h4 = h3;
@@ -101,7 +122,7 @@ static tpt_status *tower_fn(tpt_tower *tw, const tpt_tensor *const *in, size_t n
   return tpt_tower_set_cost(tw, cost);
 }
 
-static model_conf confs[] = {{0}, {0}, {0}, {0.3}};
+static model_conf confs[] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}, {0.3, 0}, {0.3, 1}};
 
 /* The model and (a handle of) its optimizer, for the schedule. */
 static tpt_model *new_model(variant v, tpt_optimizer **opt) {
@@ -229,6 +250,26 @@ static tpt_status *fail_cb(tpt_trainer *t, tpt_event ev, const tpt_record *r, vo
   return tpt_status_new(TPT_ERR_CALLBACK, "crash after step 13");
 }
 
+/* The set-at-step-5 variant: after global step 5, every rank sets fc/b
+ * through the model (tpt_model_set_variable, between two steps); the
+ * replicas must follow before the next step. */
+static tpt_status *midrun_cb(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
+  (void)ev, (void)r, (void)ud;
+  int64_t step = 0;
+  TPT_RETURN_IF_ERROR(tpt_trainer_global_step(&step, t));
+  if (step != 5) return NULL;
+  tpt_model *m = NULL;
+  TPT_RETURN_IF_ERROR(tpt_trainer_model(&m, t));
+  const float b[CLASSES] = {0.5f, -0.25f, 0.125f, -0.5f};
+  const int64_t shape[] = {CLASSES};
+  tpt_tensor *v = NULL;
+  tpt_status *st = tpt_tensor_from_data(&v, b, sizeof b, shape, 1, NULL);
+  if (!st) st = tpt_model_set_variable(m, "fc/b", v);
+  tpt_tensor_free(v);
+  tpt_model_free(m);
+  return st;
+}
+
 /* Saves the trainer's checkpoint to *ud at AFTER_TRAIN. */
 static tpt_status *save_cb(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
   (void)ev, (void)r;
@@ -276,7 +317,7 @@ typedef struct {
 
 /* One training of variant v by strategy s; the final variables into out. */
 static tpt_status *train(float *out, size_t *n_out, strategy s, variant v, const run_opts *ro) {
-  ok(tpt_manual_seed(11));
+  ok(tpt_manual_seed(seed));
   tpt_optimizer *opt = NULL;
   tpt_model *m = new_model(v, &opt);
   tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
@@ -328,11 +369,12 @@ static tpt_status *train(float *out, size_t *n_out, strategy s, variant v, const
   c.dataflow = data(batch);
   if (v != V_RESTORE) c.init = init_hook;
   const tpt_schedule_point points[] = {{0, 0.01}, {9, 0.004}};
-  tpt_callback *cbs[5];
+  tpt_callback *cbs[6];
   size_t ncb = 0;
   ok(tpt_callback_scheduled_hyperparam(&cbs[ncb++], opt, "learning_rate", points, 2, TPT_SCHEDULE_STEP_BASED));
   tpt_optimizer_free(opt);
   if (v == V_RESTORE) cbs[ncb++] = callback(restore_cb, TPT_EVENT_BEFORE_TRAIN, NULL, 1, "restore");
+  if (v == V_MIDRUN) cbs[ncb++] = callback(midrun_cb, TPT_EVENT_TRIGGER_STEP, NULL, 0, "set fc/b");
   if (ro->fail_at > 0) cbs[ncb++] = callback(fail_cb, TPT_EVENT_AFTER_RUN, (void *)&ro->fail_at, 0, "crash");
   if (ro->save_to) cbs[ncb++] = callback(save_cb, TPT_EVENT_AFTER_TRAIN, (void *)ro->save_to, 1, "save");
   if (ro->costs) cbs[ncb++] = callback(cost_cb, TPT_EVENT_AFTER_RUN, ro->costs, 0, "costs");
@@ -387,15 +429,16 @@ static void train_children(float *out, size_t *n_out, costs *c, strategy s, vari
   pid_t pids[2];
   for (int r = 0; r < n; ++r) {
     snprintf(outs[r], sizeof outs[r], "%s/rank%d-%d.bin", tmp_root, r, port);
-    char rank[16], ports[16], var[16], fail[32], strat[16];
+    char rank[16], ports[16], var[16], fail[32], strat[16], seeds[32];
     snprintf(rank, sizeof rank, "%d", r);
     snprintf(ports, sizeof ports, "%d", port);
     snprintf(var, sizeof var, "%d", (int)v);
     snprintf(fail, sizeof fail, "%lld", (long long)kill_at);
     snprintf(strat, sizeof strat, "%d", (int)s);
+    snprintf(seeds, sizeof seeds, "%llu", (unsigned long long)seed);
     char *argv[] = {(char *)self_path, "--rank", rank, "--port", ports, "--variant", var, "--out", outs[r],
                     "--logdir", (char *)(logdir ? logdir : "-"), "--fail-at", fail, "--restore", restore_path,
-                    "--strategy", strat, "--kill", kill_at > 0 ? "1" : "0", NULL};
+                    "--strategy", strat, "--kill", kill_at > 0 ? "1" : "0", "--seed", seeds, NULL};
     if (posix_spawn(&pids[r], self_path, NULL, NULL, argv, environ) != 0) fail_msg("posix_spawn %s", self_path);
   }
   for (int r = 0; r < n; ++r) {
@@ -440,6 +483,7 @@ static int rank_main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--timeout-ms")) ro.timeout_ms = atoll(argv[i + 1]);
     else if (!strcmp(argv[i], "--strategy")) s = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--kill")) kill_at_fail = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[i + 1], NULL, 10);
   }
   make_data();
   static float values[MAX_VALUES];
@@ -510,10 +554,10 @@ static void matrix(void **state) {
   (void)state;
   static float ref[MAX_VALUES], got[MAX_VALUES];
   static costs ref_costs, got_costs;
-  const variant variants[] = {V_INIT, V_RESTORE, V_TRAIN_OPS};
+  const variant variants[] = {V_INIT, V_RESTORE, V_TRAIN_OPS, V_MIDRUN};
   const strategy strategies[] = {S_REPLICATED, S_PS, S_ASYNC1, S_DIST};
   int failures = 0;
-  for (size_t vi = 0; vi < 3; ++vi) {
+  for (size_t vi = 0; vi < 4; ++vi) {
     const variant v = variants[vi];
     size_t nref = 0, n = 0;
     ref_costs.count = 0;
@@ -558,6 +602,7 @@ static void matrix(void **state) {
 static void dropout_reproducible_and_resumable(void **state) {
   (void)state;
   static float a[MAX_VALUES], b[MAX_VALUES], c[MAX_VALUES], simple[MAX_VALUES];
+  static costs resumed;
   const strategy strategies[] = {S_REPLICATED, S_PS, S_ASYNC1, S_DIST};
   size_t ns = 0;
   run_case(simple, &ns, NULL, S_SIMPLE, V_DROPOUT, NULL, 0);
@@ -573,12 +618,28 @@ static void dropout_reproducible_and_resumable(void **state) {
       print_error("%s with dropout: two runs differ by %g\n", strategy_name[s], distance(a, b, na));
       ++failures;
     }
+    /* the same with the dropout called by name through tpt_op_call */
+    run_case(b, &nb, NULL, s, V_OP_DROPOUT, NULL, 0);
+    run_case(c, &nc, NULL, s, V_OP_DROPOUT, NULL, 0);
+    if (memcmp(b, c, nb * sizeof(float)) != 0) {
+      print_error("%s with tpt_op_call's dropout: two runs differ by %g\n", strategy_name[s], distance(b, c, nb));
+      ++failures;
+    }
     char logdir[512];
     snprintf(logdir, sizeof logdir, "%s/dropout-%d", tmp_root, (int)s);
     /* killed (SIGKILL) after step 13, in child processes; checkpoints at 5 and 10 */
     train_children(NULL, &nc, NULL, s, V_DROPOUT, logdir, 13);
-    run_case(c, &nc, NULL, s, V_DROPOUT, logdir, 0);     /* auto-resumes from step 10 */
+    /* auto-resumes from step 10: 14 steps, whatever the seed the program sets */
+    seed = 12;
+    resumed.count = 0;
+    run_case(c, &nc, &resumed, s, V_DROPOUT, logdir, 0);
+    seed = 11;
     assert_int_equal(na, nc);
+    if (resumed.count != EPOCHS * STEPS_PER_EPOCH - 10) {
+      print_error("%s with dropout: the resumed run ran %zu steps, not %d (no resume?)\n", strategy_name[s],
+                  resumed.count, EPOCHS * STEPS_PER_EPOCH - 10);
+      ++failures;
+    }
     if (memcmp(a, c, na * sizeof(float)) != 0) {
       print_error("%s with dropout: the resumed run differs from the uninterrupted one by %g\n", strategy_name[s],
                   distance(c, a, na));

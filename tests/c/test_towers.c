@@ -683,15 +683,17 @@ static void chief_only_hyperparam_changes_are_warned_about(void **state) {
   ok(tpt_input_from_dataflow(&in, df, NULL));
   tpt_dataflow_free(df);
   ok(tpt_trainer_set_model(t, m, in));
-  static const double lr = 0.05;
-  const char *names[] = {"lr-on-the-chief", "lr-on-every-rank"};
-  for (int every = 0; every < 2; ++every) {
+  /* Each sets a value of its own every epoch, so both change the rate; the
+   * one on every rank runs first. */
+  static const double lr[] = {0.07, 0.05};
+  const char *names[] = {"lr-on-every-rank", "lr-on-the-chief"};
+  for (int i = 0; i < 2; ++i) {
     tpt_callback_desc cd = TPT_CALLBACK_DESC_INIT;
     cd.events = TPT_EVENT_BEFORE_EPOCH;
-    cd.name = names[every];
-    cd.chief_only = every ? 0 : 1;
+    cd.name = names[i];
+    cd.chief_only = i == 1;
     cd.fn = set_lr;
-    cd.user_data = (void *)&lr;
+    cd.user_data = (void *)&lr[i];
     tpt_callback *cb = NULL;
     ok(tpt_callback_new(&cb, &cd));
     ok(tpt_trainer_add_callback(t, cb));
