@@ -35,18 +35,16 @@
  *                                    another strategy in a process of its own (used by
  *                                    the tests; --kill: SIGKILL after step S) */
 #define _POSIX_C_SOURCE 200809L
-#include <arpa/inet.h>
 #include <math.h>
 #include <signal.h>
-#include <netinet/in.h>
 #include <spawn.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_common.h"
+#include "free_port.h"
 
 extern char **environ;
 
@@ -404,19 +402,6 @@ static tpt_status *train(float *out, size_t *n_out, strategy s, variant v, const
 }
 
 /* ------------------------------------------------------------------ 2 ranks */
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-    fail_msg("no free port");
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 /* Runs a job of 2 ranks of this program; rank 0's variables into out. */
 /* Runs strategy s in child processes of this program (two ranks for

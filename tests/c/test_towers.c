@@ -21,6 +21,7 @@
 
 #include "cost_log.h"
 #include "test_common.h"
+#include "free_port.h"
 
 #define TPT_RETURN_IF_ERROR(call)     \
   do {                                \
@@ -39,6 +40,7 @@ static int fail_tower = -1, fail_call = -1; /* a tower whose call fails */
 static int fail_tower2 = -1;                /* another one, with TPT_ERR_IO at the same call */
 static tpt_code fail_code = TPT_ERR_CALLBACK;
 static tpt_model *by_name; /* non-NULL: the tower function reads w1 with tpt_model_variable of this model */
+static int read_w1_by_name; /* train(): its model is by_name */
 
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
   (void)n, (void)ud;
@@ -115,11 +117,14 @@ static tpt_dataflow *data(int64_t batch) {
 }
 
 /* Trains a fresh model (seed 3) for `steps` steps with `towers` (NULL:
- * simple) on batches of `batch`; returns the run's status. */
-static tpt_status *train(tpt_model **out, const tpt_towers_options *towers, int64_t batch, int64_t steps) {
+ * simple) on batches of `batch`, recording each step's cost in `log` (if
+ * not NULL); returns the run's status. */
+static tpt_status *train_logged(tpt_model **out, const tpt_towers_options *towers, int64_t batch, int64_t steps,
+                                cost_log *log) {
   ok(tpt_manual_seed(3));
   memset(calls, 0, sizeof calls);
   tpt_model *m = new_model();
+  by_name = read_w1_by_name ? m : NULL;
   tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
   o.max_epoch = 1;
   o.steps_per_epoch = steps;
@@ -133,10 +138,16 @@ static tpt_status *train(tpt_model **out, const tpt_towers_options *towers, int6
   tpt_trainer *t = NULL;
   ok(tpt_trainer_from_config(&t, &c));
   tpt_dataflow_free(c.dataflow);
+  if (log) ok(cost_log_attach(t, log));
   tpt_status *st = tpt_trainer_run(t);
   tpt_trainer_free(t);
+  by_name = NULL;
   *out = m;
   return st;
+}
+
+static tpt_status *train(tpt_model **out, const tpt_towers_options *towers, int64_t batch, int64_t steps) {
+  return train_logged(out, towers, batch, steps, NULL);
 }
 
 static void values(float *out, size_t n, tpt_model *m, const char *name) {
@@ -446,20 +457,6 @@ static void defaults_and_errors(void **state) {
 }
 
 /* A free TCP port on the loopback. */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  socklen_t len = sizeof a;
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 /* Distributed training's C API: a job of one rank trains as the simple
  * trainer would, bit for bit; the options' and the order's errors. (Jobs of
  * 2 and 4 processes: tests/py/test_distributed.py.) */
@@ -607,28 +604,11 @@ static void variables_read_by_name_are_the_towers(void **state) {
   ok(train(&ref, NULL, 8, 30));
   const tpt_strategy kinds[] = {TPT_STRATEGY_REPLICATED, TPT_STRATEGY_PARAMETER_SERVER};
   for (int s = 0; s < 2; ++s) {
-    /* train() makes the model: reach it through the tower's model handle */
     tpt_towers_options o = towers_of(kinds[s], 2);
-    ok(tpt_manual_seed(3));
-    memset(calls, 0, sizeof calls);
-    tpt_model *m = new_model();
-    by_name = m;
-    tpt_trainer_options to = TPT_TRAINER_OPTIONS_INIT;
-    to.max_epoch = 1;
-    to.steps_per_epoch = 30;
-    to.console = 0;
-    to.progress = TPT_PROGRESS_OFF;
-    tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
-    c.options = &to;
-    c.model = m;
-    c.dataflow = data(4);
-    c.towers = &o;
-    tpt_trainer *t = NULL;
-    ok(tpt_trainer_from_config(&t, &c));
-    tpt_dataflow_free(c.dataflow);
-    ok(tpt_trainer_run(t));
-    tpt_trainer_free(t);
-    by_name = NULL;
+    tpt_model *m = NULL;
+    read_w1_by_name = 1;
+    ok(train(&m, &o, 4, 30));
+    read_w1_by_name = 0;
     const double d = distance(m, ref);
     if (!(d <= 1e-5)) fail_msg("strategy %d, w1 read by name: relative distance %g from 1 tower", kinds[s], d);
     for (int step = 0; step < 30; ++step)
@@ -722,26 +702,9 @@ static void chief_only_hyperparam_changes_are_warned_about(void **state) {
  * (every tower at the same weights) that mean is the cost of one tower fed
  * the towers' batches concatenated. */
 static double first_cost(const tpt_towers_options *towers, int64_t batch) {
-  ok(tpt_manual_seed(3));
-  memset(calls, 0, sizeof calls);
-  tpt_model *m = new_model();
-  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
-  o.max_epoch = 1;
-  o.steps_per_epoch = 2;
-  o.console = 0;
-  o.progress = TPT_PROGRESS_OFF;
-  tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
-  c.options = &o;
-  c.model = m;
-  c.dataflow = data(batch);
-  c.towers = towers;
-  tpt_trainer *t = NULL;
-  ok(tpt_trainer_from_config(&t, &c));
-  tpt_dataflow_free(c.dataflow);
+  tpt_model *m = NULL;
   cost_log log = {0};
-  ok(cost_log_attach(t, &log));
-  ok(tpt_trainer_run(t));
-  tpt_trainer_free(t);
+  ok(train_logged(&m, towers, batch, 2, &log));
   tpt_model_free(m);
   assert_int_equal(log.count, 2);
   double first = log.values[0];

@@ -51,6 +51,12 @@ func towersData(t *testing.T, batch int64) *DataFlow {
 // squared error to y. hook, if not nil, runs in the training calls after the
 // cost is set, and its result is the call's.
 func towersTower(hook func(tw *Tower) error) func(tw *Tower, in []*Tensor) error {
+	return towersTowerL2(0, hook)
+}
+
+// towersTowerL2 is towersTower with l2 x the L2 term of fc0/W and w1
+// (RegularizeL2) added to the cost; 0: none.
+func towersTowerL2(l2 float64, hook func(tw *Tower) error) func(tw *Tower, in []*Tensor) error {
 	return func(tw *Tower, in []*Tensor) error {
 		h, err := tw.FC("fc0", in[0], towerHidden, &LayerOptions{Activation: ActReLU})
 		if err != nil {
@@ -72,6 +78,17 @@ func towersTower(hook func(tw *Tower) error) func(tw *Tower, in []*Tensor) error
 			return err
 		}
 		defer cost.Close()
+		if l2 > 0 {
+			reg, err := tw.RegularizeL2("W$|w1$", l2)
+			if err != nil {
+				return err
+			}
+			defer reg.Close()
+			if cost, err = cost.Add(reg); err != nil {
+				return err
+			}
+			defer cost.Close()
+		}
 		if err := tw.SetCost(cost); err != nil {
 			return err
 		}
@@ -227,39 +244,7 @@ func TestTowersEqualOneTowerOfTheWholeBatch(t *testing.T) {
 // so its gradient is in every tower's update: the towers equal one tower on
 // the concatenated batches.
 func TestTowersL2TermReachesEveryTower(t *testing.T) {
-	l2Tower := func(tw *Tower, in []*Tensor) error {
-		h, err := tw.FC("fc0", in[0], towerHidden, &LayerOptions{Activation: ActReLU})
-		if err != nil {
-			return err
-		}
-		defer h.Close()
-		w, err := tw.Variable("w1", []int64{towerHidden, 1}, nil)
-		if err != nil {
-			return err
-		}
-		defer w.Close()
-		y, err := h.Matmul(w)
-		if err != nil {
-			return err
-		}
-		defer y.Close()
-		mse, err := MSELoss(y, in[1])
-		if err != nil {
-			return err
-		}
-		defer mse.Close()
-		l2, err := tw.RegularizeL2("W$|w1$", 0.05)
-		if err != nil {
-			return err
-		}
-		defer l2.Close()
-		cost, err := mse.Add(l2)
-		if err != nil {
-			return err
-		}
-		defer cost.Close()
-		return tw.SetCost(cost)
-	}
+	l2Tower := towersTowerL2(0.05, nil)
 	ref := trainTowers(t, towersRun{batch: 8, steps: 20, lr: 0.05, momentum: 0.9, tower: l2Tower})
 	for _, s := range []Strategy{StrategyReplicated, StrategyParameterServer} {
 		m := trainTowers(t, towersRun{towers: &TowersOptions{Strategy: s, Towers: 2}, batch: 4, steps: 20, lr: 0.05,

@@ -96,15 +96,17 @@ fn signature() -> Vec<InputSpec> {
     vec![InputSpec::new("x", DType::F32, &[-1, FEATURES as i64]), InputSpec::new("y", DType::F32, &[-1, 1])]
 }
 
-/// The optimizer's hyper-parameters.
+/// The optimizer's hyper-parameters, and the weight of an L2 term over
+/// `fc0/W` and `w1` added to the cost (`Tower::regularize_l2`; 0: none).
 #[derive(Debug, Clone, Copy)]
 struct Sgd {
     learning_rate: f64,
     momentum: f64,
+    l2: f64,
 }
 
-const PLAIN: Sgd = Sgd { learning_rate: 0.05, momentum: 0.0 };
-const MOMENTUM: Sgd = Sgd { learning_rate: 0.05, momentum: 0.9 };
+const PLAIN: Sgd = Sgd { learning_rate: 0.05, momentum: 0.0, l2: 0.0 };
+const MOMENTUM: Sgd = Sgd { learning_rate: 0.05, momentum: 0.9, l2: 0.0 };
 
 /// relu(fc0(x)) · w1, mean squared error; SGD.
 fn model(probe: &Arc<Probe>, sgd: Sgd) -> Model<'static> {
@@ -113,7 +115,10 @@ fn model(probe: &Arc<Probe>, sgd: Sgd) -> Model<'static> {
         let relu = LayerOptions::default().activation(Activation::Relu);
         let h = tower.fc("fc0", &inputs[0], HIDDEN, &relu)?;
         let w = tower.variable("w1", &[HIDDEN, 1], &VariableOptions::default())?;
-        let cost = nn::mse(&h.matmul(&w)?, &inputs[1])?;
+        let mut cost = nn::mse(&h.matmul(&w)?, &inputs[1])?;
+        if sgd.l2 > 0.0 {
+            cost = cost.add(&tower.regularize_l2("W$|w1$", sgd.l2)?)?;
+        }
         tower.set_cost(&cost)?;
         if tower.is_building() || !tower.is_training() {
             return Ok(());
@@ -267,40 +272,14 @@ fn an_l2_term_reaches_every_towers_update() {
     // The L2 term of Tower::regularize_l2 is computed from each tower's own
     // variables, so its gradient is in every tower's update: the towers equal
     // one tower on the concatenated batches.
-    let l2_model = || -> Model<'static> {
-        let m = Model::new(&signature(), |tower, inputs| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-            let relu = LayerOptions::default().activation(Activation::Relu);
-            let h = tower.fc("fc0", &inputs[0], HIDDEN, &relu)?;
-            let w = tower.variable("w1", &[HIDDEN, 1], &VariableOptions::default())?;
-            let l2 = tower.regularize_l2("W$|w1$", 0.05)?;
-            tower.set_cost(&nn::mse(&h.matmul(&w)?, &inputs[1])?.add(&l2)?)?;
-            Ok(())
-        })
-        .unwrap();
-        let o = Optimizer::new("sgd").unwrap();
-        o.set("learning_rate", 0.05).unwrap();
-        o.set("momentum", 0.9).unwrap();
-        m.set_optimizer(&o).unwrap();
-        m
-    };
-    let run = |towers: Option<Towers>, batch: i64| -> Model<'static> {
-        manual_seed(3).unwrap();
-        let m = l2_model();
-        let df = data(batch);
-        let mut trainer = Trainer::from_config(TrainConfig {
-            options: Some(quiet(Some(20))),
-            towers,
-            ..TrainConfig::from_dataflow(&m, &df)
-        })
-        .unwrap();
-        assert_eq!(trainer.run().unwrap(), RunOutcome::Finished);
-        drop(trainer);
-        m
-    };
-    let reference = run(None, 8);
+    let sgd = Sgd { l2: 0.05, ..MOMENTUM };
+    let (reference, outcome) = train(&Probe::new(Act::Train), sgd, None, Path::Config, 8, 20);
+    assert_eq!(outcome.unwrap(), RunOutcome::Finished);
     for towers in [Towers::replicated(2), Towers::parameter_server(2)] {
         let what = format!("{towers:?}");
-        let d = distance(&run(Some(towers), 4), &reference);
+        let (m, outcome) = train(&Probe::new(Act::Train), sgd, Some(towers), Path::Config, 4, 20);
+        assert_eq!(outcome.unwrap(), RunOutcome::Finished, "{what}");
+        let d = distance(&m, &reference);
         assert!(d <= 1e-5, "{what} with an L2 term: relative distance {d:e} from 1 tower");
     }
 }
