@@ -2157,6 +2157,15 @@ typedef struct tpt_restore_options {
 TPT_API TPT_NODISCARD tpt_status *tpt_model_restore(size_t *n_restored, tpt_model *model, const char *path,
                                                     const tpt_restore_options *options);
 
+/* Reading a checkpoint, a torch.save file or a TorchScript module (restore,
+ * resume, tpt_model_from_torchscript) never trusts the file (see
+ * docs/checkpoints.md, "Checkpoints from others"); among its limits, a file
+ * may make the reader allocate at most its own size plus `bytes` (entries
+ * inflated past their compressed size, tensors wider than their records,
+ * the reader's tables): more is refused, naming the file. Default 256 MiB;
+ * at most 2^62. Process-wide; any thread. */
+TPT_API TPT_NODISCARD tpt_status *tpt_set_checkpoint_read_limit(uint64_t bytes);
+
 /* ---- More callbacks ---------------------------------------------------------
  * The rest of tensorpack's catalogue that does not belong to a section above,
  * and the two every long run wants (early stopping, TerminateOnNaN). Each

@@ -7,12 +7,15 @@
 #include <string>
 
 #include "core/checkpoint.hpp"
+#include "core/pickle.hpp"
 #include "core/savers.hpp"
+#include "dtype.hpp"
 #include "model/model.hpp"
 #include "model_handle.hpp"
 #include "trainer_handle.hpp"
 
 using tpt::capi::check_options_version;
+using tpt::capi::dtype_of;
 using tpt::capi::give_callback;
 using tpt::capi::guard;
 using tpt::capi::require;
@@ -62,6 +65,11 @@ at::Tensor decode_tensor_state(const std::vector<uint8_t> &b, const std::string 
   std::memcpy(&dtype, b.data(), 8);
   std::memcpy(&rank, b.data() + 8, 8);
   if (dtype < 0 || dtype >= static_cast<int64_t>(c10::ScalarType::NumOptions) || rank < 0 || rank > 64) bad("a bad header");
+  try {
+    dtype_of(static_cast<c10::ScalarType>(dtype));  // a dtype a callback can have saved
+  } catch (const tpt::Error &) {
+    bad(std::string("a dtype (") + c10::toString(static_cast<c10::ScalarType>(dtype)) + ") that no tpt_dtype names");
+  }
   if (b.size() < 16 + static_cast<size_t>(rank) * 8) bad("too short for its sizes");
   std::vector<int64_t> sizes(static_cast<size_t>(rank));
   if (rank) std::memcpy(sizes.data(), b.data() + 16, static_cast<size_t>(rank) * 8);
@@ -74,6 +82,9 @@ at::Tensor decode_tensor_state(const std::vector<uint8_t> &b, const std::string 
   size_t off = 16 + static_cast<size_t>(rank) * 8;
   size_t nbytes = numel * c10::elementSize(type);
   if (b.size() - off != nbytes) bad(std::to_string(b.size() - off) + " bytes of elements, " + std::to_string(nbytes) + " expected");
+  if (type == c10::ScalarType::Bool)
+    for (size_t i = 0; i < nbytes; ++i)
+      if (b[off + i] > 1) bad("a bool element that is not 0 or 1");
   at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(type));
   if (nbytes) std::memcpy(t.data_ptr(), b.data() + off, nbytes);
   return t;
@@ -133,6 +144,13 @@ tpt_status *tpt_trainer_save_checkpoint(tpt_trainer *trainer, const char *path) 
     if (t.phase() == tpt::Trainer::Phase::Idle || t.phase() == tpt::Trainer::Phase::Done)
       tpt::fail(TPT_ERR_STATE, "the trainer is not running: a checkpoint is saved from its callbacks");
     tpt::write_checkpoint(p, tpt::take_checkpoint(t));
+  });
+}
+
+tpt_status *tpt_set_checkpoint_read_limit(uint64_t bytes) {
+  return guard(__func__, [&] {
+    if (bytes > (uint64_t(1) << 62)) tpt::invalid_argument("bytes is " + std::to_string(bytes) + "; at most 2^62");
+    tpt::pickle::set_read_limit(bytes);
   });
 }
 

@@ -72,6 +72,12 @@ class CCallback final : public tpt::Callback {
     if (!got) tpt::fail(TPT_ERR_CALLBACK, "callback '" + name() + "': save returned no tensor");
     return true;
   }
+  void check_state(const std::vector<uint8_t> &state) const override {
+    if (!restore_) {
+      tpt::invalid_argument("the checkpoint has a state for callback '" + name() + "', which has no restore function");
+    }
+    tpt::capi::decode_tensor_state(state, "callback '" + name() + "'");
+  }
   void restore_state(const std::vector<uint8_t> &state) override {
     if (!restore_) {
       tpt::invalid_argument("the checkpoint has a state for callback '" + name() + "', which has no restore function");

@@ -60,9 +60,12 @@ class Callback {
 
   // A callback with state of its own (a schedule's position, a best value)
   // saves it into checkpoints: save_state returns false when it has none.
-  // restore_state runs after SETUP of a resumed run, before BEFORE_TRAIN;
-  // it throws (nothing changed) on bytes it cannot read.
+  // check_state runs before SETUP of a resumed run (with every other check
+  // of the checkpoint, before anything is restored) and throws on bytes that
+  // restore_state could not take; restore_state runs after SETUP, before
+  // BEFORE_TRAIN, and throws (nothing changed) on bytes it cannot read.
   virtual bool save_state(std::vector<uint8_t> & /*out*/) { return false; }
+  virtual void check_state(const std::vector<uint8_t> & /*state*/) const {}
   virtual void restore_state(const std::vector<uint8_t> & /*state*/) {}
 
  private:

@@ -215,6 +215,7 @@ class PeriodicTrigger final : public Callback {
   }
 
   bool save_state(std::vector<uint8_t> &out) override { return inner_->save_state(out); }
+  void check_state(const std::vector<uint8_t> &state) const override { inner_->check_state(state); }
   void restore_state(const std::vector<uint8_t> &state) override { inner_->restore_state(state); }
 
  private:
@@ -254,6 +255,7 @@ class EnableCallbackIf final : public Callback {
   }
 
   bool save_state(std::vector<uint8_t> &out) override { return inner_->save_state(out); }
+  void check_state(const std::vector<uint8_t> &state) const override { inner_->check_state(state); }
   void restore_state(const std::vector<uint8_t> &state) override { inner_->restore_state(state); }
 
  private:

@@ -71,10 +71,13 @@ class EarlyStopping final : public Callback {
     std::memcpy(out.data(), &s_, sizeof s_);
     return true;
   }
-  void restore_state(const std::vector<uint8_t> &state) override {
+  void check_state(const std::vector<uint8_t> &state) const override {
     if (state.size() != sizeof s_)
       invalid_argument(name() + ": the checkpoint's state has " + std::to_string(state.size()) + " bytes, not " +
                        std::to_string(sizeof s_));
+  }
+  void restore_state(const std::vector<uint8_t> &state) override {
+    check_state(state);
     State s;
     std::memcpy(&s, state.data(), sizeof s);
     s_ = s;

@@ -9,7 +9,6 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 
 #include <algorithm>
@@ -24,9 +23,11 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/pickle.hpp"
 #include "core/torch_save.hpp"
 #include "core/trainer.hpp"
 #include "model/model.hpp"
+#include "model/optimizer.hpp"
 #include "model/torchscript.hpp"
 
 namespace fs = std::filesystem;
@@ -56,72 +57,79 @@ at::Tensor bytes_tensor(const std::vector<uint8_t> &b) {
 
 // ---- reading a pickled value: every accessor names the field it failed on
 
+using pickle::Kind;
+using pickle::Value;
+
+// A dict of the file: its string keys (each once), in order.
+struct Fields {
+  std::vector<std::pair<std::string, Value>> items;
+  std::map<std::string, size_t> at;
+};
+
 class Reader {
  public:
   explicit Reader(std::string what) : what_(std::move(what)) {}
   [[noreturn]] void bad(const std::string &field, const std::string &why) const {
     invalid_argument(what_ + ": field '" + field + "' " + why);
   }
-  const IValue &get(const GenericDict &d, const std::string &field) const {
-    auto it = d.find(field);
-    if (it == d.end()) bad(field, "is missing");
-    return it->value();
+  const std::string &what() const { return what_; }
+  Fields dict(const Value &v, const std::string &field) const {
+    if (!v.is(Kind::Dict)) bad(field, std::string("is ") + pickle::kind_name(v.kind()) + ", not a dict");
+    Fields f;
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::string k = str(v.key(i), field + " key");
+      if (!f.at.emplace(k, f.items.size()).second) bad(field, "has the key '" + k + "' twice");
+      f.items.emplace_back(std::move(k), v.value(i));
+    }
+    return f;
   }
-  bool has(const GenericDict &d, const std::string &field) const { return d.find(field) != d.end(); }
-  int64_t int_(const GenericDict &d, const std::string &field, int64_t lo, int64_t hi) const {
-    const IValue &v = get(d, field);
-    if (!v.isInt()) bad(field, "is not an integer");
-    int64_t x = v.toInt();
+  const Value *find(const Fields &d, const std::string &key) const {
+    auto it = d.at.find(key);
+    return it == d.at.end() ? nullptr : &d.items[it->second].second;
+  }
+  const Value &get(const Fields &d, const std::string &field, const std::string &key) const {
+    const Value *v = find(d, key);
+    if (!v) bad(field, "is missing");
+    return *v;
+  }
+  int64_t int_(const Value &v, const std::string &field, int64_t lo, int64_t hi) const {
+    if (!v.is(Kind::Int)) bad(field, std::string("is ") + pickle::kind_name(v.kind()) + ", not an integer");
+    int64_t x = v.as_int();
     if (x < lo || x > hi) bad(field, "is " + std::to_string(x) + ", outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return x;
   }
-  double number(const IValue &v, const std::string &field) const {
-    if (v.isDouble()) return v.toDouble();
-    if (v.isInt()) return static_cast<double>(v.toInt());
-    bad(field, "is not a number");
+  double number(const Value &v, const std::string &field) const {
+    if (v.is(Kind::Float)) return v.as_float();
+    if (v.is(Kind::Int)) return static_cast<double>(v.as_int());
+    bad(field, std::string("is ") + pickle::kind_name(v.kind()) + ", not a number");
   }
-  std::string str(const IValue &v, const std::string &field) const {
-    if (!v.isString()) bad(field, "is not a string");
-    return v.toStringRef();
+  std::string str(const Value &v, const std::string &field) const {
+    if (!v.is(Kind::Str)) bad(field, std::string("is ") + pickle::kind_name(v.kind()) + ", not a string");
+    return std::string(v.str());
   }
-  GenericDict dict(const IValue &v, const std::string &field) const {
-    if (!v.isGenericDict()) bad(field, "is not a dict");
-    return v.toGenericDict();
+  at::Tensor tensor(const Value &v, const std::string &field) const {
+    if (!v.is(Kind::Tensor)) bad(field, std::string("is ") + pickle::kind_name(v.kind()) + ", not a tensor");
+    return v.tensor();
   }
-  at::Tensor tensor(const IValue &v, const std::string &field) const {
-    if (!v.isTensor()) bad(field, "is not a tensor");
-    at::Tensor t = v.toTensor();
-    if (!t.defined()) bad(field, "is an undefined tensor");
-    return t;
-  }
-  std::vector<uint8_t> bytes(const IValue &v, const std::string &field) const {
+  std::vector<uint8_t> bytes(const Value &v, const std::string &field) const {
     at::Tensor t = tensor(v, field);
-    if (t.scalar_type() != at::kByte || t.dim() != 1) bad(field, "is not a 1-D uint8 tensor");
+    if (t.scalar_type() != at::kByte || t.dim() != 1)
+      bad(field, "is a " + std::string(c10::toString(t.scalar_type())) + " tensor of shape " + model::shape_text(t.sizes()) +
+                     ", not a 1-D uint8 tensor");
     t = t.contiguous();
     const uint8_t *p = t.data_ptr<uint8_t>();
     return std::vector<uint8_t>(p, p + t.numel());
   }
-  // A dict with string keys, in its order.
-  std::vector<std::pair<std::string, IValue>> items(const IValue &v, const std::string &field) const {
-    GenericDict d = dict(v, field);
-    std::vector<std::pair<std::string, IValue>> out;
-    for (const auto &e : d) out.emplace_back(str(e.key(), field + " key"), e.value());
+  std::vector<Value> list(const Value &v, const std::string &field) const {
+    if (!v.is(Kind::List)) bad(field, std::string("is ") + pickle::kind_name(v.kind()) + ", not a list");
+    std::vector<Value> out;
+    for (size_t i = 0; i < v.size(); ++i) out.push_back(v.item(i));
     return out;
   }
 
  private:
   std::string what_;
 };
-
-IValue load_pickle(const std::vector<char> &bytes, const std::string &what) {
-  try {
-    return torch::jit::pickle_load(bytes);
-  } catch (const std::exception &e) {
-    std::string m = e.what();
-    if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
-    invalid_argument(what + " is not a readable checkpoint or torch.save archive (" + m + ")");
-  }
-}
 
 // A whole file, read once into its buffer.
 std::vector<char> bytes_of_file(const std::string &path) {
@@ -196,7 +204,6 @@ void strip_trailer(std::vector<char> &file, const std::string &what) {
   if (checksum(file.data(), len) != hash)
     invalid_argument(what + " is corrupted: its bytes do not match the hash in its trailer");
   file.resize(len);
-  check_zip(file.data(), file.size(), what);
 }
 
 // The trailer of an archive of `len` bytes with checksum `hash`.
@@ -301,6 +308,12 @@ uint64_t write_archive(const Checkpoint &ck, const std::function<bool(const char
 
 }  // namespace
 
+std::vector<char> with_trailer(std::vector<char> archive) {
+  auto t = trailer_of(archive.size(), checksum(archive.data(), archive.size()));
+  archive.insert(archive.end(), t.begin(), t.end());
+  return archive;
+}
+
 std::vector<char> encode(const Checkpoint &ck) {
   std::vector<char> out;
   Checksum sum;
@@ -316,29 +329,58 @@ std::vector<char> encode(const Checkpoint &ck) {
 
 namespace {
 
+// Counters are bounded where doubles still count exactly (stats.json).
+constexpr int64_t kMaxCount = int64_t(1) << 53;
+
 // An optimizer's state from its dict; errors name `f` ("optimizer", "train_ops['d_op']").
-OptimizerState optimizer_of(Reader &r, const GenericDict &od, const std::string &f, const std::set<std::string> &names) {
-  constexpr int64_t kMax = int64_t(1) << 60;
+// Checked against the checkpoint's own variables (names, shapes, dtypes) and
+// the rules of tpt_optimizer_set; restore checks them against the model.
+OptimizerState optimizer_of(const Reader &r, const Value &v, const std::string &f,
+                            const std::map<std::string, const at::Tensor *> &trainable) {
+  Fields od = r.dict(v, f);
   OptimizerState o;
-  o.kind = r.str(r.get(od, "kind"), f + ".kind");
-  for (auto &[k, v] : r.items(r.get(od, "hparams"), f + ".hparams")) o.hparams[k] = r.number(v, f + ".hparams['" + k + "']");
-  o.micro_steps = r.int_(od, "micro_steps", 0, kMax);
-  for (auto &[var, sv] : r.items(r.get(od, "state"), f + ".state")) {
-    if (!names.count(var)) r.bad(f + ".state", "has '" + var + "', which is not in variables");
+  o.kind = r.str(r.get(od, f + ".kind", "kind"), f + ".kind");
+  try {
+    model::check_optimizer_kind(o.kind);
+  } catch (const Error &e) {
+    r.bad(f + ".kind", std::string("is not valid: ") + e.what());
+  }
+  for (auto &[k, hv] : r.dict(r.get(od, f + ".hparams", "hparams"), f + ".hparams").items)
+    o.hparams[k] = r.number(hv, f + ".hparams['" + k + "']");
+  try {
+    model::check_hyperparameters(o.kind, o.hparams);
+  } catch (const Error &e) {
+    r.bad(f + ".hparams", std::string("is not valid: ") + e.what());
+  }
+  auto acc = o.hparams.find("accumulate_steps");
+  int64_t accumulate = acc == o.hparams.end() ? 1 : static_cast<int64_t>(acc->second);
+  o.micro_steps = r.int_(r.get(od, f + ".micro_steps", "micro_steps"), f + ".micro_steps", 0, accumulate - 1);
+  const auto &allowed = model::slot_names(o.kind);
+  auto like = [&](const std::string &var, const at::Tensor &t, const std::string &field) {
+    const at::Tensor &w = *trainable.at(var);
+    if (t.sizes() != w.sizes() || t.scalar_type() != w.scalar_type())
+      r.bad(field, "is a " + std::string(c10::toString(t.scalar_type())) + " tensor of shape " + model::shape_text(t.sizes()) +
+                       "; the variable is " + c10::toString(w.scalar_type()) + " " + model::shape_text(w.sizes()));
+  };
+  for (auto &[var, sv] : r.dict(r.get(od, f + ".state", "state"), f + ".state").items) {
+    if (!trainable.count(var)) r.bad(f + ".state", "has '" + var + "', which is not a trainable variable of the checkpoint");
     auto &slots = o.slots[var];
-    for (auto &[slot, v] : r.items(sv, f + ".state['" + var + "']")) {
+    for (auto &[slot, x] : r.dict(sv, f + ".state['" + var + "']").items) {
       std::string field = f + ".state['" + var + "']['" + slot + "']";
       if (slot == "step") {
-        if (!v.isInt() || v.toInt() < 0) r.bad(field, "is not a non-negative integer");
-        o.steps[var] = v.toInt();
+        o.steps[var] = r.int_(x, field, 0, kMaxCount);
       } else {
-        slots[slot] = r.tensor(v, field);
+        if (std::find(allowed.begin(), allowed.end(), slot) == allowed.end())
+          r.bad(field, "is a slot that a '" + o.kind + "' optimizer does not have");
+        slots[slot] = r.tensor(x, field);
+        like(var, slots[slot], field);
       }
     }
   }
-  for (auto &[var, v] : r.items(r.get(od, "grads"), f + ".grads")) {
-    if (!names.count(var)) r.bad(f + ".grads", "has '" + var + "', which is not in variables");
-    o.grads[var] = r.tensor(v, f + ".grads['" + var + "']");
+  for (auto &[var, g] : r.dict(r.get(od, f + ".grads", "grads"), f + ".grads").items) {
+    if (!trainable.count(var)) r.bad(f + ".grads", "has '" + var + "', which is not a trainable variable of the checkpoint");
+    o.grads[var] = r.tensor(g, f + ".grads['" + var + "']");
+    like(var, o.grads[var], f + ".grads['" + var + "']");
   }
   return o;
 }
@@ -347,76 +389,96 @@ OptimizerState optimizer_of(Reader &r, const GenericDict &od, const std::string 
 
 Checkpoint decode(std::vector<char> file, const std::string &what) {
   strip_trailer(file, what);
-  IValue root = load_pickle(file, what);
+  pickle::ZipIndex index = pickle::check_zip(file.data(), file.size(), what);
+  const uint64_t budget = file.size() + pickle::read_limit();
+  auto zip = pickle::open_zip(std::make_shared<const std::vector<char>>(std::move(file)), what);
+  pickle::Pickle pk(*zip, index, "data.pkl", what, pickle::Mode{}, budget);
   Reader r(what);
-  if (!root.isGenericDict()) invalid_argument(what + " is not a tptrain checkpoint (not a dict)");
-  GenericDict d = root.toGenericDict();
-  if (!r.has(d, "format") || !d.at("format").isString() || d.at("format").toStringRef() != kCheckpointFormat)
+  Value root = pk.root();
+  if (!root.is(Kind::Dict)) invalid_argument(what + " is not a tptrain checkpoint (it holds " + pickle::kind_name(root.kind()) + ", not a dict)");
+  Fields d = r.dict(root, "(the checkpoint)");
+  const Value *format = r.find(d, "format");
+  if (!format || !format->is(Kind::Str) || format->str() != kCheckpointFormat)
     invalid_argument(what + " is not a tptrain checkpoint (no format \"" + kCheckpointFormat +
                      "\"; a state_dict restores variables only: tpt_model_restore)");
-  int64_t version = r.int_(d, "version", 1, INT64_MAX);
+  int64_t version = r.int_(r.get(d, "version", "version"), "version", 1, INT64_MAX);
   if (version > kCheckpointVersion)
     invalid_argument(what + " has checkpoint version " + std::to_string(version) + "; this tptrain reads up to " +
                      std::to_string(kCheckpointVersion));
-  constexpr int64_t kMax = int64_t(1) << 60;
+  auto counter = [&](const char *name, int64_t lo) { return r.int_(r.get(d, name, name), name, lo, kMaxCount); };
   Checkpoint ck;
-  ck.global_step = r.int_(d, "global_step", 0, kMax);
-  ck.epoch_num = r.int_(d, "epoch_num", 0, kMax);
-  ck.local_step = r.int_(d, "local_step", -1, kMax);
-  ck.next_epoch = r.int_(d, "next_epoch", 1, kMax);
-  ck.next_step = r.int_(d, "next_step", 0, kMax);
-  std::set<std::string> names;
-  for (auto &[name, v] : r.items(r.get(d, "variables"), "variables")) {
+  ck.source = what;
+  ck.global_step = counter("global_step", 0);
+  ck.epoch_num = counter("epoch_num", 0);
+  ck.local_step = counter("local_step", -1);
+  ck.next_epoch = counter("next_epoch", 1);
+  ck.next_step = counter("next_step", 0);
+  // Where the loop goes on follows from where it was (take_checkpoint):
+  // the next epoch from its first step, or this epoch from its first step
+  // (before it) or from the step after local_step.
+  if (ck.next_epoch == ck.epoch_num + 1) {
+    if (ck.next_step != 0) r.bad("next_step", "is " + std::to_string(ck.next_step) + "; an epoch that has not begun (next_epoch is epoch_num + 1) goes on from step 0");
+  } else if (ck.next_epoch == ck.epoch_num) {
+    if (ck.next_step != 0 && ck.next_step != ck.local_step + 1)
+      r.bad("next_step", "is " + std::to_string(ck.next_step) + "; in epoch " + std::to_string(ck.epoch_num) +
+                             " the loop goes on from step 0 or from local_step + 1 (" + std::to_string(ck.local_step + 1) + ")");
+  } else {
+    r.bad("next_epoch", "is " + std::to_string(ck.next_epoch) + "; with epoch_num " + std::to_string(ck.epoch_num) +
+                            " it is epoch_num or epoch_num + 1");
+  }
+  std::map<std::string, const at::Tensor *> by_name;
+  Fields vars = r.dict(r.get(d, "variables", "variables"), "variables");
+  ck.variables.reserve(vars.items.size());
+  for (auto &[name, v] : vars.items) {
     if (name.empty()) r.bad("variables", "has an empty name");
     ck.variables.emplace_back(name, r.tensor(v, "variables['" + name + "']"));
-    names.insert(name);
+  }
+  for (const auto &[name, t] : ck.variables) by_name[name] = &t;
+  std::map<std::string, const at::Tensor *> trainable;
+  for (const Value &n : r.list(r.get(d, "trainable", "trainable"), "trainable")) {
+    std::string name = r.str(n, "trainable[]");
+    auto it = by_name.find(name);
+    if (it == by_name.end()) r.bad("trainable", "names '" + name + "', which is not in variables");
+    if (!trainable.emplace(name, it->second).second) r.bad("trainable", "names '" + name + "' twice");
+    if (!it->second->is_floating_point())
+      r.bad("variables['" + name + "']", "is a trainable variable of dtype " + std::string(c10::toString(it->second->scalar_type())) + ", not floating point");
+    ck.trainable.push_back(name);
+  }
+  if (const Value *o = r.find(d, "optimizer")) ck.optimizer = optimizer_of(r, *o, "optimizer", trainable);
+  if (const Value *ops = r.find(d, "train_ops"))
+    for (auto &[name, v] : r.dict(*ops, "train_ops").items)
+      ck.train_ops[name] = optimizer_of(r, v, "train_ops['" + name + "']", trainable);
+  if (const Value *in = r.find(d, "input")) ck.input = r.bytes(*in, "input");
+  for (auto &[key, v] : r.dict(r.get(d, "callbacks", "callbacks"), "callbacks").items) {
+    if (key.empty()) r.bad("callbacks", "has an empty key");
+    ck.callbacks[key] = r.bytes(v, "callbacks['" + key + "']");
   }
   {
-    const IValue &t = r.get(d, "trainable");
-    if (!t.isList()) r.bad("trainable", "is not a list");
-    for (const IValue &n : t.toListRef()) {
-      std::string name = r.str(n, "trainable");
-      if (!names.count(name)) r.bad("trainable", "names '" + name + "', which is not in variables");
-      ck.trainable.push_back(name);
-    }
-  }
-  if (r.has(d, "optimizer")) ck.optimizer = optimizer_of(r, r.dict(d.at("optimizer"), "optimizer"), "optimizer", names);
-  if (r.has(d, "train_ops"))
-    for (auto &[name, v] : r.items(d.at("train_ops"), "train_ops"))
-      ck.train_ops[name] = optimizer_of(r, r.dict(v, "train_ops['" + name + "']"), "train_ops['" + name + "']", names);
-  if (r.has(d, "input")) ck.input = r.bytes(d.at("input"), "input");
-  for (auto &[key, v] : r.items(r.get(d, "callbacks"), "callbacks")) ck.callbacks[key] = r.bytes(v, "callbacks['" + key + "']");
-  {
-    const IValue &s = r.get(d, "moving_summaries");
-    if (!s.isList()) r.bad("moving_summaries", "is not a list");
-    for (const IValue &e : s.toListRef()) {
-      GenericDict m = r.dict(e, "moving_summaries[]");
+    std::set<std::string> seen;
+    for (const Value &e : r.list(r.get(d, "moving_summaries", "moving_summaries"), "moving_summaries")) {
+      std::string f = "moving_summaries[" + std::to_string(ck.summaries.size()) + "]";
+      Fields m = r.dict(e, f);
       MovingSummaryState ms;
-      ms.name = r.str(r.get(m, "name"), "moving_summaries[].name");
-      ms.decay = r.number(r.get(m, "decay"), "moving_summaries[].decay");
-      ms.biased = r.number(r.get(m, "biased"), "moving_summaries[].biased");
-      ms.value = r.number(r.get(m, "value"), "moving_summaries[].value");
-      ms.count = r.int_(m, "count", 0, kMax);
-      if (!(ms.decay >= 0 && ms.decay < 1)) r.bad("moving_summaries[].decay", "is outside [0, 1)");
+      ms.name = r.str(r.get(m, f + ".name", "name"), f + ".name");
+      if (ms.name.empty() || !seen.insert(ms.name).second) r.bad(f + ".name", "is empty or given twice ('" + ms.name + "')");
+      ms.decay = r.number(r.get(m, f + ".decay", "decay"), f + ".decay");
+      ms.biased = r.number(r.get(m, f + ".biased", "biased"), f + ".biased");
+      ms.value = r.number(r.get(m, f + ".value", "value"), f + ".value");
+      ms.count = r.int_(r.get(m, f + ".count", "count"), f + ".count", 0, kMaxCount);
+      if (!(ms.decay >= 0 && ms.decay < 1)) r.bad(f + ".decay", "is outside [0, 1)");
       ck.summaries.push_back(std::move(ms));
     }
   }
   {
-    GenericDict rng = r.dict(r.get(d, "rng"), "rng");
-    if (r.has(rng, "cpu")) {
-      ck.rng_cpu = r.tensor(rng.at("cpu"), "rng.cpu");
+    Fields rng = r.dict(r.get(d, "rng", "rng"), "rng");
+    if (const Value *cpu = r.find(rng, "cpu")) {
+      ck.rng_cpu = r.tensor(*cpu, "rng.cpu");
       if (ck.rng_cpu.scalar_type() != at::kByte || ck.rng_cpu.dim() != 1) r.bad("rng.cpu", "is not a 1-D uint8 tensor");
-      // LibTorch's CPU generator state: a mt19937 state and the normal cache (CPUGeneratorImpl.cpp).
-      at::Tensor probe = at::detail::createCPUGenerator().get_state();
-      if (ck.rng_cpu.numel() != probe.numel())
-        r.bad("rng.cpu", "has " + std::to_string(ck.rng_cpu.numel()) + " bytes; LibTorch's CPU generator state has " +
-                             std::to_string(probe.numel()));
+      ck.rng_cpu = ck.rng_cpu.contiguous();
+      std::string why = check_cpu_generator_state(ck.rng_cpu);
+      if (!why.empty()) r.bad("rng.cpu", why);
     }
-    if (r.has(rng, "tower_seed")) {
-      const IValue &v = rng.at("tower_seed");
-      if (!v.isInt()) r.bad("rng.tower_seed", "is not an integer");
-      ck.tower_seed = v.toInt();
-    }
+    if (const Value *seed = r.find(rng, "tower_seed")) ck.tower_seed = r.int_(*seed, "rng.tower_seed", INT64_MIN, INT64_MAX);
   }
   return ck;
 }
@@ -511,6 +573,46 @@ at::Tensor cpu_rng_state() {
 
 }  // namespace
 
+// LibTorch's CPU generator state (CPUGeneratorImpl.cpp, THGeneratorStateNew):
+// the_initial_seed u64 @0, left i32 @8, seeded i32 @12, next u64 @16,
+// state u64[624] @24, normal_x/y/rho f64 @5016, normal_is_valid i32 @5040,
+// next_float_normal_sample f32 @5048, its valid flag (bool) @5052; 5056
+// bytes. set_state checks 1 <= left <= 624 and next <= 624, but a draw reads
+// state[next] for left - 1 draws before it refills: next + left <= 625 keeps
+// every read inside (a seeded generator has left 1, next 0; after k draws of
+// a refill, left 625 - k and next k).
+std::string check_cpu_generator_state(const at::Tensor &state) {
+  constexpr int64_t kSize = 5056, kN = 624;
+  static const bool layout_known = [] {
+    at::Tensor probe = at::detail::createCPUGenerator(42).get_state();
+    if (probe.numel() != kSize) return false;
+    const uint8_t *p = probe.data_ptr<uint8_t>();
+    int32_t left, seeded;
+    uint64_t seed, next;
+    std::memcpy(&seed, p, 8), std::memcpy(&left, p + 8, 4), std::memcpy(&seeded, p + 12, 4), std::memcpy(&next, p + 16, 8);
+    return seed == 42 && left == 1 && seeded == 1 && next == 0;
+  }();
+  at::Tensor probe = at::detail::createCPUGenerator().get_state();
+  if (state.numel() != probe.numel())
+    return "has " + std::to_string(state.numel()) + " bytes; LibTorch's CPU generator state has " + std::to_string(probe.numel());
+  if (!layout_known) return "";  // another LibTorch's layout: its own checks only
+  const uint8_t *p = state.data_ptr<uint8_t>();
+  int32_t left, seeded;
+  uint64_t next;
+  std::memcpy(&left, p + 8, 4), std::memcpy(&seeded, p + 12, 4), std::memcpy(&next, p + 16, 8);
+  if (seeded != 1) return "is not a seeded generator's state (seeded is " + std::to_string(seeded) + ")";
+  if (left < 1 || left > kN || next > static_cast<uint64_t>(kN) || next + static_cast<uint64_t>(left) > kN + 1)
+    return "has the mt19937 position left " + std::to_string(left) + ", next " + std::to_string(next) +
+           ", which reads past its 624 words (1 <= left, next + left <= 625)";
+  for (int64_t i = 0; i < kN; ++i) {
+    uint64_t w;
+    std::memcpy(&w, p + 24 + 8 * i, 8);
+    if (w > UINT32_MAX) return "has a mt19937 word wider than 32 bits (word " + std::to_string(i) + ")";
+  }
+  if (p[5052] > 1) return "has a normal-sample flag that is not 0 or 1";
+  return "";
+}
+
 Checkpoint take_checkpoint(Trainer &t) {
   if (t.in_run_step())
     fail(TPT_ERR_STATE, "a checkpoint is taken between steps (a callback's trigger_step, an epoch's events, "
@@ -545,6 +647,30 @@ bool Trainer::find_auto_resume(const std::string &dir) {
   resume_ = std::make_shared<const Checkpoint>(read_checkpoint(path));
   log_.info("Auto-resume: continuing from " + path + ".");
   return true;
+}
+
+void Trainer::check_resume() {
+  const Checkpoint &ck = *resume_;
+  std::string what = ck.source.empty() ? "the checkpoint" : ck.source;
+  auto bad = [&](const std::string &field, const std::string &why) {
+    invalid_argument(what + ": field '" + field + "' " + why + " (nothing was restored)");
+  };
+  if (ck.next_step > 0 && ck.next_step >= config_.steps_per_epoch)
+    bad("next_step", "is " + std::to_string(ck.next_step) + ": the checkpoint goes on inside epoch " +
+                         std::to_string(ck.next_epoch) + " at step " + std::to_string(ck.next_step) +
+                         ", but this trainer's epochs have " + std::to_string(config_.steps_per_epoch) + " steps");
+  for (auto &[key, cb] : keyed_callbacks(*this)) {
+    auto it = ck.callbacks.find(key);
+    if (it == ck.callbacks.end()) continue;
+    try {
+      cb->check_state(it->second);
+    } catch (const Error &e) {
+      bad("callbacks['" + key + "']", std::string("is not a state this callback takes: ") + e.what());
+    }
+  }
+  if (ck.next_epoch > config_.max_epoch)
+    log_.info("The checkpoint goes on at epoch " + std::to_string(ck.next_epoch) + ", after max_epoch " +
+              std::to_string(config_.max_epoch) + ": there is nothing left to train.");
 }
 
 void Trainer::apply_resume() {
@@ -594,11 +720,16 @@ std::vector<std::pair<std::string, at::Tensor>> read_named_tensors(const std::st
   std::vector<char> bytes = bytes_of_file(file);
   if (bytes.size() >= kTrailer && std::memcmp(bytes.data() + bytes.size() - kTrailer, kTrailerMagic, 8) == 0)
     return decode(std::move(bytes), "checkpoint " + file).variables;  // a tptrain checkpoint: its variables
-  check_zip(bytes.data(), bytes.size(), file);  // before LibTorch's zip reader sees it
-  if (model::is_torchscript_archive(file)) return model::torchscript_named_tensors(file);
+  pickle::ZipIndex index = pickle::check_zip(bytes.data(), bytes.size(), file);  // before LibTorch's zip reader sees it
+  auto shared = std::make_shared<const std::vector<char>>(std::move(bytes));
+  if (model::is_torchscript_archive(index)) return model::torchscript_named_tensors(shared, index, file);
   // torch.save's file: PyTorch's dotted names ("fc.weight") as tptrain spells variables ("fc/weight").
-  std::vector<std::pair<std::string, at::Tensor>> out = read_torch_save(file);
-  for (auto &[name, t] : out) std::replace(name.begin(), name.end(), '.', '/');
+  std::vector<std::pair<std::string, at::Tensor>> out = read_torch_save(shared, file);
+  std::set<std::string> names;
+  for (auto &[name, t] : out) {
+    std::replace(name.begin(), name.end(), '.', '/');
+    if (!names.insert(name).second) invalid_argument(file + ": the name '" + name + "' is given twice ('.' reads as '/')");
+  }
   return out;
 }
 
@@ -628,6 +759,11 @@ std::vector<std::string> restore_variables(model::Model &m, const std::string &p
     }
     if (!t.is_floating_point() && v.value.is_floating_point()) {
       mismatched.push_back(v.name + ": the file's tensor is not floating point");
+      continue;
+    }
+    if (t.is_complex() || t.is_quantized() || t.layout() != at::kStrided || t.device().type() != at::kCPU) {
+      mismatched.push_back(v.name + ": the file's tensor is " + std::string(c10::toString(t.scalar_type())) + " on " +
+                           t.device().str() + ", not a real dense tensor on the CPU");
       continue;
     }
     plan.emplace_back(&v, &t);

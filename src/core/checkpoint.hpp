@@ -44,6 +44,7 @@ struct MovingSummaryState {
 };
 
 struct Checkpoint {
+  std::string source;  // "checkpoint <path>": for messages
   int64_t global_step = 0;
   int64_t epoch_num = 0;
   int64_t local_step = -1;
@@ -69,6 +70,13 @@ struct Checkpoint {
 // the field; it never returns a half-read checkpoint.
 std::vector<char> encode(const Checkpoint &ck);
 Checkpoint decode(std::vector<char> bytes, const std::string &what);
+// A zip archive with the trailer that makes it a checkpoint file (the fuzz
+// target's way past the checksum).
+std::vector<char> with_trailer(std::vector<char> archive);
+
+// Why `state` (1-D uint8) is not a state LibTorch's CPU generator can take
+// safely (its mt19937 position must lie inside its state), or "" when it is.
+std::string check_cpu_generator_state(const at::Tensor &state);
 
 // Writes `ck` to `path` atomically (core/log.hpp's write_file_atomic: a
 // temporary file, fsync, rename, fsync of the directory): a reader sees the

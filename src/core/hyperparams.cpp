@@ -176,12 +176,17 @@ class StatMonitorParam final : public Callback {
     }
     return true;
   }
-  void restore_state(const std::vector<uint8_t> &state) override {
+  void check_state(const std::vector<uint8_t> &state) const override {
     uint64_t n = 0;
     if (state.size() >= 8) std::memcpy(&n, state.data(), 8);
     if (state.size() < 8 || n > static_cast<uint64_t>(o_.last_k) || state.size() != 8 + 16 * n)
       invalid_argument(name() + ": the checkpoint's state has " + std::to_string(state.size()) +
                        " bytes, not a window of at most " + std::to_string(o_.last_k) + " values");
+  }
+  void restore_state(const std::vector<uint8_t> &state) override {
+    check_state(state);
+    uint64_t n = 0;
+    std::memcpy(&n, state.data(), 8);
     std::deque<std::pair<int64_t, double>> w;
     for (uint64_t i = 0; i < n; ++i) {
       std::pair<int64_t, double> p;

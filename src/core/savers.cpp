@@ -180,8 +180,11 @@ class BestSaver final : public Callback {
     std::memcpy(out.data(), &best_, sizeof best_);
     return true;
   }
-  void restore_state(const std::vector<uint8_t> &s) override {
+  void check_state(const std::vector<uint8_t> &s) const override {
     if (s.size() != sizeof best_) invalid_argument(name() + ": a saved state of " + std::to_string(s.size()) + " bytes, not 8");
+  }
+  void restore_state(const std::vector<uint8_t> &s) override {
+    check_state(s);
     std::memcpy(&best_, s.data(), sizeof best_);
   }
 

@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,14 +12,11 @@
 namespace tpt {
 
 // Name -> tensor in the file's order; nested dicts give "outer/inner" names
-// and other values are skipped. TPT_ERR_INVALID_ARGUMENT naming the file for
-// anything else (other pickled objects, truncated or corrupted archives).
-std::vector<std::pair<std::string, at::Tensor>> read_torch_save(const std::string &path);
-
-// Checks a zip archive's structure (the end record, every central directory
-// entry and the local header and data it points to lie inside the file and
-// agree) before LibTorch's zip reader, which trusts them, sees it.
-// TPT_ERR_INVALID_ARGUMENT naming `what`.
-void check_zip(const char *data, size_t size, const std::string &what);
+// and other values are skipped. `archive` is the file's bytes, `what` names
+// it in errors: TPT_ERR_INVALID_ARGUMENT for anything else (other pickled
+// objects, a dict shared or nested more than 32 deep, names given twice,
+// damaged archives), never a crash (core/pickle.hpp reads it).
+std::vector<std::pair<std::string, at::Tensor>> read_torch_save(const std::shared_ptr<const std::vector<char>> &archive,
+                                                                const std::string &what);
 
 }  // namespace tpt

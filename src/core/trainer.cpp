@@ -253,6 +253,7 @@ void Trainer::run() {
   try {
     phase_ = Phase::Setup;
     if (agree_resume_) agree_resume_(resume_);  // every rank resumes from the chief's checkpoint
+    if (resume_) check_resume();                // what only this trainer can check, before anything changes
     dispatch(TPT_EVENT_SETUP);
     if (resume_) apply_resume();  // the strategy restored its part in SETUP
     phase_ = Phase::BeforeTrain;

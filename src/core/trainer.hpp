@@ -187,7 +187,8 @@ class Trainer {
   void dispatch(tpt_event event);
   void trigger_epoch_timed();
   void after_train(std::exception_ptr &error);
-  void apply_resume();  // core/checkpoint.cpp
+  void check_resume();        // core/checkpoint.cpp
+  void apply_resume();        // core/checkpoint.cpp
   // auto_resume: the log directory's latest checkpoint, if it has an index.
   bool find_auto_resume(const std::string &dir);  // core/checkpoint.cpp
 

@@ -73,21 +73,63 @@ std::string as_given(double v) {
 }
 }  // namespace
 
-void Optimizer::set(const std::string &name, double value) {
-  auto it = params_.find(name);
-  if (it == params_.end())
-    invalid_argument("optimizer '" + kind_ + "' has no hyper-parameter '" + name + "'; it has " + names_of(params_));
+// The slot names each kind may hold.
+const std::vector<std::string> &slot_names(const std::string &kind) {
+  static const std::map<std::string, std::vector<std::string>> names = {
+      {"sgd", {"momentum_buffer"}},
+      {"adam", {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}},
+      {"adamw", {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}},
+      {"rmsprop", {"square_avg", "momentum_buffer", "grad_avg"}},
+      {"adagrad", {"sum"}},
+  };
+  return names.at(kind);
+}
+
+void check_optimizer_kind(const std::string &kind) {
+  if (!defaults().count(kind)) invalid_argument("unknown optimizer kind '" + kind + "'; kinds: adagrad, adam, adamw, rmsprop, sgd");
+}
+
+void check_hyperparameter(const std::string &name, double value) {
   if (!std::isfinite(value)) invalid_argument("hyper-parameter '" + name + "' must be finite");
-  if (name == "clip_global_norm_tf" && value != 0 && value != 1)
-    invalid_argument("clip_global_norm_tf must be 0 (PyTorch's clip_grad_norm_) or 1 (TensorFlow's clip_by_global_norm), got " +
-                     as_given(value));
+  if ((name == "clip_global_norm_tf" || name == "nesterov" || name == "amsgrad" || name == "centered") && value != 0 &&
+      value != 1)
+    invalid_argument(name + " must be 0 or 1, got " + as_given(value) +
+                     (name == "clip_global_norm_tf" ? " (0: PyTorch's clip_grad_norm_, 1: TensorFlow's clip_by_global_norm)" : ""));
   if (name == "check_numerics" && value != 0 && value != 1 && value != 2)
     invalid_argument("check_numerics must be 0, 1 or 2, got " + as_given(value));
   if (name == "accumulate_steps" && (value < 1 || value > 1e9 || value != std::floor(value)))
     invalid_argument("accumulate_steps must be an integer >= 1 and <= 1e9, got " + as_given(value));
+  if ((name == "beta1" || name == "beta2") && !(value >= 0 && value < 1))
+    invalid_argument("hyper-parameter '" + name + "' must be in [0, 1), got " + as_given(value));
   if ((name == "learning_rate" || name == "eps" || name == "clip_global_norm" || name == "clip_value" ||
-       name == "weight_decay" || name == "momentum") && value < 0)
+       name == "weight_decay" || name == "momentum" || name == "dampening" || name == "alpha" || name == "lr_decay" ||
+       name == "initial_accumulator_value") &&
+      value < 0)
     invalid_argument("hyper-parameter '" + name + "' must be >= 0, got " + as_given(value));
+}
+
+void check_hyperparameters(const std::string &kind, const std::map<std::string, double> &values) {
+  check_optimizer_kind(kind);
+  const auto &known = defaults().at(kind);
+  for (const auto &[name, value] : values) {
+    if (!known.count(name))
+      invalid_argument("optimizer '" + kind + "' has no hyper-parameter '" + name + "'; it has " + names_of(known));
+    check_hyperparameter(name, value);
+  }
+  auto get = [&](const char *n) {
+    auto it = values.find(n);
+    return it != values.end() ? it->second : known.at(n);
+  };
+  // LibTorch's SGD refuses this combination when it is made.
+  if (kind == "sgd" && get("nesterov") != 0 && !(get("momentum") > 0 && get("dampening") == 0))
+    invalid_argument("nesterov needs a momentum > 0 and dampening 0");
+}
+
+void Optimizer::set(const std::string &name, double value) {
+  auto it = params_.find(name);
+  if (it == params_.end())
+    invalid_argument("optimizer '" + kind_ + "' has no hyper-parameter '" + name + "'; it has " + names_of(params_));
+  check_hyperparameter(name, value);
   if (it->second != value) hyperparam_changes().fetch_add(1, std::memory_order_relaxed);
   it->second = value;
   processing_.accumulate_steps = static_cast<int64_t>(params_.at("accumulate_steps"));
@@ -248,17 +290,6 @@ std::map<std::string, at::Tensor> slots_of(const torch::optim::OptimizerParamSta
   return m;
 }
 
-// The slot names each kind may hold.
-const std::vector<std::string> &slot_names(const std::string &kind) {
-  static const std::map<std::string, std::vector<std::string>> names = {
-      {"sgd", {"momentum_buffer"}},
-      {"adam", {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}},
-      {"adamw", {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}},
-      {"rmsprop", {"square_avg", "momentum_buffer", "grad_avg"}},
-      {"adagrad", {"sum"}},
-  };
-  return names.at(kind);
-}
 
 std::unique_ptr<torch::optim::OptimizerParamState> make_param_state(const std::string &kind,
                                                                     const std::map<std::string, at::Tensor> &slots,
@@ -312,16 +343,16 @@ OptimizerState Optimizer::state(const std::vector<Variable> &vars) const {
   return out;
 }
 
-void Optimizer::load_state(const OptimizerState &st, const std::vector<Variable> &vars) {
+void Optimizer::check_state(const OptimizerState &st, const std::vector<Variable> &vars) const {
   auto bad = [](const std::string &what) { invalid_argument("the checkpoint's optimizer state: " + what); };
   if (st.kind != kind_) bad("it is for a '" + st.kind + "' optimizer, this model's is '" + kind_ + "'");
   std::map<std::string, const Variable *> trainable;
   for (const Variable &v : vars)
     if (v.trainable) trainable[v.name] = &v;
-  for (const auto &[name, value] : st.hparams) {
-    auto it = params_.find(name);
-    if (it == params_.end()) bad("unknown hyper-parameter '" + name + "' for '" + kind_ + "'");
-    if (!std::isfinite(value)) bad("hyper-parameter '" + name + "' is not finite");
+  try {
+    check_hyperparameters(kind_, st.hparams);
+  } catch (const Error &e) {
+    bad(e.what());
   }
   if (st.micro_steps < 0 || st.micro_steps >= std::max<int64_t>(1, static_cast<int64_t>(st.hparams.count("accumulate_steps") ? st.hparams.at("accumulate_steps") : 1)))
     bad("micro_steps " + std::to_string(st.micro_steps) + " is out of range for its accumulate_steps");
@@ -330,8 +361,8 @@ void Optimizer::load_state(const OptimizerState &st, const std::vector<Variable>
     if (it == trainable.end()) bad("it has state for '" + var + "', which is not a trainable variable of this model");
     const at::Tensor &v = it->second->value;
     if (!t.defined() || t.sizes() != v.sizes() || t.scalar_type() != v.scalar_type())
-      bad("'" + var + "' " + slot + " has shape " + (t.defined() ? shape_text(t.sizes()) : "(none)") + ", the variable " +
-          shape_text(v.sizes()));
+      bad("'" + var + "' " + slot + " is " + (t.defined() ? std::string(c10::toString(t.scalar_type())) + " " + shape_text(t.sizes()) : "(none)") +
+          ", the variable " + c10::toString(v.scalar_type()) + " " + shape_text(v.sizes()));
   };
   const auto &allowed = slot_names(kind_);
   for (const auto &[var, slots] : st.slots) {
@@ -345,6 +376,13 @@ void Optimizer::load_state(const OptimizerState &st, const std::vector<Variable>
   for (const auto &[var, step] : st.steps)
     if (step < 0 || st.slots.count(var) == 0) bad("'" + var + "' has a step without slots, or a negative one");
   for (const auto &[var, g] : st.grads) check_like(var, "accumulated gradient", g);
+}
+
+void Optimizer::load_state(const OptimizerState &st, const std::vector<Variable> &vars) {
+  check_state(st, vars);
+  std::map<std::string, const Variable *> trainable;
+  for (const Variable &v : vars)
+    if (v.trainable) trainable[v.name] = &v;
 
   // Checked: apply.
   params_ = defaults().at(kind_);

@@ -23,6 +23,17 @@ namespace tpt::model {
 
 struct Variable;
 
+// The kinds and hyper-parameters Optimizer accepts, for a value from
+// elsewhere (a checkpoint): TPT_ERR_INVALID_ARGUMENT naming what is wrong.
+void check_optimizer_kind(const std::string &kind);
+// One value by tpt_optimizer_set's rules (finite; flags 0 or 1; rates,
+// decays and eps >= 0; betas in [0, 1); accumulate_steps an integer in [1, 1e9]).
+void check_hyperparameter(const std::string &name, double value);
+// A kind's set of them (names known, each value, the combinations LibTorch refuses).
+void check_hyperparameters(const std::string &kind, const std::map<std::string, double> &values);
+// The slots (PyTorch's state_dict names) a kind's per-variable state has.
+const std::vector<std::string> &slot_names(const std::string &kind);
+
 class Optimizer {
  public:
   explicit Optimizer(const std::string &kind);
@@ -59,6 +70,8 @@ class Optimizer {
   // dtypes, the kind) before it changes anything; it creates the LibTorch
   // optimizer over the trainable variables when no update has run yet.
   OptimizerState state(const std::vector<Variable> &vars) const;
+  // Every check of load_state, changing nothing.
+  void check_state(const OptimizerState &state, const std::vector<Variable> &vars) const;
   void load_state(const OptimizerState &state, const std::vector<Variable> &vars);
 
  private:

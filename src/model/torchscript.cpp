@@ -12,6 +12,7 @@
 #include <exception>
 #include <functional>
 #include <cstring>
+#include <fstream>
 #include <pthread.h>
 
 #include "core/error.hpp"
@@ -120,36 +121,48 @@ bool identifier(const std::string &name) {
 
 }  // namespace
 
-bool is_torchscript_archive(const std::string &path) {
-  try {
-    caffe2::serialize::PyTorchStreamReader zip(path);
-    return zip.hasRecord("constants.pkl");
-  } catch (const std::exception &) {
-    return false;
-  }
-}
+bool is_torchscript_archive(const pickle::ZipIndex &index) { return index.record_size("constants.pkl") >= 0; }
 
-std::vector<std::pair<std::string, at::Tensor>> torchscript_named_tensors(const std::string &path) {
-  torch::jit::Module module;
-  try {
-    module = torch::jit::load(path);
-  } catch (const c10::Error &e) {
-    fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": " + e.what_without_backtrace());
-  }
+namespace {
+
+std::shared_ptr<torch::jit::Module> load_checked_module(const pickle::Bytes &bytes, const pickle::ZipIndex &index,
+                                                        const std::string &what);
+
+}  // namespace
+
+std::vector<std::pair<std::string, at::Tensor>> torchscript_named_tensors(const pickle::Bytes &bytes,
+                                                                          const pickle::ZipIndex &index,
+                                                                          const std::string &what) {
+  std::shared_ptr<torch::jit::Module> module = load_checked_module(bytes, index, "the TorchScript module " + what);
   std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto &p : module.named_parameters(true)) out.emplace_back(variable_name(p.name), p.value.detach());
-  for (const auto &b : module.named_buffers(true)) out.emplace_back(variable_name(b.name), b.value.detach());
+  for (const auto &p : module->named_parameters(true)) out.emplace_back(variable_name(p.name), p.value.detach());
+  for (const auto &b : module->named_buffers(true)) out.emplace_back(variable_name(b.name), b.value.detach());
   return out;
 }
 
 std::shared_ptr<Model> load_torchscript(const std::string &path, std::vector<InputSpec> inputs) {
-  auto module = std::make_shared<torch::jit::Module>();
-  try {
-    *module = torch::jit::load(path);
-  } catch (const c10::Error &e) {
-    fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": " + e.what_without_backtrace());
+  auto bytes = std::make_shared<std::vector<char>>();
+  {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": cannot open it");
+    std::streamoff size = in.tellg();
+    if (size < 0) fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": cannot read it");
+    bytes->resize(static_cast<size_t>(size));
+    in.seekg(0);
+    if (size > 0 && !in.read(bytes->data(), size)) fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": cannot read it");
   }
-  return from_module(std::move(module), "the TorchScript module " + path, std::move(inputs));
+  std::string what = "the TorchScript module " + path;
+  std::shared_ptr<torch::jit::Module> module;
+  try {
+    pickle::ZipIndex index = pickle::check_zip(bytes->data(), bytes->size(), what);
+    if (!is_torchscript_archive(index))
+      invalid_argument(what + " is not a module saved with torch.jit.save (it has no constants.pkl)");
+    module = load_checked_module(bytes, index, what);
+  } catch (const Error &e) {
+    if (e.code() != TPT_ERR_INVALID_ARGUMENT) throw;
+    fail(TPT_ERR_IO, std::string("cannot load the TorchScript module: ") + e.what());  // a file that is not a module
+  }
+  return from_module(std::move(module), what, std::move(inputs));
 }
 
 namespace {
@@ -163,17 +176,16 @@ constexpr int kMaxNesting = 256;
 constexpr size_t kMaxSource = 4u << 20;        // 4 MiB of source
 constexpr size_t kCompileStack = 512u << 20;   // 512 MiB of address space
 
-void check_source_shape(const std::string &source) {
+void check_source_shape(const std::string &source, const std::string &what = "the TorchScript source") {
   if (source.size() > kMaxSource)
-    invalid_argument("the TorchScript source has " + std::to_string(source.size()) + " bytes; at most " +
-                     std::to_string(kMaxSource));
+    invalid_argument(what + " has " + std::to_string(source.size()) + " bytes; at most " + std::to_string(kMaxSource));
   int depth = 0, line = 1;
   for (char c : source) {
     if (c == '\n') ++line;
     if (c == '(' || c == '[' || c == '{') {
       if (++depth > kMaxNesting)
-        invalid_argument("the TorchScript source nests brackets more than " + std::to_string(kMaxNesting) +
-                         " deep (line " + std::to_string(line) + ")");
+        invalid_argument(what + " nests brackets more than " + std::to_string(kMaxNesting) + " deep (line " +
+                         std::to_string(line) + ")");
     } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
       --depth;
     }
@@ -209,6 +221,61 @@ void run_on_big_stack(size_t stack, const std::function<void()> &fn) {
                                " MiB stack: " + std::strerror(rc));
   pthread_join(thread, nullptr);
   if (call.error) std::rethrow_exception(call.error);
+}
+
+// A torch.jit.save archive checked as far as LibTorch's loader trusts it:
+// every pickle in it (data, constants, debug info) runs on core/pickle.hpp's
+// machine first (opcodes, stack, memo, globals, tensors against their
+// records), every code file has the shape TorchScript source must have
+// (size, bracket nesting), and LibTorch then loads those same bytes, onto the
+// CPU, on a thread with the compiler's large stack.
+std::shared_ptr<torch::jit::Module> load_checked_module(const pickle::Bytes &bytes, const pickle::ZipIndex &index,
+                                                        const std::string &what) {
+  auto zip = pickle::open_zip(bytes, what);
+  uint64_t budget = bytes->size() + pickle::read_limit();
+  auto ends_with = [](const std::string &s, const char *tail) {
+    size_t n = std::strlen(tail);
+    return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+  };
+  for (const std::string &full : index.names) {
+    if (full.compare(0, index.prefix.size(), index.prefix) != 0) continue;  // LibTorch reads only its folder
+    std::string name = full.substr(index.prefix.size());
+    if (ends_with(name, ".pkl") || ends_with(name, ".debug_pkl")) {
+      pickle::Mode mode;
+      mode.make_tensors = false;
+      mode.objects = true;
+      pickle::Pickle checked(*zip, index, name, what, mode, budget);
+      budget = checked.budget_left();
+    } else if (name.compare(0, 5, "code/") == 0 && ends_with(name, ".py")) {
+      at::DataPtr data;
+      size_t size = 0;
+      try {
+        std::tie(data, size) = zip->getRecord(name);
+      } catch (const c10::Error &e) {
+        std::string m = e.what_without_backtrace();
+        if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
+        invalid_argument(what + ": its record " + name + " cannot be read (" + m + ")");
+      }
+      check_source_shape(std::string(static_cast<const char *>(data.get()), size), what + " (" + name + ")");
+    }
+  }
+  auto module = std::make_shared<torch::jit::Module>();
+  try {
+    run_on_big_stack(kCompileStack,
+                     [&] { *module = torch::jit::load(pickle::memory_reader(bytes), c10::Device(c10::kCPU)); });
+  } catch (const std::bad_alloc &) {
+    throw;
+  } catch (const c10::Error &e) {
+    std::string m = e.what_without_backtrace();
+    if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
+    fail(TPT_ERR_IO, "cannot load " + what + ": " + m);
+  } catch (const std::exception &e) {  // torch::jit::ErrorReport: the code does not compile
+    std::string m = e.what();
+    m.erase(0, m.find_first_not_of(" \n"));
+    if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
+    fail(TPT_ERR_IO, "cannot load " + what + ": " + m);
+  }
+  return module;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/pickle.hpp"
 #include "model/model.hpp"
 
 namespace tpt::model {
@@ -27,11 +28,16 @@ struct TorchScriptParam {
 std::shared_ptr<Model> compile_torchscript(const std::string &source, const std::vector<TorchScriptParam> &params,
                                            std::vector<InputSpec> inputs);
 
-// The parameters and buffers of a module saved with torch.jit.save, under
-// the names its model's variables get (dots become '/'), for restoring
-// another model's variables. TPT_ERR_IO when it is not such a module.
-std::vector<std::pair<std::string, at::Tensor>> torchscript_named_tensors(const std::string &path);
-// Whether `path` is a zip archive holding TorchScript code (torch.jit.save's).
-bool is_torchscript_archive(const std::string &path);
+// The parameters and buffers of a module saved with torch.jit.save (the
+// file's bytes, checked by pickle::check_zip into `index`), under the names
+// its model's variables get (dots become '/'), for restoring another model's
+// variables. The archive is checked as TorchScript source is (see
+// load_checked_module) before LibTorch loads it. TPT_ERR_INVALID_ARGUMENT or
+// TPT_ERR_IO naming `what`.
+std::vector<std::pair<std::string, at::Tensor>> torchscript_named_tensors(const pickle::Bytes &bytes,
+                                                                          const pickle::ZipIndex &index,
+                                                                          const std::string &what);
+// Whether a checked zip archive holds TorchScript code (torch.jit.save's).
+bool is_torchscript_archive(const pickle::ZipIndex &index);
 
 }  // namespace tpt::model

@@ -196,15 +196,19 @@ void restore_checked(const Checkpoint &ck, const std::vector<model::Variable> &v
       continue;
     }
     if (it->second->sizes() != v.value.sizes() || it->second->scalar_type() != v.value.scalar_type())
-      mismatched += (mismatched.empty() ? "" : ", ") + v.name + " (" + model::shape_text(it->second->sizes()) +
-                    " in the checkpoint, " + model::shape_text(v.value.sizes()) + " in the model)";
+      mismatched += (mismatched.empty() ? "" : ", ") + v.name + " (" + c10::toString(it->second->scalar_type()) + " " +
+                    model::shape_text(it->second->sizes()) + " in the checkpoint, " + c10::toString(v.value.scalar_type()) +
+                    " " + model::shape_text(v.value.sizes()) + " in the model)";
     saved.erase(it);
   }
   for (const auto &kv : saved) extra += (extra.empty() ? "" : ", ") + kv.first;
   if (!missing.empty() || !mismatched.empty() || !extra.empty())
     invalid_argument("the checkpoint is not of this model" + (missing.empty() ? "" : "; missing: " + missing) +
-                     (mismatched.empty() ? "" : "; shapes differ: " + mismatched) +
+                     (mismatched.empty() ? "" : "; shapes or dtypes differ: " + mismatched) +
                      (extra.empty() ? "" : "; not in the model: " + extra));
+  // Everything is checked before anything changes: the optimizer's state,
+  // then the input's (set_state checks all of it before it applies any).
+  if (ck.optimizer) optimizer.check_state(*ck.optimizer, vars);
   if (!ck.input.empty()) input.set_state(ck.input.data(), ck.input.size());
   if (ck.optimizer) optimizer.load_state(*ck.optimizer, vars);
   c10::NoGradGuard no_grad;

@@ -66,6 +66,8 @@ void check_train_ops(const Checkpoint &ck, const std::vector<OpRun> &ops) {
     for (const OpRun &r : ops) known = known || r.op.name == kv.first;
     if (!known) invalid_argument("the checkpoint has the optimizer of a train op '" + kv.first + "' that this model lacks");
   }
+  for (const OpRun &r : ops)
+    if (auto it = ck.train_ops.find(r.op.name); it != ck.train_ops.end()) r.opt->check_state(it->second, r.vars);
 }
 
 void restore_train_ops(const Checkpoint &ck, std::vector<OpRun> &ops) {

@@ -39,7 +39,8 @@ std::vector<OpRun *> select_train_ops(std::vector<OpRun> &ops, const model::Mode
 
 // Each op's optimizer state, by op name.
 void save_train_ops(Checkpoint &ck, const std::vector<OpRun> &ops);
-// Checks that the checkpoint has no op the model lacks; call before any restore.
+// Checks that the checkpoint has no op the model lacks and that each op's
+// state fits its optimizer (changing nothing); call before any restore.
 void check_train_ops(const Checkpoint &ck, const std::vector<OpRun> &ops);
 void restore_train_ops(const Checkpoint &ck, std::vector<OpRun> &ops);
 

@@ -149,6 +149,30 @@ func TestMinSaverAndRestore(t *testing.T) {
 	}
 }
 
+// TestCheckpointReadLimit: a file that needs more than its size plus the
+// read limit is refused, naming the limit (the limit is process-wide: this
+// test is not parallel, and puts the default back).
+func TestCheckpointReadLimit(t *testing.T) {
+	dir := t.TempDir()
+	saver := must(ModelSaver(ModelSaverOptions{})).of(t)
+	trainRegression(t, checkpointOptions(dir, 1), "", saver)
+	m := newRegressionModel(t, &regression{})
+	ok(t, m.Build())
+	defer func() { ok(t, SetCheckpointReadLimit(256<<20)) }()
+	ok(t, SetCheckpointReadLimit(0))
+	var e *Error
+	if _, err := m.Restore(dir, RestoreOptions{}); !errors.As(err, &e) || e.Code != CodeInvalidArgument || !strings.Contains(e.Message, "read limit") {
+		t.Fatalf("got %v", err)
+	}
+	if err := SetCheckpointReadLimit(1 << 63); !errors.As(err, &e) || e.Code != CodeInvalidArgument {
+		t.Fatalf("got %v", err)
+	}
+	ok(t, SetCheckpointReadLimit(256<<20))
+	if n := must(m.Restore(dir, RestoreOptions{})).of(t); n != 2 {
+		t.Fatalf("restored %d variables", n)
+	}
+}
+
 func TestCheckpointErrors(t *testing.T) {
 	var e *Error
 	if _, err := ModelSaver(ModelSaverOptions{NoEpochSaves: true}); !errors.As(err, &e) || !strings.Contains(e.Message, "never save") {

@@ -1520,6 +1520,7 @@ extern "C" {
         path: *const c_char,
         options: *const tpt_restore_options,
     ) -> *mut tpt_status;
+    pub fn tpt_set_checkpoint_read_limit(bytes: u64) -> *mut tpt_status;
 
     // More callbacks
     pub fn tpt_callback_early_stopping(

@@ -256,6 +256,16 @@ pub(crate) fn restore(model: *mut sys::tpt_model, path: &Path, o: &RestoreOption
     Ok(n)
 }
 
+/// The most a checkpoint, torch.save file or TorchScript module may make the
+/// reader allocate beyond its own size (`tpt_set_checkpoint_read_limit`):
+/// entries inflated past their compressed size, tensors wider than their
+/// records, the reader's tables. More is refused with an error naming the
+/// file. Default 256 MiB, at most 2^62; process-wide. Reading never trusts
+/// the file: see docs/checkpoints.md, "Checkpoints from others".
+pub fn set_checkpoint_read_limit(bytes: u64) -> Result<()> {
+    call!(sys::tpt_set_checkpoint_read_limit(bytes))
+}
+
 /// tensorpack's ScheduledHyperParamSetter (`tpt_callback_scheduled_hyperparam`):
 /// sets an optimizer's hyper-parameter after epoch `at` completes (0:
 /// before the first epoch), or at global step `at` with

@@ -119,7 +119,7 @@ pub use callbacks::{
     EarlyStopping, HostMemoryTracker, HumanHyperParam, HyperParamFunc, StatMonitorParam, StepWatchdog, TensorBoard,
     TerminateOnNaN, ThroughputTracker,
 };
-pub use checkpoint::{BestSaver, HyperParamSchedule, ModelSaver, RestoreOptions};
+pub use checkpoint::{set_checkpoint_read_limit, BestSaver, HyperParamSchedule, ModelSaver, RestoreOptions};
 pub use context::{Context, HookedContext, Scalar, StepContext};
 pub use dataflow::{
     Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, InputKind, InputOptions, IterItem, ParallelMapOptions,
