@@ -2118,9 +2118,12 @@ TPT_API TPT_NODISCARD tpt_status *tpt_callback_max_saver(tpt_callback **out, con
 
 /* Before tpt_trainer_run: the run goes on exactly from the checkpoint at
  * `path` (a checkpoint file, or a directory whose index names its latest).
- * The file is read and checked now (TPT_ERR_IO, TPT_ERR_INVALID_ARGUMENT
- * naming the file and field); whether it fits the model is checked at
- * SETUP, where a mismatch fails the run naming the variables. */
+ * The file is read and every field checked now, never trusted (TPT_ERR_IO,
+ * TPT_ERR_INVALID_ARGUMENT naming the file and field; see
+ * tpt_set_checkpoint_read_limit); what only the run knows (the model's
+ * variables, the input's and the callbacks' states, steps_per_epoch) is
+ * checked when the run starts, before anything is restored: a mismatch
+ * fails the run naming it, and changes nothing. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_resume(tpt_trainer *trainer, const char *path);
 
 /* Writes the trainer's checkpoint to `path` now, atomically. From a

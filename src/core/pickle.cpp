@@ -72,13 +72,22 @@ ZipIndex check_zip(const char *data, size_t size, const std::string &what) {
   if (u16(eocd + 4) != 0 || u16(eocd + 6) != 0) bad("an archive spread over several disks");
   uint64_t entries = u16(eocd + 10), cd_size = u32(eocd + 12), cd_offset = u32(eocd + 16);
   uint64_t cd_limit = eocd;  // the central directory ends before the records that follow it
-  if (entries == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu) {
-    // zip64: the locator just before the end record, and the zip64 end record it points to
-    if (eocd < 20 || u32(eocd - 20) != 0x07064b50) bad("a zip64 archive without its locator");
+  bool saturated = entries == 0xffff || cd_size == 0xffffffffu || cd_offset == 0xffffffffu;
+  bool locator = eocd >= 20 && u32(eocd - 20) == 0x07064b50;
+  if (saturated && !locator) bad("a zip64 archive without its locator");
+  if (locator) {
+    // zip64: the locator just before the end record, and the zip64 end record it
+    // points to. A reader may take either record: where the small one is not
+    // saturated, both must say the same.
     uint64_t rec = u64(eocd - 20 + 8);
     if (rec > eocd - 20 || eocd - 20 - rec < 56 || u32(rec) != 0x06064b50) bad("a damaged zip64 end record");
-    if (u32(rec + 16) != 0 || u32(rec + 20) != 0) bad("an archive spread over several disks");
-    entries = u64(rec + 32), cd_size = u64(rec + 40), cd_offset = u64(rec + 48);
+    if (u32(rec + 16) != 0 || u32(rec + 20) != 0 || u32(eocd - 20 + 4) != 0) bad("an archive spread over several disks");
+    uint64_t e64 = u64(rec + 32), size64 = u64(rec + 40), offset64 = u64(rec + 48);
+    if (u64(rec + 24) != e64) bad("a zip64 end record whose entry counts differ");
+    if ((entries != 0xffff && entries != e64) || (cd_size != 0xffffffffu && cd_size != size64) ||
+        (cd_offset != 0xffffffffu && cd_offset != offset64))
+      bad("end records that disagree");
+    entries = e64, cd_size = size64, cd_offset = offset64;
     cd_limit = rec;
   }
   if (cd_offset > cd_limit || cd_size > cd_limit - cd_offset) bad("the central directory runs past its end record");
@@ -594,6 +603,9 @@ class Machine {
           bad("its record " + s.record + " cannot be read (" + m + ")");
         }
         if (got != bytes_) bad(s.record + " inflates to " + std::to_string(got) + " bytes, not the " + std::to_string(bytes_) + " it declares");
+        if (s.dtype == at::kBool)
+          for (uint64_t i = 0; i < bytes_; ++i)
+            if (static_cast<const uint8_t *>(data.get())[i] > 1) bad("a bool record " + s.record + " with a byte that is not 0 or 1");
         std::memcpy(t.data_ptr(), data.get(), bytes_);
       }
       s.data = t;

@@ -362,6 +362,11 @@ def cases():
         for k, v in p.records.items():
             zz.writestr(zipfile.ZipInfo("archive/" + k), v)
     add("duplicate-names.pt", "restore", bad, dup.getvalue(), INV, "twice")
+    sd = OrderedDict([("fc.W", T("float", W, size=[2, 3])), ("fc.b", T("float", B))])
+    add("zip64-records.pt", "restore", ok, with_zip64(state_dict_file(sd)))
+    add("zip64-disagrees.pt", "restore", bad, with_zip64(state_dict_file(sd), offset_delta=30), INV, "disagree")
+    add("bool-record.pt", "restore", bad, state_dict_file(
+        {"fc.W": T("float", W, size=[2, 3]), "fc.b": T("float", B), "flag": T("bool", raw=b"\x00\x02")}), INV, "bool record")
 
     # ---- fields against each other and against the setters
     for name, d, frag in [
@@ -449,6 +454,18 @@ def deflated_zeros(n):
     chunk = b"\0" * (1 << 24)
     out = [c.compress(chunk) for _ in range(n // len(chunk))]
     return b"".join(out) + c.flush()
+
+
+def with_zip64(z, offset_delta=0):
+    """`z` with a zip64 end record and locator before its end record (as an
+    archive over 4 GiB has them), the zip64 record's directory offset moved
+    by `offset_delta`."""
+    eocd = len(z) - 22
+    sig, _, _, n, total, cd_size, cd_offset, _ = struct.unpack("<IHHHHIIH", z[eocd:])
+    assert sig == 0x06054B50
+    rec = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, n, total, cd_size, cd_offset + offset_delta)
+    loc = struct.pack("<IIQI", 0x07064B50, 0, eocd, 1)
+    return z[:eocd] + rec + loc + z[eocd:]
 
 
 def local_header(name, method, csize, usize, crc):
