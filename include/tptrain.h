@@ -683,9 +683,11 @@ typedef struct tpt_callback_desc {
   void (*destroy)(void *user_data); /* called exactly once; may be NULL */
   /* version 2: the callback's own state in checkpoints (both or neither).
    * save returns a new tensor of any dtype and shape (the library frees
-   * it); restore gets a tensor of the same dtype and shape when a resumed
-   * run starts (after SETUP, before BEFORE_TRAIN). The callback's name is
-   * its key in the checkpoint. */
+   * it); restore gets it back, with the dtype and shape it had, when a
+   * resumed run starts (after SETUP, before BEFORE_TRAIN). The callback's
+   * name is its key in the checkpoint. A checkpoint made elsewhere can hold
+   * any tensor of a tpt_dtype whose bytes fit its shape (the library checks
+   * that much): check the shape you expect before you use it. */
   tpt_status *(*save)(tpt_tensor **out, void *user_data);
   tpt_status *(*restore)(const tpt_tensor *state, void *user_data);
 } tpt_callback_desc;

@@ -181,8 +181,7 @@ std::unique_ptr<caffe2::serialize::PyTorchStreamReader> open_zip(Bytes bytes, co
   try {
     return std::make_unique<caffe2::serialize::PyTorchStreamReader>(memory_reader(std::move(bytes)));
   } catch (const c10::Error &e) {
-    std::string m = e.what_without_backtrace();
-    if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
+    std::string m = first_line(e.what_without_backtrace());
     invalid_argument(what + " is not a readable archive (" + m + ")");
   }
 }
@@ -598,8 +597,7 @@ class Machine {
         try {
           std::tie(data, got) = zip_.getRecord(s.record);
         } catch (const c10::Error &e) {
-          std::string m = e.what_without_backtrace();
-          if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
+          std::string m = first_line(e.what_without_backtrace());
           bad("its record " + s.record + " cannot be read (" + m + ")");
         }
         if (got != bytes_) bad(s.record + " inflates to " + std::to_string(got) + " bytes, not the " + std::to_string(bytes_) + " it declares");
@@ -720,8 +718,7 @@ Pickle::Pickle(caffe2::serialize::PyTorchStreamReader &zip, const ZipIndex &inde
   try {
     std::tie(data, got) = zip.getRecord(record);
   } catch (const c10::Error &e) {
-    std::string m = e.what_without_backtrace();
-    if (auto nl = m.find('\n'); nl != std::string::npos) m.resize(nl);
+    std::string m = first_line(e.what_without_backtrace());
     invalid_argument(what + ": cannot read its record " + record + " (" + m + ")");
   }
   if (got != static_cast<uint64_t>(size)) invalid_argument(what + ": its record " + record + " is damaged");
@@ -735,30 +732,68 @@ uint64_t Pickle::budget_left() const { return impl_->budget; }
 
 // ---------------------------------------------------------------- values
 
+namespace {
+// A reader asking a value for what its kind does not have is our bug, not the file's.
+[[noreturn]] void wrong_kind(Kind k, const char *what) {
+  fail(TPT_ERR_INTERNAL, std::string("pickle value: ") + what + " of " + kind_name(k));
+}
+}  // namespace
+
 Kind Value::kind() const { return p_->impl_->nodes[id_].kind; }
 
-int64_t Value::as_int() const { return static_cast<int64_t>(p_->impl_->nodes[id_].b); }
+int64_t Value::as_int() const {
+  if (!is(Kind::Int) && !is(Kind::Bool)) wrong_kind(kind(), "as_int");
+  return static_cast<int64_t>(p_->impl_->nodes[id_].b);
+}
 
 double Value::as_float() const {
+  if (!is(Kind::Float)) wrong_kind(kind(), "as_float");
   double d;
   uint64_t b = p_->impl_->nodes[id_].b;
   std::memcpy(&d, &b, 8);
   return d;
 }
 
-std::string_view Value::str() const { return p_->impl_->strings[p_->impl_->nodes[id_].a]; }
+std::string_view Value::str() const {
+  if (!is(Kind::Str)) wrong_kind(kind(), "str");
+  return p_->impl_->strings[p_->impl_->nodes[id_].a];
+}
 
-const std::string &Value::global() const { return p_->impl_->strings[p_->impl_->nodes[id_].a]; }
+const std::string &Value::global() const {
+  if (!is(Kind::Global)) wrong_kind(kind(), "global");
+  return p_->impl_->strings[p_->impl_->nodes[id_].a];
+}
+
+namespace {
+bool is_container(Kind k) { return k == Kind::Tuple || k == Kind::List || k == Kind::Dict || k == Kind::Object; }
+}  // namespace
 
 size_t Value::size() const {
+  if (!is_container(kind())) wrong_kind(kind(), "size");
   const auto &v = p_->impl_->lists[p_->impl_->nodes[id_].a];
   return kind() == Kind::Dict ? v.size() / 2 : v.size();
 }
 
-Value Value::item(size_t i) const { return Value(p_, p_->impl_->lists[p_->impl_->nodes[id_].a].at(i)); }
-Value Value::key(size_t i) const { return Value(p_, p_->impl_->lists[p_->impl_->nodes[id_].a].at(2 * i)); }
-Value Value::value(size_t i) const { return Value(p_, p_->impl_->lists[p_->impl_->nodes[id_].a].at(2 * i + 1)); }
+Value Value::item(size_t i) const {
+  if (!is_container(kind()) || is(Kind::Dict)) wrong_kind(kind(), "item");
+  return Value(p_, p_->impl_->lists[p_->impl_->nodes[id_].a].at(i));
+}
 
-const at::Tensor &Value::tensor() const { return p_->impl_->tensors[p_->impl_->nodes[id_].a]; }
+Value Value::key(size_t i) const {
+  if (!is(Kind::Dict)) wrong_kind(kind(), "key");
+  return Value(p_, p_->impl_->lists[p_->impl_->nodes[id_].a].at(2 * i));
+}
+
+Value Value::value(size_t i) const {
+  if (!is(Kind::Dict)) wrong_kind(kind(), "value");
+  return Value(p_, p_->impl_->lists[p_->impl_->nodes[id_].a].at(2 * i + 1));
+}
+
+const at::Tensor &Value::tensor() const {
+  if (!is(Kind::Tensor)) wrong_kind(kind(), "tensor");
+  const at::Tensor &t = p_->impl_->tensors[p_->impl_->nodes[id_].a];
+  if (!t.defined()) fail(TPT_ERR_INTERNAL, "pickle value: a tensor that was checked, not made");
+  return t;
+}
 
 }  // namespace tpt::pickle
