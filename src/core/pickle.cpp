@@ -6,6 +6,7 @@
 #include <caffe2/serialize/read_adapter_interface.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <set>
 #include <unordered_map>
@@ -590,23 +591,29 @@ class Machine {
     if (!s.data.defined()) {
       uint64_t bytes_ = static_cast<uint64_t>(s.numel) * c10::elementSize(s.dtype);
       charge(bytes_);
-      at::Tensor t = at::empty({s.numel}, at::TensorOptions().dtype(s.dtype));
-      if (bytes_ > 0) {
-        at::DataPtr data;
-        size_t got = 0;
-        try {
-          std::tie(data, got) = zip_.getRecord(s.record);
-        } catch (const c10::Error &e) {
-          std::string m = first_line(e.what_without_backtrace());
-          bad("its record " + s.record + " cannot be read (" + m + ")");
-        }
-        if (got != bytes_) bad(s.record + " inflates to " + std::to_string(got) + " bytes, not the " + std::to_string(bytes_) + " it declares");
-        if (s.dtype == at::kBool)
-          for (uint64_t i = 0; i < bytes_; ++i)
-            if (static_cast<const uint8_t *>(data.get())[i] > 1) bad("a bool record " + s.record + " with a byte that is not 0 or 1");
-        std::memcpy(t.data_ptr(), data.get(), bytes_);
+      at::DataPtr data;
+      size_t got = 0;
+      try {
+        std::tie(data, got) = zip_.getRecord(s.record);
+      } catch (const c10::Error &e) {
+        std::string m = first_line(e.what_without_backtrace());
+        bad("its record " + s.record + " cannot be read (" + m + ")");
       }
-      s.data = t;
+      if (got != bytes_) bad(s.record + " inflates to " + std::to_string(got) + " bytes, not the " + std::to_string(bytes_) + " it declares");
+      const auto *raw = static_cast<const uint8_t *>(data.get());
+      if (s.dtype == at::kBool)
+        for (uint64_t i = 0; i < bytes_; ++i)
+          if (raw[i] > 1) bad("a bool record " + s.record + " with a byte that is not 0 or 1");
+      if (bytes_ == 0 || reinterpret_cast<uintptr_t>(raw) % alignof(std::max_align_t) != 0) {
+        s.data = at::empty({s.numel}, at::TensorOptions().dtype(s.dtype));
+        if (bytes_ > 0) std::memcpy(s.data.data_ptr(), raw, bytes_);
+      } else {
+        // The record's own buffer becomes the storage (no second copy of the file's tensors).
+        auto holder = std::make_shared<at::DataPtr>(std::move(data));
+        void *p = holder->get();
+        s.data = at::from_blob(p, {s.numel}, [holder](void *) {},  // holder goes with the storage
+                               at::TensorOptions().dtype(s.dtype));
+      }
     }
     bool whole = offset == 0 && numel == static_cast<uint64_t>(s.numel);
     for (int64_t j = static_cast<int64_t>(size.size()) - 1, expect = 1; whole && j >= 0; --j) {
