@@ -3,6 +3,7 @@
 // index file, restoring variables by name. docs/checkpoints.md.
 #include "core/checkpoint.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/Functions.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
@@ -72,7 +73,6 @@ class Reader {
   [[noreturn]] void bad(const std::string &field, const std::string &why) const {
     invalid_argument(what_ + ": field '" + field + "' " + why);
   }
-  const std::string &what() const { return what_; }
   Fields dict(const Value &v, const std::string &field) const {
     if (!v.is(Kind::Dict)) bad(field, std::string("is ") + pickle::kind_name(v.kind()) + ", not a dict");
     Fields f;
@@ -290,7 +290,12 @@ GenericDict to_dict(const Checkpoint &ck) {
 // would gather all of it in growing buffers first). Returns the bytes written.
 uint64_t write_archive(const Checkpoint &ck, const std::function<bool(const char *, size_t)> &sink) {
   std::vector<char> pickle_data;
-  torch::jit::Pickler pickler([&](const char *b, size_t n) { pickle_data.insert(pickle_data.end(), b, b + n); });
+  // No type tags (torch.jit._pickle.restore_type_tag): PyTorch 2.6's torch.load
+  // defaults to weights_only=True, which refuses that global; without them a
+  // checkpoint holds only what weights_only allows (dicts, lists, numbers,
+  // strings, _rebuild_tensor_v2 over storages).
+  torch::jit::Pickler pickler([&](const char *b, size_t n) { pickle_data.insert(pickle_data.end(), b, b + n); },
+                              nullptr, nullptr, nullptr, nullptr, /*tag_aggregates=*/false);
   pickler.protocol();
   pickler.pushIValue(to_dict(ck));
   pickler.stop();
@@ -783,7 +788,7 @@ std::vector<std::string> restore_variables(model::Model &m, const std::string &p
   if (!unexpected.empty() && !o.ignore_unexpected) errors += "; in the file but not in the model: " + list(unexpected);
   if (!errors.empty())
     invalid_argument("cannot restore from " + path + errors.substr(1) + " (nothing was changed)");
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   std::vector<std::string> restored;
   for (auto &[v, t] : plan) {
     v->value.copy_(*t);

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/torch_compat.hpp"
 
 namespace tpt::dist {
 
@@ -165,6 +166,7 @@ c10::intrusive_ptr<c10d::Store> World::Impl::client(std::chrono::milliseconds ti
   so.isServer = false;
   so.waitWorkers = false;
   so.timeout = timeout;
+  compat::classic_tcp_store(so);
   auto tcp = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
   return c10::make_intrusive<c10d::PrefixStore>(prefix, tcp);
 }
@@ -279,6 +281,7 @@ World::World(const Rendezvous &r)
               so.numWorkers = static_cast<std::size_t>(r.world_size);
               so.waitWorkers = true;
               so.timeout = r.timeout;
+              compat::classic_tcp_store(so);
               auto tcp = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
               impl_->store = c10::make_intrusive<c10d::PrefixStore>(impl_->prefix, tcp);
               // The first beat before the process group forms: every rank's key

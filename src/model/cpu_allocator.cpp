@@ -11,6 +11,8 @@
 #include <vector>
 
 #include <c10/core/Allocator.h>
+
+#include "core/torch_compat.hpp"
 #include <c10/core/impl/alloc_cpu.h>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -64,9 +66,13 @@ class CachingCpuAllocator final : public c10::Allocator {
  public:
   CachingCpuAllocator() : limit_(default_limit()) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) TPT_ALLOCATE_CONST override {
     void *data = const_cast<CachingCpuAllocator *>(this)->take(n);
     return {data, data, &CachingCpuAllocator::deleter, c10::Device(c10::DeviceType::CPU)};
+  }
+  // LibTorch 2.3's Allocator::clone copies with it (an override there, a plain member before).
+  void copy_data(void *dest, const void *src, std::size_t count) const {
+    if (count) std::memcpy(dest, src, count);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &CachingCpuAllocator::deleter; }
 

@@ -1,5 +1,6 @@
 #include "model/model.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/where.h>
@@ -91,7 +92,7 @@ void initialize(at::Tensor &t, const VariableOptions &o) {
 at::Tensor new_variable(c10::IntArrayRef shape, const VariableOptions &opts) {
   at::Tensor value;
   {
-    c10::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     value = at::empty(shape, at::TensorOptions().dtype(opts.dtype));
     initialize(value, opts);
   }
@@ -286,7 +287,7 @@ void Model::build() {
       if (d < 0) d = 1;
     zeros.push_back(at::zeros(shape, at::TensorOptions().dtype(spec.dtype)));
   }
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   Tower tower(*this, "tower0", 0, /*training=*/true, /*building=*/true, c10::Device(c10::kCPU));
   {
     Running running(this, &tower);
@@ -323,7 +324,7 @@ std::vector<at::Tensor> Model::infer(const std::vector<at::Tensor> &batch, const
   refuse_reentry("inference");
   build();
   check_inputs(batch);
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   Tower tower(*this, tower_name, 0, /*training=*/false, /*building=*/false, c10::Device(c10::kCPU));
   {
     Running running(this, &tower);
@@ -358,7 +359,7 @@ void Model::assign(const std::string &name, const at::Tensor &value) {
   if (v->value.sizes() != value.sizes())
     invalid_argument("variable '" + name + "' has shape " + shape_text(v->value.sizes()) + ", the value " +
                      shape_text(value.sizes()));
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   at::Tensor target = v->value;
   target.copy_(value);
   touch();

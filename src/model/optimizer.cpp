@@ -1,6 +1,7 @@
 #include "model/optimizer.hpp"
 #include "model/pattern.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -13,6 +14,7 @@
 #include "core/checkpoint.hpp"
 #include "core/trainer.hpp"
 #include "core/error.hpp"
+#include "core/torch_compat.hpp"
 #include "model/model.hpp"
 
 namespace tpt::model {
@@ -226,7 +228,7 @@ bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
   int64_t accumulate = processing_.accumulate_steps;
   if (++micro_steps_ < accumulate) return false;
   micro_steps_ = 0;
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   bool check = processing_.check_numerics >= 2;  // 1 checks the cost only (the strategy does that)
   double clip_value = processing_.clip_value;
   at::Tensor total;  // the sum of every gradient: finite iff they all are (one sync, not one per variable)
@@ -262,7 +264,9 @@ bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
 
 namespace {
 
-std::string key_of(const at::Tensor &p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+// The key of p's state in LibTorch's optimizer (a string up to 1.13, a pointer in 2.x).
+using StateKey = std::decay_t<decltype(std::declval<torch::optim::Optimizer &>().state())>::key_type;
+StateKey key_of(const at::Tensor &p) { return compat::optimizer_state_key<StateKey>(p); }
 
 // The slots of one parameter's LibTorch state, by the names PyTorch's
 // state_dict uses; `step` separately.
@@ -408,7 +412,7 @@ void Optimizer::load_state(const OptimizerState &st, const std::vector<Variable>
         make_param_state(kind_, slots, step == st.steps.end() ? 0 : step->second);
   }
   micro_steps_ = st.micro_steps;
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (const auto &[name, v] : trainable) {
     auto g = st.grads.find(name);
     if (g != st.grads.end()) v->value.mutable_grad() = g->second.detach().clone();

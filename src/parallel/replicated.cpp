@@ -5,6 +5,7 @@
 // update with an optimizer of its own, so the replicas stay identical. Model
 // variables that only tower 0 updates (BatchNorm's moving statistics) are
 // copied to the replicas after every epoch. Checkpoints hold tower 0's.
+#include <ATen/core/grad_mode.h>
 #include <ATen/core/Tensor.h>
 
 #include "core/checkpoint.hpp"
@@ -28,7 +29,7 @@ class Replicated final : public MultiTower {
     replicas_.clear();
     optimizers_.clear();
     const Checkpoint *ck = t.resume_checkpoint();
-    c10::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     for (int k = 1; k < towers(); ++k) {
       auto s = std::make_unique<model::VariableStore>();
       for (const auto &v : vars_) {
@@ -56,7 +57,7 @@ class Replicated final : public MultiTower {
     model::Optimizer &main = *model_->optimizer();
     for (int k = 1; k < towers(); ++k) optimizers_[static_cast<size_t>(k - 1)]->follow(main);
     on_towers([&](int k) {
-      c10::NoGradGuard no_grad;
+      at::NoGradGuard no_grad;
       model::Optimizer &opt = k == 0 ? main : *optimizers_[static_cast<size_t>(k - 1)];
       const auto &vars = trainables_[static_cast<size_t>(k)];
       // g_ is read by every tower at once: a replica's gradient never aliases it.
@@ -75,7 +76,7 @@ class Replicated final : public MultiTower {
   // trainable) from tower 0 to the others; all of them once rank 0's reached
   // this process.
   void resync(bool all) override {
-    c10::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     for (int k = 1; k < towers(); ++k) {
       const auto &mine = all_[static_cast<size_t>(k)];
       for (size_t i = 0; i < vars_.size() && i < mine.size(); ++i)

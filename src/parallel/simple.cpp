@@ -1,4 +1,5 @@
 // The simple (single-tower) strategy, and attach().
+#include <ATen/core/grad_mode.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -211,7 +212,7 @@ void restore_checked(const Checkpoint &ck, const std::vector<model::Variable> &v
   if (ck.optimizer) optimizer.check_state(*ck.optimizer, vars);
   if (!ck.input.empty()) input.set_state(ck.input.data(), ck.input.size());
   if (ck.optimizer) optimizer.load_state(*ck.optimizer, vars);
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (const auto &[name, value] : ck.variables)
     for (const auto &v : vars)
       if (v.name == name) v.value.copy_(value);

@@ -2,6 +2,7 @@
 // forward and backward passes at once, and what every strategy saves.
 #include "parallel/towers.hpp"
 
+#include <ATen/core/grad_mode.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -125,7 +126,7 @@ void MultiTower::setup(Trainer &t) {
 }
 
 void MultiTower::broadcast_variables(bool all) {
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   std::vector<at::Tensor> values;
   for (const auto &v : vars_)
     if (all || !v.trainable) values.push_back(v.value);
@@ -150,7 +151,7 @@ void MultiTower::make_leaves() {
       const bool mirror = v.value.device() != device || o_.mirror_cpu_towers;
       at::Tensor x = v.value;
       if (mirror) {
-        c10::NoGradGuard no_grad;
+        at::NoGradGuard no_grad;
         x = v.value.detach().to(device, /*non_blocking=*/false, /*copy=*/true);
         mirrors_[k].emplace_back(v.value, x);
       }
@@ -239,7 +240,7 @@ void MultiTower::ready(size_t i, bool in_backward) {
 }
 
 void MultiTower::reduce_bucket(Bucket &b) {
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   if (device_reduce_ && device_reduce_->spans_processes()) {
     // NCCL over every device of every process (CUDA towers in a job): one
     // sum does it all; started in bucket order, as every rank must.
@@ -288,12 +289,12 @@ void MultiTower::finish_across() {
 }
 
 void MultiTower::refresh_mirror(int k) {
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (auto &[variable, mirror] : mirrors_[static_cast<size_t>(k)]) mirror.copy_(variable);
 }
 
 void MultiTower::write_back_mirror(int k) {
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (auto &[variable, mirror] : mirrors_[static_cast<size_t>(k)])
     if (!mirror.requires_grad()) variable.copy_(mirror);
 }
@@ -442,7 +443,7 @@ void MultiTower::publish_towers(Trainer &t, const std::function<const double *(c
   // Each floating-point scalar output: the mean over the towers that
   // published it (integer and boolean outputs stay tower 0's).
   std::vector<std::pair<std::string, at::Tensor>> outputs = results_[0].outputs;
-  c10::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (auto &[name, value] : outputs) {
     if (value.numel() != 1 || !value.is_floating_point()) continue;
     double sum = 0;
@@ -522,7 +523,7 @@ void MultiTower::ops_body(Trainer &t, bool hooked) {
   const size_t m = selected_.size();
   std::vector<std::vector<at::Tensor>> g(m);
   {
-    c10::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     for (size_t i = 0; i < m; ++i) {
       const OpRun &r = *selected_[i];
       g[i].resize(r.vars.size());
@@ -602,7 +603,7 @@ void MultiTower::apply_op(Trainer &t, size_t op, std::vector<at::Tensor> &g) {
   }
   for (auto &o : op_optimizers_[op]) o->follow(*r.opt);
   on_towers([&](int k) {
-    c10::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     model::Optimizer &opt = k == 0 ? *r.opt : *op_optimizers_[op][static_cast<size_t>(k - 1)];
     const auto &vars = op_vars_[op][static_cast<size_t>(k)];
     // g is read by every tower at once: a replica's gradient never aliases it.

@@ -123,7 +123,7 @@ static void test_dlpack_round_trip(void **state) {
 static int dl_deleted;
 static void dl_delete(struct DLManagedTensor *self) {
   dl_deleted++;
-  free(self->dl_tensor.shape);
+  free((void *)self->dl_tensor.shape); /* const int64_t * in newer DLPack headers */
   free(self->dl_tensor.data);
   free(self);
 }
@@ -136,8 +136,9 @@ static DLManagedTensor *make_dl(uint8_t code, uint8_t bits) {
   m->dl_tensor.dtype.code = code;
   m->dl_tensor.dtype.bits = bits;
   m->dl_tensor.dtype.lanes = 1;
-  m->dl_tensor.shape = calloc(1, sizeof(int64_t));
-  m->dl_tensor.shape[0] = 4;
+  int64_t *shape = calloc(1, sizeof(int64_t));
+  shape[0] = 4;
+  m->dl_tensor.shape = shape;
   m->deleter = dl_delete;
   return m;
 }

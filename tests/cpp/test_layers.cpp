@@ -6,6 +6,7 @@
 // layer_norm, losses and metrics vs hand-written ATen, and L2 regularisation
 // with gradients from a second tower; and four training towers on threads at
 // once.
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <ATen/TensorOperators.h>
@@ -424,7 +425,7 @@ TEST(Layers, RegularizeL2FromAnyTower) {
   EXPECT_TRUE(close(fw.grad(), fw.detach() * 0.5));
   EXPECT_FALSE(f.var("conv/b").grad().defined());
   {
-    c10::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     Tower inf = f.inference();
     EXPECT_TRUE(close(L::regularize_l2(inf, "W", 0.25), want));
   }

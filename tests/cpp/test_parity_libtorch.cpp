@@ -3,6 +3,7 @@
 // (at::linear, relu, mse_loss), autograd, and SGD-with-momentum / Adam updates
 // written out here from their formulas (no torch::optim). Losses and final
 // parameters agree within 1e-5.
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <ATen/TensorOperators.h>
@@ -138,7 +139,7 @@ Run by_hand(const at::Tensor &x, const at::Tensor &y, const std::vector<at::Tens
     at::Tensor loss = at::mse_loss(at::linear(at::relu(at::linear(xb, p[0], p[1])), p[2], p[3]), yb);
     run.losses.push_back(loss.item<double>());
     loss.backward();
-    c10::NoGradGuard no_grad;
+    at::NoGradGuard no_grad;
     for (size_t i = 0; i < p.size(); ++i) {
       at::Tensor g = p[i].grad();
       if (kind == "sgd") {  // v = momentum * v + g (v = g at the first step); p -= lr * v

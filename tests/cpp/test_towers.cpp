@@ -1,6 +1,7 @@
 // The replicated strategy's BatchNorm rule (issue 14): the moving statistics
 // follow tower 0's batches only, and after every epoch every replica holds
 // tower 0's. Reads the replicas through MultiTower::variables_of.
+#include <ATen/core/grad_mode.h>
 #include <gtest/gtest.h>
 
 #include <ATen/TensorOperators.h>
