@@ -7,6 +7,9 @@
  * were; or, when it is valid, when it is accepted with exactly the values it
  * holds (gen_crafted.py's W and B). No crash, no hang, no sanitizer report.
  *
+ * A valid file with a read limit of 0 (tpt_set_checkpoint_read_limit) must
+ * be refused the same way.
+ *
  *   test_crafted_files DIR     (DIR/manifest.tsv; gen_crafted.py --run makes it)
  *
  * Output is TAP. */
@@ -113,6 +116,17 @@ static int run_case(const char *dir, const char *file, const char *mode, const c
     snapshot before, after;
     if (take(&before, m, opt)) return 1;
     if (strcmp(mode, "restore") == 0) {
+      st = tpt_model_restore(NULL, m, path, NULL);
+    } else if (strcmp(mode, "read-limit") == 0) {
+      /* no room beyond the file's own size: a valid file needs more (the
+       * reader's tables); the limit is process-wide, this child's only */
+      tpt_status *big = tpt_set_checkpoint_read_limit(UINT64_MAX);
+      if (!big || tpt_status_code(big) != TPT_ERR_INVALID_ARGUMENT) {
+        fprintf(stderr, "%s: a read limit of 2^64 - 1 was taken\n", file);
+        return 1;
+      }
+      tpt_status_free(big);
+      MUST(tpt_set_checkpoint_read_limit(0), "read limit 0");
       st = tpt_model_restore(NULL, m, path, NULL);
     } else {
       tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;

@@ -11,7 +11,8 @@ tpt_optimizer_set refuses, a generator state that reads past itself...
     gen_crafted.py --run DRIVER        writes them to a temporary folder and
                                        runs DRIVER (test_crafted_files) on it
 
-manifest.tsv: file, mode (restore | resume | torchscript), expect (ok |
+manifest.tsv: file, mode (restore | resume | torchscript | read-limit: a
+restore with the read limit at 0), expect (ok |
 refuse), the tpt_code name expected, a fragment the message must contain.
 The valid files hold the values W and B below: the driver checks that a
 restore gives exactly them (a from-scratch writer of the documented format
@@ -271,6 +272,7 @@ def cases():
     # ---- valid files: read back exactly
     add("valid.ckpt", "restore", ok, ckpt())
     add("valid-resume.ckpt", "resume", ok, ckpt())
+    add("valid-read-limit-0.ckpt", "read-limit", bad, ckpt(), INV, "read limit")
     wt = [W[0], W[3], W[1], W[4], W[2], W[5]]  # W stored transposed, viewed with strides (1, 2)
     add("strided-view.ckpt", "restore", ok, ckpt(base(
         variables={"fc/W": T("float", wt, size=[2, 3], stride=[1, 2]), "fc/b": T("float", B)})))
