@@ -6,12 +6,17 @@ process. Prints `images/s X` (the job's, over STEPS steps after 3 warm-up
 steps).
 
 usage: dist_scaling.py STEPS BATCH WORLD"""
+import os
 import socket
 import sys
 import time
 
 import torch
 import torch.multiprocessing as mp
+
+# PyTorch 2.4+ opens tcp:// stores with libuv unless told not to; Debian's
+# python3-torch is built without it (1.13 ignores the variable).
+os.environ["USE_LIBUV"] = "0"
 
 WARMUP = 3
 

@@ -357,8 +357,8 @@ TPT_API TPT_NODISCARD tpt_status *tpt_tensor_from_dlpack(tpt_tensor **out,
 /* is repeated N times, as in Python (stride=2 for `int[2] stride` gives     */
 /* [2, 2]; an int[] without N takes only a list). Without an overload name,  */
 /* the overload that accepts the arguments with the fewest conversions (int  */
-/* to float, number to Scalar, ...) is called, ties going to the plain       */
-/* overload ("out" overloads only when named).                               */
+/* to float, number to Scalar, ...) is called, ties going to the overload   */
+/* registered first, as in TorchScript ("out" overloads only when named).    */
 /* ------------------------------------------------------------------------ */
 
 typedef enum tpt_arg_kind {

@@ -31,4 +31,12 @@ class Error : public std::runtime_error {
   throw Error(TPT_ERR_INVALID_ARGUMENT, message);
 }
 
+// The first line of a LibTorch message (its later lines are a backtrace or
+// LibTorch's source context, not for users; LibTorch 2.x's c10d even puts a
+// backtrace into what_without_backtrace()).
+inline std::string first_line(std::string message) {
+  if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
+  return message;
+}
+
 }  // namespace tpt

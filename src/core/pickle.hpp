@@ -117,13 +117,6 @@ class Pickle {
   uint32_t root_ = 0;
 };
 
-// The first line of a LibTorch message (its later lines are a backtrace or
-// LibTorch's source context, not for users).
-inline std::string first_line(std::string message) {
-  if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl);
-  return message;
-}
-
 // Whether `s` is valid UTF-8 (Python's strict decoding: no overlong forms,
 // no surrogates, nothing past U+10FFFF).
 bool valid_utf8(std::string_view s);

@@ -12,6 +12,11 @@
 #include <glog/logging.h>
 #endif
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <atomic>
@@ -142,9 +147,48 @@ void c10d_call(const std::string &what, F &&fn) {
   } catch (const Error &) {
     throw;
   } catch (const c10::Error &e) {
-    fail(TPT_ERR_BACKEND, what + ": " + e.what_without_backtrace());
+    fail(TPT_ERR_BACKEND, what + ": " + first_line(e.what_without_backtrace()));
   } catch (const std::exception &e) {
-    fail(TPT_ERR_BACKEND, what + ": " + e.what());
+    fail(TPT_ERR_BACKEND, what + ": " + first_line(e.what()));
+  }
+}
+
+// Whether something accepts TCP connections at addr:port before `deadline`,
+// tried every 50 ms. A rank other than 0 waits for rank 0's store so, with
+// the deadline its timeout sets: LibTorch 2.x's TCPStore client retries a
+// failed connection with a fresh timeout and gives up only after 1.5 to 2
+// times the one it was given, logging a backtrace at each try.
+bool wait_for_listener(const std::string &addr, int port, std::chrono::steady_clock::time_point deadline) {
+  using Clock = std::chrono::steady_clock;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  const std::string service = std::to_string(port);
+  for (;;) {
+    addrinfo *found = nullptr;
+    if (getaddrinfo(addr.c_str(), service.c_str(), &hints, &found) == 0) {
+      for (addrinfo *a = found; a; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        bool up = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+        if (!up && errno == EINPROGRESS) {
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+          pollfd p{fd, POLLOUT, 0};
+          int err = 0;
+          socklen_t len = sizeof err;
+          up = ::poll(&p, 1, static_cast<int>(std::clamp<long long>(left, 1, 1000))) == 1 &&
+               ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+        }
+        ::close(fd);
+        if (up) {
+          freeaddrinfo(found);
+          return true;
+        }
+      }
+      freeaddrinfo(found);
+    }
+    if (Clock::now() + std::chrono::milliseconds(50) >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
@@ -273,14 +317,19 @@ World::World(const Rendezvous &r)
   quiet_glog();
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  c10d_call("the rendezvous at " + r.master_addr + ":" + std::to_string(r.master_port) + " (" + impl_->where + ")",
+  const std::string at = r.master_addr + ":" + std::to_string(r.master_port);
+  if (r.rank != 0 && !wait_for_listener(r.master_addr, r.master_port, start + r.timeout))
+    fail(TPT_ERR_BACKEND, "the rendezvous at " + at + " (" + impl_->where + "): rank 0's store did not come up within " +
+                              std::to_string(r.timeout.count()) + " ms");
+  c10d_call("the rendezvous at " + at + " (" + impl_->where + ")",
             [&] {
               c10d::TCPStoreOptions so;
               so.port = static_cast<std::uint16_t>(r.master_port);
               so.isServer = r.rank == 0;
               so.numWorkers = static_cast<std::size_t>(r.world_size);
               so.waitWorkers = true;
-              so.timeout = r.timeout;
+              so.timeout = std::max(r.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start),
+                                    std::chrono::milliseconds(1));
               compat::classic_tcp_store(so);
               auto tcp = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
               impl_->store = c10::make_intrusive<c10d::PrefixStore>(impl_->prefix, tcp);
@@ -311,7 +360,7 @@ World::World(const Rendezvous &r)
                 const std::string who = n == 0   ? "not every rank joined"
                                         : n == 1 ? "rank " + missing + " did not join"
                                                  : "ranks " + missing + " did not join";
-                fail(TPT_ERR_BACKEND, "the rendezvous at " + r.master_addr + ":" + std::to_string(r.master_port) + " (" +
+                fail(TPT_ERR_BACKEND, "the rendezvous at " + at + " (" +
                                           impl_->where + "): " + who + " within " + std::to_string(r.timeout.count()) +
                                           " ms");
               }

@@ -5,6 +5,7 @@
 #include <ATen/core/jit_type.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <torch/csrc/jit/runtime/operator.h>
 
 #include <algorithm>
 #include <climits>
@@ -41,10 +42,25 @@ namespace {
 
 // ------------------------------------------------------------ the operator cache
 
-// Resolution order of overloads: the plain one first, then by name.
-bool overload_before(const std::string &a, const std::string &b) {
-  if (a.empty() != b.empty()) return a.empty();
-  return a < b;
+// Resolution order of overloads, TorchScript's: the order in which they were
+// registered (native_functions.yaml's for aten), as the JIT's operator table
+// keeps it; ties of cost go to the earlier one. Overloads the table lacks
+// come after, the plain one first, then by name.
+void sort_overloads(const std::string &name, std::vector<std::string> &overloads) {
+  std::unordered_map<std::string, size_t> position;
+  try {
+    const auto ops = torch::jit::getAllOperatorsFor(c10::Symbol::fromQualString(name));
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i]) position.emplace(ops[i]->schema().overload_name(), i);
+  } catch (const std::exception &) {  // not a qualified name: by name alone
+  }
+  std::sort(overloads.begin(), overloads.end(), [&](const std::string &a, const std::string &b) {
+    auto pa = position.find(a), pb = position.find(b);
+    size_t ia = pa == position.end() ? SIZE_MAX : pa->second, ib = pb == position.end() ? SIZE_MAX : pb->second;
+    if (ia != ib) return ia < ib;
+    if (a.empty() != b.empty()) return a.empty();
+    return a < b;
+  });
 }
 
 using OverloadList = std::shared_ptr<const std::vector<std::string>>;
@@ -85,7 +101,7 @@ class Registry {
     std::unordered_map<std::string, OverloadList> ops;
     ops.reserve(found.size());
     for (auto &entry : found) {
-      std::sort(entry.second.begin(), entry.second.end(), overload_before);
+      sort_overloads(entry.first, entry.second);
       ops.emplace(entry.first,
                   std::make_shared<const std::vector<std::string>>(std::move(entry.second)));
     }

@@ -7,8 +7,9 @@
 // default; one int where the schema wants int[N] (a fixed N, as `int[2]
 // stride`) is repeated N times, as Python does. Without an overload name
 // every overload is tried (out variants excepted) and the one that needs the
-// fewest implicit conversions wins; ties go to the first in a stable order
-// (the plain overload, then the others by name). Errors are tpt::Error:
+// fewest implicit conversions wins; ties go to the first in TorchScript's
+// order (registration order: native_functions.yaml's for aten; overloads the
+// JIT's table lacks after, the plain one first, then by name). Errors are tpt::Error:
 // TPT_ERR_INVALID_ARGUMENT for an unknown operator or arguments no schema
 // accepts (the message gives the reason for each schema),
 // TPT_ERR_UNSUPPORTED for a result that is not a tensor, a list or tuple of
@@ -129,7 +130,7 @@ struct QualifiedName {
 QualifiedName qualify(const std::string &op, const std::string &overload);
 
 // The overload names of an operator that has schemas, in the stable order
-// used for resolution ("" first, then by name); empty if there is no such
+// used for resolution (TorchScript's, see above); empty if there is no such
 // operator. The dispatcher's list of operators is scanned once and cached;
 // a name that is not in the cache triggers a rescan (operators registered
 // later, e.g. by a library loaded at run time, are found). Thread-safe.

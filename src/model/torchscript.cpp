@@ -252,7 +252,7 @@ std::shared_ptr<torch::jit::Module> load_checked_module(const pickle::Bytes &byt
       try {
         std::tie(data, size) = zip->getRecord(name);
       } catch (const c10::Error &e) {
-        std::string m = pickle::first_line(e.what_without_backtrace());
+        std::string m = first_line(e.what_without_backtrace());
         invalid_argument(what + ": its record " + name + " cannot be read (" + m + ")");
       }
       check_source_shape(std::string(static_cast<const char *>(data.get()), size), what + " (" + name + ")");
@@ -265,12 +265,12 @@ std::shared_ptr<torch::jit::Module> load_checked_module(const pickle::Bytes &byt
   } catch (const std::bad_alloc &) {
     throw;
   } catch (const c10::Error &e) {
-    std::string m = pickle::first_line(e.what_without_backtrace());
+    std::string m = first_line(e.what_without_backtrace());
     fail(TPT_ERR_IO, "cannot load " + what + ": " + m);
   } catch (const std::exception &e) {  // torch::jit::ErrorReport: the code does not compile
     std::string m = e.what();
     m.erase(0, m.find_first_not_of(" \n"));
-    fail(TPT_ERR_IO, "cannot load " + what + ": " + pickle::first_line(m));
+    fail(TPT_ERR_IO, "cannot load " + what + ": " + first_line(m));
   }
   return module;
 }

@@ -541,15 +541,24 @@ static void test_dtypes_and_numbers(void **state) {
   check_tensor("scale", two[0], SCALAR, NOVALS);
   tpt_tensor_free(two[0]);
   tpt_tensor_free(two[1]);
-  /* results that are not tensors, numbers or bools */
-  tpt_tensor *nested[1] = {NULL};
-  call_op(nested, 1, "aten::_nested_tensor_from_tensor_list", NULL, ARGS(TL(a, b)));
-  size_t n = 9;
-  expect_code2(tpt_op_call(out, 1, &n, "aten::_nested_tensor_offsets", NULL, ARGS(T(nested[0]))),
-                TPT_ERR_UNSUPPORTED, "aten::_nested_tensor_offsets returned int[]",
-                "cannot give as tensors");
-  assert_null(out[0]);
-  tpt_tensor_free(nested[0]);
+  /* results that are not tensors, numbers or bools: LibTorch 1.13's aten
+   * has one (an int[]); 2.x's has none usable on the CPU, and the gtest
+   * OpsCall.ResultsThatAreNotTensorsAreRefused registers its own */
+  char schema[512];
+  tpt_status *has = tpt_op_schemas(schema, sizeof schema, NULL, "aten::_nested_tensor_offsets");
+  if (!has) {
+    tpt_tensor *nested[1] = {NULL};
+    call_op(nested, 1, "aten::_nested_tensor_from_tensor_list", NULL, ARGS(TL(a, b)));
+    size_t n = 9;
+    expect_code2(tpt_op_call(out, 1, &n, "aten::_nested_tensor_offsets", NULL, ARGS(T(nested[0]))),
+                  TPT_ERR_UNSUPPORTED, "aten::_nested_tensor_offsets returned int[]",
+                  "cannot give as tensors");
+    assert_null(out[0]);
+    tpt_tensor_free(nested[0]);
+  } else {
+    assert_int_equal(tpt_status_code(has), TPT_ERR_NOT_FOUND);
+    tpt_status_free(has);
+  }
   /* a ScalarType result is the tpt_dtype number */
   call_op(out, 1, "aten::result_type", "Tensor", ARGS(T(a), T(idx)));
   check_tensor("result_type", out[0], SCALAR, VALS(TPT_DTYPE_F32));

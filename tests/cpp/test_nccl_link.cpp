@@ -62,7 +62,9 @@ TEST(Nccl, AcrossProcessesFailsCleanlyWithoutGpus) {
       tpt::dist::World world(tpt::dist::rendezvous(o, [](const char *) -> const char * { return nullptr; }));
       auto r = device_all_reduce({c10::Device(c10::DeviceType::CUDA, 0)}, &world);
       made[static_cast<size_t>(rank)] = r != nullptr;
-      if (r) EXPECT_TRUE(r->spans_processes());
+      if (r) {
+        EXPECT_TRUE(r->spans_processes());
+      }
     } catch (const tpt::Error &e) {
       EXPECT_EQ(e.code(), TPT_ERR_BACKEND) << e.what();
       errors[static_cast<size_t>(rank)] = e.what();

@@ -30,6 +30,10 @@ import traceback
 
 import torch
 
+# PyTorch 2.4+ opens tcp:// stores with libuv unless told not to; Debian's
+# python3-torch is built without it (1.13 ignores the variable).
+os.environ["USE_LIBUV"] = "0"
+
 PROGRAM, LAUNCHER = sys.argv[1], sys.argv[2]
 N, D, H, STEPS, BATCH = 512, 8, 16, 50, 8
 TOL = 1e-5

@@ -24,6 +24,10 @@ import traceback
 import torch
 import torch.nn.functional as F
 
+# PyTorch 2.4+ opens tcp:// stores with libuv unless told not to; Debian's
+# python3-torch is built without it (1.13 ignores the variable).
+os.environ["USE_LIBUV"] = "0"
+
 PROGRAM = sys.argv[1]
 SIDE, CLASSES, B, STEPS_PER_EPOCH, EPOCHS = 9, 4, 8, 12, 2
 ROWS = STEPS_PER_EPOCH * 2 * B
