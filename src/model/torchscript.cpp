@@ -1,6 +1,7 @@
 #include "model/torchscript.hpp"
 
 #include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <caffe2/serialize/inline_container.h>
 
@@ -35,6 +36,11 @@ void run_forward(torch::jit::Module &module, std::mutex &mu, Tower &tower, const
     // changes them (towers on several threads will need one module each).
     std::lock_guard<std::mutex> lock(mu);
     module.train(tower.is_training());
+    // The graph runs op by op under autograd, as eager PyTorch would: no
+    // profiling, specialisation or fusion (this thread only). A LibTorch
+    // built with LLVM (Debian 13's 2.6) otherwise compiles fused CPU
+    // kernels again and again while the shapes' profile settles, seconds each.
+    torch::jit::GraphOptimizerEnabledGuard plain(false);
     result = module.forward(args);
   }
   c10::IValue cost = result;

@@ -8,7 +8,8 @@
  * fc_W.bin [3, 64], fc_b.bin [3] (raw little-endian f32) and dims.txt "N".
  * The model: conv2d 4 filters 3x3 SAME -> batch_norm -> relu -> max_pool 2
  * (VALID) -> flatten -> fc 3 -> softmax cross-entropy. OPTIMIZER is "sgd"
- * (lr 0.05, momentum 0.9) or "adam" (lr 0.01). Batches are taken in order.
+ * (lr 0.05, momentum 0.9), "adam" (lr 0.01) or "adam_eps" (lr 0.01, eps
+ * 1e-3). Batches are taken in order.
  * Writes losses.bin (STEPS f32 costs) and, for every variable, NAME.out with
  * '/' written as '_' (conv_W.out, ..., bn_mean_EMA.out, bn_variance_EMA.out). */
 #include "parity_common.h"

@@ -95,7 +95,7 @@ static inline void parity_set_optimizer(tpt_model *model, const char *kind) {
   /* "sgd_clip" / "sgd_clip_tf": plain SGD (lr 0.05) with global-norm
    * clipping at 0.1, PyTorch's arithmetic or TensorFlow's */
   const int clip = strncmp(kind, "sgd_clip", 8) == 0;
-  CHECK(tpt_optimizer_new(&opt, clip ? "sgd" : kind));
+  CHECK(tpt_optimizer_new(&opt, clip ? "sgd" : strcmp(kind, "adam_eps") == 0 ? "adam" : kind));
   if (clip) {
     CHECK(tpt_optimizer_set(opt, "learning_rate", 0.05));
     CHECK(tpt_optimizer_set(opt, "clip_global_norm", 0.1));
@@ -104,6 +104,8 @@ static inline void parity_set_optimizer(tpt_model *model, const char *kind) {
     CHECK(tpt_optimizer_set(opt, "learning_rate", 0.05));
     CHECK(tpt_optimizer_set(opt, "momentum", 0.9));
   } else {
+    /* "adam_eps": Adam with eps 1e-3 (the CNN's: see tests/py/test_parity.py) */
+    if (strcmp(kind, "adam_eps") == 0) CHECK(tpt_optimizer_set(opt, "eps", 1e-3));
     CHECK(tpt_optimizer_set(opt, "learning_rate", 0.01));
   }
   CHECK(tpt_model_set_optimizer(model, opt));

@@ -100,13 +100,16 @@ def run(kind, source=False):
     params = list(ref.parameters())
     opt = (torch.optim.SGD(params, lr=0.05, momentum=0.9) if kind == "sgd" else torch.optim.Adam(params, lr=0.01))
     losses = []
-    for step in range(STEPS):
-        k = step % (N // BATCH)
-        loss, _ = ref(x[k * BATCH:(k + 1) * BATCH], y[k * BATCH:(k + 1) * BATCH])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    # op by op, as tptrain runs a TorchScript module (no profiling or fusion:
+    # a LibTorch with LLVM, Debian 13's, would compile fused kernels for minutes)
+    with torch.jit.optimized_execution(False):
+        for step in range(STEPS):
+            k = step % (N // BATCH)
+            loss, _ = ref(x[k * BATCH:(k + 1) * BATCH], y[k * BATCH:(k + 1) * BATCH])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
     want = torch.tensor(losses)
     dl = (got_losses - want).abs().max().item()
     ref_params = dict(ref.named_parameters())

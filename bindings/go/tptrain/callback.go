@@ -161,7 +161,7 @@ func deleteHandle(h cgo.Handle) {
 // spent and using it again is an error. Close releases a Callback that was
 // never given away.
 type Callback struct {
-	handle[C.tpt_callback]
+	handle[*C.tpt_callback]
 	// The Go functions inside, the wrapped callbacks' included: the trainer
 	// that takes the callback binds them to its Context.
 	funcs []*hostFunc

@@ -52,7 +52,7 @@ import (
 type Datapoint struct {
 	// borrowed: the library's (lent to a function for one call); Close only
 	// forgets it.
-	handle[C.tpt_datapoint]
+	handle[*C.tpt_datapoint]
 }
 
 // lentDatapoint wraps a datapoint the library lends for one call.
@@ -322,7 +322,7 @@ type dataflowFunc struct {
 // A DataFlow is iterated by one goroutine at a time: its methods lock it,
 // so Close (and other calls) wait for a Next in progress.
 type DataFlow struct {
-	handle[C.tpt_dataflow]
+	handle[*C.tpt_dataflow]
 	dp *C.tpt_datapoint // Next's, made on first use
 	// The stashes of the Go functions of the pipeline up to here.
 	stashes []*stash

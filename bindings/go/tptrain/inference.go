@@ -27,7 +27,7 @@ import (
 // NewInferenceRunnerWith takes it over; Close releases one that was never
 // given to a runner.
 type Inferencer struct {
-	handle[C.tpt_inferencer]
+	handle[*C.tpt_inferencer]
 	fn   *inferencerFunc // NewInferencer's; nil for the library's own
 	name string
 }

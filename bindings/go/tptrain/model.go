@@ -47,7 +47,7 @@ type InputSpec struct {
 type Model struct {
 	// borrowed: the handle belongs to the library (the init hook's model);
 	// Close only forgets it.
-	handle[C.tpt_model]
+	handle[*C.tpt_model]
 	st *stash
 }
 
@@ -737,7 +737,7 @@ func (m *Model) SaveTorchScript(path string) error {
 // Hyper-parameters can be read and set during training (schedules) from
 // callbacks, on the goroutine of Run.
 type Optimizer struct {
-	handle[C.tpt_optimizer]
+	handle[*C.tpt_optimizer]
 }
 
 // NewOptimizer makes an optimizer of the given kind with its default
@@ -825,7 +825,7 @@ func (o *Optimizer) ScaleGradients(pattern string, factor float64) error {
 // Input gives a model's tower its batches (tpt_input). SetModel takes it
 // over; Close releases an Input that was never given away.
 type Input struct {
-	handle[C.tpt_input]
+	handle[*C.tpt_input]
 	// The errors and panics of the feed function or of the dataflow's
 	// functions; none for tensors.
 	stashes []*stash

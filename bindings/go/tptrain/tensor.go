@@ -77,7 +77,7 @@ type TensorOptions struct {
 type Tensor struct {
 	// borrowed: the handle belongs to the library (a tower function's
 	// inputs); Close only forgets it.
-	handle[C.tpt_tensor]
+	handle[*C.tpt_tensor]
 }
 
 // newTensor wraps a handle returned by the library; the finalizer frees a

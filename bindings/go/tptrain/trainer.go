@@ -101,7 +101,7 @@ const NoSteps int64 = -1
 type Trainer struct {
 	// mu guards ptr and running (Close and RequestStop may come from other
 	// goroutines).
-	handle[C.tpt_trainer]
+	handle[*C.tpt_trainer]
 	running bool
 	ctx     *Context
 	// The stashes of the model's tower function and the input's feed
