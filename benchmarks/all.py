@@ -416,11 +416,15 @@ def med(values):
     return statistics.median(vals) if vals else None
 
 
-def report(rows, rounds, started, seconds, quick):
+def report(rows, rounds, started, seconds, quick, main_table):
     L = ["# Benchmarks", "",
          "Written by `benchmarks/run all` (benchmarks/all.py) on %s in %.1f minutes; run it again to "
          "reproduce every figure on your machine. One benchmark alone: `benchmarks/run NAME` "
          "(`benchmarks/run` lists them)." % (started.strftime("%Y-%m-%d %H:%M UTC"), seconds / 60), ""]
+    if main_table:
+        L += ["The LibTorch-bound rows on Debian 13's LibTorch 2.6 and python3-torch 2.6: "
+              "[benchmarks-libtorch-2.6.md](benchmarks-libtorch-2.6.md) (`benchmarks/run all --only "
+              "mlp-step,fashion-mnist --rounds 3 --out docs/benchmarks-libtorch-2.6.md` in a Debian 13 chroot).", ""]
     if quick:
         L += ["**A smoke test (`--quick`): shortened measurements, not figures to quote.**", ""]
     if rounds < 5:
@@ -490,7 +494,7 @@ def main():
             subprocess.run(["meson", "setup", BUILD], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
         targets = sorted({t for _, _, ts in chosen for t in ts})
         subprocess.run(["ninja", "-C", BUILD] + targets, check=True, stdout=subprocess.DEVNULL)
-    started = datetime.datetime.utcnow()
+    started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.monotonic()
     rows, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="tptrain-bench-") as tmp:
@@ -514,7 +518,8 @@ def main():
                                           min(rs), max(rs)) if rs else "no ratio"), flush=True)
     seconds = time.monotonic() - t0
     with open(a.out, "w", encoding="utf-8") as f:
-        f.write(report(rows, a.rounds, started, seconds, a.quick))
+        f.write(report(rows, a.rounds, started, seconds, a.quick,
+                       os.path.abspath(a.out) == os.path.join(ROOT, "docs", "benchmarks.md")))
     print("wrote %s (%.1f minutes)" % (os.path.relpath(a.out), seconds / 60))
     return 1 if failed else 0
 
