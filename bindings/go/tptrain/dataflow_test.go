@@ -1130,7 +1130,7 @@ func (panickySizer) Next() ([]*Tensor, error) { return nil, io.EOF }
 func (panickySizer) Size() int64              { panic("no size") }
 
 func TestDataFlowHandlesReleased(t *testing.T) {
-	base := liveHandles.Load()
+	base := settledHandles()
 	r := rowsT(t, 3)
 	defer r.Close()
 	src := must(DataFlowFromFunc(func() ([]*Tensor, error) { return nil, io.EOF })).of(t)

@@ -215,7 +215,7 @@ func closeTrainer(t *testing.T, tr *Trainer) {
 
 func TestDistributedOptionErrors(t *testing.T) {
 	checkHandles(t)
-	base := liveHandles.Load()
+	base := settledHandles()
 	m := must(NewModel([]InputSpec{
 		{Name: "x", Shape: []int64{-1, towerFeatures}},
 		{Name: "y", Shape: []int64{-1, 1}},

@@ -874,7 +874,7 @@ func TestModelFinalizers(t *testing.T) {
 	// Models, optimizers and inputs never closed are released by their
 	// finalizers, and so are the handles of their Go functions.
 	checkHandles(t)
-	base := liveHandles.Load()
+	base := settledHandles()
 	for i := 0; i < 20; i++ {
 		m, err := NewModel(regressionSpec(), (&regression{}).tower)
 		if err != nil {
@@ -997,7 +997,7 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 		t.Errorf("the monitor got %d cost records, want 2 (its moving average after each epoch)", records)
 	}
 	// Close releases the Context, the two callbacks and the init hook.
-	before := liveHandles.Load()
+	before := settledHandles()
 	ok(t, tr.Close())
 	if n := before - liveHandles.Load(); n != 4 {
 		t.Errorf("Close released %d handles, want 4", n)
@@ -1054,7 +1054,7 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 
 func TestBadTrainConfigReleasesEverything(t *testing.T) {
 	checkHandles(t)
-	base := liveHandles.Load()
+	base := settledHandles()
 	initCalled := false
 	parts := func() (*Input, *Callback, *Callback) {
 		in := must(InputFromFeed(func(int) ([]*Tensor, error) { return nil, io.EOF })).of(t)

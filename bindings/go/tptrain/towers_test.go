@@ -467,7 +467,7 @@ func TestTowerErrorsEndRun(t *testing.T) {
 
 func TestTowersOptionErrors(t *testing.T) {
 	checkHandles(t)
-	base := liveHandles.Load()
+	base := settledHandles()
 	m := must(NewModel([]InputSpec{
 		{Name: "x", Shape: []int64{-1, towerFeatures}},
 		{Name: "y", Shape: []int64{-1, 1}},
