@@ -18,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "core/files.hpp"
 #include "core/image.hpp"
 #include "trainer_handle.hpp"
 
@@ -625,24 +626,9 @@ tpt_status *tpt_image_write_png(const tpt_tensor *image, const char *path) {
     at::Tensor img = image_u8(image, /*batch=*/false);
     const std::vector<uint8_t> png =
         tpt::encode_png(static_cast<const uint8_t *>(img.data_ptr()), img.size(1), img.size(2), img.size(3));
-    // Written beside the file (a name of this call's own) and renamed over
-    // it: a reader never sees half an image.
-    static std::atomic<uint64_t> counter{0};
-    const std::string tmp = file + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-    std::FILE *f = std::fopen(tmp.c_str(), "wb");
-    if (!f) tpt::fail(TPT_ERR_IO, "cannot write " + file + ": " + std::strerror(errno));
-    const bool ok = std::fwrite(png.data(), 1, png.size(), f) == png.size();
-    const int e = errno;
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed) {
-      std::remove(tmp.c_str());
-      tpt::fail(TPT_ERR_IO, "cannot write " + file + ": " + std::strerror(ok ? errno : e));
-    }
-    if (std::rename(tmp.c_str(), file.c_str()) != 0) {
-      const int re = errno;
-      std::remove(tmp.c_str());
-      tpt::fail(TPT_ERR_IO, "cannot write " + file + ": " + std::strerror(re));
-    }
+    // Written beside the file and renamed over it: a reader never sees half
+    // an image, and a failed write leaves the old file.
+    tpt::write_file_atomic(file, reinterpret_cast<const char *>(png.data()), png.size(), /*sync=*/false);
   });
 }
 

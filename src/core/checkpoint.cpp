@@ -17,12 +17,12 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/log.hpp"
 #include "core/pickle.hpp"
 #include "core/torch_save.hpp"
@@ -130,18 +130,6 @@ class Reader {
  private:
   std::string what_;
 };
-
-// A whole file, read once into its buffer.
-std::vector<char> bytes_of_file(const std::string &path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(TPT_ERR_IO, "cannot open " + path);
-  std::streamoff size = in.tellg();
-  if (size < 0) fail(TPT_ERR_IO, "cannot read " + path);
-  std::vector<char> out(static_cast<size_t>(size));
-  in.seekg(0);
-  if (size > 0 && !in.read(out.data(), size)) fail(TPT_ERR_IO, "cannot read " + path);
-  return out;
-}
 
 // The file is torch.save's zip archive followed by a trailer: "TPTCKPT1",
 // the archive's length and its checksum (little-endian; docs/checkpoints.md). zip
@@ -492,21 +480,22 @@ void write_checkpoint(const std::string &path, const Checkpoint &ck) {
   AtomicFile f(path);
   Checksum sum;
   uint64_t len = 0;
-  try {
-    len = write_archive(ck, [&](const char *p, size_t n) {
-      sum.update(p, n);
-      return f.try_write(p, n);
-    });
-  } catch (const c10::Error &) {
-    if (f.failed()) f.commit(false);  // throws the write's own error (disk full, ...), renaming nothing
-    throw;                            // the temporary goes with f
-  }
+  // The sink tells LibTorch's writer that every write succeeded, also after
+  // one failed (a full disk): told otherwise, the writer throws, and its
+  // destructor writes the end of the archive again and throws inside a
+  // noexcept destructor (std::terminate). The failure is f's: commit()
+  // throws it below and renames nothing.
+  len = write_archive(ck, [&](const char *p, size_t n) {
+    sum.update(p, n);
+    f.try_write(p, n);
+    return true;
+  });
   auto t = trailer_of(len, sum.value());
   f.write(t.data(), t.size());
   f.commit(/*sync=*/true);
 }
 
-Checkpoint read_checkpoint(const std::string &path) { return decode(bytes_of_file(path), "checkpoint " + path); }
+Checkpoint read_checkpoint(const std::string &path) { return decode(read_file_bytes(path), "checkpoint " + path); }
 
 // ---- the index
 
@@ -722,7 +711,7 @@ void Trainer::apply_resume() {
 
 std::vector<std::pair<std::string, at::Tensor>> read_named_tensors(const std::string &path) {
   std::string file = resolve_checkpoint(path);
-  std::vector<char> bytes = bytes_of_file(file);
+  std::vector<char> bytes = read_file_bytes(file);
   if (bytes.size() >= kTrailer && std::memcmp(bytes.data() + bytes.size() - kTrailer, kTrailerMagic, 8) == 0)
     return decode(std::move(bytes), "checkpoint " + file).variables;  // a tptrain checkpoint: its variables
   pickle::ZipIndex index = pickle::check_zip(bytes.data(), bytes.size(), file);  // before LibTorch's zip reader sees it

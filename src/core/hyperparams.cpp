@@ -6,11 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
-#include <fstream>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/trainer.hpp"
 #include "model/optimizer.hpp"
 
@@ -221,8 +222,17 @@ class HumanHyperParam final : public Callback {
         path_ = t.logdir() + "/" + file_;
       }
     }
-    std::ifstream in(path_);
-    if (!in) return;  // no file: no change
+    std::error_code exists_ec;
+    if (!std::filesystem::exists(path_, exists_ec)) return;  // no file: no change
+    std::istringstream in;
+    try {
+      in.str(read_file(path_));  // a FIFO or a device is refused, not waited on
+    } catch (const Error &e) {
+      if (e.code() != TPT_ERR_IO) throw;
+      report_.failed(t.log(), name() + ": " + e.what() + "; " + param_ + " is unchanged");
+      return;
+    }
+    report_.succeeded(t.log(), name() + ": reading " + path_);
     std::string line;
     std::optional<double> value;
     for (int n = 1; std::getline(in, line); ++n) {
@@ -254,6 +264,7 @@ class HumanHyperParam final : public Callback {
  private:
   std::shared_ptr<model::Optimizer> opt_;
   std::string param_, file_, path_;
+  FailureReport report_;
 };
 
 }  // namespace

@@ -1,15 +1,13 @@
 #include "core/log.hpp"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "core/error.hpp"
 
@@ -29,10 +27,6 @@ std::string local_time(const char *format) {
   return buf;
 }
 
-[[noreturn]] void io_error(const std::string &what) {
-  fail(TPT_ERR_IO, what + ": " + std::strerror(errno));
-}
-
 bool has_visible_entries(const fs::path &dir) {
   std::error_code ec;
   for (const auto &entry : fs::directory_iterator(dir, ec)) {
@@ -48,24 +42,39 @@ Logger::~Logger() { close_file(); }
 
 void Logger::open_file(const std::string &path) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (file_) {
-    std::fclose(file_);
-    file_ = nullptr;
-  }
+  file_.close();
+  lost_ = 0;
   std::error_code ec;
   if (fs::exists(path, ec)) {
     std::string backup = unused_path(path, "." + timestamp_suffix());
     fs::rename(path, backup, ec);
     if (ec) fail(TPT_ERR_IO, "cannot move the old " + path + " to " + backup + ": " + ec.message());
   }
-  file_ = std::fopen(path.c_str(), "w");
-  if (!file_) io_error("cannot open " + path);
+  file_.create(path, /*exclusive=*/false);
 }
 
 void Logger::close_file() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (file_) std::fclose(file_);
-  file_ = nullptr;
+  file_.close();
+}
+
+void Logger::append_line(const std::string &line) {
+  if (!file_.is_open()) return;
+  if (lost_ > 0) {
+    // Writing works again: say what is missing, before the line itself.
+    std::string note = "[" + local_time("%m%d %H:%M:%S") + " @tptrain] WRN " + std::to_string(lost_) +
+                       " line(s) of this log are missing here: " + file_.path() + " could not be written (" +
+                       std::strerror(file_.error()) + ")\n";
+    if (!file_.append(note.data(), note.size())) {
+      ++lost_;
+      return;
+    }
+    lost_ = 0;
+  }
+  if (file_.append(line.data(), line.size())) return;
+  if (lost_++ == 0)
+    std::fprintf(stderr, "[%s @tptrain] ERR cannot write %s: %s; log lines are lost until it can be written (said once)\n",
+                 local_time("%m%d %H:%M:%S").c_str(), file_.path().c_str(), std::strerror(file_.error()));
 }
 
 void Logger::write(const char *tag, const std::string &message) {
@@ -75,15 +84,23 @@ void Logger::write(const char *tag, const std::string &message) {
     std::fputs(line.c_str(), stdout);
     std::fflush(stdout);
   }
-  if (file_) {
-    std::fputs(line.c_str(), file_);
-    std::fflush(file_);
-  }
+  append_line(line);
 }
 
 void Logger::info(const std::string &message) { write("", message); }
 void Logger::warn(const std::string &message) { write("WRN ", message); }
 void Logger::error(const std::string &message) { write("ERR ", message); }
+
+void FailureReport::failed(Logger &log, const std::string &message) {
+  if (failures_++ == 0)
+    log.error(message + " (training goes on; until this works again, the same failure is counted, not logged)");
+}
+
+void FailureReport::succeeded(Logger &log, const std::string &what) {
+  if (failures_ == 0) return;
+  log.info(what + " works again, after " + std::to_string(failures_) + " failure(s).");
+  failures_ = 0;
+}
 
 std::string timestamp_suffix() { return local_time("%m%d-%H%M%S"); }
 
@@ -109,13 +126,15 @@ char ask_action(const std::string &dir) {
 
 }  // namespace
 
-std::string prepare_logdir(const std::string &dir_in, tpt_logdir_action action, Logger &log) {
+std::string prepare_logdir(const std::string &dir_in, tpt_logdir_action action, Logger &log, DirLock &lock) {
   if (dir_in.empty()) invalid_argument("logdir is empty");
   std::string dir = fs::path(dir_in).lexically_normal().string();
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   std::error_code ec;
   bool exists = fs::exists(dir, ec);
   if (exists && !fs::is_directory(dir, ec)) fail(TPT_ERR_IO, "logdir " + dir + " exists and is not a directory");
+  // Another run's directory is refused before any action touches it.
+  if (exists) lock.acquire(dir);
   if (exists && has_visible_entries(dir)) {
     char act = 0;
     switch (action) {
@@ -132,7 +151,8 @@ std::string prepare_logdir(const std::string &dir_in, tpt_logdir_action action, 
         log.info("Keeping the existing log directory " + dir);
         break;
       case 'd': {
-        for (const auto &entry : fs::directory_iterator(dir, ec)) fs::remove_all(entry.path(), ec);
+        for (const auto &entry : fs::directory_iterator(dir, ec))
+          if (entry.path().filename() != DirLock::kFileName) fs::remove_all(entry.path(), ec);
         if (has_visible_entries(dir)) fail(TPT_ERR_IO, "could not empty the log directory " + dir);
         log.info("Deleted the contents of " + dir);
         break;
@@ -141,11 +161,13 @@ std::string prepare_logdir(const std::string &dir_in, tpt_logdir_action action, 
         std::string backup = unused_path(dir, timestamp_suffix());
         fs::rename(dir, backup, ec);
         if (ec) fail(TPT_ERR_IO, "cannot back up " + dir + " to " + backup + ": " + ec.message());
+        lock.release();  // its lock file went with it
         log.info("Backed up the old log directory to " + backup);
         break;
       }
       case 'n':
         dir = unused_path(dir, timestamp_suffix());
+        lock.release();
         log.info("Using a new log directory " + dir);
         break;
       default:
@@ -156,89 +178,8 @@ std::string prepare_logdir(const std::string &dir_in, tpt_logdir_action action, 
   }
   fs::create_directories(dir, ec);
   if (ec) fail(TPT_ERR_IO, "cannot create the log directory " + dir + ": " + ec.message());
+  if (!lock.held()) lock.acquire(dir);
   return dir;
-}
-
-void write_file_atomic(const std::string &path, const std::string &content, bool sync) {
-  write_file_atomic(path, content.data(), content.size(), sync);
-}
-
-void write_file_atomic(const std::string &path, const char *data, size_t size, bool sync) {
-  AtomicFile f(path);
-  f.write(data, size);
-  f.commit(sync);
-}
-
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) io_error("cannot create " + tmp_);
-}
-
-AtomicFile::~AtomicFile() {
-  if (fd_ >= 0) {  // never committed: the target keeps its old content
-    ::close(fd_);
-    ::unlink(tmp_.c_str());
-  }
-}
-
-bool AtomicFile::try_write(const char *data, size_t size) noexcept {
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::write(fd_, data + done, size - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (!errno_) errno_ = errno;
-      return false;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-void AtomicFile::write(const char *data, size_t size) {
-  if (!try_write(data, size)) {
-    errno = errno_;
-    io_error("cannot write " + tmp_);
-  }
-}
-
-void AtomicFile::commit(bool sync) {
-  if (errno_) {
-    errno = errno_;
-    io_error("cannot write " + tmp_);
-  }
-  int synced = sync ? ::fsync(fd_) : 0;
-  int saved_sync = errno;
-  int closed = ::close(fd_);
-  fd_ = -1;
-  if (synced != 0 || closed != 0) {
-    int saved = synced != 0 ? saved_sync : errno;
-    ::unlink(tmp_.c_str());
-    errno = saved;
-    io_error("cannot sync " + tmp_);
-  }
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    int saved = errno;
-    ::unlink(tmp_.c_str());
-    errno = saved;
-    io_error("cannot rename " + tmp_ + " to " + path_);
-  }
-  if (sync) {  // the rename itself survives a power loss once the directory is synced
-    std::string dir = fs::path(path_).parent_path().string();
-    int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
-  }
-}
-
-std::string read_file(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(TPT_ERR_IO, "cannot open " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace tpt

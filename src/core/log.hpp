@@ -3,10 +3,11 @@
 // set-up (tensorpack's keep / delete / backup / new actions).
 #pragma once
 
-#include <cstdio>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
+#include "core/files.hpp"
 #include "tptrain.h"
 
 namespace tpt {
@@ -22,7 +23,10 @@ class Logger {
   bool console() const { return console_; }
 
   // Opens `path` for writing (an existing file is first renamed to
-  // path.<MMDD-HHMMSS>). Throws tpt::Error(TPT_ERR_IO).
+  // path.<MMDD-HHMMSS>). Throws tpt::Error(TPT_ERR_IO). Lines that cannot be
+  // written to it (a full disk) are lost, never cut: the first failure is
+  // said once on stderr, and when writing works again the file says how
+  // many lines are missing.
   void open_file(const std::string &path);
   void close_file();
 
@@ -32,9 +36,27 @@ class Logger {
 
  private:
   void write(const char *tag, const std::string &message);
+  void append_line(const std::string &line);
   std::mutex mu_;
   bool console_ = true;
-  std::FILE *file_ = nullptr;
+  AppendFile file_;
+  int64_t lost_ = 0;  // lines not written since the last one that was
+};
+
+// One message per kind of failure (tensorpack's savers and monitors log an
+// IO error and training goes on): the first failure of a run of failures is
+// logged as an error, later ones are counted, and the first success after
+// them is logged with the count.
+class FailureReport {
+ public:
+  // `message` says what failed and why; `more` (optional) what happens now.
+  void failed(Logger &log, const std::string &message);
+  // `what` names the thing that works again, e.g. "ModelSaver: saving".
+  void succeeded(Logger &log, const std::string &what);
+  int64_t failures() const { return failures_; }
+
+ private:
+  int64_t failures_ = 0;
 };
 
 // "MMDD-HHMMSS" of the local time now.
@@ -43,42 +65,10 @@ std::string timestamp_suffix();
 // A path that does not exist yet: base + suffix, or base + suffix + ".N".
 std::string unused_path(const std::string &base, const std::string &suffix);
 
-// Applies `action` to `dir` and creates it; returns the directory to use.
-// Throws tpt::Error(TPT_ERR_IO) with the reason. Messages go to `log`.
-std::string prepare_logdir(const std::string &dir, tpt_logdir_action action, Logger &log);
-
-// Writes `content` to `path` atomically: a temporary file in the same
-// directory, renamed over `path`, so that a process killed at any moment
-// leaves either the old or the new file. With `sync` the data is also
-// fsync'ed before the rename (survives a power loss; costs milliseconds).
-// Throws tpt::Error(TPT_ERR_IO).
-// With `sync` the directory is fsync'ed after the rename as well.
-void write_file_atomic(const std::string &path, const std::string &content, bool sync = true);
-void write_file_atomic(const std::string &path, const char *data, size_t size, bool sync = true);
-
-// The same, written piece by piece: a temporary file in the target's
-// directory; commit() fsyncs it (with `sync`), renames it over the target
-// and fsyncs the directory. Destroyed without commit, it removes the
-// temporary and the target is untouched. try_write reports a failure
-// without throwing (for writers called through C code); commit then throws.
-class AtomicFile {
- public:
-  explicit AtomicFile(std::string path);
-  ~AtomicFile();
-  AtomicFile(const AtomicFile &) = delete;
-  AtomicFile &operator=(const AtomicFile &) = delete;
-  bool try_write(const char *data, size_t size) noexcept;
-  void write(const char *data, size_t size);
-  void commit(bool sync);
-  bool failed() const { return errno_ != 0; }
-
- private:
-  std::string path_, tmp_;
-  int fd_ = -1;
-  int errno_ = 0;
-};
-
-// Reads a whole file; throws tpt::Error(TPT_ERR_IO).
-std::string read_file(const std::string &path);
+// Applies `action` to `dir`, creates it and takes its lock (one run per
+// directory: a directory another run holds is refused before any action
+// touches it). Returns the directory to use. Throws tpt::Error(TPT_ERR_IO, or TPT_ERR_STATE for
+// a directory in use) with the reason. Messages go to `log`.
+std::string prepare_logdir(const std::string &dir, tpt_logdir_action action, Logger &log, DirLock &lock);
 
 }  // namespace tpt

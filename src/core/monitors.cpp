@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/json.hpp"
 #include "core/trainer.hpp"
 
@@ -38,6 +39,13 @@ namespace {
 // each epoch). Nothing but the unwritten entries is held in memory.
 // Mid-epoch entries reach the file at most every kMidEpochInterval, or less
 // often when writing takes long.
+//
+// A write that fails (a full disk) is logged once and training goes on, as
+// with tensorpack's JSONWriter: the old closing bracket is put back and the
+// file cut to its old length (neither needs new space), so stats.json stays
+// the valid list it was; the entries stay pending and are written when
+// writing works again. Should even that repair fail, the next write
+// rewrites the file whole from its intact beginning.
 class JsonWriter final : public Callback {
  public:
   JsonWriter() : Callback("JSONWriter", false) {}
@@ -63,6 +71,9 @@ class JsonWriter final : public Callback {
       // their entry (tensorpack would drop them).
       case TPT_EVENT_AFTER_TRAIN:
         if (!path_.empty()) trigger(t, true);
+        if (!pending_.empty())
+          t.log().warn("JSONWriter: " + std::to_string(std::count(pending_.begin(), pending_.end(), '{')) +
+                       " entr(ies) were never written to " + path_ + " (see its error above); it holds those before them");
         close_file();
         break;
       default: break;
@@ -130,20 +141,21 @@ class JsonWriter final : public Callback {
       if (!keep) {
         std::string backup = unused_path(path_, "." + timestamp_suffix());
         fs::rename(path_, backup, ec);
-        if (ec) fail(TPT_ERR_IO, "cannot move " + path_ + " to " + backup + ": " + ec.message());
+        if (ec) {
+          t.log().error("JSONWriter: cannot move " + path_ + " to " + backup + ": " + ec.message() +
+                        "; no stats.json is written in this run");
+          path_.clear();
+          return;
+        }
         t.log().warn("Existing stats.json was moved to " + backup + ": " + why + ".");
         body.clear();
       } else if (body.empty()) {
         fs::remove(path_, ec);  // a resume from before its first entry
       }
     }
-    if (!body.empty()) {  // one whole, atomic rewrite in the format that appends rely on
-      std::string text = "[" + body + kClose;
-      write_file_atomic(path_, text, /*sync=*/true);
-      size_ = static_cast<int64_t>(text.size());
-      entries_ = 1;  // (at least one: the next entry follows a comma)
-      open_file();
-    }
+    // The kept entries are written again whole, atomically, in the format
+    // that appends rely on: at once, by the trigger that follows.
+    pending_ = std::move(body);
   }
 
   void trigger(Trainer &t, bool epoch) {
@@ -156,13 +168,17 @@ class JsonWriter final : public Callback {
       pending_ += serialise(entry);
       now_.clear();
     }
+    if (path_.empty()) {
+      pending_.clear();
+      return;
+    }
     if (pending_.empty()) {
       if (epoch && fd_ >= 0) ::fsync(fd_);
       return;
     }
     Clock::time_point start = Clock::now();
     if (!epoch && start < next_write_) return;
-    write_pending(epoch);
+    write_pending(t, epoch);
     Clock::time_point end = Clock::now();
     next_write_ = end + std::max<Clock::duration>(kMidEpochInterval, 20 * (end - start));  // <= 5 % of the time
   }
@@ -183,29 +199,46 @@ class JsonWriter final : public Callback {
     fd_ = -1;
   }
 
-  void write_pending(bool sync) {
-    if (fd_ < 0) {  // the first entries: a new file, atomically
-      std::string text = "[" + pending_ + kClose;
-      write_file_atomic(path_, text, sync);
-      size_ = static_cast<int64_t>(text.size());
-      open_file();
-    } else {  // the new entries and the closing bracket over the old closing bracket
-      std::string text = pending_ + kClose;
-      const int64_t at = size_ - static_cast<int64_t>(std::strlen(kClose));
-      size_t done = 0;
-      while (done < text.size()) {
-        ssize_t n = ::pwrite(fd_, text.data() + done, text.size() - done, static_cast<off_t>(at + done));
-        if (n < 0) {
-          if (errno == EINTR) continue;
-          fail(TPT_ERR_IO, "cannot write " + path_ + ": " + std::strerror(errno));
+  void write_pending(Trainer &t, bool sync) {
+    try {
+      if (fd_ < 0 || broken_) {
+        // The first entries (or a file whose repair failed): a new file,
+        // atomically, from what the old one holds whole.
+        std::string text = "[";
+        if (broken_) text = read_file(path_).substr(0, static_cast<size_t>(size_ - std::strlen(kClose)));
+        text += pending_ + kClose;
+        write_file_atomic(path_, text, sync);
+        close_file();
+        broken_ = true;  // until it is open again, a write starts from the file
+        size_ = static_cast<int64_t>(text.size());
+        entries_ += 1;
+        pending_.clear();
+        open_file();
+        broken_ = false;
+      } else {  // the new entries and the closing bracket over the old closing bracket
+        std::string text = pending_ + kClose;
+        const int64_t at = size_ - static_cast<int64_t>(std::strlen(kClose));
+        if (!pwrite_all(fd_, text.data(), text.size(), static_cast<off_t>(at))) {
+          int e = errno;
+          // Back to the old list: its closing bracket where it was, its length.
+          if (!pwrite_all(fd_, kClose, std::strlen(kClose), static_cast<off_t>(at)) ||
+              ::ftruncate(fd_, static_cast<off_t>(size_)) != 0)
+            broken_ = true;
+          fail(TPT_ERR_IO, "cannot write " + path_ + ": " + std::strerror(e));
         }
-        done += static_cast<size_t>(n);
+        size_ = at + static_cast<int64_t>(text.size());
+        entries_ += 1;
+        pending_.clear();
+        if (sync && ::fsync(fd_) != 0) fail(TPT_ERR_IO, "cannot sync " + path_ + ": " + std::strerror(errno));
       }
-      size_ = at + static_cast<int64_t>(text.size());
-      if (sync && ::fsync(fd_) != 0) fail(TPT_ERR_IO, "cannot sync " + path_ + ": " + std::strerror(errno));
+    } catch (const Error &e) {
+      if (e.code() != TPT_ERR_IO) throw;
+      report_.failed(t.log(), "JSONWriter: " + std::string(e.what()) +
+                                  (broken_ ? "; it could not be repaired in place and is rewritten at the next write"
+                                           : "; stats.json keeps its earlier entries, the new ones wait"));
+      return;
     }
-    entries_ += 1;
-    pending_.clear();
+    report_.succeeded(t.log(), "JSONWriter: writing " + path_);
   }
 
   using Clock = std::chrono::steady_clock;
@@ -217,6 +250,8 @@ class JsonWriter final : public Callback {
   int64_t size_ = 0;              // its length
   int64_t entries_ = 0;           // nonzero once the file has an entry
   std::string pending_;           // entries not yet written, serialised
+  bool broken_ = false;           // a failed write could not be undone in place
+  FailureReport report_;
   Clock::time_point next_write_;  // the earliest mid-epoch write (the first one is at once)
   std::vector<std::pair<std::string, double>> now_;
 };

@@ -13,6 +13,7 @@
 
 #include "core/checkpoint.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/log.hpp"
 #include "core/trainer.hpp"
 
@@ -61,12 +62,11 @@ class ModelSaver final : public Callback {
   void start(Trainer &t) {
     dir_ = dir_for(t, o_.dir, "ModelSaver");
     make_dir(dir_);
-    // What a killed process left: temporary files of unfinished writes.
+    // What a killed process left: temporary files of unfinished writes (in
+    // the log directory the trainer removed them; a directory of its own is
+    // not locked, so only those of processes that are gone).
+    remove_stale_temporaries(dir_, /*owned=*/false);
     std::error_code ec;
-    for (const auto &entry : fs::directory_iterator(dir_, ec)) {
-      std::string name = entry.path().filename().string();
-      if (name.rfind("model-", 0) == 0 && name.find(".tmp.") != std::string::npos) fs::remove(entry.path(), ec);
-    }
     if (auto idx = read_index(dir_)) {
       index_ = *idx;
       for (const auto &n : index_.all) {
@@ -98,35 +98,54 @@ class ModelSaver final : public Callback {
       write_checkpoint(path, ck);
     } catch (const Error &e) {
       if (e.code() != TPT_ERR_IO) throw;
-      // tensorpack's ModelSaver logs IO errors and training goes on.
-      t.log().error("ModelSaver: " + std::string(e.what()));
+      // tensorpack's ModelSaver logs IO errors and training goes on; the
+      // index still names the last checkpoint written whole.
+      report_.failed(t.log(), "ModelSaver: " + std::string(e.what()) + "; the latest checkpoint is " +
+                                  (index_.latest.empty() ? std::string("none yet") : index_.latest));
       return;
     }
-    made_[name] = SysClock::now();
-    for (auto it = index_.all.begin(); it != index_.all.end();)
-      it = *it == name ? index_.all.erase(it) : it + 1;
-    index_.all.push_back(name);
-    index_.latest = name;
+    CheckpointIndex next = index_;
+    for (auto it = next.all.begin(); it != next.all.end();)
+      it = *it == name ? next.all.erase(it) : it + 1;
+    next.all.push_back(name);
+    next.latest = name;
     std::vector<std::string> remove;
-    while (o_.max_to_keep > 0 && static_cast<int64_t>(index_.all.size()) > o_.max_to_keep) {
-      std::string oldest = index_.all.front();
-      index_.all.erase(index_.all.begin());
+    SysClock::time_point kept = last_kept_;
+    while (o_.max_to_keep > 0 && static_cast<int64_t>(next.all.size()) > o_.max_to_keep) {
+      std::string oldest = next.all.front();
+      next.all.erase(next.all.begin());
       auto made = made_.count(oldest) ? made_[oldest] : SysClock::now();
       // keep_checkpoint_every_n_hours: one checkpoint per that many hours is
       // never deleted (TensorFlow's Saver: "don't delete", not "create").
       if (o_.keep_every_n_hours > 0 &&
-          std::chrono::duration<double, std::ratio<3600>>(made - last_kept_).count() >= o_.keep_every_n_hours) {
-        last_kept_ = made;
+          std::chrono::duration<double, std::ratio<3600>>(made - kept).count() >= o_.keep_every_n_hours) {
+        kept = made;
         continue;
       }
       remove.push_back(oldest);
     }
-    write_index(dir_, index_);  // the index first: it never names a deleted file
+    try {
+      write_index(dir_, next);  // the index first: it never names a deleted file
+    } catch (const Error &e) {
+      if (e.code() != TPT_ERR_IO) throw;
+      // The new checkpoint is not indexed, so it goes: a later run would
+      // never rotate it away. The old index and its files stay as they were.
+      std::error_code ec;
+      fs::remove(path, ec);
+      report_.failed(t.log(), "ModelSaver: " + std::string(e.what()) + "; " + name +
+                                  " was removed again, the latest checkpoint is " +
+                                  (index_.latest.empty() ? std::string("none yet") : index_.latest));
+      return;
+    }
+    index_ = std::move(next);
+    last_kept_ = kept;
+    made_[name] = SysClock::now();
     std::error_code ec;
     for (const auto &n : remove) {
       fs::remove(dir_ + "/" + n, ec);
       made_.erase(n);
     }
+    report_.succeeded(t.log(), "ModelSaver: saving");
     t.log().info("Model saved to " + path + ".");
   }
 
@@ -136,6 +155,7 @@ class ModelSaver final : public Callback {
   std::map<std::string, SysClock::time_point> made_;
   SysClock::time_point last_kept_;
   int64_t last_step_ = -1;
+  FailureReport report_;
 };
 
 class BestSaver final : public Callback {
@@ -163,13 +183,22 @@ class BestSaver final : public Callback {
     if (!idx || idx->latest != want) {
       // tensorpack: the newest checkpoint must be the one of that step
       t.log().warn(name() + ": the newest checkpoint is not " + want + " (put " + name() +
-                   " after ModelSaver, saving at the same steps); '" + stat_ + "' = " + std::to_string(v) +
-                   " was not kept.");
+                   " after ModelSaver, saving at the same steps, or see ModelSaver's error if its save failed); '" +
+                   stat_ + "' = " + std::to_string(v) + " was not kept.");
       return;
     }
     std::string from = dir + "/" + idx->latest, to = dir + "/" + filename_;
-    std::string bytes = read_file(from);
-    write_file_atomic(to, bytes, /*sync=*/true);
+    try {
+      std::vector<char> bytes = read_file_bytes(from);
+      write_file_atomic(to, bytes.data(), bytes.size(), /*sync=*/true);
+    } catch (const Error &e) {
+      if (e.code() != TPT_ERR_IO) throw;
+      // Logged, and training goes on; the best value is not taken, so the
+      // next epoch that matches it tries again.
+      report_.failed(t.log(), name() + ": " + e.what() + "; " + to + " is still the earlier best");
+      return;
+    }
+    report_.succeeded(t.log(), name() + ": keeping the best checkpoint");
     best_ = v;
     t.log().info(name() + ": " + (maximize_ ? "max " : "min ") + stat_ + " = " + std::to_string(v) + "; " +
                  idx->latest + " copied to " + to + ".");
@@ -194,6 +223,7 @@ class BestSaver final : public Callback {
   std::string filename_;
   std::string dir_;
   double best_;
+  FailureReport report_;
 };
 
 }  // namespace

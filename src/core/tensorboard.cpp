@@ -19,6 +19,7 @@
 
 #include "core/callback.hpp"
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "core/image.hpp"
 #include "core/trainer.hpp"
 
@@ -123,7 +124,7 @@ class TensorBoardWriter final : public Callback {
     switch (e) {
       case TPT_EVENT_BEFORE_TRAIN: open(t); break;
       case TPT_EVENT_RECORD:
-        if (f_) record(t, *r);
+        if (file_.is_open()) record(t, *r);
         break;
       case TPT_EVENT_TRIGGER_EPOCH: flush(t); break;  // tensorpack flushes on every trigger
       case TPT_EVENT_AFTER_TRAIN:
@@ -148,9 +149,16 @@ class TensorBoardWriter final : public Callback {
     std::string base = dir + "/events.out.tfevents." + std::to_string(now) + "." + host;
     path_ = base;
     for (int k = 1; std::filesystem::exists(path_, ec); ++k) path_ = base + "." + std::to_string(k);
-    f_ = std::fopen(path_.c_str(), "wbx");
-    if (!f_) fail(TPT_ERR_IO, "TFEventWriter: cannot create " + path_ + ": " + std::strerror(errno));
-    failed_ = false;
+    try {
+      file_.create(path_, /*exclusive=*/true);
+    } catch (const Error &e) {
+      if (e.code() != TPT_ERR_IO) throw;
+      // Like its write errors: logged, and training goes on without events.
+      t.log().error("TFEventWriter: " + std::string(e.what()) + "; no events are written in this run");
+      return;
+    }
+    buf_.clear();
+    buffered_ = dropped_ = 0;
     Proto ev;
     ev.double_field(1, wall_time());
     ev.string_field(3, "brain.Event:2");
@@ -201,9 +209,10 @@ class TensorBoardWriter final : public Callback {
     write(t, ev);
   }
 
-  // One TFRecord: length, its masked CRC, the data, the data's masked CRC.
+  // One TFRecord: length, its masked CRC, the data, the data's masked CRC;
+  // into the buffer that flush() appends to the file.
   void write(Trainer &t, const Proto &ev) {
-    if (!f_ || failed_) return;
+    if (!file_.is_open()) return;
     const std::vector<uint8_t> &d = ev.bytes();
     uint8_t head[12];
     uint64_t len = d.size();
@@ -213,31 +222,43 @@ class TensorBoardWriter final : public Callback {
     uint32_t dc = masked_crc(d.data(), d.size());
     uint8_t tail[4];
     for (int i = 0; i < 4; ++i) tail[i] = static_cast<uint8_t>(dc >> (8 * i));
-    if (std::fwrite(head, 1, 12, f_) != 12 || std::fwrite(d.data(), 1, d.size(), f_) != d.size() ||
-        std::fwrite(tail, 1, 4, f_) != 4)
-      io_error(t);
+    buf_.insert(buf_.end(), head, head + 12);
+    buf_.insert(buf_.end(), d.begin(), d.end());
+    buf_.insert(buf_.end(), tail, tail + 4);
+    ++buffered_;
+    if (buf_.size() >= kFlushBytes) flush(t);
   }
 
+  // The buffered records, appended whole or not at all (a full disk): the
+  // file always ends with a whole record. Failures are logged once, like
+  // tensorpack's ModelSaver's IO errors, and training goes on; the events of
+  // a failed write are lost and counted.
   void flush(Trainer &t) {
-    if (f_ && !failed_ && std::fflush(f_) != 0) io_error(t);
+    if (!file_.is_open() || buf_.empty()) return;
+    bool ok = file_.append(buf_.data(), buf_.size());
+    if (ok) {
+      if (dropped_ > 0)
+        report_.succeeded(t.log(), "TFEventWriter: writing " + path_ + " (" + std::to_string(dropped_) +
+                                       " event(s) were lost meanwhile)");
+      dropped_ = 0;
+    } else {
+      dropped_ += buffered_;
+      report_.failed(t.log(), "TFEventWriter: cannot write " + path_ + ": " + std::strerror(file_.error()) +
+                                  "; its events are lost until it can be written");
+    }
+    buf_.clear();
+    buffered_ = 0;
   }
 
-  // Like tensorpack's ModelSaver with IO errors: logged once, training goes on.
-  void io_error(Trainer &t) {
-    if (failed_) return;
-    failed_ = true;
-    t.log().error("TFEventWriter: cannot write " + path_ + ": " + std::strerror(errno) +
-                  "; no more events are written to it");
-  }
+  void close() { file_.close(); }
 
-  void close() {
-    if (f_) std::fclose(f_);
-    f_ = nullptr;
-  }
-
+  static constexpr size_t kFlushBytes = 1 << 20;
   std::string dir_, path_;
-  std::FILE *f_ = nullptr;
-  bool failed_ = false;
+  AppendFile file_;
+  std::vector<uint8_t> buf_;  // whole records not yet written
+  int64_t buffered_ = 0;      // how many
+  int64_t dropped_ = 0;       // records lost since the last write that worked
+  FailureReport report_;
 };
 
 }  // namespace

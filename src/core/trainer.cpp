@@ -239,9 +239,17 @@ void Trainer::run() {
   } else if (!config_.logdir.empty()) {
     // auto_resume: a directory with a checkpoint index is kept and resumed from.
     bool resuming = config_.auto_resume && !resume_ && find_auto_resume(config_.logdir);
-    logdir_ = prepare_logdir(config_.logdir, resuming ? TPT_LOGDIR_KEEP : config_.logdir_action, log_);
-    log_.open_file(logdir_ + "/log.log");
+    try {
+      logdir_ = prepare_logdir(config_.logdir, resuming ? TPT_LOGDIR_KEEP : config_.logdir_action, log_, logdir_lock_);
+      log_.open_file(logdir_ + "/log.log");
+    } catch (...) {
+      logdir_lock_.release();
+      throw;
+    }
     log_.info("Log directory: " + logdir_);
+    // What killed runs left: this run owns the directory now.
+    if (int n = remove_stale_temporaries(logdir_, /*owned=*/true))
+      log_.info("Removed " + std::to_string(n) + " temporary file(s) that an earlier run left in " + logdir_ + ".");
   }
   freeze();
   run_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
@@ -315,6 +323,7 @@ void Trainer::run() {
   phase_ = Phase::Done;
   run_thread_.store(std::thread::id(), std::memory_order_relaxed);
   log_.close_file();
+  logdir_lock_.release();
   if (error) std::rethrow_exception(error);
 }
 

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -1049,11 +1050,8 @@ DataFlowPtr mnist(const std::string &dir, const std::string &split, bool shuffle
   else invalid_argument("split must be \"train\" or \"test\", got \"" + split + "\"");
   auto pick = [&](const std::string &base) {
     std::string plain = dir + "/" + base;
-    std::FILE *f = std::fopen((plain + ".gz").c_str(), "rb");
-    if (f) {
-      std::fclose(f);
-      return plain + ".gz";
-    }
+    std::error_code ec;
+    if (std::filesystem::exists(plain + ".gz", ec)) return plain + ".gz";
     return plain;  // read_idx names it if it is missing too
   };
   DataFlowPtr raw = from_idx({pick(prefix + "-images-idx3-ubyte"), pick(prefix + "-labels-idx1-ubyte")}, shuffle);

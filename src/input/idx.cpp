@@ -2,6 +2,7 @@
 // a rank byte, the dimensions as big-endian uint32, then the elements,
 // big-endian. Read through zlib, which also reads files that are not gzip.
 #include <ATen/ops/empty.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 #include "input/dataflow.hpp"
 
 namespace tpt::data {
@@ -16,8 +18,13 @@ namespace tpt::data {
 namespace {
 
 std::vector<uint8_t> read_all(const std::string &path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) fail(TPT_ERR_IO, "cannot open the IDX file " + path + ": " + std::strerror(errno));
+  // A FIFO or a device is refused, not waited on.
+  int fd = open_regular(path, "the IDX file " + path);
+  gzFile f = gzdopen(fd, "rb");
+  if (!f) {
+    ::close(fd);
+    fail(TPT_ERR_OUT_OF_MEMORY, "cannot read the IDX file " + path + ": zlib could not allocate its state");
+  }
   std::vector<uint8_t> out;
   uint8_t buf[1 << 16];
   for (;;) {

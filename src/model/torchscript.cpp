@@ -17,6 +17,7 @@
 #include <pthread.h>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace tpt::model {
 
@@ -148,14 +149,10 @@ std::vector<std::pair<std::string, at::Tensor>> torchscript_named_tensors(const 
 
 std::shared_ptr<Model> load_torchscript(const std::string &path, std::vector<InputSpec> inputs) {
   auto bytes = std::make_shared<std::vector<char>>();
-  {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": cannot open it");
-    std::streamoff size = in.tellg();
-    if (size < 0) fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": cannot read it");
-    bytes->resize(static_cast<size_t>(size));
-    in.seekg(0);
-    if (size > 0 && !in.read(bytes->data(), size)) fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": cannot read it");
+  try {
+    *bytes = read_file_bytes(path, "the file");
+  } catch (const Error &e) {
+    fail(TPT_ERR_IO, "cannot load the TorchScript module " + path + ": " + e.what());
   }
   std::string what = "the TorchScript module " + path;
   std::shared_ptr<torch::jit::Module> module;

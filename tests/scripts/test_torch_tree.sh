@@ -31,7 +31,7 @@ setup() {
 check_configured() {
   local name=$1 tree=$2 log="$tmp/$1.log"
   grep -q "LibTorch $version ($tree), C++ ABI _GLIBCXX_USE_CXX11_ABI=1" "$log" || return 1
-  grep -Eq "c10d Gloo \(USE_C10D_GLOO\) *: (True|YES)" "$log" || return 1
+  grep -Eiq "c10d Gloo \(USE_C10D_GLOO\) *: (true|yes)" "$log" || return 1  # meson 1.0: True, 1.7: true
   grep -q -- "-Wl,-rpath,$tree/lib" "$tmp/build-$name/build.ninja" || return 1
 }
 
