@@ -882,7 +882,8 @@ TPT_API TPT_NODISCARD tpt_status *tpt_model_new(tpt_model **out, const tpt_input
                                                 size_t n_inputs, tpt_tower_fn tower_fn,
                                                 void *user_data, void (*destroy)(void *user_data));
 
-/* Drops the caller's reference. NULL is a no-op. */
+/* Drops the caller's reference. NULL is a no-op, and so is the model lent to
+ * a config's init hook (the library's handle). */
 TPT_API void tpt_model_free(tpt_model *model);
 
 /* Builds the model now if it was not built yet (the build call; see above). */
@@ -980,7 +981,8 @@ typedef struct tpt_variable_options {
 
 /* Gets the variable `name` (prefixed by the current scopes), creating it in
  * the build call. *out is a new handle on the variable itself (trainable
- * variables carry gradients); the caller frees the handle. */
+ * variables carry gradients); the caller frees the handle. A full name
+ * (scopes included) has at most 1024 characters. */
 TPT_API TPT_NODISCARD tpt_status *tpt_tower_variable(tpt_tensor **out, tpt_tower *tower,
                                                      const char *name, const int64_t *shape,
                                                      size_t ndim,
@@ -1478,7 +1480,9 @@ TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_map(tpt_dataflow **out, tpt_dataf
                                                    void (*destroy)(void *user_data));
 
 /* Replaces component `index` with what `fn` makes of it (*out: a new
- * tensor that the library takes, or NULL to drop the datapoint). */
+ * tensor that the library takes, or NULL to drop the datapoint). `value` is
+ * lent for the call: setting *out to it is an error of the pass
+ * (TPT_ERR_INVALID_ARGUMENT); tpt_tensor_keep(out, value) keeps it as is. */
 typedef tpt_status *(*tpt_component_fn)(tpt_tensor **out, const tpt_tensor *value,
                                         void *user_data);
 TPT_API TPT_NODISCARD tpt_status *tpt_dataflow_map_component(tpt_dataflow **out,
@@ -2026,7 +2030,8 @@ TPT_API TPT_NODISCARD tpt_status *tpt_inference_runner_new(tpt_callback **out, t
 
 /* An initializer / restore hook (tensorpack's session_init): runs once on the
  * chief, after the model's build call and before BEFORE_TRAIN, e.g. to load
- * weights with tpt_model_set_variable. Same return convention as callbacks. */
+ * weights with tpt_model_set_variable. `model` is lent for the call (freeing
+ * it is a no-op). Same return convention as callbacks. */
 typedef tpt_status *(*tpt_init_fn)(tpt_model *model, void *user_data);
 
 /* Initialise with TPT_TRAIN_CONFIG_INIT. */

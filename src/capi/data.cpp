@@ -374,6 +374,13 @@ tpt_status *tpt_dataflow_map_component(tpt_dataflow **out, tpt_dataflow *df, siz
       tpt_tensor *made = nullptr;
       tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_OFF, [&] { return fn(&made, &value, ud->data); });
       value.magic = 0;
+      if (made == &value) {
+        // The lent input is not a new tensor (NULL would drop the datapoint).
+        tpt_status_free(st);
+        tpt::invalid_argument(
+            "a map_component callback set *out to its input `value`, which is lent for the call: give a new "
+            "handle (tpt_tensor_keep(out, value) to keep it unchanged) or NULL to drop the datapoint");
+      }
       at::Tensor result;
       if (made && made->magic == kTensorMagic) result = made->value;
       tpt_tensor_free(made);

@@ -193,7 +193,7 @@ tpt_status *tpt_model_save_torchscript(const tpt_model *model, const char *path)
 }
 
 void tpt_model_free(tpt_model *model) {
-  if (model == nullptr || model->magic != kModelMagic) return;
+  if (model == nullptr || model->magic != kModelMagic || model->lent) return;
   model->magic = 0;
   delete model;
 }
@@ -789,6 +789,7 @@ class InitHook final : public tpt::Callback {
   InitHook(tpt_init_fn fn, void *ud, std::shared_ptr<tpt::model::Model> model)
       : Callback("SessionInit", true), fn_(fn), ud_(ud), model_(new tpt_model) {
     model_->model = std::move(model);
+    model_->lent = true;  // a free from the hook is a no-op, not a double free
   }
   ~InitHook() override {
     model_->magic = 0;

@@ -15,6 +15,7 @@ inline constexpr uint64_t kTowerMagic = 0x74707454776572ull;    // "tptTwer"
 struct tpt_model {
   uint64_t magic = kModelMagic;
   std::shared_ptr<tpt::model::Model> model;
+  bool lent = false;  // the library's handle, lent for a call: tpt_model_free leaves it alone
 };
 struct tpt_tower {
   uint64_t magic = kTowerMagic;

@@ -647,6 +647,9 @@ class Cache final : public Proxy {
       order_.clear();
       return false;
     }
+    if (shuffle_ && order_.size() != cached_.size())
+      fail(TPT_ERR_INTERNAL, "CacheData: its order has " + std::to_string(order_.size()) + " entries for " +
+                                 std::to_string(cached_.size()) + " datapoints");
     dp = cached_[shuffle_ ? static_cast<size_t>(order_[pos_]) : pos_];
     ++pos_;
     return true;
@@ -693,6 +696,8 @@ class Cache final : public Proxy {
     bool ordered = r.u64() != 0;
     if (pos > n) bad_state("CacheData's position is past its cache");
     if (ordered && !shuffle_) bad_state("CacheData differs (shuffle)");
+    // A shuffled pass under way has its order (the generator that made it).
+    if (filled && shuffle_ && pos > 0 && !ordered) bad_state("CacheData is inside a shuffled pass without its order");
     Rng before;
     if (ordered) before = r.rng();
     if (!apply) return;

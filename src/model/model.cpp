@@ -102,6 +102,20 @@ at::Tensor new_variable(c10::IntArrayRef shape, const VariableOptions &opts) {
 
 // ------------------------------------------------------------------ store
 
+namespace {
+
+// Names are matched by users' patterns (pattern.hpp), whose search is
+// polynomial in the name's length: a bound keeps every match quick.
+constexpr size_t kMaxVariableName = 1024;
+
+void check_name_length(const std::string &name) {
+  if (name.size() > kMaxVariableName)
+    invalid_argument("the variable name '" + name.substr(0, 48) + "...' has " + std::to_string(name.size()) +
+                     " characters; at most " + std::to_string(kMaxVariableName) + " (scopes included)");
+}
+
+}  // namespace
+
 at::Tensor VariableStore::get(const std::string &name, c10::IntArrayRef shape, const VariableOptions &opts,
                               bool may_create, size_t *index) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -121,6 +135,7 @@ at::Tensor VariableStore::get(const std::string &name, c10::IntArrayRef shape, c
     invalid_argument("variable '" + name +
                      "' does not exist: variables are created by the first call of the first training tower "
                      "(the build call), and only reused afterwards");
+  check_name_length(name);
   for (int64_t d : shape)
     if (d < 0) invalid_argument("variable '" + name + "' has a negative dimension: " + shape_text(shape));
   if (opts.trainable && !c10::isFloatingType(opts.dtype))
@@ -134,6 +149,7 @@ at::Tensor VariableStore::get(const std::string &name, c10::IntArrayRef shape, c
 
 void VariableStore::adopt(const std::string &name, const at::Tensor &value, bool trainable) {
   std::lock_guard<std::mutex> lock(mu_);
+  check_name_length(name);
   if (index_.count(name)) invalid_argument("variable '" + name + "' exists already");
   index_[name] = vars_.size();
   vars_.push_back(Variable{name, value, trainable});

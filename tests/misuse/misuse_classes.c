@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "misuse_classes.h"
@@ -725,6 +726,136 @@ static int dataflow_next_from_its_own_next(void) {
   return 0;
 }
 
+/* ---- the residue of a sweep of hostile calls (issue 31) */
+
+/* A shuffled cache's state, forged with its pass-order flag cleared while a
+ * pass is under way: refused (its next() indexed an empty order before). */
+static int forged_cache_order_flag(void) {
+  const tpt_tensor *t[] = {rows(6, 1)};
+  tpt_dataflow *src = NULL, *cache = NULL;
+  CHECK(tpt_dataflow_from_tensors(&src, t, 1, 0) == NULL);
+  CHECK(tpt_dataflow_cache(&cache, src, 1) == NULL);
+  float buf[8];
+  for (int i = 0; i < 6; ++i) CHECK(next_values(cache, buf, 8) >= 0);
+  CHECK(next_values(cache, buf, 8) == -1); /* the first pass filled it */
+  for (int i = 0; i < 2; ++i) CHECK(next_values(cache, buf, 8) >= 0);
+  tpt_tensor *state = NULL;
+  CHECK(tpt_dataflow_get_state(&state, cache) == NULL);
+  int64_t n = 0;
+  CHECK(tpt_tensor_numel(&n, state) == NULL && n >= 32);
+  uint8_t *b = malloc((size_t)n);
+  CHECK(tpt_tensor_copy_to(b, (size_t)n, state) == NULL);
+  /* CacheData's own fields: filled 1, cached 6, position 2, ordered 1 */
+  const uint64_t want[4] = {1, 6, 2, 1};
+  int64_t at = -1;
+  for (int64_t i = 0; i + 32 <= n && at < 0; ++i)
+    if (memcmp(b + i, want, sizeof want) == 0) at = i;
+  CHECK(at >= 0);
+  memset(b + at + 24, 0, 8);
+  tpt_tensor *forged = bytes_tensor(b, (size_t)n);
+  CHECK(is_error(tpt_dataflow_set_state(cache, forged), TPT_ERR_INVALID_ARGUMENT, "without its order"));
+  /* and the cache goes on as it was */
+  for (int i = 0; i < 4; ++i) CHECK(next_values(cache, buf, 8) >= 0);
+  CHECK(next_values(cache, buf, 8) == -1);
+  return 0;
+}
+
+/* An init hook that frees the model it was lent, twice: a no-op each time. */
+static tpt_status *free_lent_model(tpt_model *model, void *ud) {
+  (void)ud;
+  tpt_model_free(model);
+  tpt_model_free(model);
+  tpt_tensor *v = NULL;
+  tpt_status *st = tpt_model_variable(&v, model, "fc/W"); /* still usable */
+  tpt_tensor_free(v);
+  return st;
+}
+
+static int init_hook_frees_its_model(void) {
+  tpt_model *m = mk_model_with(cost_tower);
+  tpt_trainer_options o = mk_quiet_options(2);
+  tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+  c.options = &o;
+  c.model = m;
+  c.input = mk_input();
+  c.init = free_lent_model;
+  CHECK(tpt_launch_train(&c) == NULL);
+  tpt_tensor *v = NULL;
+  CHECK(tpt_model_variable(&v, m, "fc/W") == NULL); /* the caller's handle is untouched */
+  tpt_tensor_free(v);
+  tpt_model_free(m);
+  return 0;
+}
+
+/* Paths that are FIFOs (no writer: open() would wait forever), a directory
+ * and a character device are refused at once by every reader. */
+static int fifo_and_device_paths_refused(void) {
+  char dir[] = "/tmp/tpt-misuse-fifo-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char fifo[64];
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  CHECK(mkfifo(fifo, 0600) == 0);
+  const char *paths[] = {fifo, dir, "/dev/zero"};
+  for (int i = 0; i < 3; ++i) {
+    const char *one[] = {paths[i]};
+    tpt_dataflow *df = SENTINEL;
+    CHECK(is_error(tpt_dataflow_from_idx(&df, one, 1, 0), TPT_ERR_IO, "not a regular file"));
+    CHECK(df == NULL);
+    if (i != 1) { /* a directory is where resume and restore look for an index */
+      tpt_trainer *t = mk_trainer();
+      CHECK(is_error(tpt_trainer_resume(t, paths[i]), TPT_ERR_IO, "not a regular file"));
+      tpt_model *m = mk_model();
+      size_t n = 0;
+      CHECK(is_error(tpt_model_restore(&n, m, paths[i], NULL), TPT_ERR_IO, "not a regular file"));
+    }
+    const int64_t shape[] = {-1, 3};
+    tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, shape, 2}};
+    tpt_model *ts = SENTINEL;
+    CHECK(is_error(tpt_model_from_torchscript(&ts, paths[i], spec, 1), TPT_ERR_IO, "not a regular file"));
+  }
+  unlink(fifo);
+  rmdir(dir);
+  return 0;
+}
+
+/* regularize_l2 and scale_gradients search every variable name: a name of
+ * 200,000 characters is refused when the variable is made, so no search
+ * runs over it. */
+static tpt_status *huge_name_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
+  (void)n, (void)ud;
+  static char name[200001];
+  memset(name, 'a', sizeof name - 1);
+  tpt_tensor *y = NULL, *l2 = NULL;
+  tpt_status *st = tpt_layer_fc(&y, tw, name, in[0], 2, NULL);
+  if (!st) st = tpt_regularize_l2(&l2, tw, "(a*)*b", 0.5);
+  if (!st) st = tpt_tower_set_output(tw, "y", y);
+  return st;
+}
+
+static int huge_variable_name_refused(void) {
+  tpt_model *m = mk_model_with(huge_name_tower);
+  CHECK(is_error(tpt_model_build(m), TPT_ERR_INVALID_ARGUMENT, "characters; at most 1024"));
+  return 0;
+}
+
+/* A map_component callback that gives back its lent input as the output:
+ * an error of the pass, not every datapoint silently dropped. */
+static tpt_status *give_back_input(tpt_tensor **out, const tpt_tensor *value, void *ud) {
+  (void)ud;
+  *out = (tpt_tensor *)value;
+  return NULL;
+}
+
+static int map_component_returns_its_input(void) {
+  const tpt_tensor *t[] = {rows(4, 2)};
+  tpt_dataflow *src = NULL, *mapped = NULL;
+  CHECK(tpt_dataflow_from_tensors(&src, t, 1, 0) == NULL);
+  CHECK(tpt_dataflow_map_component(&mapped, src, 0, give_back_input, NULL, NULL) == NULL);
+  tpt_datapoint *dp = mk_datapoint();
+  CHECK(is_error(tpt_dataflow_next(mapped, dp), TPT_ERR_INVALID_ARGUMENT, "tpt_tensor_keep"));
+  return 0;
+}
+
 const class_case class_cases[] = {
     {"free a dataflow from its own next callback", free_dataflow_in_next, 60},
     {"free a pipeline's root from its map callback (and the lent datapoint)", free_root_in_map, 60},
@@ -753,5 +884,10 @@ const class_case class_cases[] = {
     {"a callback's error without a message names the callback and the event", empty_message_names_callback, 30},
     {"tpt_trainer_from_config's errors name the config field", config_errors_name_the_field, 30},
     {"a validation batch's error names the inference runner's dataflow", validation_errors_name_the_runner, 60},
+    {"a shuffled cache's state forged without its pass order is refused", forged_cache_order_flag, 30},
+    {"an init hook that frees its lent model twice", init_hook_frees_its_model, 60},
+    {"FIFO, directory and device paths are refused by every reader without blocking", fifo_and_device_paths_refused, 30},
+    {"a variable name of 200,000 characters is refused before any pattern searches it", huge_variable_name_refused, 20},
+    {"a map_component callback that gives back its lent input", map_component_returns_its_input, 30},
 };
 const size_t n_class_cases = sizeof class_cases / sizeof class_cases[0];
