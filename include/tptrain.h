@@ -468,7 +468,7 @@ typedef enum tpt_progress {
 } tpt_progress;
 
 /* Options of a trainer. Initialise with TPT_TRAINER_OPTIONS_INIT. */
-#define TPT_TRAINER_OPTIONS_VERSION 3
+#define TPT_TRAINER_OPTIONS_VERSION 4
 typedef struct tpt_trainer_options {
   uint32_t version;            /* TPT_TRAINER_OPTIONS_VERSION */
   int32_t is_chief;            /* nonzero (default): chief-only callbacks are kept */
@@ -496,10 +496,22 @@ typedef struct tpt_trainer_options {
                                   (tpt_trainer_resume) and the directory is kept whatever
                                   logdir_action says; tensorpack's AutoResumeTrainConfig.
                                   Default 0 */
+  /* version 4: */
+  int32_t stop_on_signals;     /* 1: while tpt_trainer_run runs, SIGTERM and SIGINT stop training
+                                  gracefully at the next step boundary (stop reason "SIGTERM" /
+                                  "SIGINT"), a ModelSaver saves a checkpoint there, and a second
+                                  signal ends the process at once (the dispositions from before
+                                  the run are put back at the first signal and at the run's end).
+                                  In a distributed job every rank stops at the same step (one
+                                  small all-reduce per step; every rank must have the same
+                                  setting). 0 (default): on when the environment has
+                                  TPTRAIN_STOP_ON_SIGNALS=1, which tools/tptrain-run sets; -1: never.
+                                  A host with its own handlers keeps -1 and calls
+                                  tpt_trainer_signal_stop from them */
 } tpt_trainer_options;
 #define TPT_TRAINER_OPTIONS_INIT \
   { TPT_TRAINER_OPTIONS_VERSION, 1, 1, 99999999, -1, NULL, TPT_LOGDIR_REFUSE, \
-    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0, 0 }
+    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0, 0, 0 }
 
 /* Creates a trainer. `options` may be NULL (defaults; steps_per_epoch must then
  * be given before run through a later section's input). The strings in
@@ -556,6 +568,14 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_run(tpt_trainer *trainer);
 /* Asks the trainer to stop before its next step (a graceful stop: AFTER_TRAIN
  * runs, run returns NULL). Safe from any thread and from a signal handler. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_request_stop(tpt_trainer *trainer);
+
+/* The same stop for the signal `signo`, as stop_on_signals makes it: the stop
+ * reason is the signal's name ("SIGTERM") and a ModelSaver saves a checkpoint
+ * at the stop. For hosts with signal handlers of their own: call it from the
+ * handler (async-signal-safe; a NULL or dead handle is ignored). Single
+ * process only: in a distributed job use stop_on_signals, which makes every
+ * rank stop at the same step. */
+TPT_API void tpt_trainer_signal_stop(tpt_trainer *trainer, int signo);
 
 /* Why the last run stopped early: the message of the TPT_STOP status, or
  * "tpt_trainer_request_stop" for a request. *out is NULL when training ran to

@@ -10,8 +10,10 @@
  * ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, TORCHELASTIC_RUN_ID,
  * TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS,
  * TORCHELASTIC_USE_AGENT_STORE (False: no store is hosted by this launcher,
- * rank 0 hosts it), NCCL_ASYNC_ERROR_HANDLING (1 unless set) and
- * OMP_NUM_THREADS (1 when more than one worker and it is not set).
+ * rank 0 hosts it), NCCL_ASYNC_ERROR_HANDLING (1 unless set),
+ * OMP_NUM_THREADS (1 when more than one worker and it is not set) and
+ * TPTRAIN_STOP_ON_SIGNALS (1 unless set: a forwarded SIGTERM stops the
+ * workers' training gracefully, saving a checkpoint).
  *
  * One thread: the workers' stdout and stderr come through pipes watched with
  * poll(); signals (SIGCHLD, and SIGINT/SIGTERM/SIGHUP/SIGQUIT to the
@@ -620,7 +622,7 @@ static char **worker_env(const options *o, int local_rank, int omp_default) {
   const size_t nset = sizeof set_names / sizeof set_names[0];
   size_t n = 0;
   while (environ[n] != NULL) n++;
-  char **env = calloc(n + nset + 3, sizeof *env);
+  char **env = calloc(n + nset + 4, sizeof *env);
   if (env == NULL) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
@@ -660,6 +662,9 @@ static char **worker_env(const options *o, int local_rank, int omp_default) {
   ADD("TORCHELASTIC_USE_AGENT_STORE=%s", "False");
   if (getenv("NCCL_ASYNC_ERROR_HANDLING") == NULL) ADD("NCCL_ASYNC_ERROR_HANDLING=%d", 1);
   if (omp_default) ADD("OMP_NUM_THREADS=%d", 1);
+  /* the workers' trainers stop gracefully on the SIGTERM forwarded to them,
+   * saving a checkpoint (tpt_trainer_options.stop_on_signals) */
+  if (getenv("TPTRAIN_STOP_ON_SIGNALS") == NULL) ADD("TPTRAIN_STOP_ON_SIGNALS=%d", 1);
 #undef ADD
   env[k] = NULL;
   return env;

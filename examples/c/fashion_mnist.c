@@ -178,6 +178,7 @@ int main(int argc, char **argv) {
   opts.logdir = logdir;
   opts.logdir_action = TPT_LOGDIR_DELETE; /* a run without checkpoints starts afresh */
   opts.auto_resume = 1;                   /* one with checkpoints goes on from the latest */
+  opts.stop_on_signals = 1;               /* SIGTERM/Ctrl-C: stop at a step, save, resume later */
   tpt_train_config config = TPT_TRAIN_CONFIG_INIT;
   config.options = &opts;
   config.model = model;

@@ -250,6 +250,7 @@ int main(int argc, char **argv) {
   opts.logdir = logdir;
   opts.logdir_action = TPT_LOGDIR_DELETE; /* a run without checkpoints starts afresh */
   opts.auto_resume = 1;                   /* one with checkpoints goes on from the latest */
+  opts.stop_on_signals = 1;               /* SIGTERM/Ctrl-C: stop at a step, save, resume later */
   if (steps) opts.steps_per_epoch = steps;
   tpt_trainer *trainer = NULL;
   TPT_CHECK_OR_DIE(tpt_trainer_new(&trainer, &opts));

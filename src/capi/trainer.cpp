@@ -174,9 +174,14 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
       std::memcpy(&o, options, offsetof(tpt_trainer_options, scalar_history));
     else if (options->version == 2)  // version 2 ends before auto_resume
       std::memcpy(&o, options, offsetof(tpt_trainer_options, auto_resume));
+    else if (options->version == 3)  // version 3 ends before stop_on_signals
+      std::memcpy(&o, options, offsetof(tpt_trainer_options, stop_on_signals));
     else
       o = *options;
   }
+  if (o.stop_on_signals < -1 || o.stop_on_signals > 1)
+    tpt::invalid_argument("options->stop_on_signals must be 1 (on), 0 (from TPTRAIN_STOP_ON_SIGNALS) or -1 (off), got " +
+                          std::to_string(o.stop_on_signals));
   if (o.scalar_history < 0)
     tpt::invalid_argument("options->scalar_history must be >= 0 (0 keeps all), got " +
                           std::to_string(o.scalar_history));
@@ -211,6 +216,7 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
   c.scalar_history = o.scalar_history;
   c.summary_period = o.summary_period;
   c.auto_resume = o.auto_resume != 0;
+  c.stop_on_signals = o.stop_on_signals;
   return c;
 }
 
@@ -292,6 +298,13 @@ tpt_status *tpt_trainer_run(tpt_trainer *trainer) {
 
 tpt_status *tpt_trainer_request_stop(tpt_trainer *trainer) {
   return guard(__func__, [&] { trainer_arg(trainer).request_stop(); });
+}
+
+void tpt_trainer_signal_stop(tpt_trainer *trainer, int signo) {
+  // Async-signal-safe: no allocation, no lock, only the handle's magic word
+  // and an atomic.
+  if (trainer == nullptr || trainer->magic != kTrainerMagic || signo <= 0) return;
+  trainer->trainer.request_signal_stop(signo);
 }
 
 tpt_status *tpt_trainer_stop_reason(const char **out, const tpt_trainer *trainer) {

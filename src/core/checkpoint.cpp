@@ -617,6 +617,10 @@ Checkpoint take_checkpoint(Trainer &t) {
   ck.local_step = t.local_step();
   ck.next_epoch = t.next_epoch();
   ck.next_step = t.next_step();
+  // A run stopped at a step boundary (a stop request, a signal) has set
+  // local_step to the step it did not run, as tensorpack's loop does: the
+  // checkpoint counts the last step that ran.
+  if (ck.next_epoch == ck.epoch_num && ck.next_step > 0 && ck.local_step == ck.next_step) ck.local_step = ck.next_step - 1;
   if (t.steps_per_epoch() > 0 && ck.next_step >= t.steps_per_epoch()) ++ck.next_epoch, ck.next_step = 0;
   if (Stateful *s = t.stateful()) s->save(ck);
   for (auto &[key, cb] : keyed_callbacks(t)) {

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/files.hpp"
 #include "core/log.hpp"
+#include "core/signals.hpp"
 #include "core/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -43,11 +44,19 @@ class ModelSaver final : public Callback {
  public:
   explicit ModelSaver(ModelSaverOptions o) : Callback("ModelSaver", true), o_(std::move(o)) {}
   uint32_t events() const override {
-    return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH;
+    return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH | TPT_EVENT_AFTER_TRAIN;
   }
   void on_event(Trainer &t, tpt_event e, const Record *) override {
     switch (e) {
       case TPT_EVENT_BEFORE_TRAIN: start(t); break;
+      case TPT_EVENT_AFTER_TRAIN:
+        // A run stopped by SIGTERM/SIGINT (a preempted job) is saved where
+        // it stopped, so that its resume loses no step.
+        if (t.stop_signal() != 0 && !dir_.empty()) {
+          t.log().info("ModelSaver: saving at the stop by " + std::string(signal_name(t.stop_signal())) + ".");
+          save(t);
+        }
+        break;
       case TPT_EVENT_TRIGGER_STEP:
         if (o_.every_k_steps > 0 && t.global_step() % o_.every_k_steps == 0) save(t);
         break;

@@ -3,9 +3,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/signals.hpp"
 
 namespace tpt {
 
@@ -186,7 +190,26 @@ void Trainer::trigger_epoch_timed() {
   }
 }
 
-void Trainer::throw_if_stop_requested() const {
+namespace {
+
+// An environment variable set to "1" (tools/tptrain-run sets TPTRAIN_STOP_ON_SIGNALS).
+bool env_flag(const char *name) {
+  const char *v = std::getenv(name);
+  return v && std::strcmp(v, "1") == 0;
+}
+
+}  // namespace
+
+void Trainer::throw_if_stop_requested() {
+  int sig = signal_requested_.load(std::memory_order_relaxed);
+  if (signals_) {
+    if (!sig) sig = SignalStop::received();
+    if (agree_stop_) sig = agree_stop_(sig);  // every rank stops at the same step boundary
+  }
+  if (sig) {
+    stop_signal_ = sig;
+    throw StopTraining(signal_name(sig));
+  }
   switch (stop_requested_.load(std::memory_order_relaxed)) {
     case 0: return;
     case static_cast<int>(StopBy::Free): throw StopTraining("tpt_trainer_free");
@@ -252,6 +275,14 @@ void Trainer::run() {
       log_.info("Removed " + std::to_string(n) + " temporary file(s) that an earlier run left in " + logdir_ + ".");
   }
   freeze();
+  // SIGTERM/SIGINT as a graceful stop, while the run runs.
+  std::optional<SignalStop> signal_stop;
+  if (config_.stop_on_signals > 0 || (config_.stop_on_signals == 0 && env_flag("TPTRAIN_STOP_ON_SIGNALS"))) {
+    signal_stop.emplace();
+    signals_ = true;
+    log_.info("SIGTERM and SIGINT stop training at the next step boundary (a second one ends the process).");
+  }
+  stop_signal_ = 0;
   run_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   epoch_num_ = config_.starting_epoch - 1;
   local_step_ = -1;
@@ -322,6 +353,7 @@ void Trainer::run() {
   after_train(error);
   phase_ = Phase::Done;
   run_thread_.store(std::thread::id(), std::memory_order_relaxed);
+  signals_ = false;
   log_.close_file();
   logdir_lock_.release();
   if (error) std::rethrow_exception(error);

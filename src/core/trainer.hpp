@@ -37,6 +37,7 @@ struct TrainerConfig {
   int64_t scalar_history = 1000; // entries kept per scalar name; 0: all
   int64_t summary_period = 0;    // MergeAllSummaries' period: 0, once per epoch (its last step)
   bool auto_resume = false;      // resume from the log directory's latest checkpoint, if any
+  int stop_on_signals = 0;       // 1: SIGTERM/SIGINT stop gracefully; 0: when TPTRAIN_STOP_ON_SIGNALS=1; -1: never
 };
 
 // Where a callback sits in the order of every event (tensorpack's order).
@@ -105,6 +106,14 @@ class Trainer {
   // is the stop_reason() of the run: "tpt_trainer_request_stop", or
   // "tpt_trainer_free" for a free from inside the run (the C API defers it).
   void request_stop() noexcept { request_stop(StopBy::Request); }
+  // A stop for the signal `signo` (async-signal-safe): as a stop request,
+  // with the signal's name as the reason; a ModelSaver saves at it.
+  void request_signal_stop(int signo) noexcept {
+    int none = 0;
+    signal_requested_.compare_exchange_strong(none, signo, std::memory_order_relaxed);
+  }
+  // The signal that stopped the last run; 0: none did.
+  int stop_signal() const { return stop_signal_; }
   enum class StopBy : int { None = 0, Request = 1, Free = 2 };
   void request_stop(StopBy by) noexcept {
     int none = 0;
@@ -146,6 +155,10 @@ class Trainer {
   // job's). `agree` runs first thing in the run, after the chief chose
   // whether to resume: it gives every rank the chief's checkpoint (or none).
   void set_distributed(int rank, std::function<void(std::shared_ptr<const Checkpoint> &)> agree);
+  // A distributed job's agreement on a signal stop, at every step boundary
+  // while signals stop the run: given this rank's signal (0: none), the
+  // signal to stop for (0: go on), the same on every rank.
+  void set_stop_agreement(std::function<int(int)> agree) { agree_stop_ = std::move(agree); }
   int rank() const { return rank_; }
   bool distributed() const { return static_cast<bool>(agree_resume_); }
   // Once per callback: a chief-only callback changed a hyper-parameter in a distributed job.
@@ -213,7 +226,12 @@ class Trainer {
   std::atomic<std::thread::id> run_thread_{};
   std::exception_ptr pending_;  // what ended a hooked step, until run_step returns
   std::atomic<int> stop_requested_{0};  // a StopBy
-  void throw_if_stop_requested() const;
+  std::atomic<int> signal_requested_{0};  // request_signal_stop's signal
+  static_assert(std::atomic<int>::is_always_lock_free, "request_signal_stop runs in signal handlers");
+  bool signals_ = false;                  // this run stops on SIGTERM/SIGINT
+  int stop_signal_ = 0;
+  std::function<int(int)> agree_stop_;
+  void throw_if_stop_requested();
   bool stopped_ = false;
   std::string stop_reason_;
   std::string logdir_;

@@ -795,6 +795,13 @@ void train(Trainer &t, std::shared_ptr<model::Model> model, std::unique_ptr<inpu
     if (distributed->shard) input = input::shard(std::move(input), world->rank(), world->size());
     // The chief's resume is the job's: it sends it if it has one.
     t.set_distributed(world->rank(), [world](std::shared_ptr<const Checkpoint> &ck) { agree_on_resume(*world, ck); });
+    // A signal stop: whichever rank got the signal, all stop at this boundary.
+    t.set_stop_agreement([world](int signo) {
+      at::Tensor v = at::tensor({signo != 0 ? 1.0f : 0.0f, static_cast<float>(signo)});
+      world->all_reduce(v);
+      if (signo != 0) return signo;
+      return v[0].item<float>() > 0 ? static_cast<int>(v[1].item<float>() / v[0].item<float>()) : 0;
+    });
   }
   input->set_signature(model->inputs());
   const std::optional<int64_t> size = input->size();

@@ -5,7 +5,7 @@
  *
  *   dist_mlp DIR OUT STEPS BATCH [--dist] [--towers N] [--timeout-ms MS]
  *            [--logdir D [--save-every K]] [--die-at STEP --die-rank R]
- *            [--unset-on-others] [--average-scalars]
+ *            [--unset-on-others] [--average-scalars] [--sleep-us N]
  *
  * DIR holds x.bin, y.bin, w1.bin ... and dims.txt (parity_mlp's layout).
  * SGD (lr 0.05, momentum 0.9), STEPS steps in one epoch, batches of BATCH
@@ -13,13 +13,16 @@
  * the initial values from DIR; with --unset-on-others the other ranks keep
  * their own random ones (the broadcast must fix them). --logdir with
  * --save-every K keeps checkpoints every K steps and auto-resumes.
- * --die-at kills rank R (SIGKILL) after that step. Every rank writes
+ * --die-at kills rank R (SIGKILL) after that step. --sleep-us sleeps after
+ * each step (a job slow enough to be signalled mid-run). Every rank writes
  * OUT/r<rank>_w1.out ... and OUT/r<rank>_costs.bin (its cost per step). */
+#define _POSIX_C_SOURCE 200809L
 #include <signal.h>
+#include <time.h>
 
 #include "parity_mlp_tower.h"
 
-static long die_at = -1;
+static long die_at = -1, sleep_us = 0;
 static int die_rank = -1;
 static int32_t my_rank = 0;
 
@@ -36,6 +39,10 @@ static tpt_status *after_step(tpt_trainer *t, tpt_event ev, const tpt_record *r,
     fprintf(stderr, "dist_mlp: rank %d kills itself after step %ld\n", my_rank, die_at);
     fflush(stderr);
     raise(SIGKILL);
+  }
+  if (sleep_us > 0) {
+    struct timespec ts = {sleep_us / 1000000, (sleep_us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
   }
   return cost_log_after_run(t, ev, r, &((run_log *)p)->costs);
 }
@@ -60,6 +67,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--save-every") && v) save_every = atol(v), ++i;
     else if (!strcmp(a, "--die-at") && v) die_at = atol(v), ++i;
     else if (!strcmp(a, "--die-rank") && v) die_rank = atoi(v), ++i;
+    else if (!strcmp(a, "--sleep-us") && v) sleep_us = atol(v), ++i;
     else {
       fprintf(stderr, "dist_mlp: unknown argument %s\n", a);
       return 2;

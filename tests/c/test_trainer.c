@@ -3,6 +3,8 @@
  * thread, scheduling wrappers, step outputs, scalars and monitors. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -583,6 +585,98 @@ static void test_request_stop_from_another_thread(void **state) {
   tpt_trainer_free(t);
 }
 
+/* ------------------------------------------------------------ stop on signals */
+
+/* A trainer with stop_on_signals = `mode` whose callback, at global step 3,
+ * records SIGTERM's disposition and does `act`: raise SIGTERM or SIGINT to
+ * the process, or call tpt_trainer_signal_stop as a host's handler would. */
+typedef enum { ACT_NONE, ACT_RAISE_TERM, ACT_RAISE_INT, ACT_SIGNAL_STOP } sig_act;
+static sig_act g_act;
+static int g_handler_was_ours;
+
+static tpt_status *signal_at_3(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
+  (void)ev, (void)r, (void)ud;
+  int64_t g = 0;
+  ok(tpt_trainer_global_step(&g, t));
+  if (g != 3) return NULL;
+  struct sigaction cur;
+  sigaction(SIGTERM, NULL, &cur);
+  g_handler_was_ours = cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN;
+  if (g_act == ACT_RAISE_TERM) raise(SIGTERM);
+  if (g_act == ACT_RAISE_INT) raise(SIGINT);
+  if (g_act == ACT_SIGNAL_STOP) tpt_trainer_signal_stop(t, SIGUSR1);
+  return NULL;
+}
+
+static const char *run_with_signal(int32_t mode, sig_act act, int64_t *global_step) {
+  static char reason_copy[64];
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = 3;
+  o.steps_per_epoch = 5;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  o.default_callbacks = 0;
+  o.default_monitors = 0;
+  o.stop_on_signals = mode;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_new(&t, &o));
+  ok(tpt_trainer_set_run_step(t, slow_run_step, NULL, NULL));
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_TRIGGER_STEP;
+  d.fn = signal_at_3;
+  d.chief_only = 0;
+  tpt_callback *cb = NULL;
+  ok(tpt_callback_new(&cb, &d));
+  ok(tpt_trainer_add_callback(t, cb));
+  g_act = act;
+  g_handler_was_ours = -1;
+  ok(tpt_trainer_run(t));
+  const char *reason = NULL;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  snprintf(reason_copy, sizeof reason_copy, "%s", reason ? reason : "(none)");
+  ok(tpt_trainer_global_step(global_step, t));
+  tpt_trainer_free(t);
+  return reason_copy;
+}
+
+static void test_stop_on_signals(void **state) {
+  (void)state;
+  int64_t g = 0;
+  unsetenv("TPTRAIN_STOP_ON_SIGNALS");
+  /* on: SIGTERM at global step 3 stops before the 4th step, gracefully */
+  assert_string_equal(run_with_signal(1, ACT_RAISE_TERM, &g), "SIGTERM");
+  assert_int_equal(g, 3);
+  assert_int_equal(g_handler_was_ours, 1);
+  assert_string_equal(run_with_signal(1, ACT_RAISE_INT, &g), "SIGINT");
+  assert_int_equal(g, 3);
+  /* after a run the dispositions are what they were */
+  struct sigaction cur;
+  sigaction(SIGTERM, NULL, &cur);
+  assert_true(cur.sa_handler == SIG_DFL);
+  sigaction(SIGINT, NULL, &cur);
+  assert_true(cur.sa_handler == SIG_DFL);
+  /* a host's own handler calls tpt_trainer_signal_stop: the same stop */
+  assert_string_equal(run_with_signal(-1, ACT_SIGNAL_STOP, &g), "SIGUSR1");
+  assert_int_equal(g, 3);
+  assert_int_equal(g_handler_was_ours, 0); /* -1: nothing installed */
+  /* 0 follows the environment */
+  assert_string_equal(run_with_signal(0, ACT_NONE, &g), "(none)");
+  assert_int_equal(g_handler_was_ours, 0);
+  setenv("TPTRAIN_STOP_ON_SIGNALS", "1", 1);
+  assert_string_equal(run_with_signal(0, ACT_RAISE_TERM, &g), "SIGTERM");
+  assert_int_equal(g, 3);
+  assert_string_equal(run_with_signal(-1, ACT_NONE, &g), "(none)");
+  assert_int_equal(g_handler_was_ours, 0);
+  unsetenv("TPTRAIN_STOP_ON_SIGNALS");
+  /* a handle that is not live is ignored; out-of-range modes are refused */
+  tpt_trainer_signal_stop(NULL, SIGTERM);
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.stop_on_signals = 2;
+  tpt_trainer *t = NULL;
+  expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, "stop_on_signals");
+  assert_null(t);
+}
+
 /* ------------------------------------------------------------ wrappers */
 
 static tpt_status *one_hook(tpt_trainer *t, void *ud) {
@@ -971,6 +1065,7 @@ int main(void) {
       cmocka_unit_test(test_error_from_step_and_run_step),
       cmocka_unit_test(test_destroy_exactly_once),
       cmocka_unit_test(test_request_stop_from_another_thread),
+      cmocka_unit_test(test_stop_on_signals),
       cmocka_unit_test(test_stop_requested_in_last_step_matches_tensorpack),
       cmocka_unit_test(test_wrappers),
       cmocka_unit_test(test_step_outputs),

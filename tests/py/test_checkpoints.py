@@ -7,6 +7,9 @@
     equal, bit for bit, to an uninterrupted run's (variables, optimizer
     slots, counters, random state, the input's position, callbacks' state);
     after every kill every checkpoint in the directory is readable;
+  - SIGTERM or SIGINT mid-epoch with stop_on_signals: a graceful stop that
+    saves where it stopped (no step lost) and resumes bit-identical; a second
+    signal ends the process;
   - a checkpoint opens with torch.load (weights_only=True, PyTorch 2.6's
     default), and its tensors are tptrain's;
   - a state_dict saved by torch.save, and a TorchScript module, restore into
@@ -157,6 +160,89 @@ def stop_and_resume_at_every_step(tmp):
         assert "resumed_from=%d" % stop in out, out
         diff = differences(ref, torch.load(final))
         assert not diff, "stopped at %d: %s" % (stop, diff[:5])
+
+
+def latest_of(logdir):
+    with open(os.path.join(logdir, "checkpoint")) as f:
+        return f.readline().split('"')[1]
+
+
+@test
+def sigterm_mid_epoch_loses_no_step(tmp):
+    """stop_on_signals (through TPTRAIN_STOP_ON_SIGNALS=1, as tools/tptrain-run
+    sets it): SIGTERM or SIGINT mid-epoch stops at the next step boundary with
+    exit 0, a ModelSaver that saves only at epoch ends saves there, and the
+    resume ends bit-identical to an uninterrupted run."""
+    rng = random.Random(99)
+    env = dict(os.environ, TPTRAIN_STOP_ON_SIGNALS="1")
+    configs = [["--every", "1000", "--sleep-us", "15000"],
+               ["--every", "1000", "--sleep-us", "15000", "--workers", "2"]]
+    refs = []
+    for i, flags in enumerate(configs):
+        train(os.path.join(tmp, "ref%d" % i), os.path.join(tmp, "ref%d.final" % i), flags)
+        refs.append(torch.load(os.path.join(tmp, "ref%d.final" % i)))
+    mid_epoch = 0
+    for k in range(6):
+        i, sig = k % 2, (signal.SIGTERM, signal.SIGINT)[k // 2 % 2]
+        flags = configs[i]
+        logdir, final = os.path.join(tmp, "run%d" % k), os.path.join(tmp, "run%d.final" % k)
+        p = subprocess.Popen([CHILD, "train", logdir, final] + flags, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+        out = p.stdout.readline()
+        if "started" not in out:
+            p.kill()
+            raise AssertionError("no start: %s %s" % (out, p.communicate()))
+        time.sleep(rng.uniform(0.02, 0.45))
+        p.send_signal(sig)
+        rest, err = p.communicate(timeout=120)
+        out += rest
+        if p.returncode != 0:
+            raise AssertionError("run %d: %s ended it with %d, not a graceful stop: %s" % (k, sig.name, p.returncode, err))
+        if "done" not in out:  # finished before the signal came
+            continue
+        stopped_at = int(out.split("global_step=")[1].split()[0])
+        if stopped_at == 40:
+            continue  # the signal came after the last step
+        if latest_of(logdir) != "model-%d" % stopped_at:
+            raise AssertionError("run %d stopped at step %d, the latest checkpoint is %s: steps lost"
+                                 % (k, stopped_at, latest_of(logdir)))
+        with open(os.path.join(logdir, "log.log")) as f:
+            log = f.read()
+        if "saving at the stop by %s" % sig.name not in log or "Training was stopped by: %s" % sig.name not in log:
+            raise AssertionError("the log does not say the stop and its save: " + log[-1500:])
+        mid_epoch += stopped_at % 10 != 0
+        out = train(logdir, final, flags)
+        if "resumed_from=%d" % stopped_at not in out:
+            raise AssertionError("run %d did not resume from step %d: %s" % (k, stopped_at, out))
+        diff = differences(refs[i], torch.load(final))
+        if diff:
+            raise AssertionError("run %d (stopped by %s at %d) differs from the uninterrupted run: %s"
+                                 % (k, sig.name, stopped_at, diff[:5]))
+    if mid_epoch == 0:
+        raise AssertionError("no signal landed mid-epoch (a test that checked nothing)")
+    print("# %d of 6 stops were mid-epoch" % mid_epoch)
+
+
+@test
+def a_second_signal_ends_the_process(tmp):
+    env = dict(os.environ, TPTRAIN_STOP_ON_SIGNALS="1")
+    p = subprocess.Popen([CHILD, "train", os.path.join(tmp, "run"), os.path.join(tmp, "final"), "--sleep-us", "500000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if "started" not in p.stdout.readline():
+        p.kill()
+        raise AssertionError("no start")
+    time.sleep(0.1)
+    p.send_signal(signal.SIGTERM)
+    said = ""
+    while "tptrain: SIGTERM" not in said:  # the first one was handled (a step sleeps 0.5 s)
+        line = p.stderr.readline()
+        if not line:
+            break
+        said += line
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=60)
+    if p.returncode != -signal.SIGTERM:
+        raise AssertionError("the second SIGTERM did not end the process: %d %s" % (p.returncode, said))
 
 
 @test

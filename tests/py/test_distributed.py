@@ -310,6 +310,55 @@ def a_job_killed_and_restarted_resumes_bit_identically(job):
     identical(params(out, 1), uninterrupted, "restarted rank 1 vs uninterrupted")
 
 
+@test
+def sigterm_to_one_rank_stops_every_rank_at_one_step_and_the_job_resumes_bit_identically(job):
+    """stop_on_signals in a 2-rank job (TPTRAIN_STOP_ON_SIGNALS=1, as
+    tools/tptrain-run sets it): a SIGTERM to rank 1 alone stops both ranks
+    gracefully at the same step (they agree at each step boundary), the
+    chief saves a checkpoint there although its ModelSaver saves only every
+    1000 steps, and the restarted job ends bit-identical to an uninterrupted one."""
+    import signal
+    logdir, out = os.path.join(job.root, "sigterm_logs"), job.out("sigterm")
+    uninterrupted = job.results.get("launched2")
+    if uninterrupted is None:
+        rc, log, o = job.launched(2)
+        assert rc == 0, log
+        uninterrupted = params(o)
+    port = free_port()
+    args = [PROGRAM, job.data, out, str(STEPS), str(BATCH), "--dist", "--unset-on-others", "--logdir", logdir,
+            "--save-every", "1000", "--sleep-us", "30000"]
+    procs = [subprocess.Popen(args, env=dict(torchrun_env(r, 2, port), TPTRAIN_STOP_ON_SIGNALS="1"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    try:
+        for p in procs:
+            line = p.stdout.readline()
+            assert "joined" in line, "a rank did not join: " + line + p.stdout.read()
+        time.sleep(0.5)  # about 15 of the 50 steps
+        procs[1].send_signal(signal.SIGTERM)
+        logs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    for r in range(2):
+        assert procs[r].returncode == 0, "rank %d: rc %d\n%s" % (r, procs[r].returncode, logs[r])
+    steps = [read(os.path.join(out, "r%d_costs.bin" % r), (-1,)).numel() for r in range(2)]
+    assert steps[0] == steps[1], "the ranks stopped at different steps: %r" % steps
+    assert 0 < steps[0] < STEPS, "the stop did not land mid-run: %d steps" % steps[0]
+    with open(os.path.join(logdir, "checkpoint")) as f:
+        index = f.read()
+    assert 'model_checkpoint_path: "model-%d"' % steps[0] in index, "no checkpoint at the stop:\n" + index
+    rc, log, out = job.launched(2, "--logdir", logdir, "--save-every", "1000", out_name="sigterm")
+    assert rc == 0, "the restarted job: rc %d\n%s" % (rc, log)
+    costs = read(os.path.join(out, "r1_costs.bin"), (-1,))
+    assert costs.numel() == STEPS - steps[0], "rank 1 ran %d steps after the restart, not %d" % (
+        costs.numel(), STEPS - steps[0])
+    identical(params(out, 0), uninterrupted, "resumed after SIGTERM vs uninterrupted")
+    identical(params(out, 1), uninterrupted, "resumed rank 1 vs uninterrupted")
+    print("# SIGTERM to rank 1: both ranks stopped after step %d" % steps[0])
+
+
 def main():
     only = os.environ.get("TPT_TEST_ONLY")  # a part of a test's name: run those only
     if only:

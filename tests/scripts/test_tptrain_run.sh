@@ -82,10 +82,10 @@ NCCL_ASYNC_ERROR_HANDLING RANK ROLE_NAME ROLE_RANK ROLE_WORLD_SIZE TORCHELASTIC_
 TORCHELASTIC_RESTART_COUNT TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE WORLD_SIZE"
 names() { grep -o '^[A-Za-z_][A-Za-z0-9_]*=' | tr -d = | sort -u; }
 
-# check_env NAME NPROC NNODES NODE_RANK ADDR PORT RUN_ID OMP NCCL: every rank's
-# variables in the last run's stdout (PROGRAM was `env`).
+# check_env NAME NPROC NNODES NODE_RANK ADDR PORT RUN_ID OMP NCCL [SIGNALS]: every
+# rank's variables in the last run's stdout (PROGRAM was `env`).
 check_env() {
-  local name=$1 nproc=$2 nnodes=$3 node=$4 addr=$5 port=$6 id=$7 omp=$8 nccl=$9
+  local name=$1 nproc=$2 nnodes=$3 node=$4 addr=$5 port=$6 id=$7 omp=$8 nccl=$9 signals=${10:-1}
   local world=$((nnodes * nproc)) lr rank v missing
   printf '%s\n' "$out" >"$tmp/env_out"
   for ((lr = 0; lr < nproc; lr++)); do
@@ -95,7 +95,8 @@ check_env() {
              "LOCAL_RANK=$lr" "LOCAL_WORLD_SIZE=$nproc" "GROUP_RANK=$node" "GROUP_WORLD_SIZE=$nnodes" \
              "ROLE_RANK=$rank" "ROLE_WORLD_SIZE=$world" "ROLE_NAME=default" "TORCHELASTIC_RUN_ID=$id" \
              "TORCHELASTIC_RESTART_COUNT=0" "TORCHELASTIC_MAX_RESTARTS=0" \
-             "TORCHELASTIC_USE_AGENT_STORE=False" "NCCL_ASYNC_ERROR_HANDLING=$nccl" "OMP_NUM_THREADS=$omp"; do
+             "TORCHELASTIC_USE_AGENT_STORE=False" "NCCL_ASYNC_ERROR_HANDLING=$nccl" "OMP_NUM_THREADS=$omp" \
+             "TPTRAIN_STOP_ON_SIGNALS=$signals"; do
       [ "$v" = "OMP_NUM_THREADS=" ] || echo "[rank $rank] $v" >>"$tmp/expect"
     done
     # each expected line exactly once; OMP_NUM_THREADS absent when omp is empty
@@ -117,7 +118,7 @@ check_env() {
 
 # The parent sets stale values that must be overridden, and leaves out what
 # the launcher adds.
-penv=(env -u OMP_NUM_THREADS -u NCCL_ASYNC_ERROR_HANDLING RANK=99 WORLD_SIZE=99 LOCAL_RANK=7
+penv=(env -u OMP_NUM_THREADS -u NCCL_ASYNC_ERROR_HANDLING -u TPTRAIN_STOP_ON_SIGNALS RANK=99 WORLD_SIZE=99 LOCAL_RANK=7
       TORCHELASTIC_USE_AGENT_STORE=True TPTRAIN_RUN_TEST_MARK=kept)
 "${penv[@]}" "$launcher" -n 2 --master-port 29555 --run-id job7 env >"$tmp/out" 2>"$tmp/err" </dev/null
 rc=$?; out=$(cat "$tmp/out"); err=$(cat "$tmp/err")
@@ -127,7 +128,7 @@ check_env "2 workers" 2 1 0 127.0.0.1 29555 job7 1 1
 printf '%s\n' "$out" | grep '^\[rank 1\] ' | sed 's/^\[rank 1\] //' | names >"$tmp/child_names"
 added=$(comm -13 "$tmp/parent_names" "$tmp/child_names" | tr '\n' ' ')
 lost=$(comm -23 "$tmp/parent_names" "$tmp/child_names" | tr '\n' ' ')
-expected_added=$(printf '%s\n' $contract_names OMP_NUM_THREADS | sort | grep -vx -e RANK -e WORLD_SIZE \
+expected_added=$(printf '%s\n' $contract_names OMP_NUM_THREADS TPTRAIN_STOP_ON_SIGNALS | sort | grep -vx -e RANK -e WORLD_SIZE \
   -e LOCAL_RANK -e TORCHELASTIC_USE_AGENT_STORE | tr '\n' ' ')
 check "2 workers: exactly torchrun's variables are added (added: $added)" test "$added" = "$expected_added"
 check "2 workers: the rest of the parent's environment is kept (lost: $lost)" test -z "$lost"
@@ -140,13 +141,13 @@ rc=$?; out=$(cat "$tmp/out"); err=$(cat "$tmp/err")
 check "4 workers: exit 0" test "$rc" -eq 0
 check_env "4 workers, defaults" 4 1 0 127.0.0.1 29500 none 1 1
 
-# node 1 of 2 shifts RANK; OMP_NUM_THREADS and NCCL_ASYNC_ERROR_HANDLING
-# set by the parent are kept, and then no notice
-env OMP_NUM_THREADS=7 NCCL_ASYNC_ERROR_HANDLING=0 "$launcher" -n 2 --nnodes 2 --node-rank 1 \
+# node 1 of 2 shifts RANK; OMP_NUM_THREADS, NCCL_ASYNC_ERROR_HANDLING and
+# TPTRAIN_STOP_ON_SIGNALS set by the parent are kept, and then no notice
+env OMP_NUM_THREADS=7 NCCL_ASYNC_ERROR_HANDLING=0 TPTRAIN_STOP_ON_SIGNALS=0 "$launcher" -n 2 --nnodes 2 --node-rank 1 \
   --master-addr 10.1.2.3 --master-port 1234 --run-id j1 env >"$tmp/out" 2>"$tmp/err" </dev/null
 rc=$?; out=$(cat "$tmp/out"); err=$(cat "$tmp/err")
 check "node 1 of 2: exit 0" test "$rc" -eq 0
-check_env "node 1 of 2" 2 2 1 10.1.2.3 1234 j1 7 0
+check_env "node 1 of 2" 2 2 1 10.1.2.3 1234 j1 7 0 0
 check "node 1 of 2: no OMP notice when OMP_NUM_THREADS is set" test -z "$err"
 
 env OMP_NUM_THREADS=3 "$launcher" -n 4 --nnodes 3 --node-rank 2 env >"$tmp/out" 2>"$tmp/err" </dev/null

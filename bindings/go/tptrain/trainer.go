@@ -83,7 +83,28 @@ type TrainerOptions struct {
 	// run resumes exactly from its latest checkpoint and the directory is
 	// kept whatever LogdirAction says (tensorpack's AutoResumeTrainConfig).
 	AutoResume bool
+	// StopOnSignals: whether SIGTERM and SIGINT stop a run gracefully, at
+	// the next step boundary with a checkpoint from a ModelSaver there, so
+	// that a preempted job loses no step (a second signal ends the process
+	// at once). The zero value, SignalsFromEnvironment, turns it on when the
+	// environment has TPTRAIN_STOP_ON_SIGNALS=1 (tools/tptrain-run sets
+	// it). While the run runs, the library's handlers replace the Go
+	// runtime's for these two signals (channels of os/signal.Notify do not
+	// get them then); SignalsNever leaves them to Go.
+	StopOnSignals StopOnSignals
 }
+
+// StopOnSignals is TrainerOptions.StopOnSignals (tpt_trainer_options.stop_on_signals).
+type StopOnSignals int
+
+const (
+	// SignalsFromEnvironment: on when TPTRAIN_STOP_ON_SIGNALS=1 (the default).
+	SignalsFromEnvironment StopOnSignals = 0
+	// SignalsAlways: on for every run.
+	SignalsAlways StopOnSignals = 1
+	// SignalsNever: the signals keep their dispositions.
+	SignalsNever StopOnSignals = -1
+)
 
 // NoSteps as TrainerOptions.StepsPerEpoch runs epochs without steps: only
 // the callbacks.
@@ -202,6 +223,7 @@ func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func(), error) {
 		scalar_history:    1000,
 		summary_period:    C.int64_t(o.SummaryPeriod),
 		auto_resume:       cBool(o.AutoResume),
+		stop_on_signals:   C.int32_t(o.StopOnSignals),
 	}
 	if o.Logdir == "" {
 		return copts, func() {}, nil

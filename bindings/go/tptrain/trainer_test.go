@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -712,6 +713,38 @@ func TestRequestStopFromAnotherGoroutine(t *testing.T) {
 	if g := must(tr.GlobalStep()).of(t); g <= 0 || g >= 1000000 {
 		t.Errorf("GlobalStep() = %d", g)
 	}
+}
+
+func TestStopOnSignals(t *testing.T) {
+	// SIGTERM to the process during a run with StopOnSignals: a graceful
+	// stop before the next step, named by the signal; afterwards the Go
+	// runtime has its handler back (a later SIGTERM would be Go's).
+	checkHandles(t)
+	opts := quietOptions(1, 3, 5)
+	opts.StopOnSignals = SignalsAlways
+	tr := must(NewTrainer(opts)).of(t)
+	defer tr.Close()
+	ok(t, tr.SetRunStep(func(ctx *Context) error {
+		if ctx.GlobalStep() == 3 {
+			if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+				return err
+			}
+			time.Sleep(20 * time.Millisecond) // the signal is delivered meanwhile
+		}
+		return ctx.HookedStep(nil)
+	}))
+	ok(t, tr.Run())
+	if reason, stopped := tr.StopReason(); !stopped || reason != "SIGTERM" {
+		t.Errorf("StopReason() = %q, %v", reason, stopped)
+	}
+	if g := must(tr.GlobalStep()).of(t); g != 4 {
+		t.Errorf("GlobalStep() = %d, want 4 (the step that was running finished)", g)
+	}
+	// Out of range values are refused by the library.
+	bad := quietOptions(1, 3, 5)
+	bad.StopOnSignals = 5
+	_, err := NewTrainer(bad)
+	wantError(t, err, CodeInvalidArgument, "stop_on_signals")
 }
 
 func TestSchedulingWrappers(t *testing.T) {

@@ -280,10 +280,11 @@ func run(positional []string, nTowers int, dist bool) (accuracy float64, chief b
 	}
 
 	opts := tptrain.TrainerOptions{
-		MaxEpoch:     epochs,
-		Logdir:       logdir,
-		LogdirAction: tptrain.LogdirDelete, // a run without checkpoints starts afresh
-		AutoResume:   true,                 // one with checkpoints goes on from the latest
+		MaxEpoch:      epochs,
+		Logdir:        logdir,
+		LogdirAction:  tptrain.LogdirDelete,  // a run without checkpoints starts afresh
+		AutoResume:    true,                  // one with checkpoints goes on from the latest
+		StopOnSignals: tptrain.SignalsAlways, // SIGTERM/Ctrl-C: stop at a step, save, resume later
 	}
 	config := &tptrain.TrainConfig{
 		Options:   &opts,

@@ -385,9 +385,10 @@ func run(positional []string, nTowers int, steps int64) error {
 	trainer, err := tptrain.NewTrainer(&tptrain.TrainerOptions{
 		MaxEpoch:      epochs,
 		Logdir:        logdir,
-		LogdirAction:  tptrain.LogdirDelete, // a run without checkpoints starts afresh
-		AutoResume:    true,                 // one with checkpoints goes on from the latest
-		StepsPerEpoch: steps,                // 0: one pass
+		LogdirAction:  tptrain.LogdirDelete,  // a run without checkpoints starts afresh
+		AutoResume:    true,                  // one with checkpoints goes on from the latest
+		StopOnSignals: tptrain.SignalsAlways, // SIGTERM/Ctrl-C: stop at a step, save, resume later
+		StepsPerEpoch: steps,                 // 0: one pass
 	})
 	if err != nil {
 		return err

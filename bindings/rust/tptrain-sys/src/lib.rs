@@ -154,7 +154,7 @@ pub const TPT_PROGRESS_BAR: tpt_progress = 1;
 pub const TPT_PROGRESS_LINES: tpt_progress = 2;
 pub const TPT_PROGRESS_OFF: tpt_progress = 3;
 
-pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 3;
+pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 4;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tpt_trainer_options {
@@ -174,6 +174,8 @@ pub struct tpt_trainer_options {
     pub summary_period: i64,
     // version 3
     pub auto_resume: i32,
+    // version 4
+    pub stop_on_signals: i32,
 }
 /// `TPT_TRAINER_OPTIONS_INIT`
 pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
@@ -191,6 +193,7 @@ pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
     scalar_history: 1000,
     summary_period: 0,
     auto_resume: 0,
+    stop_on_signals: 0,
 };
 
 /// `tpt_run_step_fn`
@@ -938,6 +941,7 @@ extern "C" {
     ) -> *mut tpt_status;
     pub fn tpt_trainer_run(trainer: *mut tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_request_stop(trainer: *mut tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_trainer_signal_stop(trainer: *mut tpt_trainer, signo: c_int);
     pub fn tpt_trainer_stop_reason(out: *mut *const c_char, trainer: *const tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_epoch_num(out: *mut i64, trainer: *const tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_local_step(out: *mut i64, trainer: *const tpt_trainer) -> *mut tpt_status;
@@ -2175,8 +2179,8 @@ mod tests {
     #[test]
     fn init_constants_match_the_header_defaults() {
         let o = TPT_TRAINER_OPTIONS_INIT;
-        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (3, 1, 1, 99999999, -1));
-        assert_eq!((o.scalar_history, o.summary_period, o.auto_resume), (1000, 0, 0));
+        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (4, 1, 1, 99999999, -1));
+        assert_eq!((o.scalar_history, o.summary_period, o.auto_resume, o.stop_on_signals), (1000, 0, 0, 0));
         assert!(o.logdir.is_null());
         assert_eq!((o.logdir_action, o.progress), (TPT_LOGDIR_REFUSE, TPT_PROGRESS_AUTO));
         assert_eq!((o.console, o.default_callbacks, o.default_monitors), (1, 1, 1));

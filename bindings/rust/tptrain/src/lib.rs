@@ -139,7 +139,8 @@ pub use tensor::{DType, Element, Tensor, TensorOptions};
 pub use towers::{Strategy, Towers};
 pub use train_ops::{Gan, Run, TrainOp};
 pub use trainer::{
-    launch_train, InitFn, LogdirAction, Progress, RunOutcome, StopHandle, TrainConfig, Trainer, TrainerOptions,
+    launch_train, InitFn, LogdirAction, Progress, RunOutcome, StopHandle, StopOnSignals, TrainConfig, Trainer,
+    TrainerOptions,
 };
 
 /// The raw FFI crate, for what the safe API does not cover yet.

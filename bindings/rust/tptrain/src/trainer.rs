@@ -76,6 +76,33 @@ impl Progress {
     }
 }
 
+/// Whether SIGTERM and SIGINT stop a run gracefully
+/// (`tpt_trainer_options.stop_on_signals`): at the next step boundary, with a
+/// checkpoint from a [`ModelSaver`](crate::ModelSaver) there, so that a
+/// preempted job loses no step; a second signal ends the process at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum StopOnSignals {
+    /// On when the environment has `TPTRAIN_STOP_ON_SIGNALS=1`, which
+    /// `tools/tptrain-run` sets (the default).
+    #[default]
+    FromEnvironment,
+    /// On for every run.
+    Always,
+    /// Never: the signals keep their dispositions (a host with handlers of
+    /// its own).
+    Never,
+}
+
+impl StopOnSignals {
+    fn to_raw(self) -> i32 {
+        match self {
+            StopOnSignals::FromEnvironment => 0,
+            StopOnSignals::Always => 1,
+            StopOnSignals::Never => -1,
+        }
+    }
+}
+
 /// Options of a trainer (`tpt_trainer_options`); `Default` gives the C
 /// defaults (`TPT_TRAINER_OPTIONS_INIT`).
 #[derive(Debug, Clone, PartialEq)]
@@ -110,6 +137,9 @@ pub struct TrainerOptions {
     /// is kept whatever `logdir_action` says (tensorpack's
     /// AutoResumeTrainConfig). Default false.
     pub auto_resume: bool,
+    /// SIGTERM and SIGINT as a graceful stop that saves (default: from the
+    /// environment, see [`StopOnSignals`]).
+    pub stop_on_signals: StopOnSignals,
 }
 
 impl Default for TrainerOptions {
@@ -128,6 +158,7 @@ impl Default for TrainerOptions {
             default_monitors: c.default_monitors != 0,
             summary_period: None,
             auto_resume: false,
+            stop_on_signals: StopOnSignals::default(),
         }
     }
 }
@@ -425,6 +456,7 @@ impl TrainerOptions {
             None => 0,
         };
         o.auto_resume = self.auto_resume as i32;
+        o.stop_on_signals = self.stop_on_signals.to_raw();
         Ok((o, logdir))
     }
 }

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::time::Duration;
 use tptrain::{
     Callback, Code, Context, Error, Event, Events, Flow, LogdirAction, Progress, RecordKind, Result, RunOutcome,
-    Scalar, Tensor, Trainer, TrainerOptions,
+    Scalar, StopOnSignals, Tensor, Trainer, TrainerOptions,
 };
 
 // ------------------------------------------------------------ helpers
@@ -797,6 +797,27 @@ fn request_stop_from_another_thread() {
     drop(t);
     assert!(!late.request_stop());
     assert!(!std::thread::spawn(move || clone.request_stop()).join().unwrap());
+}
+
+#[test]
+fn sigterm_stops_a_run_with_stop_on_signals() {
+    // SIGTERM to the process during a run with StopOnSignals::Always: a
+    // graceful stop before the next step, named by the signal.
+    let mut o = options(1, 3, 5);
+    o.stop_on_signals = StopOnSignals::Always;
+    let mut t = Trainer::new(&o).unwrap();
+    t.set_run_step(|ctx| {
+        if ctx.global_step() == 3 {
+            let kill = format!("kill -TERM {}", std::process::id());
+            assert!(std::process::Command::new("sh").args(["-c", &kill]).status().unwrap().success());
+            std::thread::sleep(Duration::from_millis(20)); // delivered meanwhile
+        }
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
+    })
+    .unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Stopped("SIGTERM".into()));
+    assert_eq!(t.global_step(), 4);
+    assert_eq!(TrainerOptions::default().stop_on_signals, StopOnSignals::FromEnvironment);
 }
 
 #[test]

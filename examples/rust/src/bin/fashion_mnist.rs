@@ -43,7 +43,7 @@ use std::process::ExitCode;
 use tptrain::nn::{self, Activation, LayerOptions, Padding};
 use tptrain::{
     Augmentor, BestSaver, Callback, Code, DType, DataFlow, Distributed, HyperParamSchedule, InputSpec, LogdirAction,
-    Model, ModelSaver, Optimizer, Result, Tensor, Tower, Towers, TrainConfig, Trainer, TrainerOptions,
+    Model, ModelSaver, Optimizer, Result, StopOnSignals, Tensor, Tower, Towers, TrainConfig, Trainer, TrainerOptions,
 };
 
 const BATCH: i64 = 128;
@@ -170,6 +170,7 @@ fn main() -> Result<ExitCode> {
         logdir: Some(logdir.into()),
         logdir_action: LogdirAction::Delete, // a run without checkpoints starts afresh
         auto_resume: true,                   // one with checkpoints goes on from the latest
+        stop_on_signals: StopOnSignals::Always, // SIGTERM/Ctrl-C: stop at a step, save, resume later
         ..Default::default()
     };
     if n_towers > 0 {

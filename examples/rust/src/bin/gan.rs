@@ -43,8 +43,8 @@ use tptrain::image::{self, Grid};
 use tptrain::nn::{self, Activation, LayerOptions};
 use tptrain::ops::{self, Arg};
 use tptrain::{
-    Augmentor, Callback, Code, DType, DataFlow, Events, Flow, Gan, Init, Input, InputOptions, InputSpec, LogdirAction, Model,
-    ModelSaver, Optimizer, Result, Tensor, Tower, Towers, Trainer, TrainerOptions,
+    Augmentor, Callback, Code, DType, DataFlow, Events, Flow, Gan, Init, Input, InputOptions, InputSpec, LogdirAction,
+    Model, ModelSaver, Optimizer, Result, StopOnSignals, Tensor, Tower, Towers, Trainer, TrainerOptions,
 };
 
 const BATCH: i64 = 64;
@@ -183,6 +183,7 @@ fn main() -> Result<ExitCode> {
         logdir: Some(logdir.into()),
         logdir_action: LogdirAction::Delete, // a run without checkpoints starts afresh
         auto_resume: true,                   // one with checkpoints goes on from the latest
+        stop_on_signals: StopOnSignals::Always, // SIGTERM/Ctrl-C: stop at a step, save, resume later
         steps_per_epoch: (steps > 0).then_some(steps as i64),
         ..Default::default()
     };
