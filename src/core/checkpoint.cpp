@@ -643,7 +643,7 @@ bool Trainer::find_auto_resume(const std::string &dir) {
   if (!fs::is_directory(dir, ec) || !read_index(dir)) return false;
   std::string path = resolve_checkpoint(dir);
   resume_ = std::make_shared<const Checkpoint>(read_checkpoint(path));
-  log_.info("Auto-resume: continuing from " + path + ".");
+  auto_resumed_from_ = path;  // logged once log.log is open
   return true;
 }
 

@@ -270,6 +270,7 @@ void Trainer::run() {
       throw;
     }
     log_.info("Log directory: " + logdir_);
+    if (resuming) log_.info("Auto-resume: continuing from " + auto_resumed_from_ + ".");
     // What killed runs left: this run owns the directory now.
     if (int n = remove_stale_temporaries(logdir_, /*owned=*/true))
       log_.info("Removed " + std::to_string(n) + " temporary file(s) that an earlier run left in " + logdir_ + ".");

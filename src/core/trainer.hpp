@@ -208,6 +208,7 @@ class Trainer {
   TrainerConfig config_;
   Logger log_;
   DirLock logdir_lock_;  // the log directory is this run's while it runs
+  std::string auto_resumed_from_;  // the checkpoint auto_resume found
   std::function<void(Trainer &)> run_step_;
   std::array<std::vector<std::unique_ptr<Callback>>, static_cast<size_t>(Group::Count)> groups_;
   std::vector<Callback *> order_;                  // every callback, in event order

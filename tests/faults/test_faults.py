@@ -223,6 +223,10 @@ def fault_case(prefix, label, fault):
             raise AssertionError("the resumed run did not end at step 24: " + p.stdout)
         if latest is not None and "resumed_from=%s" % latest.split("-")[1] not in p.stdout:
             raise AssertionError("did not resume from %s: %s" % (latest, p.stdout))
+        with open(os.path.join(d, "log.log")) as f:
+            said = "Auto-resume: continuing from %s/%s." % (d, latest) in f.read()
+        if latest is not None and not said:
+            raise AssertionError("log.log does not say the run resumed from " + latest)
         if check_directory(d) != "model-24":
             raise AssertionError("the index does not name model-24 after the resumed run")
         if not os.path.exists(os.path.join(d, "max-score")):
