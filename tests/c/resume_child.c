@@ -18,6 +18,7 @@
  * Prints "started" at before_train, "resumed_from=<global_step>" when it
  * resumed, and "done" at the end. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,8 @@ static tpt_status *counter(tpt_trainer *t, tpt_event ev, const tpt_record *r, vo
     if (gs == stop_at) CHECK(tpt_trainer_request_stop(t));
     if (sleep_us > 0) {
       struct timespec ts = {sleep_us / 1000000, (sleep_us % 1000000) * 1000};
-      nanosleep(&ts, NULL);
+      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+      } /* a handled signal does not cut the step short */
     }
   }
   return NULL;

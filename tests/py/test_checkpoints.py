@@ -226,7 +226,7 @@ def sigterm_mid_epoch_loses_no_step(tmp):
 @test
 def a_second_signal_ends_the_process(tmp):
     env = dict(os.environ, TPTRAIN_STOP_ON_SIGNALS="1")
-    p = subprocess.Popen([CHILD, "train", os.path.join(tmp, "run"), os.path.join(tmp, "final"), "--sleep-us", "500000"],
+    p = subprocess.Popen([CHILD, "train", os.path.join(tmp, "run"), os.path.join(tmp, "final"), "--sleep-us", "1000000"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     if "started" not in p.stdout.readline():
         p.kill()
@@ -234,7 +234,7 @@ def a_second_signal_ends_the_process(tmp):
     time.sleep(0.1)
     p.send_signal(signal.SIGTERM)
     said = ""
-    while "tptrain: SIGTERM" not in said:  # the first one was handled (a step sleeps 0.5 s)
+    while "tptrain: SIGTERM" not in said:  # the first one was handled (a step sleeps 1 s, through EINTR)
         line = p.stderr.readline()
         if not line:
             break
