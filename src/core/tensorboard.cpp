@@ -226,7 +226,9 @@ class TensorBoardWriter final : public Callback {
     buf_.insert(buf_.end(), d.begin(), d.end());
     buf_.insert(buf_.end(), tail, tail + 4);
     ++buffered_;
-    if (buf_.size() >= kFlushBytes) flush(t);
+    // TensorFlow's FileWriter flushes every 120 s; a live TensorBoard sees
+    // a run's events within kFlushSeconds here.
+    if (buf_.size() >= kFlushBytes || std::chrono::steady_clock::now() - last_flush_ > kFlushSeconds) flush(t);
   }
 
   // The buffered records, appended whole or not at all (a full disk): the
@@ -234,6 +236,7 @@ class TensorBoardWriter final : public Callback {
   // tensorpack's ModelSaver's IO errors, and training goes on; the events of
   // a failed write are lost and counted.
   void flush(Trainer &t) {
+    last_flush_ = std::chrono::steady_clock::now();
     if (!file_.is_open() || buf_.empty()) return;
     bool ok = file_.append(buf_.data(), buf_.size());
     if (ok) {
@@ -253,11 +256,13 @@ class TensorBoardWriter final : public Callback {
   void close() { file_.close(); }
 
   static constexpr size_t kFlushBytes = 1 << 20;
+  static constexpr std::chrono::seconds kFlushSeconds{10};
   std::string dir_, path_;
   AppendFile file_;
   std::vector<uint8_t> buf_;  // whole records not yet written
   int64_t buffered_ = 0;      // how many
   int64_t dropped_ = 0;       // records lost since the last write that worked
+  std::chrono::steady_clock::time_point last_flush_;
   FailureReport report_;
 };
 
