@@ -279,14 +279,19 @@ std::vector<char> read_file_bytes(const std::string &path, const std::string &wh
 
 void DirLock::acquire(const std::string &dir) {
   release();
+  warning_.clear();
   const std::string path = dir + "/" + kFileName;
+  auto unlocked = [&](int e) {
+    warning_ = "cannot lock the log directory " + dir + " (" + path + "): " + reason(e) +
+               "; a second run on it would not be refused";
+  };
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) io_fail("cannot lock the log directory " + dir + " (" + path + ")", errno);
+  if (fd < 0) return unlocked(errno);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int e = errno;
     if (e != EWOULDBLOCK) {
       ::close(fd);
-      io_fail("cannot lock the log directory " + dir + " (" + path + ")", e);
+      return unlocked(e);
     }
     char buf[256] = {0};
     ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);

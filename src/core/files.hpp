@@ -119,14 +119,19 @@ class DirLock {
   DirLock &operator=(const DirLock &) = delete;
   // Takes the lock of `dir` (which must exist), releasing one held before;
   // throws tpt::Error(TPT_ERR_STATE) naming the directory and the holder
-  // when another run holds it, TPT_ERR_IO when it cannot be taken.
+  // when another run holds it. Where no lock can be taken (a read-only
+  // directory, a filesystem without flock: ENOLCK, EOPNOTSUPP) it returns a
+  // warning instead (warning()), and the run goes on unlocked.
   void acquire(const std::string &dir);
   void release() noexcept;
   bool held() const { return fd_ >= 0; }
+  // Why the last acquire took no lock; empty when it did.
+  const std::string &warning() const { return warning_; }
   static constexpr const char *kFileName = ".tptrain.lock";
 
  private:
   int fd_ = -1;
+  std::string warning_;
 };
 
 }  // namespace tpt

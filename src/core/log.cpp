@@ -134,7 +134,12 @@ std::string prepare_logdir(const std::string &dir_in, tpt_logdir_action action, 
   bool exists = fs::exists(dir, ec);
   if (exists && !fs::is_directory(dir, ec)) fail(TPT_ERR_IO, "logdir " + dir + " exists and is not a directory");
   // Another run's directory is refused before any action touches it.
-  if (exists) lock.acquire(dir);
+  std::string locked;  // the directory whose lock was asked for
+  auto take = [&](const std::string &d) {  // (a warning of lock's is the caller's to log)
+    locked = d;
+    lock.acquire(d);
+  };
+  if (exists) take(dir);
   if (exists && has_visible_entries(dir)) {
     char act = 0;
     switch (action) {
@@ -162,12 +167,14 @@ std::string prepare_logdir(const std::string &dir_in, tpt_logdir_action action, 
         fs::rename(dir, backup, ec);
         if (ec) fail(TPT_ERR_IO, "cannot back up " + dir + " to " + backup + ": " + ec.message());
         lock.release();  // its lock file went with it
+        locked.clear();
         log.info("Backed up the old log directory to " + backup);
         break;
       }
       case 'n':
         dir = unused_path(dir, timestamp_suffix());
         lock.release();
+        locked.clear();
         log.info("Using a new log directory " + dir);
         break;
       default:
@@ -178,7 +185,7 @@ std::string prepare_logdir(const std::string &dir_in, tpt_logdir_action action, 
   }
   fs::create_directories(dir, ec);
   if (ec) fail(TPT_ERR_IO, "cannot create the log directory " + dir + ": " + ec.message());
-  if (!lock.held()) lock.acquire(dir);
+  if (locked != dir) take(dir);
   return dir;
 }
 

@@ -270,9 +270,11 @@ void Trainer::run() {
       throw;
     }
     log_.info("Log directory: " + logdir_);
+    if (!logdir_lock_.warning().empty()) log_.warn(logdir_lock_.warning());
     if (resuming) log_.info("Auto-resume: continuing from " + auto_resumed_from_ + ".");
-    // What killed runs left: this run owns the directory now.
-    if (int n = remove_stale_temporaries(logdir_, /*owned=*/true))
+    // What killed runs left: this run owns the directory now (unlocked,
+    // only the temporaries of processes that are gone).
+    if (int n = remove_stale_temporaries(logdir_, /*owned=*/logdir_lock_.held()))
       log_.info("Removed " + std::to_string(n) + " temporary file(s) that an earlier run left in " + logdir_ + ".");
   }
   freeze();

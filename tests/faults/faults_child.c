@@ -13,15 +13,15 @@
  *       Exit 0 when FILE is a readable checkpoint (tpt_trainer_resume).
  *
  * The storage faults: this executable defines write, pwrite, pwrite64,
- * fsync, fdatasync and rename (exported to the shared objects it loads, see
+ * fsync, fdatasync, rename and flock (exported to the shared objects it loads, see
  * tests/meson.build, so libtptrain's calls come here); each forwards to the
  * next definition (libc's, or a sanitizer's interceptor) unless the call
  * matches the fault set in the environment:
  *   TPT_FAULT_DIR     the directory whose files fail (the log directory)
  *   TPT_FAULT_FILE    the prefix of the file names that fail ("" for all)
- *   TPT_FAULT_OP      write (write, pwrite), sync (fsync, fdatasync), rename
+ *   TPT_FAULT_OP      write (write, pwrite), sync (fsync, fdatasync), rename, lock (flock)
  *   TPT_FAULT_AT      the N-th matching call fails (1-based)
- *   TPT_FAULT_ERRNO   ENOSPC (default) or EIO
+ *   TPT_FAULT_ERRNO   ENOSPC (default), EIO or ENOLCK
  *   TPT_FAULT_FULL    1: from that call on the disk is full: every matching
  *                     write that would grow its file fails (writes over a
  *                     file's existing bytes need no space, and succeed)
@@ -62,7 +62,7 @@ static void setup(void) {
   if (!realpath(dir, g_dir)) snprintf(g_dir, sizeof g_dir, "%s", dir);
   snprintf(g_prefix, sizeof g_prefix, "%s", file ? file : "");
   snprintf(g_op, sizeof g_op, "%s", op ? op : "write");
-  g_errno = err && !strcmp(err, "EIO") ? EIO : ENOSPC;
+  g_errno = err && !strcmp(err, "EIO") ? EIO : err && !strcmp(err, "ENOLCK") ? ENOLCK : ENOSPC;
   g_full = full && !strcmp(full, "1");
   g_at = atoi(at);
 }
@@ -165,6 +165,16 @@ int rename(const char *from, const char *to) {
     if (fail_now("rename", p && matches_path(p), 0)) return -1;
   }
   return next(from, to);
+}
+
+typedef int (*flock_fn)(int, int);
+
+int flock(int fd, int operation) {
+  static flock_fn next;
+  if (!next) next = (flock_fn)dlsym(RTLD_NEXT, "flock");
+  setup();
+  if (g_at >= 0 && fail_now("lock", matches_fd(fd), 0)) return -1;
+  return next(fd, operation);
 }
 
 /* ---- the training */

@@ -314,6 +314,18 @@ def a_second_run_on_a_busy_directory_is_refused(d):
 
 
 @test
+def a_filesystem_without_locks_runs_unlocked_and_says_so(d):
+    p = run(d, "--epochs", "1", fault=dict(file=".tptrain.lock", op="lock", at=1, errno="ENOLCK"))
+    if "run=TPT_OK" not in p.stdout or "faults=1" not in p.stdout:
+        raise AssertionError(p.stdout)
+    with open(os.path.join(d, "log.log")) as f:
+        log = f.read()
+    if "WRN cannot lock the log directory" not in log or "No locks available" not in log:
+        raise AssertionError("no warning about the lock: " + log[-2000:])
+    check_directory(d)
+
+
+@test
 def a_fifo_for_stats_json_is_moved_aside(d):
     os.makedirs(d, exist_ok=True)
     os.mkfifo(os.path.join(d, "stats.json"))
