@@ -33,6 +33,10 @@ void put_back_old() noexcept {
 
 extern "C" void on_stop_signal(int signo) {
   int saved = errno;
+  // First: a second signal acts as it would have without us, also one that
+  // comes to another thread while this handler runs (or once the line
+  // below has been read).
+  put_back_old();
   int none = 0;
   if (g_received.compare_exchange_strong(none, signo)) {
     const char *msg = signo == SIGTERM
@@ -43,7 +47,6 @@ extern "C" void on_stop_signal(int signo) {
     ssize_t ignored = ::write(STDERR_FILENO, msg, std::strlen(msg));
     (void)ignored;
   }
-  put_back_old();  // a second signal acts as it would have without us
   errno = saved;
 }
 

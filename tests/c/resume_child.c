@@ -1,14 +1,15 @@
 /* A training that checkpoints and resumes, for the kill-and-resume test
  * (tests/py/test_resume.py) and the longer soak (scripts/resume-soak).
  *
- *   resume_child train LOGDIR FINAL [--sleep-us N] [--stop-at N] [--every K] [--workers N]
+ *   resume_child train LOGDIR FINAL [--sleep-us N] [--stop-at N] [--every K] [--workers N] [--say-steps 1]
  *       Trains an MLP with dropout (Adam, 4 epochs x 10 steps) on a shuffled,
  *       batched dataflow read by the queue input (a parallel map in it with
  *       --workers), with ModelSaver every K steps (default 3) and a callback
  *       with state of its own. With auto_resume it goes on from LOGDIR's
  *       latest checkpoint. At the end of a run that was not stopped it writes
  *       the whole final state (tpt_trainer_save_checkpoint) to FINAL.
- *       --stop-at N stops (gracefully) at global step N.
+ *       --stop-at N stops (gracefully) at global step N. --say-steps 1 prints
+ *       "sleeping after step <global_step>" before each step's sleep.
  *   resume_child check FILE...
  *       Reads each FILE as a checkpoint (tpt_trainer_resume); exit 0 when all are readable.
  *   resume_child restore PATH OUT
@@ -36,6 +37,7 @@
   } while (0)
 
 static long sleep_us;
+static int say_steps;
 static long long stop_at = -1;
 
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
@@ -71,6 +73,10 @@ static tpt_status *counter(tpt_trainer *t, tpt_event ev, const tpt_record *r, vo
     int64_t gs = 0;
     CHECK(tpt_trainer_global_step(&gs, t));
     if (gs == stop_at) CHECK(tpt_trainer_request_stop(t));
+    if (say_steps) {
+      printf("sleeping after step %lld\n", (long long)gs);
+      fflush(stdout);
+    }
     if (sleep_us > 0) {
       struct timespec ts = {sleep_us / 1000000, (sleep_us % 1000000) * 1000};
       while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -185,6 +191,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--stop-at")) stop_at = atoll(argv[i + 1]);
     else if (!strcmp(argv[i], "--every")) every = atoll(argv[i + 1]);
     else if (!strcmp(argv[i], "--workers")) workers = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--say-steps")) say_steps = atoi(argv[i + 1]);
   }
   final_path = argv[3];
   CHECK(tpt_manual_seed(7));

@@ -226,12 +226,16 @@ def sigterm_mid_epoch_loses_no_step(tmp):
 @test
 def a_second_signal_ends_the_process(tmp):
     env = dict(os.environ, TPTRAIN_STOP_ON_SIGNALS="1")
-    p = subprocess.Popen([CHILD, "train", os.path.join(tmp, "run"), os.path.join(tmp, "final"), "--sleep-us", "1000000"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    if "started" not in p.stdout.readline():
+    p = subprocess.Popen([CHILD, "train", os.path.join(tmp, "run"), os.path.join(tmp, "final"), "--sleep-us", "1000000",
+                          "--say-steps", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # The first signal lands in a step's 1 s sleep (which goes on through
+    # EINTR), so the run is still there when the second comes.
+    for line in p.stdout:
+        if "sleeping after step" in line:
+            break
+    else:
         p.kill()
-        raise AssertionError("no start")
-    time.sleep(0.1)
+        raise AssertionError("no step: " + p.communicate()[1])
     p.send_signal(signal.SIGTERM)
     said = ""
     while "tptrain: SIGTERM" not in said:  # the first one was handled (a step sleeps 1 s, through EINTR)
