@@ -13,9 +13,9 @@
 #include <string>
 #include <utility>
 
-#include "core/callback.hpp"
-#include "core/error.hpp"
-#include "status.hpp"
+#include "base/error.hpp"
+#include "capi/status.hpp"
+#include "loop/callback.hpp"
 #include "tptrain.h"
 
 namespace tpt::capi {

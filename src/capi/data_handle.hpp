@@ -1,15 +1,15 @@
-// The dataflow and input handles, shared by the C API files of the sections
-// "Dataflows" and "Input sources" (data.cpp) and of the places that take an
+// The dataflow and input handles, shared by the C API files of the dataflow
+// and input modules (dataflow.cpp, input.cpp) and of the places that take an
 // input or a dataflow: tpt_trainer_set_model, tpt_trainer_set_towers and the
-// train config (model.cpp).
+// train config (trainer.cpp, launch.cpp), the inference runner.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
-#include "handles.hpp"
-#include "input/dataflow.hpp"
-#include "input/input.hpp"
+#include "capi/handles.hpp"
+#include "data/dataflow.hpp"
+#include "train/input.hpp"
 
 inline constexpr uint64_t kDataflowMagic = 0x7470744461746166ull;  // "tptDataf"
 inline constexpr uint64_t kInputMagic = 0x747074496e707574ull;     // "tptInput"

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "barrier.hpp"
+#include "capi/barrier.hpp"
 
 // A tag at the start of every handle: a pointer whose tag is wrong is not a
 // live handle of that type. free() clears the tag before releasing memory.
@@ -46,7 +46,7 @@ struct tpt_tensor {
   ~tpt_tensor() {
     if (counted) tpt::capi::g_live_tensors.fetch_sub(1, std::memory_order_relaxed);
   }
-  // Only for containers of borrowed handles (see BorrowedTensors in model.cpp).
+  // Only for containers of borrowed handles (see BorrowedTensors in capi/model.cpp).
   tpt_tensor(tpt_tensor &&o) noexcept
       : magic(o.magic), value(std::move(o.value)), scope(o.scope), borrowed(o.borrowed), counted(o.counted) {
     o.counted = false;

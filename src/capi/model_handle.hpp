@@ -1,22 +1,29 @@
-// The model and tower handles, shared by the C API files of the sections
-// "Models" (model.cpp), "Layers, losses and metrics" (layers.cpp),
-// "Checkpoints" (checkpoint.cpp) and the inference runner (data.cpp).
+// The model, tower and optimizer handles, shared by the C API files that
+// take them (model, tower, layer, optimizer, callback, trainer, launch,
+// inference).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
-#include "handles.hpp"
+#include "capi/handles.hpp"
 #include "model/model.hpp"
+#include "model/optimizer.hpp"
 
 inline constexpr uint64_t kModelMagic = 0x7470744d6f64656cull;  // "tptModel"
 inline constexpr uint64_t kTowerMagic = 0x74707454776572ull;    // "tptTwer"
+inline constexpr uint64_t kOptimizerMagic = 0x747074496f707469ull;  // "tptIopti"
 
 struct tpt_model {
   uint64_t magic = kModelMagic;
   std::shared_ptr<tpt::model::Model> model;
   bool lent = false;  // the library's handle, lent for a call: tpt_model_free leaves it alone
 };
+struct tpt_optimizer {
+  uint64_t magic = kOptimizerMagic;
+  std::shared_ptr<tpt::model::Optimizer> optimizer;
+};
+
 struct tpt_tower {
   uint64_t magic = kTowerMagic;
   tpt::model::Tower *tower;
@@ -43,6 +50,10 @@ inline std::shared_ptr<tpt::model::Model> model_arg_ptr(const tpt_model *m, cons
 
 inline tpt::model::Tower &tower_arg(const tpt_tower *t) {
   return *live(const_cast<tpt_tower *>(t), kTowerMagic, "tower", "tpt_tower").tower;
+}
+
+inline tpt::model::Optimizer &optimizer_arg(const tpt_optimizer *o) {
+  return *live(const_cast<tpt_optimizer *>(o), kOptimizerMagic, "optimizer", "tpt_optimizer").optimizer;
 }
 
 }  // namespace tpt::capi

@@ -1,15 +1,32 @@
-// C API section "Runtime": build features and threads.
+// Process-wide settings: build features, threads, the seed, the checkpoint read
+// limit (include/tptrain/runtime.h).
+#include <ATen/Context.h>
+#include <ATen/Functions.h>
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/GradMode.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <cstddef>
+#include <cstring>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
-#include "barrier.hpp"
+#include "base/cpu_allocator.hpp"
+#include "base/pickle.hpp"
+#include "capi/barrier.hpp"
 #include "dist/nccl_info.hpp"
-#include "model/cpu_allocator.hpp"
+#include "dist/world.hpp"
+#include "model/model.hpp"
+
+using tpt::capi::guard;
+using tpt::capi::require;
 
 namespace {
 
@@ -47,8 +64,6 @@ std::string describe_build() {
 
 }  // namespace
 
-extern "C" {
-
 int tpt_has_feature(tpt_feature feature) {
   switch (feature) {
     case TPT_FEATURE_GLOO: return kHaveGloo ? 1 : 0;
@@ -84,4 +99,13 @@ tpt_status *tpt_get_num_threads(int *out) {
   });
 }
 
-}  // extern "C"
+tpt_status *tpt_manual_seed(uint64_t seed) {
+  return guard(__func__, [&] { at::manual_seed(seed); });
+}
+
+tpt_status *tpt_set_checkpoint_read_limit(uint64_t bytes) {
+  return guard(__func__, [&] {
+    if (bytes > (uint64_t(1) << 62)) tpt::invalid_argument("bytes is " + std::to_string(bytes) + "; at most 2^62");
+    tpt::pickle::set_read_limit(bytes);
+  });
+}

@@ -1,4 +1,5 @@
-// C API section "Tensors".
+// Tensors: handles, scopes, shared memory, devices, DLPack
+// (include/tptrain/tensor.h).
 #include <ATen/DLConvertor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
@@ -12,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "dtype.hpp"
-#include "handles.hpp"
+#include "capi/handles.hpp"
+#include "model/dtype.hpp"
 
 using tpt::capi::guard;
 using tpt::capi::require;
@@ -62,7 +63,7 @@ tpt_tensor_options options_arg(const tpt_tensor_options *options) {
 }
 
 c10::ScalarType dtype_arg(tpt_dtype d, const char *what = "options->dtype") {
-  auto type = tpt::capi::scalar_type_of(d);
+  auto type = tpt::scalar_type_of(d);
   if (!type) tpt::invalid_argument(std::string(what) + " " + std::to_string(static_cast<int>(d)) + " is not a tpt_dtype");
   return *type;
 }
@@ -77,10 +78,8 @@ std::string shape_text(const std::vector<int64_t> &dims) {
 
 }  // namespace
 
-extern "C" {
-
 size_t tpt_dtype_size(tpt_dtype dtype) {
-  auto type = tpt::capi::scalar_type_of(dtype);
+  auto type = tpt::scalar_type_of(dtype);
   return type ? c10::elementSize(*type) : 0;
 }
 
@@ -103,14 +102,14 @@ tpt_status *tpt_tensor_from_data(tpt_tensor **out, const void *data, size_t nbyt
     size_t elem = c10::elementSize(type);
     if (numel > SIZE_MAX / elem || numel * elem != nbytes)
       tpt::invalid_argument("nbytes is " + std::to_string(nbytes) + " but shape " +
-                            shape_text(dims) + " of " + tpt::capi::dtype_name(opts.dtype) +
+                            shape_text(dims) + " of " + tpt::dtype_name(opts.dtype) +
                             " needs " + std::to_string(numel) + " x " + std::to_string(elem) +
                             " bytes");
     if (nbytes > 0) require(data, "data");
     c10::Device device(opts.device ? std::string(opts.device) : std::string("cpu"));
     if (opts.requires_grad && !c10::isFloatingType(type))
       tpt::invalid_argument(std::string("requires_grad needs a floating dtype, got ") +
-                            tpt::capi::dtype_name(opts.dtype));
+                            tpt::dtype_name(opts.dtype));
     at::Tensor host = at::empty(dims, at::TensorOptions().dtype(type));
     if (nbytes > 0) std::memcpy(host.data_ptr(), data, nbytes);
     at::Tensor value = device.is_cpu() ? host : host.to(device);
@@ -137,7 +136,7 @@ tpt_status *tpt_tensor_from_blob(tpt_tensor **out, void *data, const int64_t *sh
       tpt::invalid_argument(std::string("from_blob wraps host memory; options->device must be \"cpu\", got \"") +
                             opts.device + "\"");
     if (opts.requires_grad && !c10::isFloatingType(type))
-      tpt::invalid_argument(std::string("requires_grad needs a floating dtype, got ") + tpt::capi::dtype_name(opts.dtype));
+      tpt::invalid_argument(std::string("requires_grad needs a floating dtype, got ") + tpt::dtype_name(opts.dtype));
     int64_t numel = 1;
     for (int64_t d : dims) numel *= d;
     if (numel > 0) require(data, "data");
@@ -277,7 +276,7 @@ tpt_status *tpt_tensor_numel(int64_t *out, const tpt_tensor *tensor) {
 tpt_status *tpt_tensor_dtype(tpt_dtype *out, const tpt_tensor *tensor) {
   return guard(__func__, [&] {
     require(out, "out");
-    *out = tpt::capi::dtype_of(tensor_arg(tensor, "tensor").scalar_type());
+    *out = tpt::dtype_of(tensor_arg(tensor, "tensor").scalar_type());
   });
 }
 
@@ -315,5 +314,3 @@ tpt_status *tpt_tensor_matmul(tpt_tensor **out, const tpt_tensor *a, const tpt_t
     tpt::capi::give(out, at::matmul(ta, tb));
   });
 }
-
-}  // extern "C"

@@ -1,144 +1,199 @@
-// C API sections "Trainer", "Callbacks" and "Monitors": handles over
-// tpt::Trainer and adapters that turn C callbacks into tpt::Callback.
+// The trainer: its handle, the loop, outputs, monitors, and how it gets its
+// model: simple, towers, distributed, train ops, GAN, resume
+// (include/tptrain/trainer.h).
+#include <ATen/Context.h>
+#include <ATen/Functions.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/zeros_like.h>
-
+#include <c10/core/GradMode.h>
+#include <c10/util/SmallVector.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
-
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
-#include "core/files.hpp"
-#include "core/image.hpp"
-#include "trainer_handle.hpp"
+#include "capi/args.hpp"
+#include "capi/data_handle.hpp"
+#include "capi/model_handle.hpp"
+#include "capi/trainer_handle.hpp"
+#include "dist/world.hpp"
+#include "loop/checkpoint.hpp"
+#include "model/model.hpp"
+#include "model/optimizer.hpp"
+#include "train/input.hpp"
+#include "train/strategy.hpp"
 
 using tpt::capi::check_options_version;
-using tpt::capi::give_callback;
+using tpt::capi::check_taken;
+using tpt::capi::dataflow_arg;
 using tpt::capi::guard;
 using tpt::capi::handle_of;
+using tpt::capi::image_u8;
+using tpt::capi::live;
 using tpt::capi::name_arg;
+using tpt::capi::path_arg;
 using tpt::capi::raise_status;
 using tpt::capi::require;
 using tpt::capi::take_callback;
+using tpt::capi::take_input;
+using tpt::capi::tensor_arg;
 using tpt::capi::trainer_arg;
 using tpt::capi::UserData;
 
 namespace {
 
-// A callback written in C.
-class CCallback final : public tpt::Callback {
- public:
-  using SaveFn = tpt_status *(*)(tpt_tensor **, void *);
-  using RestoreFn = tpt_status *(*)(const tpt_tensor *, void *);
-  CCallback(std::string name, bool chief_only, uint32_t events, tpt_callback_fn fn,
-            std::unique_ptr<UserData> ud, SaveFn save, RestoreFn restore)
-      : Callback(std::move(name), chief_only), events_(events), fn_(fn), ud_(std::move(ud)), save_(save),
-        restore_(restore) {}
-  uint32_t events() const override { return events_; }
+// tpt_towers_options (NULL: the defaults) as the strategy's options, checked;
+// `name` is the argument's.
+tpt::parallel::TowersOptions towers_options(const tpt_towers_options *options, const std::string &name) {
+  tpt_towers_options o = TPT_TOWERS_OPTIONS_INIT;
+  if (options) {
+    tpt::capi::check_options_version(options->version, TPT_TOWERS_OPTIONS_VERSION, name.c_str(),
+                                     "TPT_TOWERS_OPTIONS_INIT");
+    // An older struct ends earlier (version 1 after intra_op_threads, 2 after
+    // bucket_bytes): the rest keeps its defaults.
+    std::memcpy(&o, options,
+                options->version >= 3   ? sizeof o
+                : options->version == 2 ? offsetof(tpt_towers_options, average_scalars)
+                                        : offsetof(tpt_towers_options, overlap));
+  }
+  tpt::parallel::TowersOptions to;
+  switch (o.strategy) {
+    case TPT_STRATEGY_SIMPLE: to.kind = tpt::parallel::Kind::Simple; break;
+    case TPT_STRATEGY_REPLICATED: to.kind = tpt::parallel::Kind::Replicated; break;
+    case TPT_STRATEGY_PARAMETER_SERVER: to.kind = tpt::parallel::Kind::ParameterServer; break;
+    case TPT_STRATEGY_ASYNC: to.kind = tpt::parallel::Kind::Async; break;
+    default: tpt::invalid_argument(name + "->strategy " + std::to_string(o.strategy) + " is not a tpt_strategy");
+  }
+  if (o.n_towers < 1 || o.n_towers > 256)
+    tpt::invalid_argument(name + "->n_towers is " + std::to_string(o.n_towers) + ": it must be in [1, 256]");
+  for (int32_t k = 0; k < o.n_towers; ++k) {
+    if (!o.devices) {
+      to.devices.emplace_back(c10::kCPU);
+      continue;
+    }
+    std::string entry = name + "->devices[" + std::to_string(k) + "]";
+    std::string device = name_arg(o.devices[k], entry.c_str());
+    try {
+      to.devices.emplace_back(device);
+    } catch (const c10::Error &) {
+      tpt::invalid_argument(entry + " is \"" + device + "\", not a device (\"cpu\", \"cuda:0\", ...)");
+    }
+  }
+  to.average = o.average != 0;
+  to.intra_op_threads = o.intra_op_threads;
+  to.overlap = o.overlap != 0;
+  if (o.bucket_bytes > (size_t{1} << 40))
+    tpt::invalid_argument(name + "->bucket_bytes is " + std::to_string(o.bucket_bytes) + ": it must be at most 2^40");
+  if (o.bucket_bytes) to.bucket_bytes = static_cast<int64_t>(o.bucket_bytes);
+  to.average_towers = o.average_scalars != 0;
+  return to;
+}
 
-  // The host's state, as a tensor of any dtype and shape (checkpoints).
-  bool save_state(std::vector<uint8_t> &out) override {
-    if (!save_) return false;
-    bool got = false;
-    // Read inside the call's scope, which frees the tensor as it closes.
-    tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&]() -> tpt_status * {
-      tpt_tensor *t = nullptr;
-      tpt_status *r = save_(&t, ud_->data);
-      if (r || !t) return r;
-      try {
-        out = tpt::capi::encode_tensor_state(tpt::capi::tensor_arg(t, "the saved state"));
-      } catch (...) {
-        tpt_tensor_free(t);
-        throw;
-      }
-      tpt_tensor_free(t);
-      got = true;
-      return nullptr;
-    });
-    if (st && tpt_status_code(st) != TPT_STOP && tpt_status_message(st)[0] == '\0') {
-      tpt_status_free(st);
-      tpt::fail(TPT_ERR_CALLBACK, "callback '" + name() + "': save returned an error without a message");
-    }
-    raise_status(st);
-    if (!got) tpt::fail(TPT_ERR_CALLBACK, "callback '" + name() + "': save returned no tensor");
-    return true;
+// The distribution a trainer was given (tpt_trainer_set_distributed), for parallel::train.
+std::optional<tpt::parallel::Distributed> distribution(const tpt_trainer *trainer) {
+  if (!trainer->distributed) return std::nullopt;
+  return *trainer->distributed;
+}
+
+// tpt_distributed_options (NULL: the defaults) as a World joined: the
+// rendezvous happens here.
+std::shared_ptr<tpt::parallel::Distributed> join(const tpt_distributed_options *options, const std::string &name) {
+  tpt_distributed_options o = TPT_DISTRIBUTED_OPTIONS_INIT;
+  if (options) {
+    tpt::capi::check_options_version(options->version, TPT_DISTRIBUTED_OPTIONS_VERSION, name.c_str(),
+                                     "TPT_DISTRIBUTED_OPTIONS_INIT");
+    o = *options;
   }
-  void check_state(const std::vector<uint8_t> &state) const override {
-    if (!restore_) {
-      tpt::invalid_argument("the checkpoint has a state for callback '" + name() + "', which has no restore function");
-    }
-    tpt::capi::decode_tensor_state(state, "callback '" + name() + "'");
+  tpt::dist::WorldOptions wo;
+  if (o.master_addr) wo.master_addr = o.master_addr;
+  if (o.master_port < 0 || o.master_port > 65535)
+    tpt::invalid_argument(name + "->master_port is " + std::to_string(o.master_port) + ": it must be in [1, 65535] (0: MASTER_PORT)");
+  if (o.master_port) wo.master_port = o.master_port;
+  if (o.world_size < 0) tpt::invalid_argument(name + "->world_size is " + std::to_string(o.world_size) + ": it must be at least 1 (0: WORLD_SIZE)");
+  if (o.world_size) {
+    if (o.rank < 0 || o.rank >= o.world_size)
+      tpt::invalid_argument(name + "->rank is " + std::to_string(o.rank) + ": it must be in [0, " +
+                            std::to_string(o.world_size - 1) + "] (world_size is " + std::to_string(o.world_size) + ")");
+    if (o.local_rank < 0 || o.local_rank > o.rank)
+      tpt::invalid_argument(name + "->local_rank is " + std::to_string(o.local_rank) + ": it must be in [0, rank]");
+    wo.world_size = o.world_size, wo.rank = o.rank, wo.local_rank = o.local_rank;
   }
-  void restore_state(const std::vector<uint8_t> &state) override {
-    if (!restore_) {
-      tpt::invalid_argument("the checkpoint has a state for callback '" + name() + "', which has no restore function");
-    }
-    at::Tensor value = tpt::capi::decode_tensor_state(state, "callback '" + name() + "'");
-    tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] {
-      tpt_tensor *h = nullptr;
-      tpt::capi::give(&h, value);
-      return restore_(h, ud_->data);
-    });
-    raise_status(st);
+  if (o.timeout_ms < 0 || o.timeout_ms > 24LL * 3600 * 1000)
+    tpt::invalid_argument(name + "->timeout_ms is " + std::to_string(o.timeout_ms) + ": it must be in [1, 86400000] (0: 60000)");
+  if (o.timeout_ms) wo.timeout = std::chrono::milliseconds(o.timeout_ms);
+  auto d = std::make_shared<tpt::parallel::Distributed>();
+  const tpt::dist::Rendezvous r = tpt::dist::rendezvous(wo);
+  d->world = std::make_shared<tpt::dist::World>(r);
+  d->shard = o.shard != 0;
+  d->average_scalars = o.average_scalars != 0;
+  return d;
+}
+
+// The config's init hook, as a chief-only trainer callback at BEFORE_TRAIN
+// (after the strategy's SETUP built the model). Not when the run resumes
+// from a checkpoint: as tensorpack's AutoResumeTrainConfig replaces
+// session_init by the checkpoint's restore, the checkpoint's values win.
+class InitHook final : public tpt::Callback {
+ public:
+  InitHook(tpt_init_fn fn, void *ud, std::shared_ptr<tpt::model::Model> model)
+      : Callback("SessionInit", true), fn_(fn), ud_(ud), model_(new tpt_model) {
+    model_->model = std::move(model);
+    model_->lent = true;  // a free from the hook is a no-op, not a double free
   }
-  void on_event(tpt::Trainer &t, tpt_event event, const tpt::Record *r) override {
-    if (r == nullptr) {
-      raise_status(named(call(t, event, nullptr), event));
+  ~InitHook() override {
+    model_->magic = 0;
+    delete model_;
+  }
+  uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN; }
+  void on_event(tpt::Trainer &t, tpt_event, const tpt::Record *) override {
+    if (t.resume_checkpoint()) {
+      t.log().info("SessionInit: the config's init function is skipped, the run resumes from a checkpoint.");
       return;
     }
-    tpt_record rec{};
-    rec.struct_size = sizeof(tpt_record);
-    rec.kind = r->kind;
-    rec.name = r->name->c_str();
-    rec.global_step = r->global_step;
-    rec.epoch_num = r->epoch_num;
-    rec.value = r->value;
-    rec.tensor = nullptr;
-    if (r->image) {
-      tpt_tensor image(*r->image, tpt_tensor::Borrow{});  // lent for the call
-      rec.tensor = &image;
-      raise_status(named(call(t, event, &rec), event));
-      return;
-    }
-    raise_status(named(call(t, event, &rec), event));
+    tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return fn_(model_, ud_); });
+    raise_status(st);
   }
 
  private:
-  // An error without a message still says whose it is and when.
-  tpt_status *named(tpt_status *st, tpt_event event) const {
-    if (st && st != tpt::capi::out_of_memory_status() && st->message.empty() && tpt_status_code(st) != TPT_STOP) {
-      try {
-        st->message = "callback '" + name() + "' returned " + tpt_code_name(tpt_status_code(st)) +
-                      " without a message at " + tpt::event_name(event);
-      } catch (...) {
-      }
-    }
-    return st;
-  }
-
-  tpt_status *call(tpt::Trainer &t, tpt_event event, const tpt_record *rec) {
-    // The tensors the callback makes go when it returns.
-    return tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return fn_(handle_of(t), event, rec, ud_->data); });
-  }
-
-  uint32_t events_;
-  tpt_callback_fn fn_;
-  std::unique_ptr<UserData> ud_;
-  SaveFn save_;
-  RestoreFn restore_;
+  tpt_init_fn fn_;
+  void *ud_;
+  tpt_model *model_;  // the hook's own handle of the trainer's model
 };
 
+// Runs fn; an error it raises is re-addressed to the config field it is
+// about: "config->options: options->max_epoch must be >= 0, got -1".
+extern "C++" template <class F>
+auto about(const std::string &field, F &&fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const tpt::Error &e) {
+    if (e.passthrough()) throw;
+    throw tpt::Error(e.code(), field + ": " + e.what());
+  }
+}
 
+// A config's list of callbacks, taken: an entry that is NULL or not a live
+// handle leaves a null and is named in *bad (the first one).
+void take_callbacks(tpt_callback *const *list, size_t n, const std::string &field,
+                    std::vector<std::unique_ptr<tpt::Callback>> &into, std::string *bad) {
+  for (size_t i = 0; list && i < n; ++i) {
+    tpt_callback *cb = list[i];
+    const bool live = cb && cb->magic == kCallbackMagic;
+    into.push_back(live ? tpt::capi::take_callback(cb, field.c_str()) : nullptr);
+    if (!live && bad->empty()) *bad = field + "[" + std::to_string(i) + "]";
+  }
+}
 
 struct StepCall {
   tpt_step_fn fn;
@@ -154,16 +209,6 @@ void run_c_step(tpt::Trainer &t, void *ctx) {
 }  // namespace
 
 namespace tpt::capi {
-
-// Takes a callback handle's content and frees the handle.
-std::unique_ptr<tpt::Callback> take_callback(tpt_callback *cb, const char *name) {
-  require(cb, name);
-  if (cb->magic != kCallbackMagic) tpt::capi::throw_not_live(name, "tpt_callback");
-  std::unique_ptr<tpt::Callback> inner = std::move(cb->callback);
-  cb->magic = 0;
-  delete cb;
-  return inner;
-}
 
 tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
   tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
@@ -222,9 +267,227 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
 
 }  // namespace tpt::capi
 
-extern "C" {
+namespace {
+const tpt::Output &output_arg(const tpt::Trainer &t, const char *name) {
+  std::string key = name_arg(name, "name");
+  const tpt::Output *o = t.output(key);
+  if (!o)
+    tpt::fail(TPT_ERR_NOT_FOUND, "the latest hooked step published no output '" + key + "'" +
+                                     (t.has_run_a_step() ? "" : " (no hooked step has run)"));
+  return *o;
+}
+const tpt::ScalarHistory &history_arg(const tpt::Trainer &t, const char *name) {
+  std::string key = name_arg(name, "name");
+  const tpt::ScalarHistory *h = t.history(key);
+  if (!h) tpt::fail(TPT_ERR_NOT_FOUND, "no scalar '" + key + "' was put");
+  return *h;
+}
+}  // namespace
 
-// ------------------------------------------------------------------ trainer
+tpt_status *tpt_trainer_set_distributed(tpt_trainer *trainer, const tpt_distributed_options *options) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
+    if (trainer->distributed) tpt::fail(TPT_ERR_STATE, "the trainer is already one rank of a job");
+    if (trainer->model)
+      tpt::fail(TPT_ERR_STATE, "the trainer has a model already: call tpt_trainer_set_distributed before "
+                               "tpt_trainer_set_model or tpt_trainer_set_towers");
+    trainer->distributed = join(options, "options");
+    trainer->rank = trainer->distributed->world->rank();
+    trainer->world_size = trainer->distributed->world->size();
+  });
+}
+
+tpt_status *tpt_trainer_rank(int32_t *rank, int32_t *world_size, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(rank, "rank");
+    require(world_size, "world_size");
+    tpt::capi::trainer_arg(trainer);
+    *rank = trainer->rank;
+    *world_size = trainer->world_size;
+  });
+}
+
+tpt_status *tpt_trainer_run_train_ops(tpt_trainer *trainer, const char *const *names, size_t n, int32_t hooked) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    require(names, "names");
+    std::vector<std::string> ops;
+    for (size_t i = 0; i < n; ++i) ops.push_back(name_arg(names[i], ("names[" + std::to_string(i) + "]").c_str()));
+    auto *strategy = dynamic_cast<tpt::parallel::Strategy *>(t.stateful());
+    if (!strategy) tpt::fail(TPT_ERR_STATE, "the trainer has no model (tpt_trainer_set_model)");
+    if (!t.in_run_step()) tpt::fail(TPT_ERR_STATE, "train ops run inside run_step (tpt_trainer_set_run_step)");
+    strategy->run_ops(t, ops, hooked != 0);
+  });
+}
+
+tpt_status *tpt_trainer_set_train_ops(tpt_trainer *trainer, const char *const *names, size_t n) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    require(names, "names");
+    if (n == 0) tpt::invalid_argument("n is 0: name at least one train op");
+    if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has already run");
+    auto *strategy = dynamic_cast<tpt::parallel::Strategy *>(t.stateful());
+    if (!strategy || !trainer->model)
+      tpt::fail(TPT_ERR_STATE, "the trainer has no model yet (tpt_trainer_set_model or tpt_trainer_set_towers first)");
+    if (!strategy->runs_train_ops())
+      tpt::fail(TPT_ERR_UNSUPPORTED, "the trainer's strategy (async towers) does not run train ops; use the simple, "
+                                     "the replicated or the parameter-server strategy");
+    std::vector<std::string> ops;
+    for (size_t i = 0; i < n; ++i) {
+      std::string field = "names[" + std::to_string(i) + "]";
+      ops.push_back(name_arg(names[i], field.c_str()));
+      if (!trainer->model->train_op(ops.back())) {
+        std::string known;
+        for (const auto &op : trainer->model->train_ops()) known += (known.empty() ? "'" : ", '") + op.name + "'";
+        tpt::invalid_argument(field + " is '" + ops.back() + "', not a train op of the model (it has " +
+                              (known.empty() ? std::string("none: tpt_model_add_train_op") : known) + ")");
+      }
+    }
+    t.set_run_step([strategy, ops](tpt::Trainer &tr) { strategy->run_ops(tr, ops, /*hooked=*/true); });
+  });
+}
+
+tpt_status *tpt_trainer_set_gan(tpt_trainer *trainer, tpt_model *model, tpt_input *input,
+                                const tpt_gan_options *options) {
+  std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
+    check_taken(in, input);
+    tpt_gan_options o = TPT_GAN_OPTIONS_INIT;
+    if (options) {
+      tpt::capi::check_options_version(options->version, TPT_GAN_OPTIONS_VERSION, "options", "TPT_GAN_OPTIONS_INIT");
+      // A version 1 struct ends after d_op: towers keeps its default.
+      std::memcpy(&o, options, options->version >= 2 ? sizeof o : offsetof(tpt_gan_options, towers));
+    }
+    std::optional<tpt::parallel::TowersOptions> towers;
+    if (o.towers) towers = towers_options(o.towers, "options->towers");
+    tpt::parallel::GanOptions g;
+    if (o.g_op) g.g_op = name_arg(o.g_op, "options->g_op");
+    if (o.d_op) g.d_op = name_arg(o.d_op, "options->d_op");
+    g.separate = o.separate != 0;
+    g.d_period = o.d_period;
+    g.g_period = o.g_period;
+    tpt::parallel::gan(t, m, std::move(in), g, towers, distribution(trainer));
+    trainer->model = std::move(m);
+  });
+}
+
+tpt_status *tpt_trainer_set_model(tpt_trainer *trainer, tpt_model *model, tpt_input *input) {
+  std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
+    check_taken(in, input);
+    tpt::parallel::train(t, m, std::move(in), std::nullopt, distribution(trainer));
+    trainer->model = std::move(m);
+  });
+}
+
+tpt_status *tpt_trainer_set_towers(tpt_trainer *trainer, tpt_model *model, tpt_input *input,
+                                   const tpt_towers_options *options) {
+  std::unique_ptr<tpt::input::Input> in = take_input(input);  // taken in every case
+  return guard(__func__, [&] {
+    tpt::Trainer &t = tpt::capi::trainer_arg(trainer);
+    std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(model);
+    check_taken(in, input);
+    tpt::parallel::train(t, m, std::move(in), towers_options(options, "options"), distribution(trainer));
+    trainer->model = std::move(m);
+  });
+}
+
+tpt_status *tpt_trainer_model(tpt_model **out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    tpt::capi::trainer_arg(const_cast<tpt_trainer *>(trainer));
+    if (!trainer->model)
+      tpt::fail(TPT_ERR_NOT_FOUND, "the trainer has no model (tpt_trainer_set_model or a config gives it one)");
+    auto *h = new tpt_model;
+    h->model = trainer->model;
+    *out = h;
+  });
+}
+
+tpt_status *tpt_trainer_optimizer(tpt_optimizer **out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    tpt::capi::trainer_arg(const_cast<tpt_trainer *>(trainer));
+    if (!trainer->model)
+      tpt::fail(TPT_ERR_NOT_FOUND, "the trainer has no model (tpt_trainer_set_model or a config gives it one)");
+    const std::shared_ptr<tpt::model::Optimizer> &opt = trainer->model->optimizer();
+    if (!opt) tpt::fail(TPT_ERR_NOT_FOUND, "the trainer's model has no optimizer (tpt_model_set_optimizer)");
+    auto *h = new tpt_optimizer;
+    h->optimizer = opt;
+    *out = h;
+  });
+}
+
+// Translates the config's handles and structs, then tpt::parallel::train
+// assembles the trainer.
+tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *config) {
+  return guard(__func__, [&] {
+    // Everything the config hands over is taken, whatever happens.
+    std::unique_ptr<tpt::input::Input> in;
+    std::vector<std::unique_ptr<tpt::Callback>> callbacks, monitors;
+    std::string bad_callback, bad_monitor;
+    if (config && config->version >= 1 && config->version <= TPT_TRAIN_CONFIG_VERSION) {
+      in = take_input(config->input);
+      take_callbacks(config->callbacks, config->n_callbacks, "config->callbacks", callbacks, &bad_callback);
+      take_callbacks(config->monitors, config->n_monitors, "config->monitors", monitors, &bad_monitor);
+    }
+    require(out, "out");
+    *out = nullptr;
+    require(config, "config");
+    if (config->version < 1 || config->version > TPT_TRAIN_CONFIG_VERSION)
+      tpt::invalid_argument("config->version is " + std::to_string(config->version) +
+                            " (initialise with TPT_TRAIN_CONFIG_INIT)");
+    std::shared_ptr<tpt::model::Model> m = tpt::capi::model_arg_ptr(config->model, "config->model");
+    tpt_dataflow *df = config->version >= 2 ? config->dataflow : nullptr;
+    if (config->input && df) tpt::invalid_argument("config->input and config->dataflow are both set (give one)");
+    if (!config->input && !df) tpt::invalid_argument("config->input and config->dataflow are both NULL (give one)");
+    if (config->input) {
+      check_taken(in, config->input, "config->input");
+    } else {  // tensorpack's automatic QueueInput around a dataflow
+      const tpt_input_options io = TPT_INPUT_OPTIONS_INIT;
+      in = tpt::input::queue(tpt::capi::dataflow_arg(df, "config->dataflow"), io.capacity, io.repeat != 0);
+    }
+    if (!bad_callback.empty())
+      about(bad_callback, [&] { tpt::capi::throw_not_live("callback", "tpt_callback"); });
+    if (!bad_monitor.empty()) about(bad_monitor, [&] { tpt::capi::throw_not_live("monitor", "tpt_callback"); });
+    auto trainer = std::make_unique<tpt_trainer>(
+        about("config->options", [&] { return tpt::capi::trainer_config(config->options); }));
+    tpt::Trainer &t = trainer->trainer;
+    const tpt_towers_options *towers = config->version >= 3 ? config->towers : nullptr;
+    const tpt_distributed_options *dist = config->version >= 4 ? config->distributed : nullptr;
+    std::optional<tpt::parallel::TowersOptions> to;
+    if (towers) to = about("config->towers", [&] { return towers_options(towers, "options"); });
+    if (dist) {
+      trainer->distributed = about("config->distributed", [&] { return join(dist, "options"); });
+      trainer->rank = trainer->distributed->world->rank();
+      trainer->world_size = trainer->distributed->world->size();
+    }
+    if (towers) {
+      about("config->towers", [&] { tpt::parallel::train(t, m, std::move(in), to, distribution(trainer.get())); });
+    } else {
+      tpt::parallel::train(t, m, std::move(in), std::nullopt, distribution(trainer.get()));
+    }
+    trainer->model = m;
+    // A missing steps_per_epoch is the config's mistake: say so now, not at run.
+    if (t.steps_per_epoch() < 0)
+      tpt::invalid_argument(
+          "options->steps_per_epoch is not set and the input does not know its size (a source made from a function, "
+          "without a size); set options->steps_per_epoch, or give the source a size");
+    if (config->init) t.add(std::make_unique<InitHook>(config->init, config->init_user_data, m), tpt::Group::TrainerInternal);
+    for (size_t i = 0; i < callbacks.size(); ++i)
+      about("config->callbacks[" + std::to_string(i) + "]", [&] { t.add(std::move(callbacks[i]), tpt::Group::User); });
+    for (size_t i = 0; i < monitors.size(); ++i)
+      about("config->monitors[" + std::to_string(i) + "]", [&] { t.add(std::move(monitors[i]), tpt::Group::Monitor); });
+    *out = trainer.release();
+  });
+}
 
 tpt_status *tpt_trainer_new(tpt_trainer **out, const tpt_trainer_options *options) {
   return guard(__func__, [&] {
@@ -357,8 +620,6 @@ tpt_status *tpt_trainer_log(tpt_trainer *trainer, const char *message) {
   });
 }
 
-// ------------------------------------------------------------------ outputs
-
 tpt_status *tpt_trainer_set_output_scalar(tpt_trainer *trainer, const char *name, double value) {
   return guard(__func__, [&] {
     tpt::Trainer &t = trainer_arg(trainer);
@@ -377,17 +638,6 @@ tpt_status *tpt_trainer_set_output(tpt_trainer *trainer, const char *name, const
     t.set_output(key, std::move(o));
   });
 }
-
-namespace {
-const tpt::Output &output_arg(const tpt::Trainer &t, const char *name) {
-  std::string key = name_arg(name, "name");
-  const tpt::Output *o = t.output(key);
-  if (!o)
-    tpt::fail(TPT_ERR_NOT_FOUND, "the latest hooked step published no output '" + key + "'" +
-                                     (t.has_run_a_step() ? "" : " (no hooked step has run)"));
-  return *o;
-}
-}  // namespace
 
 tpt_status *tpt_trainer_output_scalar(double *out, const tpt_trainer *trainer, const char *name) {
   return guard(__func__, [&] {
@@ -417,76 +667,6 @@ tpt_status *tpt_trainer_output(tpt_tensor **out, const tpt_trainer *trainer, con
   });
 }
 
-// ------------------------------------------------------------------ callbacks
-
-tpt_status *tpt_callback_new(tpt_callback **out, const tpt_callback_desc *desc) {
-  std::unique_ptr<UserData> ud;
-  if (desc) ud = std::make_unique<UserData>(desc->user_data, desc->destroy);
-  return guard(__func__, [&] {
-    require(out, "out");
-    *out = nullptr;
-    require(desc, "desc");
-    check_options_version(desc->version, TPT_CALLBACK_DESC_VERSION, "desc", "TPT_CALLBACK_DESC_INIT");
-    require(reinterpret_cast<void *>(desc->fn), "desc->fn");
-    if (desc->events & ~static_cast<uint32_t>(TPT_EVENT_ALL))
-      tpt::invalid_argument("desc->events has bits that are not tpt_event values: " + std::to_string(desc->events));
-    std::string name = desc->name && *desc->name ? desc->name : "callback";
-    CCallback::SaveFn save = desc->version >= 2 ? desc->save : nullptr;
-    CCallback::RestoreFn restore = desc->version >= 2 ? desc->restore : nullptr;
-    if ((save == nullptr) != (restore == nullptr))
-      tpt::invalid_argument("desc->save and desc->restore go together: give both or neither");
-    give_callback(out, std::make_unique<CCallback>(name, desc->chief_only != 0, desc->events, desc->fn,
-                                                   std::move(ud), save, restore));
-  });
-}
-
-void tpt_callback_free(tpt_callback *callback) {
-  if (callback == nullptr || callback->magic != kCallbackMagic) return;
-  callback->magic = 0;
-  delete callback;
-}
-
-tpt_status *tpt_callback_periodic_trigger(tpt_callback **out, tpt_callback *inner, int64_t every_k_steps,
-                                          int64_t every_k_epochs, int32_t before_train) {
-  return guard(__func__, [&] {
-    if (out) *out = nullptr;  // also when taking inner fails
-    std::unique_ptr<tpt::Callback> cb = inner ? take_callback(inner, "inner") : nullptr;
-    require(out, "out");
-    require(cb.get(), "inner");
-    give_callback(out, tpt::make_periodic_trigger(std::move(cb), every_k_steps, every_k_epochs, before_train != 0));
-  });
-}
-
-tpt_status *tpt_callback_enable_if(tpt_callback **out, tpt_callback *inner, tpt_predicate_fn predicate,
-                                   void *user_data, void (*destroy)(void *)) {
-  auto ud = std::make_shared<UserData>(user_data, destroy);
-  return guard(__func__, [&] {
-    if (out) *out = nullptr;  // also when taking inner fails
-    std::unique_ptr<tpt::Callback> cb = inner ? take_callback(inner, "inner") : nullptr;
-    require(out, "out");
-    require(cb.get(), "inner");
-    require(reinterpret_cast<void *>(predicate), "predicate");
-    std::string name = cb->name();
-    tpt::Predicate pred = [predicate, ud, name](tpt::Trainer &t) {
-      int32_t r = tpt::capi::scoped_call(TPT_SCOPE_FREE, [&] { return predicate(handle_of(t), ud->data); });
-      if (r < 0) tpt::fail(TPT_ERR_CALLBACK, "the predicate of '" + name + "' failed (returned " + std::to_string(r) + ")");
-      return r != 0;
-    };
-    give_callback(out, tpt::make_enable_if(std::move(cb), std::move(pred)));
-  });
-}
-
-tpt_status *tpt_callback_periodic(tpt_callback **out, tpt_callback *inner, int64_t every_k_steps,
-                                  int64_t every_k_epochs) {
-  return guard(__func__, [&] {
-    if (out) *out = nullptr;  // also when taking inner fails
-    std::unique_ptr<tpt::Callback> cb = inner ? take_callback(inner, "inner") : nullptr;
-    require(out, "out");
-    require(cb.get(), "inner");
-    give_callback(out, tpt::make_periodic(std::move(cb), every_k_steps, every_k_epochs));
-  });
-}
-
 tpt_status *tpt_trainer_add_callback(tpt_trainer *trainer, tpt_callback *callback) {
   return guard(__func__, [&] {
     std::unique_ptr<tpt::Callback> cb = callback ? take_callback(callback, "callback") : nullptr;
@@ -505,23 +685,12 @@ tpt_status *tpt_trainer_add_monitor(tpt_trainer *trainer, tpt_callback *monitor)
   });
 }
 
-// ------------------------------------------------------------------ monitors
-
 tpt_status *tpt_trainer_put_scalar(tpt_trainer *trainer, const char *name, double value) {
   return guard(__func__, [&] {
     tpt::Trainer &t = trainer_arg(trainer);
     t.put_scalar(name_arg(name, "name"), value);
   });
 }
-
-namespace {
-const tpt::ScalarHistory &history_arg(const tpt::Trainer &t, const char *name) {
-  std::string key = name_arg(name, "name");
-  const tpt::ScalarHistory *h = t.history(key);
-  if (!h) tpt::fail(TPT_ERR_NOT_FOUND, "no scalar '" + key + "' was put");
-  return *h;
-}
-}  // namespace
 
 tpt_status *tpt_trainer_scalar_latest(double *value_out, int64_t *step_out, const tpt_trainer *trainer,
                                       const char *name) {
@@ -547,37 +716,6 @@ tpt_status *tpt_trainer_scalar_history(size_t *count_out, int64_t *steps, double
   });
 }
 
-namespace {
-
-// An image argument as put_image takes it (H x W, H x W x C or, with
-// `batch`, N x H x W x C; C = 1, 3 or 4; uint8 or floating point in
-// [0, 255]) as a contiguous CPU uint8 N x H x W x C tensor.
-at::Tensor image_u8(const tpt_tensor *image, bool batch) {
-  at::Tensor img = tpt::capi::tensor_arg(image, "image");
-  const int64_t d = img.dim();
-  if (d < 2 || d > (batch ? 4 : 3))
-    tpt::invalid_argument("image has " + std::to_string(d) + " dimensions: H x W, H x W x C" +
-                          (batch ? " or N x H x W x C" : "") + " expected");
-  if (d == 2) img = img.unsqueeze(-1);
-  if (img.dim() == 3) img = img.unsqueeze(0);
-  const int64_t c = img.size(3);
-  if (c != 1 && c != 3 && c != 4)
-    tpt::invalid_argument("image has " + std::to_string(c) + " channels in its last dimension: 1, 3 or 4 expected");
-  if (img.size(0) < 1 || img.size(1) < 1 || img.size(2) < 1) tpt::invalid_argument("image is empty");
-  if (img.scalar_type() == at::kByte) {
-  } else if (img.is_floating_point()) {
-    img = img.detach().to(at::kCPU, at::kFloat);
-    if (!img.isfinite().all().item<bool>()) tpt::invalid_argument("image has values that are NaN or infinite");
-    img = img.round().clamp(0, 255).to(at::kByte);
-  } else {
-    tpt::invalid_argument(std::string("image has dtype ") + c10::toString(img.scalar_type()) +
-                          ": uint8, or floating point in [0, 255], expected");
-  }
-  return img.detach().to(at::kCPU).contiguous();
-}
-
-}  // namespace
-
 tpt_status *tpt_trainer_put_image(tpt_trainer *trainer, const char *name, const tpt_tensor *image) {
   return guard(__func__, [&] {
     tpt::Trainer &t = trainer_arg(trainer);
@@ -586,127 +724,22 @@ tpt_status *tpt_trainer_put_image(tpt_trainer *trainer, const char *name, const 
   });
 }
 
-tpt_status *tpt_image_grid(tpt_tensor **out, const tpt_tensor *images, const tpt_image_grid_options *options) {
+tpt_status *tpt_trainer_resume(tpt_trainer *trainer, const char *path) {
   return guard(__func__, [&] {
-    require(out, "out");
-    *out = nullptr;
-    at::Tensor x = tpt::capi::tensor_arg(images, "images");
-    tpt_image_grid_options o = TPT_IMAGE_GRID_OPTIONS_INIT;
-    if (options) {
-      check_options_version(options->version, TPT_IMAGE_GRID_OPTIONS_VERSION, "options", "TPT_IMAGE_GRID_OPTIONS_INIT");
-      o = *options;
-    }
-    if (o.columns < 1) tpt::invalid_argument("options->columns is " + std::to_string(o.columns) + ": it must be at least 1");
-    if (o.padding < 0 || o.padding > 4096)
-      tpt::invalid_argument("options->padding is " + std::to_string(o.padding) + ": it must be in [0, 4096]");
-    if (!(o.pad_value >= 0 && o.pad_value <= 255))
-      tpt::invalid_argument("options->pad_value is " + std::to_string(o.pad_value) + ": it must be in [0, 255]");
-    if (!std::isfinite(o.low) || !std::isfinite(o.high) || o.low > o.high)
-      tpt::invalid_argument("options->low and high are " + std::to_string(o.low) + " and " + std::to_string(o.high) +
-                            ": finite, low < high (or both equal: the images' own range) expected");
-    if (x.dim() == 3) x = x.unsqueeze(1);
-    if (x.dim() != 4)
-      tpt::invalid_argument("images has " + std::to_string(x.dim()) +
-                            " dimensions: N x C x H x W (C = 1, 3 or 4) or N x H x W expected");
-    const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
-    if (c != 1 && c != 3 && c != 4)
-      tpt::invalid_argument("images has " + std::to_string(c) + " channels in dimension 1: 1, 3 or 4 expected");
-    if (n < 1 || h < 1 || w < 1) tpt::invalid_argument("images is empty");
-    if (x.is_complex() || x.scalar_type() == at::kBool)
-      tpt::invalid_argument(std::string("images has dtype ") + c10::toString(x.scalar_type()) + ": a real dtype expected");
-    x = x.detach().to(at::kCPU, at::kFloat);
-    if (!x.isfinite().all().item<bool>()) tpt::invalid_argument("images has values that are NaN or infinite");
-    double lo = o.low, hi = o.high;
-    if (lo == hi) {
-      lo = x.min().item<double>();
-      hi = x.max().item<double>();
-    }
-    x = hi > lo ? x.sub(lo).div_(hi - lo).clamp_(0, 1).mul_(255) : at::zeros_like(x);
-    const int64_t p = o.padding, cols = std::min<int64_t>(o.columns, n), rows = (n + cols - 1) / cols;
-    if ((h + p) * rows + p > (1 << 24) || (w + p) * cols + p > (1 << 24))
-      tpt::invalid_argument("the grid would be larger than 2^24 pixels on a side");
-    at::Tensor grid = at::full({c, (h + p) * rows + p, (w + p) * cols + p}, o.pad_value, at::kFloat);
-    for (int64_t i = 0; i < n; ++i)
-      grid.narrow(1, (i / cols) * (h + p) + p, h).narrow(2, (i % cols) * (w + p) + p, w).copy_(x[i]);
-    // torchvision's save_image: + 0.5, truncated
-    tpt::capi::give(out, grid.permute({1, 2, 0}).add(0.5).floor_().clamp_(0, 255).to(at::kByte).contiguous());
+    tpt::Trainer &t = trainer_arg(trainer);
+    std::string p = path_arg(path, "path");
+    if (t.phase() != tpt::Trainer::Phase::Idle) tpt::fail(TPT_ERR_STATE, "the trainer has run already: resume before tpt_trainer_run");
+    auto ck = std::make_shared<const tpt::Checkpoint>(tpt::read_checkpoint(tpt::resolve_checkpoint(p)));
+    t.resume_from(std::move(ck));
   });
 }
 
-tpt_status *tpt_image_write_png(const tpt_tensor *image, const char *path) {
+tpt_status *tpt_trainer_save_checkpoint(tpt_trainer *trainer, const char *path) {
   return guard(__func__, [&] {
-    std::string file = name_arg(path, "path");
-    at::Tensor img = image_u8(image, /*batch=*/false);
-    const std::vector<uint8_t> png =
-        tpt::encode_png(static_cast<const uint8_t *>(img.data_ptr()), img.size(1), img.size(2), img.size(3));
-    // Written beside the file and renamed over it: a reader never sees half
-    // an image, and a failed write leaves the old file.
-    tpt::write_file_atomic(file, reinterpret_cast<const char *>(png.data()), png.size(), /*sync=*/false);
+    tpt::Trainer &t = trainer_arg(trainer);
+    std::string p = path_arg(path, "path");
+    if (t.phase() == tpt::Trainer::Phase::Idle || t.phase() == tpt::Trainer::Phase::Done)
+      tpt::fail(TPT_ERR_STATE, "the trainer is not running: a checkpoint is saved from its callbacks");
+    tpt::write_checkpoint(p, tpt::take_checkpoint(t));
   });
 }
-
-tpt_status *tpt_monitor_tensorboard(tpt_callback **out, const char *dir) {
-  return guard(__func__, [&] {
-    require(out, "out");
-    *out = nullptr;
-    give_callback(out, tpt::make_tensorboard_writer(dir ? name_arg(dir, "dir") : std::string()));
-  });
-}
-
-tpt_status *tpt_callback_early_stopping(tpt_callback **out, const char *stat, const tpt_early_stopping_options *options) {
-  return guard(__func__, [&] {
-    require(out, "out");
-    *out = nullptr;
-    std::string name = name_arg(stat, "stat");
-    tpt::EarlyStoppingOptions o;
-    if (options) {
-      check_options_version(options->version, TPT_EARLY_STOPPING_OPTIONS_VERSION, "options",
-                            "TPT_EARLY_STOPPING_OPTIONS_INIT");
-      o.patience = options->patience;
-      o.min_delta = options->min_delta;
-      o.maximize = options->maximize != 0;
-    }
-    give_callback(out, tpt::make_early_stopping(std::move(name), o));
-  });
-}
-
-tpt_status *tpt_callback_terminate_on_nan(tpt_callback **out, const char *const *outputs, size_t n_outputs) {
-  return guard(__func__, [&] {
-    require(out, "out");
-    *out = nullptr;
-    std::vector<std::string> names;
-    if (n_outputs > 0 && outputs == nullptr) require(outputs, "outputs");
-    if (n_outputs > (size_t(1) << 20)) tpt::invalid_argument("n_outputs is too large");
-    for (size_t i = 0; i < n_outputs; ++i) {
-      std::string entry = "outputs[" + std::to_string(i) + "]";
-      names.push_back(name_arg(outputs[i], entry.c_str()));
-    }
-    give_callback(out, tpt::make_terminate_on_nan(std::move(names)));
-  });
-}
-
-tpt_status *tpt_callback_throughput(tpt_callback **out, int64_t samples_per_step) {
-  return guard(__func__, [&] {
-    require(out, "out");
-    *out = nullptr;
-    give_callback(out, tpt::make_throughput_tracker(samples_per_step));
-  });
-}
-
-tpt_status *tpt_callback_step_watchdog(tpt_callback **out, double timeout_seconds) {
-  return guard(__func__, [&] {
-    require(out, "out");
-    *out = nullptr;
-    give_callback(out, tpt::make_step_watchdog(timeout_seconds));
-  });
-}
-
-tpt_status *tpt_callback_host_memory(tpt_callback **out) {
-  return guard(__func__, [&] {
-    require(out, "out");
-    *out = nullptr;
-    give_callback(out, tpt::make_host_memory_tracker());
-  });
-}
-
-}  // extern "C"

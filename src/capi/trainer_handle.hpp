@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/trainer.hpp"
-#include "handles.hpp"
+#include "capi/handles.hpp"
+#include "loop/trainer.hpp"
 
 inline constexpr uint64_t kTrainerMagic = 0x7470745472616e72ull;   // "tptTranr"
 inline constexpr uint64_t kCallbackMagic = 0x74707443616c6c62ull;  // "tptCallb"
@@ -54,7 +54,7 @@ class Inferencer;
 struct tpt_inferencer {
   uint64_t magic = kInferencerMagic;
   std::unique_ptr<tpt::Inferencer> inferencer;
-  ~tpt_inferencer();  // src/capi/data.cpp, where tpt::Inferencer is complete
+  ~tpt_inferencer();  // src/capi/inference.cpp, where tpt::Inferencer is complete
 };
 
 namespace tpt::capi {
@@ -124,7 +124,7 @@ inline void check_options_version(uint32_t version, uint32_t max, const char *wh
 }
 
 // A tensor of any dtype and shape as bytes (dtype, rank, sizes, elements),
-// and back (src/capi/checkpoint.cpp): the state of callbacks written in C.
+// and back (src/capi/callback.cpp): the state of callbacks written in C.
 std::vector<uint8_t> encode_tensor_state(const at::Tensor &t);
 at::Tensor decode_tensor_state(const std::vector<uint8_t> &bytes, const std::string &who);
 

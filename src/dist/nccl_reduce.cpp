@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "dist/device_reduce.hpp"
 #include "dist/world.hpp"
 

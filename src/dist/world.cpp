@@ -29,8 +29,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/error.hpp"
-#include "core/torch_compat.hpp"
+#include "base/error.hpp"
+#include "base/torch_compat.hpp"
 
 namespace tpt::dist {
 

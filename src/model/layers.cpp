@@ -1,5 +1,5 @@
 #include "model/layers.hpp"
-#include "model/pattern.hpp"
+#include "base/pattern.hpp"
 
 #include <ATen/ops/argmax.h>
 #include <ATen/ops/avg_pool2d.h>
@@ -32,7 +32,7 @@
 #include <regex>
 #include <sstream>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 
 namespace tpt::model::layers {
 

@@ -1,6 +1,6 @@
 // Layers, losses and metrics for tower functions (tensorpack's models/ and
 // symbolic_functions), behind the C API section of the same name
-// (src/capi/layers.cpp).
+// (src/capi/layer.cpp).
 //
 // A layer with variables creates them in the tower's scope `name` ("fc1/W",
 // "fc1/b") with the tower's reuse rules; variables take x's dtype. Layouts are
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "model/model.hpp"
-#include "tptrain.h"
+#include "tptrain/layer.h"
 
 namespace tpt::model::layers {
 

@@ -11,18 +11,10 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "model/optimizer.hpp"
 
 namespace tpt::model {
-
-std::string shape_text(c10::IntArrayRef shape) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-  s << "]";
-  return s.str();
-}
 
 namespace {
 

@@ -20,7 +20,8 @@
 #include <utility>
 #include <vector>
 
-#include "tptrain.h"
+#include "base/shape_text.hpp"
+#include "tptrain/tower.h"
 
 namespace tpt::model {
 
@@ -95,7 +96,7 @@ class Tower {
   // The generator the call's random operations draw from (dropout, random
   // ATen operators): nullptr for LibTorch's default one (the simple
   // trainer, the build call, inference); a tower's own under the
-  // multi-tower strategies (src/parallel/towers.cpp), so that towers on
+  // multi-tower strategies (src/train/towers.cpp), so that towers on
   // threads draw reproducibly.
   const at::Generator *generator() const { return generator_ ? &*generator_ : nullptr; }
   void set_generator(at::Generator g) { generator_ = std::move(g); }
@@ -215,8 +216,5 @@ class Model {
   bool running_here() const;
   void refuse_reentry(const char *what) const;
 };
-
-// "[2, -1]"
-std::string shape_text(c10::IntArrayRef shape);
 
 }  // namespace tpt::model

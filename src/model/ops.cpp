@@ -16,8 +16,8 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "capi/dtype.hpp"
-#include "core/error.hpp"
+#include "base/error.hpp"
+#include "model/dtype.hpp"
 #include "model/model.hpp"
 
 namespace tpt::ops {
@@ -460,7 +460,7 @@ void append_result(const c10::OperatorHandle &op, const c10::Argument *ret, cons
     }
   } else if (v.isInt()) {
     if (ret && ret->real_type()->kind() == c10::TypeKind::ScalarTypeType) {
-      auto d = tpt::capi::dtype_of(static_cast<c10::ScalarType>(v.toInt()));
+      auto d = tpt::dtype_of(static_cast<c10::ScalarType>(v.toInt()));
       out.push_back(at::scalar_tensor(static_cast<int64_t>(d), at::TensorOptions().dtype(at::kLong)));
     } else {
       out.push_back(at::scalar_tensor(v.toInt(), at::TensorOptions().dtype(at::kLong)));

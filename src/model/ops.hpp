@@ -1,5 +1,5 @@
 // Any operator of LibTorch's c10 dispatcher, called by name with loosely typed
-// arguments: the engine behind tpt_op_call (src/capi/ops.cpp).
+// arguments: the engine behind tpt_op_call (src/capi/op.cpp).
 //
 // Arguments are matched against the operator's schemas as TorchScript does:
 // positional arguments first, then keyword arguments by name; kwarg-only

@@ -1,5 +1,6 @@
 // Optimizers by kind with hyper-parameters by name (for schedules), and the
-// gradient processors applied before each update.
+// gradient processors applied before each update. The kinds' tables and
+// rules are base/optimizer_state.hpp.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -16,23 +17,12 @@ class Optimizer;
 }
 
 namespace tpt {
-struct OptimizerState;  // core/checkpoint.hpp
+struct OptimizerState;  // base/optimizer_state.hpp
 }
 
 namespace tpt::model {
 
 struct Variable;
-
-// The kinds and hyper-parameters Optimizer accepts, for a value from
-// elsewhere (a checkpoint): TPT_ERR_INVALID_ARGUMENT naming what is wrong.
-void check_optimizer_kind(const std::string &kind);
-// One value by tpt_optimizer_set's rules (finite; flags 0 or 1; rates,
-// decays and eps >= 0; betas in [0, 1); accumulate_steps an integer in [1, 1e9]).
-void check_hyperparameter(const std::string &name, double value);
-// A kind's set of them (names known, each value, the combinations LibTorch refuses).
-void check_hyperparameters(const std::string &kind, const std::map<std::string, double> &values);
-// The slots (PyTorch's state_dict names) a kind's per-variable state has.
-const std::vector<std::string> &slot_names(const std::string &kind);
 
 class Optimizer {
  public:

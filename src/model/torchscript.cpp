@@ -16,8 +16,8 @@
 #include <fstream>
 #include <pthread.h>
 
-#include "core/error.hpp"
-#include "core/files.hpp"
+#include "base/error.hpp"
+#include "base/files.hpp"
 
 namespace tpt::model {
 
@@ -227,7 +227,7 @@ void run_on_big_stack(size_t stack, const std::function<void()> &fn) {
 }
 
 // A torch.jit.save archive checked as far as LibTorch's loader trusts it:
-// every pickle in it (data, constants, debug info) runs on core/pickle.hpp's
+// every pickle in it (data, constants, debug info) runs on base/pickle.hpp's
 // machine first (opcodes, stack, memo, globals, tensors against their
 // records), every code file has the shape TorchScript source must have
 // (size, bracket nesting), and LibTorch then loads those same bytes, onto the

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/pickle.hpp"
+#include "base/pickle.hpp"
 #include "model/model.hpp"
 
 namespace tpt::model {

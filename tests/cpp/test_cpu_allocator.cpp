@@ -1,4 +1,4 @@
-// tptrain's caching CPU allocator (src/model/cpu_allocator.cpp): freed blocks
+// tptrain's caching CPU allocator (src/base/cpu_allocator.cpp): freed blocks
 // of 16 KiB and more come back for the next tensor of their size class, small
 // ones are not kept, the kept bytes stay under the limit, and threads share it.
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/cpu_allocator.hpp"
+#include "base/cpu_allocator.hpp"
 
 namespace {
 

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "core/callback.hpp"
-#include "core/error.hpp"
-#include "input/dataflow.hpp"
-#include "input/input.hpp"
+#include "loop/callback.hpp"
+#include "base/error.hpp"
+#include "data/dataflow.hpp"
+#include "train/input.hpp"
 #include "model/model.hpp"
 
 namespace {

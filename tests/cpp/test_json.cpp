@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "core/json.hpp"
+#include "base/json.hpp"
 
 namespace {
 

@@ -39,7 +39,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "model/layers.hpp"
 #include "model/model.hpp"
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "dist/device_reduce.hpp"
 #include "dist/world.hpp"
 #include "free_port.hpp"

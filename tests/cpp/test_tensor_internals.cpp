@@ -6,26 +6,26 @@
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/allclose.h>
 
-#include "capi/dtype.hpp"
+#include "model/dtype.hpp"
 #include "capi/handles.hpp"
 
 namespace {
 
 TEST(Dtype, RoundTripsEveryTptDtype) {
   for (int d = TPT_DTYPE_F32; d <= TPT_DTYPE_BOOL; ++d) {
-    auto st = tpt::capi::scalar_type_of(static_cast<tpt_dtype>(d));
+    auto st = tpt::scalar_type_of(static_cast<tpt_dtype>(d));
     ASSERT_TRUE(st.has_value()) << d;
-    EXPECT_EQ(tpt::capi::dtype_of(*st), d);
+    EXPECT_EQ(tpt::dtype_of(*st), d);
     EXPECT_EQ(tpt_dtype_size(static_cast<tpt_dtype>(d)), c10::elementSize(*st));
   }
-  EXPECT_FALSE(tpt::capi::scalar_type_of(static_cast<tpt_dtype>(0)).has_value());
+  EXPECT_FALSE(tpt::scalar_type_of(static_cast<tpt_dtype>(0)).has_value());
 }
 
 TEST(Dtype, UnnamedLibTorchTypeIsUnsupported) {
   EXPECT_THROW(
       {
         try {
-          tpt::capi::dtype_of(c10::ScalarType::ComplexFloat);
+          tpt::dtype_of(c10::ScalarType::ComplexFloat);
         } catch (const tpt::Error &e) {
           EXPECT_EQ(e.code(), TPT_ERR_UNSUPPORTED);
           throw;

@@ -16,12 +16,12 @@
 #include <mutex>
 #include <vector>
 
-#include "core/trainer.hpp"
-#include "input/input.hpp"
+#include "loop/trainer.hpp"
+#include "train/input.hpp"
 #include "model/layers.hpp"
 #include "model/model.hpp"
 #include "model/optimizer.hpp"
-#include "parallel/towers.hpp"
+#include "train/towers.hpp"
 
 namespace L = tpt::model::layers;
 using tpt::model::Model;

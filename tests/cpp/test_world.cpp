@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.hpp"
+#include "base/error.hpp"
 #include "dist/world.hpp"
 #include "free_port.hpp"
 

@@ -9,8 +9,8 @@
 #include <exception>
 #include <vector>
 
-#include "core/checkpoint.hpp"
-#include "core/error.hpp"
+#include "base/checkpoint_file.hpp"
+#include "base/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::vector<char> archive(reinterpret_cast<const char *>(data), reinterpret_cast<const char *>(data) + size);

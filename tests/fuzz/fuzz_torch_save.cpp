@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/torch_save.hpp"
+#include "base/error.hpp"
+#include "base/torch_save.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   auto bytes = std::make_shared<const std::vector<char>>(reinterpret_cast<const char *>(data),

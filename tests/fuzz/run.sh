@@ -4,7 +4,7 @@
 #
 #   tests/fuzz/run.sh BUILD_DIR [SECONDS]      (default 60 seconds per target)
 #
-# The readers (src/core/pickle.cpp, torch_save.cpp, checkpoint.cpp) are
+# The readers (src/base/pickle.cpp, torch_save.cpp, checkpoint_file.cpp) are
 # compiled here, instrumented, with BUILD_DIR's flags; the rest of the
 # library comes from BUILD_DIR/libtptrain_core.a (built by `ninja -C
 # BUILD_DIR`, uninstrumented, as LibTorch is). Each target starts from its
@@ -27,7 +27,7 @@ command -v "$cxx" >/dev/null || { echo "tests/fuzz/run.sh: $cxx not found (Debia
 mapfile -t flags < <(python3 - "$build/compile_commands.json" <<'PY'
 import json, os, shlex, sys
 for e in json.load(open(sys.argv[1])):
-    if e["file"].endswith("src/core/pickle.cpp"):
+    if e["file"].endswith("src/base/pickle.cpp"):
         args, d, out, i = shlex.split(e["command"]), e["directory"], [], 0
         while i < len(args):
             a = args[i]
@@ -55,8 +55,8 @@ san=(-fsanitize=address,undefined -fno-sanitize=vptr -fno-sanitize-recover=undef
 opt=(-O1 -g -fno-omit-frame-pointer -w)
 start=$SECONDS
 objs=()
-for f in pickle torch_save checkpoint; do
-  "$cxx" "${flags[@]}" "${opt[@]}" "${san[@]}" -fsanitize=fuzzer-no-link -c "$src/src/core/$f.cpp" -o "$out/$f.o" &
+for f in pickle torch_save checkpoint_file; do
+  "$cxx" "${flags[@]}" "${opt[@]}" "${san[@]}" -fsanitize=fuzzer-no-link -c "$src/src/base/$f.cpp" -o "$out/$f.o" &
   objs+=("$out/$f.o")
   [ "$f" = torch_save ] && wait  # two compilers at a time
 done

@@ -14,6 +14,7 @@ with a message, unless the parameter is one the header allows to be NULL
 (NULLABLE below, each with the header's words). Because the cases come from
 the header, a new function is covered as soon as it is declared.
 """
+import os
 import re
 import sys
 
@@ -115,9 +116,27 @@ def param_name_type(p):
     return m.group(2), m.group(1).strip(), False
 
 
+def read_header(path, seen=None):
+    """The header's text with its own "..." includes (the module headers
+    under tptrain/) put in place, each once."""
+    seen = set() if seen is None else seen
+    path = os.path.realpath(path)
+    if path in seen:
+        return ""
+    seen.add(path)
+    out = []
+    for line in open(path).read().split("\n"):
+        m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+        if m:
+            out.append(read_header(os.path.join(os.path.dirname(path), m.group(1)), seen))
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def main():
     header, output = sys.argv[1], sys.argv[2]
-    raw = open(header).read()
+    raw = read_header(header)
     src = strip(raw)
     fn_typedefs = {m.group(2): (m.group(1).strip(), m.group(3))
                    for m in re.finditer(r"typedef\s+([^;()]*?)\(\s*\*\s*(\w+)\s*\)\s*\(([^;]*?)\)\s*;", src)}

@@ -1,0 +1,295 @@
+// Built-in monitors: the stats.json writer and the per-epoch scalar printer.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/files.hpp"
+#include "base/json.hpp"
+#include "loop/trainer.hpp"
+
+namespace fs = std::filesystem;
+
+namespace tpt {
+
+namespace {
+
+// tensorpack's JSONWriter (callbacks/monitor.py): scalars collected since
+// the last trigger become one entry {name: value, ..., "epoch_num": E,
+// "global_step": G} of the list in <logdir>/stats.json. It triggers in
+// before_train (so scalars put before training get an entry of their own,
+// with epoch_num starting_epoch - 1), after each epoch, and after each step
+// but an epoch's last, so scalars put mid-epoch get entries of their own.
+// Whatever is left is written in after_train.
+//
+// tensorpack rewrites the whole file at every trigger, which makes a long
+// run quadratic. Here the file is written whole (atomically: temporary file,
+// rename) only when training starts; each later write appends the new
+// entries in place with one pwrite that replaces the closing "\n]\n" (a
+// killed process leaves the old or the new list, both whole; fsync'ed after
+// each epoch). Nothing but the unwritten entries is held in memory.
+// Mid-epoch entries reach the file at most every kMidEpochInterval, or less
+// often when writing takes long.
+//
+// A write that fails (a full disk) is logged once and training goes on, as
+// with tensorpack's JSONWriter: the old closing bracket is put back and the
+// file cut to its old length (neither needs new space), so stats.json stays
+// the valid list it was; the entries stay pending and are written when
+// writing works again. Should even that repair fail, the next write
+// rewrites the file whole from its intact beginning.
+class JsonWriter final : public Callback {
+ public:
+  JsonWriter() : Callback("JSONWriter", false) {}
+  ~JsonWriter() override { close_file(); }
+  uint32_t events() const override {
+    return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH | TPT_EVENT_AFTER_TRAIN |
+           TPT_EVENT_RECORD;
+  }
+  void on_event(Trainer &t, tpt_event e, const Record *r) override {
+    switch (e) {
+      case TPT_EVENT_BEFORE_TRAIN:
+        load(t);
+        trigger(t, false);  // tensorpack's _before_train ends with self._trigger()
+        break;
+      case TPT_EVENT_RECORD:
+        if (r->kind == TPT_RECORD_SCALAR) put(*r->name, r->value);
+        break;
+      case TPT_EVENT_TRIGGER_STEP:
+        if (t.local_step() != t.steps_per_epoch() - 1) trigger(t, false);
+        break;
+      case TPT_EVENT_TRIGGER_EPOCH: trigger(t, true); break;
+      // Scalars put by the step that stopped (or failed) training still get
+      // their entry (tensorpack would drop them).
+      case TPT_EVENT_AFTER_TRAIN:
+        if (!path_.empty()) trigger(t, true);
+        if (!pending_.empty())
+          t.log().warn("JSONWriter: " + std::to_string(std::count(pending_.begin(), pending_.end(), '{')) +
+                       " entr(ies) were never written to " + path_ + " (see its error above); it holds those before them");
+        close_file();
+        break;
+      default: break;
+    }
+  }
+
+ private:
+  void put(const std::string &name, double v) {
+    for (auto &p : now_) {
+      if (p.first == name) {
+        p.second = v;
+        return;
+      }
+    }
+    now_.emplace_back(name, v);
+  }
+
+  void load(Trainer &t) {
+    path_ = t.logdir() + "/stats.json";
+    close_file();
+    pending_.clear();
+    entries_ = 0;
+    next_write_ = Clock::time_point();
+    std::string body;  // the entries kept from an earlier run, serialised our way
+    std::error_code ec;
+    if (fs::exists(path_, ec)) {
+      bool keep = false;
+      std::string why;
+      try {
+        json::Value old = json::parse(read_file(path_));
+        if (!old.is_array()) throw std::runtime_error("not a list");
+        int64_t last = 0;
+        if (!old.items().empty()) {
+          const json::Value *e = old.items().back().find("epoch_num");
+          if (e && e->is_number()) last = static_cast<int64_t>(e->as_number());
+        }
+        if (t.resume_checkpoint()) {
+          // An exact resume: the entries up to the checkpoint's step stay;
+          // later ones came from steps that run again.
+          keep = true;
+          size_t kept = 0, dropped = 0;
+          for (const json::Value &entry : old.items()) {
+            const json::Value *g = entry.find("global_step");
+            if (g && g->is_number() && static_cast<int64_t>(g->as_number()) > t.global_step()) {
+              ++dropped;
+              continue;
+            }
+            body += (body.empty() ? "" : ",") + serialise(entry);
+            ++kept;
+          }
+          t.log().info("Resuming at global_step " + std::to_string(t.global_step()) + ": stats.json keeps " +
+                       std::to_string(kept) + " entries" +
+                       (dropped ? " and drops " + std::to_string(dropped) + " written after the checkpoint" : "") + ".");
+        } else if (last + 1 == t.config().starting_epoch) {
+          keep = true;
+          for (const json::Value &entry : old.items()) body += (body.empty() ? "" : ",") + serialise(entry);
+          t.log().info("Found existing stats.json at epoch " + std::to_string(last) + "; appending to it.");
+        } else {
+          why = "its last epoch_num is " + std::to_string(last) + " and training starts at epoch " +
+                std::to_string(t.config().starting_epoch);
+        }
+      } catch (const std::exception &e) {
+        why = std::string("it cannot be read (") + e.what() + ")";
+      }
+      if (!keep) {
+        std::string backup = unused_path(path_, "." + timestamp_suffix());
+        fs::rename(path_, backup, ec);
+        if (ec) {
+          t.log().error("JSONWriter: cannot move " + path_ + " to " + backup + ": " + ec.message() +
+                        "; no stats.json is written in this run");
+          path_.clear();
+          return;
+        }
+        t.log().warn("Existing stats.json was moved to " + backup + ": " + why + ".");
+        body.clear();
+      } else if (body.empty()) {
+        fs::remove(path_, ec);  // a resume from before its first entry
+      }
+    }
+    // The kept entries are written again whole, atomically, in the format
+    // that appends rely on: at once, by the trigger that follows.
+    pending_ = std::move(body);
+  }
+
+  void trigger(Trainer &t, bool epoch) {
+    if (!now_.empty()) {
+      json::Value entry = json::Value::object();
+      for (auto &p : now_) entry.set(p.first, json::Value::number(p.second));
+      entry.set("epoch_num", json::Value::number(static_cast<double>(t.epoch_num())));
+      entry.set("global_step", json::Value::number(static_cast<double>(t.global_step())));
+      pending_ += (entries_ == 0 && pending_.empty()) ? "" : ",";
+      pending_ += serialise(entry);
+      now_.clear();
+    }
+    if (path_.empty()) {
+      pending_.clear();
+      return;
+    }
+    if (pending_.empty()) {
+      if (epoch && fd_ >= 0) ::fsync(fd_);
+      return;
+    }
+    Clock::time_point start = Clock::now();
+    if (!epoch && start < next_write_) return;
+    write_pending(t, epoch);
+    Clock::time_point end = Clock::now();
+    next_write_ = end + std::max<Clock::duration>(kMidEpochInterval, 20 * (end - start));  // <= 5 % of the time
+  }
+
+  // "\n  {...}" for one entry, a line each.
+  static std::string serialise(const json::Value &entry) {
+    std::string text = "\n  " + json::write(entry, /*pretty=*/true);
+    text.pop_back();  // write() ends a pretty document with a newline
+    return text;
+  }
+
+  void open_file() {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(TPT_ERR_IO, "cannot open " + path_ + ": " + std::strerror(errno));
+  }
+  void close_file() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  void write_pending(Trainer &t, bool sync) {
+    try {
+      if (fd_ < 0 || broken_) {
+        // The first entries (or a file whose repair failed): a new file,
+        // atomically, from what the old one holds whole.
+        std::string text = "[";
+        if (broken_) text = read_file(path_).substr(0, static_cast<size_t>(size_ - std::strlen(kClose)));
+        text += pending_ + kClose;
+        write_file_atomic(path_, text, sync);
+        close_file();
+        broken_ = true;  // until it is open again, a write starts from the file
+        size_ = static_cast<int64_t>(text.size());
+        entries_ += 1;
+        pending_.clear();
+        open_file();
+        broken_ = false;
+      } else {  // the new entries and the closing bracket over the old closing bracket
+        std::string text = pending_ + kClose;
+        const int64_t at = size_ - static_cast<int64_t>(std::strlen(kClose));
+        if (!pwrite_all(fd_, text.data(), text.size(), static_cast<off_t>(at))) {
+          int e = errno;
+          // Back to the old list: its closing bracket where it was, its length.
+          if (!pwrite_all(fd_, kClose, std::strlen(kClose), static_cast<off_t>(at)) ||
+              ::ftruncate(fd_, static_cast<off_t>(size_)) != 0)
+            broken_ = true;
+          fail(TPT_ERR_IO, "cannot write " + path_ + ": " + std::strerror(e));
+        }
+        size_ = at + static_cast<int64_t>(text.size());
+        entries_ += 1;
+        pending_.clear();
+        if (sync && ::fsync(fd_) != 0) fail(TPT_ERR_IO, "cannot sync " + path_ + ": " + std::strerror(errno));
+      }
+    } catch (const Error &e) {
+      if (e.code() != TPT_ERR_IO) throw;
+      report_.failed(t.log(), "JSONWriter: " + std::string(e.what()) +
+                                  (broken_ ? "; it could not be repaired in place and is rewritten at the next write"
+                                           : "; stats.json keeps its earlier entries, the new ones wait"));
+      return;
+    }
+    report_.succeeded(t.log(), "JSONWriter: writing " + path_);
+  }
+
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::seconds kMidEpochInterval{5};
+  static constexpr const char *kClose = "\n]\n";
+
+  std::string path_;
+  int fd_ = -1;                   // stats.json, once written
+  int64_t size_ = 0;              // its length
+  int64_t entries_ = 0;           // nonzero once the file has an entry
+  std::string pending_;           // entries not yet written, serialised
+  bool broken_ = false;           // a failed write could not be undone in place
+  FailureReport report_;
+  Clock::time_point next_write_;  // the earliest mid-epoch write (the first one is at once)
+  std::vector<std::pair<std::string, double>> now_;
+};
+
+// tensorpack's ScalarPrinter: the latest value of each scalar, sorted by
+// name, 5 significant digits, after each epoch (and before training).
+class ScalarPrinter final : public Callback {
+ public:
+  ScalarPrinter() : Callback("ScalarPrinter", false) {}
+  uint32_t events() const override { return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER_EPOCH | TPT_EVENT_RECORD; }
+  void on_event(Trainer &t, tpt_event e, const Record *r) override {
+    if (e == TPT_EVENT_RECORD) {
+      if (r->kind != TPT_RECORD_SCALAR) return;
+      for (auto &p : latest_) {
+        if (p.first == *r->name) {
+          p.second = r->value;
+          return;
+        }
+      }
+      latest_.emplace_back(*r->name, r->value);
+      return;
+    }
+    std::sort(latest_.begin(), latest_.end());
+    for (auto &p : latest_) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.5g", p.second);
+      t.log().info(p.first + ": " + buf);
+    }
+    latest_.clear();
+  }
+
+ private:
+  std::vector<std::pair<std::string, double>> latest_;
+};
+
+}  // namespace
+
+std::unique_ptr<Callback> make_json_writer() { return std::make_unique<JsonWriter>(); }
+std::unique_ptr<Callback> make_scalar_printer() { return std::make_unique<ScalarPrinter>(); }
+
+}  // namespace tpt

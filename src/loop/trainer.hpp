@@ -1,0 +1,260 @@
+// The loop: tensorpack's Trainer.main_loop with its callbacks, counters,
+// step outputs and scalar monitors. No LibTorch here: tensors published as
+// step outputs are opaque to the loop (the C API layer owns their type).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "base/log.hpp"
+#include "loop/callback.hpp"
+#include "tptrain/trainer.h"
+
+namespace tpt {
+
+struct TrainerConfig {
+  bool is_chief = true;
+  int64_t starting_epoch = 1;
+  int64_t max_epoch = 99999999;
+  int64_t steps_per_epoch = -1;  // -1: not set
+  std::string logdir;            // empty: none
+  tpt_logdir_action logdir_action = TPT_LOGDIR_REFUSE;
+  tpt_progress progress = TPT_PROGRESS_AUTO;
+  bool console = true;
+  bool default_callbacks = true;
+  bool default_monitors = true;
+  int64_t scalar_history = 1000; // entries kept per scalar name; 0: all
+  int64_t summary_period = 0;    // MergeAllSummaries' period: 0, once per epoch (its last step)
+  bool auto_resume = false;      // resume from the log directory's latest checkpoint, if any
+  int stop_on_signals = 0;       // 1: SIGTERM/SIGINT stop gracefully; 0: when TPTRAIN_STOP_ON_SIGNALS=1; -1: never
+};
+
+// Where a callback sits in the order of every event (tensorpack's order).
+enum class Group : int { InputSource = 0, TrainerInternal, StepCounter, User, Default, Monitor, Count };
+
+// A named output of a hooked step: a scalar, or a tensor that only the C API
+// layer knows how to read (kept alive by the shared_ptr).
+struct Output {
+  double scalar = 0;
+  std::shared_ptr<const void> tensor;  // set for tensor outputs
+};
+
+// The latest entries of a scalar (at most TrainerConfig::scalar_history).
+struct ScalarHistory {
+  std::deque<int64_t> steps;
+  std::deque<double> values;
+};
+
+// tensorpack's add_moving_summary: an exponential moving average with
+// TensorFlow's zero-debiasing (assign_moving_average(zero_debias=True)):
+// biased = decay * biased + (1 - decay) * x; value = biased / (1 - decay^n)
+// after n updates.
+struct MovingSummary {
+  std::string name;
+  double decay = 0.95;
+  double biased = 0;
+  int64_t count = 0;
+  double value = 0;
+  void update(double x);
+};
+
+
+struct Checkpoint;  // base/checkpoint_file.hpp
+
+// What a checkpoint holds besides the loop's own state: the strategy's model
+// variables, optimizer and input (tensorpack's "global" state).
+class Stateful {
+ public:
+  virtual ~Stateful() = default;
+  virtual void save(Checkpoint &ck) = 0;
+};
+
+class Trainer {
+ public:
+  enum class Phase { Idle, Setup, BeforeTrain, Loop, AfterTrain, Done };
+
+  explicit Trainer(TrainerConfig config);
+  ~Trainer();
+  Trainer(const Trainer &) = delete;
+  Trainer &operator=(const Trainer &) = delete;
+
+  // ---- set-up (before run)
+  void set_run_step(std::function<void(Trainer &)> run_step);
+  // Adds a callback at its group's place. Returns false when it was dropped
+  // as chief-only on a non-chief trainer (set_distributed drops those added
+  // before it at the run). Throws TPT_ERR_STATE once frozen.
+  bool add(std::unique_ptr<Callback> callback, Group group);
+
+  // ---- running
+  // The whole training; throws what ended it (StopTraining is caught: a stop
+  // is a success, see stop_reason()). Runs once.
+  void run();
+  // One hooked step around step(ctx): BEFORE_RUN, step, AFTER_RUN.
+  void hooked_step(void (*step)(Trainer &, void *), void *ctx);
+  // Asks the loop to stop at the next step boundary (any thread). The reason
+  // is the stop_reason() of the run: "tpt_trainer_request_stop", or
+  // "tpt_trainer_free" for a free from inside the run (the C API defers it).
+  void request_stop() noexcept { request_stop(StopBy::Request); }
+  // A stop for the signal `signo` (async-signal-safe): as a stop request,
+  // with the signal's name as the reason; a ModelSaver saves at it.
+  void request_signal_stop(int signo) noexcept {
+    int none = 0;
+    signal_requested_.compare_exchange_strong(none, signo, std::memory_order_relaxed);
+  }
+  // The signal that stopped the last run; 0: none did.
+  int stop_signal() const { return stop_signal_; }
+  enum class StopBy : int { None = 0, Request = 1, Free = 2 };
+  void request_stop(StopBy by) noexcept {
+    int none = 0;
+    stop_requested_.compare_exchange_strong(none, static_cast<int>(by), std::memory_order_relaxed);
+  }
+
+  // ---- state
+  Phase phase() const { return phase_; }
+  bool in_run_step() const { return in_run_step_; }
+  bool in_step() const { return in_step_; }
+  const TrainerConfig &config() const { return config_; }
+  int64_t epoch_num() const { return epoch_num_; }
+  int64_t local_step() const { return local_step_; }
+  int64_t global_step() const { return global_step_; }
+  void set_global_step(int64_t step);
+  void increment_global_step() { ++global_step_; }
+  int64_t steps_per_epoch() const { return config_.steps_per_epoch; }
+  // Sets steps_per_epoch from the input's size when the options left it unset.
+  void default_steps_per_epoch(int64_t steps) {
+    if (config_.steps_per_epoch < 0 && phase_ == Phase::Idle) config_.steps_per_epoch = steps;
+  }
+  // Non-null when the last run stopped gracefully.
+  const std::string *stop_reason() const { return stopped_ ? &stop_reason_ : nullptr; }
+  bool has_logdir() const { return !logdir_.empty(); }
+  const std::string &logdir() const { return logdir_; }
+  Logger &log() { return log_; }
+
+  // ---- checkpoints (base/checkpoint_file.cpp)
+  // The strategy's part of a checkpoint.
+  void set_stateful(std::shared_ptr<Stateful> s) { stateful_ = std::move(s); }
+  Stateful *stateful() const { return stateful_.get(); }
+  // Before run: go on exactly where `ck` was taken. The strategy restores
+  // its part at SETUP (resume_checkpoint()), the loop its counters, the
+  // random state, moving summaries and callbacks' states right after SETUP.
+  void resume_from(std::shared_ptr<const Checkpoint> ck);
+  // Several processes (src/train's distributed training), before run:
+  // this process's rank; rank 0 is the chief (is_chief), the others skip
+  // chief-only callbacks and keep no log directory (the chief's is the
+  // job's). `agree` runs first thing in the run, after the chief chose
+  // whether to resume: it gives every rank the chief's checkpoint (or none).
+  void set_distributed(int rank, std::function<void(std::shared_ptr<const Checkpoint> &)> agree);
+  // A distributed job's agreement on a signal stop, at every step boundary
+  // while signals stop the run: given this rank's signal (0: none), the
+  // signal to stop for (0: go on), the same on every rank.
+  void set_stop_agreement(std::function<int(int)> agree) { agree_stop_ = std::move(agree); }
+  int rank() const { return rank_; }
+  bool distributed() const { return static_cast<bool>(agree_resume_); }
+  // Once per callback: a chief-only callback changed a hyper-parameter in a distributed job.
+  void warn_chief_only_hyperparam(const Callback &cb);
+  const Checkpoint *resume_checkpoint() const { return resume_.get(); }
+  // Where the loop goes on after the run_step in progress or just ended.
+  int64_t next_epoch() const { return next_epoch_; }
+  int64_t next_step() const { return next_step_; }
+  bool in_hooked_step() const { return in_hooked_step_; }
+  const std::vector<Callback *> &callbacks() const { return order_; }
+  const std::vector<MovingSummary> &moving_summaries() const { return summaries_; }
+
+  // An opaque pointer for the layer above (the C API stores its tpt_trainer).
+  void set_handle(void *handle) { handle_ = handle; }
+  void *handle() const { return handle_; }
+
+  // ---- step outputs
+  void set_output(const std::string &name, Output value);
+  const Output *output(const std::string &name) const;
+  bool has_run_a_step() const { return steps_run_ > 0; }
+
+  // ---- monitors
+  void put_scalar(const std::string &name, double value);
+  // Brings a uint8 N x H x W x C image to the monitors (not kept).
+  void put_image(const std::string &name, const at::Tensor &image);
+  const ScalarHistory *history(const std::string &name) const;
+  // Updates the moving average `name` (tensorpack's add_moving_summary); it
+  // reaches the monitors when put_summaries runs (MergeAllSummaries: the
+  // last step of each epoch, and every summary_period steps).
+  void add_moving_summary(const std::string &name, double value, double decay = 0.95);
+  // Puts every moving summary updated so far as a scalar.
+  void put_summaries();
+  // Whether a moving summary was updated after the last put_summaries.
+  bool summaries_pending() const { return summaries_pending_; }
+  const MovingSummary *moving_summary(const std::string &name) const;
+
+ private:
+  void freeze();
+  void dispatch(tpt_event event);
+  void trigger_epoch_timed();
+  void after_train(std::exception_ptr &error);
+  void check_resume();        // base/checkpoint_file.cpp
+  void apply_resume();        // base/checkpoint_file.cpp
+  // auto_resume: the log directory's latest checkpoint, if it has an index.
+  bool find_auto_resume(const std::string &dir);  // base/checkpoint_file.cpp
+
+  TrainerConfig config_;
+  Logger log_;
+  DirLock logdir_lock_;  // the log directory is this run's while it runs
+  std::string auto_resumed_from_;  // the checkpoint auto_resume found
+  std::function<void(Trainer &)> run_step_;
+  std::array<std::vector<std::unique_ptr<Callback>>, static_cast<size_t>(Group::Count)> groups_;
+  std::vector<Callback *> order_;                  // every callback, in event order
+  std::array<std::vector<Callback *>, 11> by_event_;  // per tpt_event bit, the callbacks that want it
+  bool frozen_ = false;
+
+  Phase phase_ = Phase::Idle;
+  int64_t epoch_num_ = 0;
+  int64_t local_step_ = -1;
+  int64_t global_step_ = 0;
+  int64_t steps_run_ = 0;
+  bool in_run_step_ = false;
+  bool in_step_ = false;
+  bool in_hooked_step_ = false;
+  // The thread tpt_trainer_run runs on: hooked steps run there only.
+  std::atomic<std::thread::id> run_thread_{};
+  std::exception_ptr pending_;  // what ended a hooked step, until run_step returns
+  std::atomic<int> stop_requested_{0};  // a StopBy
+  std::atomic<int> signal_requested_{0};  // request_signal_stop's signal
+  static_assert(std::atomic<int>::is_always_lock_free, "request_signal_stop runs in signal handlers");
+  bool signals_ = false;                  // this run stops on SIGTERM/SIGINT
+  int stop_signal_ = 0;
+  std::function<int(int)> agree_stop_;
+  void throw_if_stop_requested();
+  bool stopped_ = false;
+  std::string stop_reason_;
+  std::string logdir_;
+
+  void *handle_ = nullptr;
+  std::vector<std::pair<std::string, Output>> outputs_;
+  std::map<std::string, ScalarHistory> history_;
+  std::vector<MovingSummary> summaries_;  // in order of first update
+  bool summaries_pending_ = false;
+
+  std::shared_ptr<Stateful> stateful_;
+  std::shared_ptr<const Checkpoint> resume_;
+  int rank_ = 0;
+  std::function<void(std::shared_ptr<const Checkpoint> &)> agree_resume_;
+  std::set<const Callback *> warned_hyperparam_;
+  int64_t first_epoch_ = 1, first_step_ = 0;  // where the loop starts (a resume moves it)
+  int64_t next_epoch_ = 1, next_step_ = 0;
+};
+
+// Index of a single tpt_event bit in Trainer::by_event_.
+inline size_t event_index(tpt_event e) { return static_cast<size_t>(__builtin_ctz(static_cast<uint32_t>(e))); }
+
+const char *event_name(tpt_event e);
+
+}  // namespace tpt
