@@ -16,6 +16,8 @@ import os
 import re
 import sys
 
+from tap import report
+
 # Lower numbers are lower layers. Same number: side by side.
 LAYERS = {
     "base": 0,
@@ -84,15 +86,7 @@ def main():
     check(not against, "no include runs against the layer order", "\n".join(against))
     check(not outside_abi, "only src/capi/ defines C ABI functions", "\n".join(outside_abi))
 
-    print("1..%d" % len(results))
-    failed = 0
-    for i, (ok, what, detail) in enumerate(results, 1):
-        print("%s %d - %s" % ("ok" if ok else "not ok", i, what))
-        if not ok:
-            failed += 1
-            for l in detail.splitlines():
-                print("# " + l)
-    return 1 if failed else 0
+    return report(results)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import os
 import re
 import sys
 
+from tap import report
+
 DECL = re.compile(r"\b(tpt_\w+)\s*\(")
 DEF = re.compile(r"^[A-Za-z_][\w\s\*]*?\b(tpt_\w+)\s*\(")  # at column 0: a definition
 MACRO_DEF = re.compile(r"^TPT_ARITH\((tpt_\w+)")  # op.cpp's element-wise pairs
@@ -87,15 +89,7 @@ def main():
     check(not split, "every function prefix lives in one module header",
           "\n".join("%s in %s" % (p, ", ".join(ms)) for p, ms in sorted(split.items())))
 
-    print("1..%d" % len(results))
-    failed = 0
-    for i, (ok, what, detail) in enumerate(results, 1):
-        print("%s %d - %s" % ("ok" if ok else "not ok", i, what))
-        if not ok:
-            failed += 1
-            for l in detail.splitlines():
-                print("# " + l)
-    return 1 if failed else 0
+    return report(results)
 
 
 if __name__ == "__main__":
