@@ -90,8 +90,8 @@ func StatMonitorParam(opt *Optimizer, param, stat string, o StatMonitorOptions) 
 		return nil, err
 	}
 	defer opt.mu.Unlock()
-	c := C.tpt_stat_monitor_options{version: C.TPT_STAT_MONITOR_OPTIONS_VERSION, last_k: 5,
-		threshold: C.double(o.Threshold), maximize: cBool(o.Maximize), factor: 0.1, limit: C.double(o.Limit)}
+	c := defaultStatMonitorOptions()
+	c.threshold, c.maximize, c.limit = C.double(o.Threshold), cBool(o.Maximize), C.double(o.Limit)
 	if o.LastK != 0 {
 		c.last_k = C.int64_t(o.LastK)
 	}
@@ -160,8 +160,8 @@ type EarlyStoppingOptions struct {
 // best. Its best value and count are kept in checkpoints. Register it after
 // the callback that puts stat.
 func EarlyStopping(stat string, o EarlyStoppingOptions) (*Callback, error) {
-	c := C.tpt_early_stopping_options{version: C.TPT_EARLY_STOPPING_OPTIONS_VERSION, patience: 3,
-		min_delta: C.double(o.MinDelta), maximize: cBool(o.Maximize)}
+	c := defaultEarlyStoppingOptions()
+	c.min_delta, c.maximize = C.double(o.MinDelta), cBool(o.Maximize)
 	if o.Patience != 0 {
 		c.patience = C.int64_t(o.Patience)
 	}

@@ -31,39 +31,22 @@ import (
 	"unsafe"
 )
 
+// Every trampoline below runs the user's code through hostCall
+// (trampoline_helpers.go), which turns a panic into an error status.
+
 //export tptgoRunStep
 func tptgoRunStep(_ *C.tpt_trainer, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*hostFunc)
 	c := f.ctx
 	c.unwinding = ""
-	returned := false
-	defer func() {
-		if !returned {
-			where := "run_step"
-			if c.unwinding != "" { // a panic HookedStep passed on
-				where = c.unwinding
-			}
-			st = c.recovered(recover(), where)
-		}
-	}()
-	st = c.status(f.runStep(c))
-	returned = true
-	return st
+	return hostCall(runStepPanics{c}, "run_step", func() *C.tpt_status { return c.status(f.runStep(c)) })
 }
 
 //export tptgoStep
 func tptgoStep(_ *C.tpt_trainer, handle C.uintptr_t) (st *C.tpt_status) {
 	c := cgo.Handle(handle).Value().(*Context)
 	step := c.steps[len(c.steps)-1]
-	returned := false
-	defer func() {
-		if !returned {
-			st = c.recovered(recover(), "hooked step")
-		}
-	}()
-	st = c.status(step(c))
-	returned = true
-	return st
+	return hostCall(c, "hooked step", func() *C.tpt_status { return c.status(step(c)) })
 }
 
 //export tptgoCallback
@@ -77,18 +60,12 @@ func tptgoCallback(_ *C.tpt_trainer, event C.uint32_t, record *C.tpt_record, han
 	if record != nil {
 		rec = recordFromC(record)
 	}
-	returned := false
 	defer func() {
 		if rec != nil && rec.Image != nil {
 			rec.Image.Close() // the library's: lent for this call only
 		}
-		if !returned {
-			st = c.recovered(recover(), "callback '"+f.name+"'")
-		}
 	}()
-	st = c.status(f.callback(c, Event(event), rec))
-	returned = true
-	return st
+	return hostCall(c, "callback '"+f.name+"'", func() *C.tpt_status { return c.status(f.callback(c, Event(event), rec)) })
 }
 
 //export tptgoCallbackSave
@@ -96,16 +73,13 @@ func tptgoCallbackSave(out **C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status
 	f := cgo.Handle(handle).Value().(*hostFunc)
 	c := f.ctx
 	where := "callback '" + f.name + "' saving its state"
-	returned := false
-	defer func() {
-		if !returned {
-			st = c.recovered(recover(), where)
-		}
-	}()
-	state, err := f.state.SaveState()
-	returned = true
-	if err != nil {
+	var state []byte
+	if st := hostCall(c, where, func() *C.tpt_status {
+		var err error
+		state, err = f.state.SaveState()
 		return c.status(noStop(err, where))
+	}); st != nil {
+		return st
 	}
 	x, err := FromUint8(state) // a copy: the callback may reuse its slice
 	if err != nil {
@@ -130,15 +104,7 @@ func tptgoCallbackRestore(state *C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_st
 	if err != nil {
 		return c.status(err)
 	}
-	returned := false
-	defer func() {
-		if !returned {
-			st = c.recovered(recover(), where)
-		}
-	}()
-	st = c.status(noStop(f.state.RestoreState(b), where))
-	returned = true
-	return st
+	return hostCall(c, where, func() *C.tpt_status { return c.status(noStop(f.state.RestoreState(b), where)) })
 }
 
 //export tptgoPredicate
@@ -148,17 +114,16 @@ func tptgoPredicate(_ *C.tpt_trainer, handle C.uintptr_t) (r C.int32_t) {
 	if c == nil {
 		return -1
 	}
-	returned := false
-	defer func() {
-		if !returned {
-			c.notePanic(recover(), "predicate of '"+f.name+"'")
-			r = -1 // the library fails training with TPT_ERR_CALLBACK
+	st := hostCall(c, "predicate of '"+f.name+"'", func() *C.tpt_status {
+		if f.predicate(c) {
+			r = 1
 		}
-	}()
-	if f.predicate(c) {
-		r = 1
+		return nil
+	})
+	if st != nil { // a panic, recorded on c
+		C.tpt_status_free(st)
+		return -1 // the library fails training with TPT_ERR_CALLBACK
 	}
-	returned = true
 	return r
 }
 
@@ -168,17 +133,8 @@ func tptgoInit(model *C.tpt_model, handle C.uintptr_t) (st *C.tpt_status) {
 	c := f.ctx
 	m := &Model{st: f.st}
 	m.ptr, m.borrowed = model, true
-	returned := false
-	defer func() {
-		// The handle is the library's: invalid from now on.
-		m.Close()
-		if !returned {
-			st = c.recovered(recover(), "init hook")
-		}
-	}()
-	st = c.status(f.fn(m))
-	returned = true
-	return st
+	defer m.Close() // the handle is the library's: invalid from now on
+	return hostCall(c, "init hook", func() *C.tpt_status { return c.status(f.fn(m)) })
 }
 
 //export tptgoDeleteHandle
@@ -196,7 +152,6 @@ func tptgoTower(tower *C.tpt_tower, inputs **C.tpt_tensor, n C.size_t, handle C.
 			ins[i] = lentTensor(p)
 		}
 	}
-	returned := false
 	defer func() {
 		// The tower and the inputs are the library's: invalid from now on.
 		tw.mu.Lock()
@@ -205,26 +160,21 @@ func tptgoTower(tower *C.tpt_tower, inputs **C.tpt_tensor, n C.size_t, handle C.
 		for _, x := range ins {
 			x.Close()
 		}
-		if !returned {
-			st = f.st.recovered(recover(), "tower function")
-		}
 	}()
-	st = f.st.status(f.fn(tw, ins))
-	returned = true
-	return st
+	return hostCall(f.st, "tower function", func() *C.tpt_status { return f.st.status(f.fn(tw, ins)) })
 }
 
 //export tptgoFeed
 func tptgoFeed(batch **C.tpt_tensor, n C.size_t, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*feedFunc)
-	returned := false
-	defer func() {
-		if !returned {
-			st = f.st.recovered(recover(), "feed function")
-		}
-	}()
-	ts, err := f.fn(int(n))
-	returned = true
+	var ts []*Tensor
+	var err error
+	if st := hostCall(f.st, "feed function", func() *C.tpt_status {
+		ts, err = f.fn(int(n))
+		return nil
+	}); st != nil {
+		return st
+	}
 	if err == io.EOF {
 		err = Stop("EOF")
 	}
@@ -282,14 +232,14 @@ func tptgoBlobDelete(_ unsafe.Pointer, ctx C.uintptr_t) {
 //export tptgoSourceNext
 func tptgoSourceNext(dp *C.tpt_datapoint, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
-	returned := false
-	defer func() {
-		if !returned {
-			st = f.st.recovered(recover(), f.where)
-		}
-	}()
-	ts, err := f.source.Next()
-	returned = true
+	var ts []*Tensor
+	var err error
+	if st := hostCall(f.st, f.where, func() *C.tpt_status {
+		ts, err = f.source.Next()
+		return nil
+	}); st != nil {
+		return st
+	}
 	if err == io.EOF {
 		closeTensors(ts)
 		return newCStatus(codeStop, "end of the pass")
@@ -304,33 +254,25 @@ func tptgoSourceNext(dp *C.tpt_datapoint, handle C.uintptr_t) (st *C.tpt_status)
 //export tptgoSourceReset
 func tptgoSourceReset(seed C.uint64_t, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
-	returned := false
-	defer func() {
-		if !returned {
-			st = f.st.recovered(recover(), f.where+"'s Reset")
-		}
-	}()
-	st = f.st.status(noStop(f.source.(SourceResetter).Reset(uint64(seed)), f.where+"'s Reset"))
-	returned = true
-	return st
+	where := f.where + "'s Reset"
+	return hostCall(f.st, where, func() *C.tpt_status {
+		return f.st.status(noStop(f.source.(SourceResetter).Reset(uint64(seed)), where))
+	})
 }
 
 //export tptgoSourceSize
 func tptgoSourceSize(handle C.uintptr_t) (n C.int64_t) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
-	returned := false
-	defer func() {
-		if !returned {
-			// C takes no error here: the size is unknown, and DataFlow.Size
-			// raises the panic again. (recover is called here, not in the
-			// arguments of a C call, which cgo wraps in a function literal.)
-			v := recover()
-			C.tpt_status_free(f.st.recovered(v, f.where+"'s Size"))
-			n = -1
-		}
-	}()
-	n = C.int64_t(f.source.(SourceSizer).Size())
-	returned = true
+	st := hostCall(f.st, f.where+"'s Size", func() *C.tpt_status {
+		n = C.int64_t(f.source.(SourceSizer).Size())
+		return nil
+	})
+	if st != nil {
+		// C takes no error here: the size is unknown, and DataFlow.Size
+		// raises the panic (recorded in the stash) again.
+		C.tpt_status_free(st)
+		return -1
+	}
 	return n
 }
 
@@ -338,16 +280,13 @@ func tptgoSourceSize(handle C.uintptr_t) (n C.int64_t) {
 func tptgoSourceSave(out **C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
 	where := f.where + "'s SaveState"
-	returned := false
-	defer func() {
-		if !returned {
-			st = f.st.recovered(recover(), where)
-		}
-	}()
-	state, err := f.source.(SourceStater).SaveState()
-	returned = true
-	if err != nil {
+	var state []byte
+	if st := hostCall(f.st, where, func() *C.tpt_status {
+		var err error
+		state, err = f.source.(SourceStater).SaveState()
 		return f.st.status(noStop(err, where))
+	}); st != nil {
+		return st
 	}
 	x, err := FromUint8(state) // a copy: the source may reuse its slice
 	if err != nil {
@@ -372,46 +311,32 @@ func tptgoSourceRestore(state *C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_stat
 	if err != nil {
 		return f.st.status(err)
 	}
-	returned := false
-	defer func() {
-		if !returned {
-			st = f.st.recovered(recover(), where)
-		}
-	}()
-	st = f.st.status(noStop(f.source.(SourceStater).RestoreState(b), where))
-	returned = true
-	return st
+	return hostCall(f.st, where, func() *C.tpt_status {
+		return f.st.status(noStop(f.source.(SourceStater).RestoreState(b), where))
+	})
 }
 
 //export tptgoMap
 func tptgoMap(dp *C.tpt_datapoint, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
 	d := lentDatapoint(dp)
-	returned := false
-	defer func() {
-		d.Close() // the library's: invalid from now on
-		if !returned {
-			st = f.st.recovered(recover(), f.where)
-		}
-	}()
-	st = f.st.status(noStop(f.mapFn(d), f.where))
-	returned = true
-	return st
+	defer d.Close() // the library's: invalid from now on
+	return hostCall(f.st, f.where, func() *C.tpt_status { return f.st.status(noStop(f.mapFn(d), f.where)) })
 }
 
 //export tptgoComponent
 func tptgoComponent(out **C.tpt_tensor, value *C.tpt_tensor, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
 	x := lentTensor(value)
-	returned := false
-	defer func() {
-		x.Close() // the library's: invalid from now on
-		if !returned {
-			st = f.st.recovered(recover(), f.where)
-		}
-	}()
-	y, err := f.component(x)
-	returned = true
+	defer x.Close() // the library's: invalid from now on
+	var y *Tensor
+	var err error
+	if st := hostCall(f.st, f.where, func() *C.tpt_status {
+		y, err = f.component(x)
+		return nil
+	}); st != nil {
+		return st
+	}
 	if err != nil {
 		if y != x {
 			y.Close()
@@ -434,16 +359,10 @@ func tptgoComponent(out **C.tpt_tensor, value *C.tpt_tensor, handle C.uintptr_t)
 func tptgoDecode(dp *C.tpt_datapoint, path *C.char, index C.size_t, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*dataflowFunc)
 	d := lentDatapoint(dp)
-	returned := false
-	defer func() {
-		d.Close()
-		if !returned {
-			st = f.st.recovered(recover(), f.where)
-		}
-	}()
-	st = f.st.status(noStop(f.decode(d, C.GoString(path), int(index)), f.where))
-	returned = true
-	return st
+	defer d.Close() // the library's: invalid from now on
+	return hostCall(f.st, f.where, func() *C.tpt_status {
+		return f.st.status(noStop(f.decode(d, C.GoString(path), int(index)), f.where))
+	})
 }
 
 // ---- Inference and hyper-parameter functions. These run inside a trainer
@@ -455,15 +374,7 @@ func tptgoDecode(dp *C.tpt_datapoint, path *C.char, index C.size_t, handle C.uin
 func tptgoInferencerBefore(handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*inferencerFunc)
 	where := f.where("Before")
-	returned := false
-	defer func() {
-		if !returned {
-			st = f.st.recovered(recover(), where)
-		}
-	}()
-	st = f.st.status(f.fns.Before())
-	returned = true
-	return st
+	return hostCall(f.st, where, func() *C.tpt_status { return f.st.status(f.fns.Before()) })
 }
 
 //export tptgoInferencerOutputs
@@ -478,7 +389,6 @@ func tptgoInferencerOutputs(outputs **C.tpt_tensor, n C.size_t, rows C.int64_t, 
 	for i, p := range ptrs {
 		outs[i] = lentTensor(p)
 	}
-	returned := false
 	defer func() {
 		// Lent for this call only. The library makes the handles in the
 		// call's tensor scope, which the trampoline made TPT_SCOPE_EXPIRE:
@@ -488,13 +398,8 @@ func tptgoInferencerOutputs(outputs **C.tpt_tensor, n C.size_t, rows C.int64_t, 
 			x.Close()
 			C.tpt_tensor_free(ptrs[i])
 		}
-		if !returned {
-			st = f.st.recovered(recover(), where)
-		}
 	}()
-	st = f.st.status(f.fns.OnOutputs(outs, int64(rows)))
-	returned = true
-	return st
+	return hostCall(f.st, where, func() *C.tpt_status { return f.st.status(f.fns.OnOutputs(outs, int64(rows))) })
 }
 
 //export tptgoInferencerAfter
@@ -508,28 +413,20 @@ func tptgoInferencerAfter(_ *C.tpt_trainer, handle C.uintptr_t) (st *C.tpt_statu
 	if c == nil { // cannot happen: a runner runs only once a trainer has it
 		return newStatus(&Error{Code: CodeInternal, Message: where + " ran outside a trainer"})
 	}
-	returned := false
-	defer func() {
-		if !returned {
-			st = f.st.recovered(recover(), where)
-		}
-	}()
-	st = f.st.status(f.fns.After(c))
-	returned = true
-	return st
+	return hostCall(f.st, where, func() *C.tpt_status { return f.st.status(f.fns.After(c)) })
 }
 
 //export tptgoHyperParam
 func tptgoHyperParam(value *C.double, epoch C.int64_t, current C.double, handle C.uintptr_t) (st *C.tpt_status) {
 	f := cgo.Handle(handle).Value().(*hyperParamFunc)
-	returned := false
-	defer func() {
-		if !returned {
-			st = f.st.recovered(recover(), f.where)
-		}
-	}()
-	v, err := f.fn(int64(epoch), float64(current))
-	returned = true
+	var v float64
+	var err error
+	if st := hostCall(f.st, f.where, func() *C.tpt_status {
+		v, err = f.fn(int64(epoch), float64(current))
+		return nil
+	}); st != nil {
+		return st
+	}
 	if err != nil {
 		return f.st.status(err)
 	}

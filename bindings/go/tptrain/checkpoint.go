@@ -42,8 +42,8 @@ type ModelSaverOptions struct {
 // "checkpoint" atomically, deleting the oldest beyond MaxToKeep. An IO error
 // while saving is logged and training goes on.
 func ModelSaver(o ModelSaverOptions) (*Callback, error) {
-	c := C.tpt_model_saver_options{version: C.TPT_MODEL_SAVER_OPTIONS_VERSION, max_to_keep: 10,
-		keep_every_n_hours: 0.5, every_k_steps: C.int64_t(o.EveryKSteps), every_k_epochs: 1}
+	c := defaultModelSaverOptions()
+	c.every_k_steps = C.int64_t(o.EveryKSteps)
 	if o.MaxToKeep != 0 {
 		if o.MaxToKeep < 0 || o.MaxToKeep > 1<<30 {
 			return nil, &Error{Code: CodeInvalidArgument, Message: "ModelSaverOptions.MaxToKeep must be >= 0 (use KeepAll to keep all)"}
@@ -193,8 +193,10 @@ func (m *Model) Restore(path string, o RestoreOptions) (int, error) {
 		frees = append(frees, unsafe.Pointer(p))
 		return p
 	}
-	c := C.tpt_restore_options{version: C.TPT_RESTORE_OPTIONS_VERSION, ignore_missing: cBool(o.IgnoreMissing),
-		ignore_unexpected: cBool(!o.StrictUnexpected), ignore_shape_mismatch: cBool(o.IgnoreShapeMismatch)}
+	c := defaultRestoreOptions()
+	c.ignore_missing = cBool(o.IgnoreMissing)
+	c.ignore_unexpected = cBool(!o.StrictUnexpected)
+	c.ignore_shape_mismatch = cBool(o.IgnoreShapeMismatch)
 	if o.Prefix != "" {
 		c.prefix = cstr(o.Prefix)
 	}

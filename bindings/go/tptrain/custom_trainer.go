@@ -281,12 +281,10 @@ func cGANOptions(o *GANOptions, who string) (C.tpt_gan_options, func(), error) {
 			return C.tpt_gan_options{}, nil, err
 		}
 	}
-	copts := C.tpt_gan_options{
-		version:  C.TPT_GAN_OPTIONS_VERSION,
-		separate: cBool(o.Separate),
-		d_period: C.int64_t(dp),
-		g_period: C.int64_t(gp),
-	}
+	copts := defaultGANOptions()
+	copts.separate = cBool(o.Separate)
+	copts.d_period = C.int64_t(dp)
+	copts.g_period = C.int64_t(gp)
 	towersFree := func() {}
 	if o.Towers != nil {
 		tw, twFree, err := cTowersOptions(o.Towers, who)

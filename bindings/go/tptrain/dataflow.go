@@ -654,13 +654,8 @@ func (df *DataFlow) ParallelMap(opts *ParallelMapOptions, fn func(dp *Datapoint)
 	if opts != nil {
 		o = *opts
 	}
-	copts := C.tpt_parallel_map_options{
-		version:     C.TPT_PARALLEL_MAP_OPTIONS_VERSION,
-		n_threads:   2,
-		buffer_size: 200,
-		ordered:     cBool(o.Ordered),
-		strict:      cBool(o.Strict),
-	}
+	copts := defaultParallelMapOptions()
+	copts.ordered, copts.strict = cBool(o.Ordered), cBool(o.Strict)
 	if o.Threads != 0 {
 		copts.n_threads = C.int32_t(o.Threads)
 	}
@@ -1106,12 +1101,8 @@ func InputFromDataFlow(df *DataFlow, opts *InputOptions) (*Input, error) {
 	if opts != nil {
 		o = *opts
 	}
-	copts := C.tpt_input_options{
-		version:  C.TPT_INPUT_OPTIONS_VERSION,
-		kind:     C.TPT_INPUT_QUEUE,
-		capacity: 50,
-		repeat:   cBool(!o.Once),
-	}
+	copts := defaultInputOptions()
+	copts.repeat = cBool(!o.Once)
 	if o.Kind != 0 {
 		copts.kind = C.tpt_input_kind(o.Kind)
 	}

@@ -94,16 +94,14 @@ func cDistributedOptions(o *DistributedOptions, who string) (C.tpt_distributed_o
 	if o.Timeout < 0 || o.Timeout > maxDistTimeout || o.Timeout%time.Millisecond != 0 {
 		return fail("Timeout is " + o.Timeout.String() + ": it must be a whole number of milliseconds in [1ms, 24h] (0: 60s)")
 	}
-	copts := C.tpt_distributed_options{
-		version:         C.TPT_DISTRIBUTED_OPTIONS_VERSION,
-		master_port:     C.int32_t(o.MasterPort),
-		world_size:      C.int32_t(o.WorldSize),
-		rank:            C.int32_t(o.Rank),
-		local_rank:      C.int32_t(o.LocalRank),
-		timeout_ms:      C.int64_t(o.Timeout / time.Millisecond),
-		shard:           cBool(!o.NoShard),
-		average_scalars: cBool(o.AverageScalars),
-	}
+	copts := defaultDistributedOptions()
+	copts.master_port = C.int32_t(o.MasterPort)
+	copts.world_size = C.int32_t(o.WorldSize)
+	copts.rank = C.int32_t(o.Rank)
+	copts.local_rank = C.int32_t(o.LocalRank)
+	copts.timeout_ms = C.int64_t(o.Timeout / time.Millisecond)
+	copts.shard = cBool(!o.NoShard)
+	copts.average_scalars = cBool(o.AverageScalars)
 	if o.MasterAddr == "" {
 		return copts, func() {}, nil
 	}

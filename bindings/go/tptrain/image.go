@@ -55,7 +55,7 @@ var gridFieldNames = strings.NewReplacer(
 // cGridOptions returns the C options of o (nil: the defaults).
 func cGridOptions(o *GridOptions) (C.tpt_image_grid_options, error) {
 	const who = "ImageGrid"
-	copts := C.tpt_image_grid_options{version: C.TPT_IMAGE_GRID_OPTIONS_VERSION, columns: 8, padding: 2}
+	copts := defaultGridOptions()
 	if o == nil {
 		return copts, nil
 	}

@@ -79,30 +79,24 @@ func (o *LayerOptions) c() C.tpt_layer_options {
 	if o != nil {
 		opts = *o
 	}
-	c := C.tpt_layer_options{
-		version:     C.TPT_LAYER_OPTIONS_VERSION,
-		use_bias:    cBool(!opts.NoBias),
-		activation:  C.tpt_activation(opts.Activation),
-		alpha:       C.double(opts.Alpha),
-		kernel_init: C.TPT_INIT_HE_NORMAL,
-		bias_init:   C.TPT_INIT_ZEROS,
-		kernel:      pair(opts.Kernel, 3),
-		stride:      pair(opts.Stride, 1),
-		dilation:    pair(opts.Dilation, 1),
-		groups:      C.int64_t(opts.Groups),
-		padding:     C.tpt_padding(opts.Padding),
+	c := defaultLayerOptions()
+	c.use_bias = cBool(!opts.NoBias)
+	c.activation = C.tpt_activation(opts.Activation)
+	if opts.Alpha != 0 {
+		c.alpha = C.double(opts.Alpha)
 	}
-	if opts.Alpha == 0 {
-		c.alpha = 0.2
+	c.kernel = pair(opts.Kernel, int64(c.kernel[0]))
+	c.stride = pair(opts.Stride, int64(c.stride[0]))
+	c.dilation = pair(opts.Dilation, int64(c.dilation[0]))
+	if opts.Groups != 0 {
+		c.groups = C.int64_t(opts.Groups)
 	}
+	c.padding = C.tpt_padding(opts.Padding)
 	if opts.KernelInit != 0 {
 		c.kernel_init = C.tpt_init(opts.KernelInit)
 	}
 	if opts.BiasInit != 0 {
 		c.bias_init = C.tpt_init(opts.BiasInit)
-	}
-	if opts.Groups == 0 {
-		c.groups = 1
 	}
 	return c
 }

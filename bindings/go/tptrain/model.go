@@ -574,14 +574,10 @@ func (o *VariableOptions) c() C.tpt_variable_options {
 	if o != nil {
 		v = *o
 	}
-	copts := C.tpt_variable_options{
-		version:   C.TPT_VARIABLE_OPTIONS_VERSION,
-		dtype:     C.TPT_DTYPE_F32,
-		init:      C.TPT_INIT_GLOROT_UNIFORM,
-		trainable: cBool(!v.ModelOnly),
-		a:         C.double(v.A),
-		b:         C.double(v.B),
-	}
+	copts := defaultVariableOptions()
+	copts.trainable = cBool(!v.ModelOnly)
+	copts.a = C.double(v.A)
+	copts.b = C.double(v.B)
 	if v.DType != 0 {
 		copts.dtype = C.tpt_dtype(v.DType)
 	}

@@ -136,16 +136,14 @@ func cTowersOptions(o *TowersOptions, who string) (C.tpt_towers_options, func(),
 	if o.BucketBytes < 0 {
 		return fail("BucketBytes is " + strconv.Itoa(o.BucketBytes) + ": it must be in [0, 2^40] (0: 1 MiB)")
 	}
-	copts := C.tpt_towers_options{
-		version:          C.TPT_TOWERS_OPTIONS_VERSION,
-		strategy:         strategy,
-		n_towers:         C.int32_t(n),
-		average:          cBool(!o.SumGradients),
-		intra_op_threads: C.int32_t(o.IntraOpThreads),
-		overlap:          cBool(!o.NoOverlap),
-		bucket_bytes:     C.size_t(o.BucketBytes),
-		average_scalars:  cBool(o.AverageScalars),
-	}
+	copts := defaultTowersOptions()
+	copts.strategy = strategy
+	copts.n_towers = C.int32_t(n)
+	copts.average = cBool(!o.SumGradients)
+	copts.intra_op_threads = C.int32_t(o.IntraOpThreads)
+	copts.overlap = cBool(!o.NoOverlap)
+	copts.bucket_bytes = C.size_t(o.BucketBytes)
+	copts.average_scalars = cBool(o.AverageScalars)
 	if len(o.Devices) == 0 {
 		return copts, func() {}, nil
 	}

@@ -202,29 +202,23 @@ func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func(), error) {
 			Message: "TrainerOptions.StepsPerEpoch must be >= 0 (0: from the input; NoSteps: callbacks only), got " +
 				strconv.FormatInt(steps, 10)}
 	}
-	start, max := o.StartingEpoch, o.MaxEpoch
-	if start == 0 {
-		start = 1
+	copts := defaultTrainerOptions()
+	if o.StartingEpoch != 0 {
+		copts.starting_epoch = C.int64_t(o.StartingEpoch)
 	}
-	if max == 0 {
-		max = 99999999
+	if o.MaxEpoch != 0 {
+		copts.max_epoch = C.int64_t(o.MaxEpoch)
 	}
-	copts := C.tpt_trainer_options{
-		version:           C.TPT_TRAINER_OPTIONS_VERSION,
-		is_chief:          cBool(!o.NotChief),
-		starting_epoch:    C.int64_t(start),
-		max_epoch:         C.int64_t(max),
-		steps_per_epoch:   C.int64_t(steps),
-		logdir_action:     C.tpt_logdir_action(o.LogdirAction),
-		progress:          C.tpt_progress(o.Progress),
-		console:           cBool(!o.Quiet),
-		default_callbacks: cBool(!o.NoDefaultCallbacks),
-		default_monitors:  cBool(!o.NoDefaultMonitors),
-		scalar_history:    1000,
-		summary_period:    C.int64_t(o.SummaryPeriod),
-		auto_resume:       cBool(o.AutoResume),
-		stop_on_signals:   C.int32_t(o.StopOnSignals),
-	}
+	copts.is_chief = cBool(!o.NotChief)
+	copts.steps_per_epoch = C.int64_t(steps)
+	copts.logdir_action = C.tpt_logdir_action(o.LogdirAction)
+	copts.progress = C.tpt_progress(o.Progress)
+	copts.console = cBool(!o.Quiet)
+	copts.default_callbacks = cBool(!o.NoDefaultCallbacks)
+	copts.default_monitors = cBool(!o.NoDefaultMonitors)
+	copts.summary_period = C.int64_t(o.SummaryPeriod)
+	copts.auto_resume = cBool(o.AutoResume)
+	copts.stop_on_signals = C.int32_t(o.StopOnSignals)
 	if o.Logdir == "" {
 		return copts, func() {}, nil
 	}
