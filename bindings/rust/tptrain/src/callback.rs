@@ -1,6 +1,7 @@
 //! Callbacks and monitors: one closure that receives the events it asked for,
 //! and the scheduling wrappers around it.
 
+use crate::binding::{make, Binding};
 use crate::context::Context;
 use crate::cstr::with_cstr;
 use crate::error::{call, Code, Error, Result};
@@ -447,12 +448,6 @@ impl<'a> Callback<'a> {
         }
     }
 
-    fn wrap(raw: *mut sys::tpt_callback) -> Result<Callback<'a>> {
-        NonNull::new(raw)
-            .map(|raw| Callback { raw, _marker: PhantomData })
-            .ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
-    }
-
     /// Gives up ownership of the handle (for a C function that takes it).
     pub fn into_raw(self) -> *mut sys::tpt_callback {
         let raw = self.raw.as_ptr();
@@ -474,13 +469,7 @@ impl<'a> Callback<'a> {
         self,
         f: impl FnOnce(*mut *mut sys::tpt_callback, *mut sys::tpt_callback) -> *mut sys::tpt_status,
     ) -> Result<Callback<'a>> {
-        let had = panic::pending();
-        let mut out = ptr::null_mut();
-        let st = f(&mut out, self.into_raw());
-        panic::resume_if_new(had);
-        // SAFETY: the status is NULL or ours.
-        unsafe { Error::check(st) }?;
-        Callback::wrap(out)
+        make(|out| f(out, self.into_raw()))
     }
 
     /// Makes the callback trigger more often (tensorpack's
@@ -665,5 +654,13 @@ impl Drop for Callback<'_> {
 impl fmt::Debug for Callback<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Callback").field("raw", &self.raw).finish()
+    }
+}
+
+impl<'a> Binding for Callback<'a> {
+    type Raw = sys::tpt_callback;
+    const WHAT: &'static str = "callback";
+    unsafe fn from_raw_handle(raw: *mut sys::tpt_callback) -> Option<Callback<'a>> {
+        Callback::from_raw(raw)
     }
 }

@@ -26,6 +26,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::binding::{make, Binding};
 use crate::callback::{Callback, IntoCallback};
 use crate::cstr::{cstring, cstrings, path_to_cstring, ptrs_or_null};
 use crate::error::{call, Code, Error, Result};
@@ -38,13 +39,6 @@ use std::path::PathBuf;
 use std::ptr;
 use std::time::Duration;
 use tptrain_sys as sys;
-
-/// Takes a new callback the library made (one that nothing else owns).
-fn made(out: *mut sys::tpt_callback) -> Result<Callback<'static>> {
-    // SAFETY: a new callback owned by the caller after a successful call; the
-    // callbacks made here borrow nothing (they keep their own references).
-    unsafe { Callback::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
-}
 
 /// `n` as an `i64`, or an error naming `what`.
 fn to_i64(n: u64, what: &str) -> Result<i64> {
@@ -146,25 +140,18 @@ impl<'o, 'a> HyperParamFunc<'o, 'a> {
         let HyperParamFunc { optimizer, param, f } = self;
         let c_param = cstring(&param, "param")?;
         let user_data = Box::into_raw(Box::new(HyperParamData { param, f })).cast::<c_void>();
-        let had = panic::pending();
-        let mut out = ptr::null_mut();
         // SAFETY: live handles and strings for the call; the library owns
         // user_data from here on (also on failure) and destroys it once.
-        let st = unsafe {
+        make(|out| unsafe {
             sys::tpt_callback_hyperparam_func(
-                &mut out,
+                out,
                 optimizer.as_ptr(),
                 c_param.as_ptr(),
                 Some(hyperparam_trampoline),
                 user_data,
                 Some(panic::drop_box::<HyperParamData<'a>>),
             )
-        };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }?;
-        // SAFETY: a new callback that nothing else owns; its closure is
-        // bounded by 'a.
-        unsafe { Callback::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
+        })
     }
 }
 
@@ -283,7 +270,7 @@ impl<'o> StatMonitorParam<'o> {
             stat.as_ptr(),
             &o
         ))?;
-        made(out)
+        Callback::wrap(out)
     }
 }
 
@@ -335,7 +322,7 @@ impl<'o> HumanHyperParam<'o> {
             param.as_ptr(),
             file.as_ref().map_or(ptr::null(), |f| f.as_ptr())
         ))?;
-        made(out)
+        Callback::wrap(out)
     }
 }
 
@@ -410,7 +397,7 @@ impl EarlyStopping {
         o.maximize = self.maximize as i32;
         let mut out = ptr::null_mut();
         call!(sys::tpt_callback_early_stopping(&mut out, stat.as_ptr(), &o))?;
-        made(out)
+        Callback::wrap(out)
     }
 }
 
@@ -446,7 +433,7 @@ impl TerminateOnNaN {
         let ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
         let mut out = ptr::null_mut();
         call!(sys::tpt_callback_terminate_on_nan(&mut out, ptrs_or_null(&ptrs), ptrs.len()))?;
-        made(out)
+        Callback::wrap(out)
     }
 }
 
@@ -483,7 +470,7 @@ impl StepWatchdog {
     pub fn build(self) -> Result<Callback<'static>> {
         let mut out = ptr::null_mut();
         call!(sys::tpt_callback_step_watchdog(&mut out, self.timeout.as_secs_f64()))?;
-        made(out)
+        Callback::wrap(out)
     }
 }
 
@@ -520,7 +507,7 @@ impl ThroughputTracker {
         let n = to_i64(self.samples_per_step, "samples_per_step")?;
         let mut out = ptr::null_mut();
         call!(sys::tpt_callback_throughput(&mut out, n))?;
-        made(out)
+        Callback::wrap(out)
     }
 }
 
@@ -547,7 +534,7 @@ impl HostMemoryTracker {
     pub fn build(self) -> Result<Callback<'static>> {
         let mut out = ptr::null_mut();
         call!(sys::tpt_callback_host_memory(&mut out))?;
-        made(out)
+        Callback::wrap(out)
     }
 }
 
@@ -598,7 +585,7 @@ impl TensorBoard {
         let dir = self.dir.as_deref().map(|d| path_to_cstring(d, "dir")).transpose()?;
         let mut out = ptr::null_mut();
         call!(sys::tpt_monitor_tensorboard(&mut out, dir.as_ref().map_or(ptr::null(), |d| d.as_ptr())))?;
-        made(out)
+        Callback::wrap(out)
     }
 }
 

@@ -17,6 +17,7 @@
 //! # let _ = (options, saver, best);
 //! ```
 
+use crate::binding::Binding;
 use crate::callback::{Callback, IntoCallback};
 use crate::cstr::path_to_cstring;
 use crate::error::{call, Code, Error, Result};
@@ -104,8 +105,7 @@ impl ModelSaver {
         o.dir = dir.as_ref().map_or(ptr::null(), |c| c.as_ptr());
         let mut out = ptr::null_mut();
         call!(sys::tpt_callback_model_saver(&mut out, &o))?;
-        // SAFETY: a new callback that nothing else owns; it borrows nothing.
-        unsafe { Callback::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
+        Callback::wrap(out)
     }
 }
 
@@ -168,8 +168,7 @@ impl BestSaver {
         } else {
             call!(sys::tpt_callback_min_saver(&mut out, stat.as_ptr(), f, d))?;
         }
-        // SAFETY: a new callback that nothing else owns; it borrows nothing.
-        unsafe { Callback::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
+        Callback::wrap(out)
     }
 }
 
@@ -323,9 +322,7 @@ impl<'o> HyperParamSchedule<'o> {
             pts.len(),
             self.flags
         ))?;
-        // SAFETY: a new callback that nothing else owns; it keeps its own
-        // reference to the optimizer.
-        unsafe { Callback::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
+        Callback::wrap(out)
     }
 }
 

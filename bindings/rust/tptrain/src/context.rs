@@ -8,8 +8,9 @@
 //! closure cannot trade the trainer it was given for another one, and the
 //! borrow ends when the closure returns.
 
+use crate::binding::Binding;
 use crate::cstr::with_cstr;
-use crate::error::{call, Code, Error, Result};
+use crate::error::{call, Error, Result};
 use crate::model::{Model, Optimizer};
 use crate::panic;
 use crate::tensor::Tensor;
@@ -116,7 +117,7 @@ impl Context {
     /// Writes the trainer's whole state to `path` now, atomically
     /// (`tpt_trainer_save_checkpoint`): from a callback between steps
     /// (trigger_step, the epoch events, before or after training);
-    /// [`Code::State`] inside run_step.
+    /// [`Code::State`](crate::Code::State) inside run_step.
     pub fn save_checkpoint(&mut self, path: impl AsRef<Path>) -> Result<()> {
         let path = crate::cstr::path_to_cstring(path.as_ref(), "path")?;
         call!(sys::tpt_trainer_save_checkpoint(self.as_ptr(), path.as_ptr()))
@@ -173,7 +174,7 @@ impl Context {
         }
     }
 
-    /// The latest value of a scalar and when it was put; [`Code::NotFound`] if
+    /// The latest value of a scalar and when it was put; [`Code::NotFound`](crate::Code::NotFound) if
     /// it never was (`tpt_trainer_scalar_latest`).
     pub fn scalar_latest(&self, name: &str) -> Result<Scalar> {
         let (mut value, mut global_step) = (0f64, 0i64);
@@ -183,7 +184,7 @@ impl Context {
         Ok(Scalar { global_step, value })
     }
 
-    /// Every value a scalar was put with, oldest first; [`Code::NotFound`] if
+    /// Every value a scalar was put with, oldest first; [`Code::NotFound`](crate::Code::NotFound) if
     /// it never was (`tpt_trainer_scalar_history`).
     pub fn scalar_history(&self, name: &str) -> Result<Vec<Scalar>> {
         with_cstr(name, "name", |n| {
@@ -210,7 +211,7 @@ impl Context {
     }
 
     /// A scalar output of the latest hooked step (a one-element tensor output
-    /// is converted); [`Code::NotFound`] if the step did not publish it
+    /// is converted); [`Code::NotFound`](crate::Code::NotFound) if the step did not publish it
     /// (`tpt_trainer_output_scalar`).
     pub fn output_scalar(&self, name: &str) -> Result<f64> {
         let mut v = 0f64;
@@ -218,7 +219,7 @@ impl Context {
         Ok(v)
     }
 
-    /// The trainer's model (`tpt_trainer_model`); [`Code::NotFound`] if it
+    /// The trainer's model (`tpt_trainer_model`); [`Code::NotFound`](crate::Code::NotFound) if it
     /// has none.
     pub fn model(&self) -> Result<Model<'_>> {
         let mut out = ptr::null_mut();
@@ -228,7 +229,7 @@ impl Context {
 
     /// The optimizer of the trainer's model (`tpt_trainer_optimizer`), e.g.
     /// for a learning-rate schedule in a callback:
-    /// `ctx.optimizer()?.set("learning_rate", lr)?`. [`Code::NotFound`] if
+    /// `ctx.optimizer()?.set("learning_rate", lr)?`. [`Code::NotFound`](crate::Code::NotFound) if
     /// there is none.
     pub fn optimizer(&self) -> Result<Optimizer> {
         let mut out = ptr::null_mut();
@@ -241,8 +242,7 @@ impl Context {
     pub fn output(&self, name: &str) -> Result<Tensor> {
         let mut out = ptr::null_mut();
         with_cstr(name, "name", |n| call!(sys::tpt_trainer_output(&mut out, self.as_ptr(), n)))??;
-        // SAFETY: a new handle owned by the caller after a successful call.
-        unsafe { Tensor::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no tensor"))
+        Tensor::wrap(out)
     }
 }
 

@@ -65,6 +65,7 @@
 //! their first pass again, and a state that holds a source's position is
 //! refused by them.
 
+use crate::binding::{make, Binding};
 use crate::callback::Callback;
 use crate::cstr::{path_to_cstring, with_cstr};
 use crate::error::{call, Code, Error, Result};
@@ -705,24 +706,6 @@ pub struct DataFlow<'a> {
 }
 
 impl<'a> DataFlow<'a> {
-    fn wrap(out: *mut sys::tpt_dataflow) -> Result<DataFlow<'a>> {
-        NonNull::new(out)
-            .map(|raw| DataFlow { raw, _marker: PhantomData })
-            .ok_or_else(|| Error::new(Code::Internal, "library returned no dataflow"))
-    }
-
-    /// Makes a dataflow with a C function that may free user data it was
-    /// given (also on failure): a panic of that drop is resumed here.
-    fn make(f: impl FnOnce(*mut *mut sys::tpt_dataflow) -> *mut sys::tpt_status) -> Result<DataFlow<'a>> {
-        let had = panic::pending();
-        let mut out = ptr::null_mut();
-        let st = f(&mut out);
-        panic::resume_if_new(had);
-        // SAFETY: the status is NULL or ours.
-        unsafe { Error::check(st) }?;
-        DataFlow::wrap(out)
-    }
-
     /// The raw handle, valid while `self` lives.
     pub fn as_ptr(&self) -> *mut sys::tpt_dataflow {
         self.raw.as_ptr()
@@ -759,7 +742,7 @@ impl<'a> DataFlow<'a> {
         callbacks.size = Some(source_size::<S>);
         let user_data = Box::into_raw(Box::new(SourceData(Mutex::new(source)))).cast::<c_void>();
         // SAFETY: the library owns user_data from here on, also on failure.
-        DataFlow::make(|out| unsafe {
+        make(|out| unsafe {
             sys::tpt_dataflow_from_callbacks(out, &callbacks, user_data, Some(panic::drop_box::<SourceData<S>>))
         })
     }
@@ -912,7 +895,7 @@ impl<'a> DataFlow<'a> {
         let user_data = Box::into_raw(Box::new(decode)).cast::<c_void>();
         // SAFETY: the paths are copied; the library owns user_data from
         // here on, also on failure.
-        DataFlow::make(|out| unsafe {
+        make(|out| unsafe {
             sys::tpt_dataflow_from_files(
                 out,
                 ptrs.as_ptr(),
@@ -966,7 +949,7 @@ impl<'a> DataFlow<'a> {
     {
         let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
         // SAFETY: the library owns user_data from here on, also on failure.
-        DataFlow::make(|out| unsafe {
+        make(|out| unsafe {
             sys::tpt_dataflow_map(out, self.as_ptr(), Some(map_trampoline::<F>), user_data, Some(panic::drop_box::<F>))
         })
     }
@@ -989,7 +972,7 @@ impl<'a> DataFlow<'a> {
     {
         let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
         // SAFETY: the library owns user_data from here on, also on failure.
-        DataFlow::make(|out| unsafe {
+        make(|out| unsafe {
             sys::tpt_dataflow_map_component(
                 out,
                 self.as_ptr(),
@@ -1020,7 +1003,7 @@ impl<'a> DataFlow<'a> {
         let o = options.to_raw();
         let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
         // SAFETY: the library owns user_data from here on, also on failure.
-        DataFlow::make(|out| unsafe {
+        make(|out| unsafe {
             sys::tpt_dataflow_parallel_map(
                 out,
                 self.as_ptr(),
@@ -1421,8 +1404,14 @@ impl<'a> Callback<'a> {
         let ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
         let mut out = ptr::null_mut();
         call!(sys::tpt_inference_runner_new(&mut out, model.as_ptr(), df.as_ptr(), ptrs.as_ptr(), ptrs.len()))?;
-        // SAFETY: a new callback that we own; its closures are the model's
-        // and the dataflow's, bounded by 'a.
-        unsafe { Callback::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
+        Callback::wrap(out)
+    }
+}
+
+impl<'a> Binding for DataFlow<'a> {
+    type Raw = sys::tpt_dataflow;
+    const WHAT: &'static str = "dataflow";
+    unsafe fn from_raw_handle(raw: *mut sys::tpt_dataflow) -> Option<DataFlow<'a>> {
+        NonNull::new(raw).map(|raw| DataFlow { raw, _marker: PhantomData })
     }
 }

@@ -17,6 +17,7 @@
 //! # }
 //! ```
 
+use crate::binding::Binding;
 use crate::cstr::path_to_cstring;
 use crate::error::{call, Code, Error, Result};
 use crate::tensor::Tensor;

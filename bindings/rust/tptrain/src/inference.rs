@@ -27,6 +27,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::binding::{make, Binding};
 use crate::callback::{Callback, IntoCallback};
 use crate::context::Context;
 use crate::cstr::{cstring, cstrings, ptrs_or_null};
@@ -118,12 +119,6 @@ impl<'a> Inferencer<'a> {
             on_outputs: Box::new(move |outputs: &[Tensor], rows| f(outputs, rows).map_err(Error::wrap)),
             after: None,
         }
-    }
-
-    fn wrap(raw: *mut sys::tpt_inferencer) -> Result<Inferencer<'a>> {
-        NonNull::new(raw)
-            .map(|raw| Inferencer { raw, _marker: PhantomData })
-            .ok_or_else(|| Error::new(Code::Internal, "library returned no inferencer"))
     }
 
     /// Takes ownership of a handle.
@@ -382,14 +377,9 @@ impl<'a> InferencerBuilder<'a> {
         }
         desc.user_data = Box::into_raw(data).cast::<c_void>();
         desc.destroy = Some(panic::drop_box::<InferencerData<'a>>);
-        let had = panic::pending();
-        let mut out = ptr::null_mut();
         // SAFETY: the strings live for the call (the library copies them);
         // it owns user_data from here on, also on failure.
-        let st = unsafe { sys::tpt_inferencer_new(&mut out, &desc) };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }?;
-        Inferencer::wrap(out)
+        make(|out| unsafe { sys::tpt_inferencer_new(out, &desc) })
     }
 }
 
@@ -498,29 +488,15 @@ impl<'r, 'a> InferenceRunner<'r, 'a> {
         }
         let ptrs: Vec<*mut sys::tpt_inferencer> = made.into_iter().map(Inferencer::into_raw).collect();
         let list = if ptrs.is_empty() { ptr::null() } else { ptrs.as_ptr() };
-        let had = panic::pending();
-        let mut out = ptr::null_mut();
         // SAFETY: live handles; the library takes the inferencers, also on
         // failure, and keeps its own references to the model and df.
-        let st = unsafe {
+        make(|out| unsafe {
             if n_towers == 1 {
-                sys::tpt_inference_runner(&mut out, model.as_ptr(), df.as_ptr(), list, ptrs.len())
+                sys::tpt_inference_runner(out, model.as_ptr(), df.as_ptr(), list, ptrs.len())
             } else {
-                sys::tpt_inference_runner_data_parallel(
-                    &mut out,
-                    model.as_ptr(),
-                    df.as_ptr(),
-                    list,
-                    ptrs.len(),
-                    n_towers,
-                )
+                sys::tpt_inference_runner_data_parallel(out, model.as_ptr(), df.as_ptr(), list, ptrs.len(), n_towers)
             }
-        };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }?;
-        // SAFETY: a new callback that we own; its closures (the model's, the
-        // dataflow's and the inferencers') are bounded by 'a.
-        unsafe { Callback::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no callback"))
+        })
     }
 }
 
@@ -538,5 +514,13 @@ impl fmt::Debug for InferenceRunner<'_, '_> {
             .field("inferencers", &self.inferencers.len())
             .field("towers", &self.towers)
             .finish()
+    }
+}
+
+impl<'a> Binding for Inferencer<'a> {
+    type Raw = sys::tpt_inferencer;
+    const WHAT: &'static str = "inferencer";
+    unsafe fn from_raw_handle(raw: *mut sys::tpt_inferencer) -> Option<Inferencer<'a>> {
+        Inferencer::from_raw(raw)
     }
 }

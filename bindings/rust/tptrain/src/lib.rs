@@ -94,6 +94,7 @@
 //! [`TensorBoard`] event writer is a monitor ([`Trainer::add_monitor`]) that
 //! also writes the images of [`Context::put_image`].
 
+mod binding;
 mod callback;
 mod callbacks;
 mod checkpoint;

@@ -27,6 +27,7 @@
 //! # Ok::<(), tptrain::Error>(())
 //! ```
 
+use crate::binding::{make, Binding};
 use crate::cstr::{from_buf, path_to_cstring, with_cstr};
 use crate::error::{call, Code, Error, Result};
 use crate::panic;
@@ -306,31 +307,22 @@ impl<'a> Model<'a> {
     {
         let (_names, specs) = raw_specs(inputs)?;
         let user_data = Box::into_raw(Box::new(tower)).cast::<c_void>();
-        let had = panic::pending();
-        let mut out = ptr::null_mut();
         // SAFETY: the specs point into `names` and `inputs`, alive for the
         // call (the signature is copied). The library owns user_data from
         // here on and calls drop_box exactly once, also on failure.
-        let st = unsafe {
+        make(|out| unsafe {
             sys::tpt_model_new(
-                &mut out,
+                out,
                 specs.as_ptr(),
                 specs.len(),
                 Some(tower_trampoline::<F>),
                 user_data,
                 Some(panic::drop_box::<F>),
             )
-        };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }?;
-        Model::wrap(out)
+        })
     }
 
     /// Wraps a new model handle from a successful call.
-    pub(crate) fn wrap(out: *mut sys::tpt_model) -> Result<Model<'a>> {
-        let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no model"))?;
-        Ok(Model { raw, _marker: PhantomData })
-    }
 
     /// A model that does not own `raw`: a handle the library lends for a
     /// call (the init hook's), never freed through it. `None` for NULL.
@@ -802,10 +794,6 @@ pub struct Optimizer {
 
 impl Optimizer {
     /// Wraps a new optimizer handle from a successful call.
-    pub(crate) fn wrap(out: *mut sys::tpt_optimizer) -> Result<Optimizer> {
-        let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no optimizer"))?;
-        Ok(Optimizer { raw, _marker: PhantomData })
-    }
 
     /// A new optimizer of `kind` with its default hyper-parameters
     /// (`tpt_optimizer_new`).
@@ -936,21 +924,10 @@ impl<'a> Input<'a> {
         F: FnMut(usize) -> Result<Option<Vec<Tensor>>> + 'a,
     {
         let user_data = Box::into_raw(Box::new(feed)).cast::<c_void>();
-        let had = panic::pending();
-        let mut out = ptr::null_mut();
         // SAFETY: the library owns user_data from here on, also on failure.
-        let st = unsafe {
-            sys::tpt_input_from_feed(&mut out, Some(feed_trampoline::<F>), user_data, Some(panic::drop_box::<F>))
-        };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }?;
-        Input::wrap(out)
-    }
-
-    pub(crate) fn wrap(out: *mut sys::tpt_input) -> Result<Input<'a>> {
-        NonNull::new(out)
-            .map(|raw| Input { raw, _marker: PhantomData })
-            .ok_or_else(|| Error::new(Code::Internal, "library returned no input"))
+        make(|out| unsafe {
+            sys::tpt_input_from_feed(out, Some(feed_trampoline::<F>), user_data, Some(panic::drop_box::<F>))
+        })
     }
 
     /// Gives up ownership of the handle (for a C function that takes it).
@@ -973,5 +950,29 @@ impl Drop for Input<'_> {
 impl fmt::Debug for Input<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Input").field("raw", &self.raw).finish()
+    }
+}
+
+impl<'a> Binding for Model<'a> {
+    type Raw = sys::tpt_model;
+    const WHAT: &'static str = "model";
+    unsafe fn from_raw_handle(raw: *mut sys::tpt_model) -> Option<Model<'a>> {
+        NonNull::new(raw).map(|raw| Model { raw, _marker: PhantomData })
+    }
+}
+
+impl Binding for Optimizer {
+    type Raw = sys::tpt_optimizer;
+    const WHAT: &'static str = "optimizer";
+    unsafe fn from_raw_handle(raw: *mut sys::tpt_optimizer) -> Option<Optimizer> {
+        NonNull::new(raw).map(|raw| Optimizer { raw, _marker: PhantomData })
+    }
+}
+
+impl<'a> Binding for Input<'a> {
+    type Raw = sys::tpt_input;
+    const WHAT: &'static str = "input";
+    unsafe fn from_raw_handle(raw: *mut sys::tpt_input) -> Option<Input<'a>> {
+        NonNull::new(raw).map(|raw| Input { raw, _marker: PhantomData })
     }
 }

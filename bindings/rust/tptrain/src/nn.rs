@@ -11,6 +11,7 @@
 //! transposed convolution weight `[in, filters / groups, kh, kw]`. Every
 //! result is a new tensor.
 
+use crate::binding::Binding;
 use crate::cstr::with_cstr;
 use crate::error::{call, Result};
 use crate::model::{Init, Tower};

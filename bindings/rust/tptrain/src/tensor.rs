@@ -1,5 +1,6 @@
 //! Tensors: an owning handle on a LibTorch tensor.
 
+use crate::binding::Binding;
 use crate::cstr::with_cstr;
 use crate::error::{call, Code, Error, Result};
 use std::ffi::CString;
@@ -134,11 +135,6 @@ impl Tensor {
         let raw = self.raw.as_ptr();
         std::mem::forget(self);
         raw
-    }
-
-    pub(crate) fn wrap(out: *mut sys::tpt_tensor) -> Result<Tensor> {
-        // SAFETY: the C API gave us a new handle after a successful call.
-        unsafe { Tensor::from_raw(out) }.ok_or_else(|| Error::new(Code::Internal, "library returned no tensor"))
     }
 
     /// Copies `data` (C order, `shape`) into a new CPU tensor.
@@ -489,3 +485,11 @@ arithmetic!(Add, add, tpt_op_add, tpt_op_add_scalar, "+");
 arithmetic!(Sub, sub, tpt_op_sub, tpt_op_sub_scalar, "-");
 arithmetic!(Mul, mul, tpt_op_mul, tpt_op_mul_scalar, "*");
 arithmetic!(Div, div, tpt_op_div, tpt_op_div_scalar, "/");
+
+impl Binding for Tensor {
+    type Raw = sys::tpt_tensor;
+    const WHAT: &'static str = "tensor";
+    unsafe fn from_raw_handle(raw: *mut sys::tpt_tensor) -> Option<Tensor> {
+        Tensor::from_raw(raw)
+    }
+}

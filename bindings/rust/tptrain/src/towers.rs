@@ -25,9 +25,9 @@
 //! # }
 //! ```
 
+use crate::binding::call_dropping;
 use crate::error::{Code, Error, Result};
 use crate::model::{Input, Model};
-use crate::panic;
 use crate::trainer::Trainer;
 use std::ffi::CString;
 use std::os::raw::c_char;
@@ -281,11 +281,10 @@ impl<'a> Trainer<'a> {
     pub fn set_towers(&mut self, model: &Model<'a>, input: Input<'a>, towers: &Towers) -> Result<()> {
         // On an error here `input` is dropped, as the library would have.
         let raw = towers.to_raw()?;
-        let had = panic::pending();
         // SAFETY: live handles; the options and the names they point into
         // live for the call; the library takes the input, also on failure.
-        let st = unsafe { sys::tpt_trainer_set_towers(self.as_ptr(), model.as_ptr(), input.into_raw(), raw.as_ptr()) };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }
+        call_dropping(|| unsafe {
+            sys::tpt_trainer_set_towers(self.as_ptr(), model.as_ptr(), input.into_raw(), raw.as_ptr())
+        })
     }
 }

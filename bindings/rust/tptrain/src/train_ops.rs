@@ -38,11 +38,11 @@
 //! # }
 //! ```
 
+use crate::binding::call_dropping;
 use crate::context::{flow_of, StepContext};
 use crate::cstr::{cstring, cstrings};
 use crate::error::{call, Code, Error, Result};
 use crate::model::{Input, Model, Optimizer};
-use crate::panic;
 use crate::towers::{RawTowers, Towers};
 use crate::trainer::Trainer;
 use crate::Flow;
@@ -404,11 +404,10 @@ impl<'a> Trainer<'a> {
     pub fn set_gan(&mut self, model: &Model<'a>, input: Input<'a>, gan: &Gan) -> Result<()> {
         // On an error here `input` is dropped, as the library would have.
         let raw = gan.to_raw()?;
-        let had = panic::pending();
         // SAFETY: live handles; the options and the names they point into
         // live for the call; the library takes the input, also on failure.
-        let st = unsafe { sys::tpt_trainer_set_gan(self.as_ptr(), model.as_ptr(), input.into_raw(), &raw.options) };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }
+        call_dropping(|| unsafe {
+            sys::tpt_trainer_set_gan(self.as_ptr(), model.as_ptr(), input.into_raw(), &raw.options)
+        })
     }
 }

@@ -1,5 +1,6 @@
 //! The trainer: the epoch/step loop with callbacks around it.
 
+use crate::binding::call_dropping;
 use crate::callback::{Callback, IntoCallback};
 use crate::context::{Context, StepContext};
 use crate::cstr::path_to_cstring;
@@ -572,19 +573,16 @@ impl<'a> Trainer<'a> {
         F: FnMut(&mut StepContext) -> Result<Flow> + 'a,
     {
         let user_data = Box::into_raw(Box::new(run_step)).cast::<c_void>();
-        let had = panic::pending();
         // SAFETY: the library owns user_data from here on (also on failure)
         // and calls drop_box exactly once.
-        let st = unsafe {
+        call_dropping(|| unsafe {
             sys::tpt_trainer_set_run_step(
                 self.as_ptr(),
                 Some(run_step_trampoline::<F>),
                 user_data,
                 Some(panic::drop_box::<F>),
             )
-        };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }
+        })
     }
 
     fn add(
@@ -593,11 +591,8 @@ impl<'a> Trainer<'a> {
         cb: impl IntoCallback<'a>,
     ) -> Result<()> {
         let cb = cb.into_callback()?;
-        let had = panic::pending();
         // SAFETY: the library takes the callback, also on failure.
-        let st = unsafe { f(self.as_ptr(), cb.into_raw()) };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }
+        call_dropping(|| unsafe { f(self.as_ptr(), cb.into_raw()) })
     }
 
     /// Registers a callback: a [`Callback`], or a
@@ -626,11 +621,8 @@ impl<'a> Trainer<'a> {
     /// keeps its own reference to the model; it takes `input` (dropped on
     /// failure). Before run only.
     pub fn set_model(&mut self, model: &Model<'a>, input: Input<'a>) -> Result<()> {
-        let had = panic::pending();
         // SAFETY: live handles; the library takes the input, also on failure.
-        let st = unsafe { sys::tpt_trainer_set_model(self.as_ptr(), model.as_ptr(), input.into_raw()) };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }
+        call_dropping(|| unsafe { sys::tpt_trainer_set_model(self.as_ptr(), model.as_ptr(), input.into_raw()) })
     }
 
     /// Before [`run`](Self::run): the run goes on exactly from the

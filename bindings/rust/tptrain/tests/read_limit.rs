@@ -4,8 +4,8 @@
 
 use tptrain::ops::{self, Arg};
 use tptrain::{
-    set_checkpoint_read_limit, Code, DType, Input, InputSpec, Model, ModelSaver, Optimizer, Progress,
-    RestoreOptions, Result, Tensor, Trainer, TrainerOptions, VariableOptions,
+    set_checkpoint_read_limit, Code, DType, Input, InputSpec, Model, ModelSaver, Optimizer, Progress, RestoreOptions,
+    Result, Tensor, Trainer, TrainerOptions, VariableOptions,
 };
 
 fn model() -> Model<'static> {
