@@ -100,7 +100,6 @@ typedef struct tpt_callback_desc {
 } tpt_callback_desc;
 #define TPT_CALLBACK_DESC_INIT { TPT_CALLBACK_DESC_VERSION, 0, NULL, 1, NULL, NULL, NULL, NULL, NULL }
 
-
 /* Makes a callback from a description. The library owns desc->user_data from
  * this call on: destroy runs exactly once, when the callback is freed (by the
  * trainer that took it, or tpt_callback_free), or at once if this call fails.

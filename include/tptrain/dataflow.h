@@ -39,7 +39,6 @@ TPT_BEGIN_DECL
 /* reference goes; none outlives it.                                         */
 /* ------------------------------------------------------------------------ */
 
-
 /* ---- Datapoints --------------------------------------------------------- */
 
 /* An empty datapoint (for tpt_dataflow_next). The caller owns it. */

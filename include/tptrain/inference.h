@@ -20,7 +20,6 @@ TPT_BEGIN_DECL
  * put as monitors' scalars (stats.json, TensorBoard, MinSaver/MaxSaver,
  * StatMonitorParamSetter read them). */
 
-
 /* tensorpack's ScalarStats: for each name in outputs, the mean over the pass
  * as the scalar "<prefix>_<name>" (prefix NULL: "validation"; "": just the
  * name). An output of one element per batch is weighted by the batch's rows

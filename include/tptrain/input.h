@@ -22,7 +22,6 @@ TPT_BEGIN_DECL
 /* and the scalar "cost" is put each step.                                   */
 /* ------------------------------------------------------------------------ */
 
-
 /* Batches of `batch_size` rows (dimension 0) from in-memory tensors, in
  * order or shuffled each epoch of the data (seeded); the last incomplete
  * batch is dropped; repeats forever. All tensors need the same number of

@@ -32,7 +32,6 @@ TPT_BEGIN_DECL
 /* updates (BatchNorm statistics) in it.                                     */
 /* ------------------------------------------------------------------------ */
 
-
 /* The tower function. `inputs` are the step's tensors in signature order
  * (borrowed). Return NULL, or a status (the step fails with it; TPT_STOP
  * ends training gracefully). */

@@ -39,7 +39,6 @@ TPT_BEGIN_DECL
 /*   0: no check).                                                            */
 /* ------------------------------------------------------------------------ */
 
-
 TPT_API TPT_NODISCARD tpt_status *tpt_optimizer_new(tpt_optimizer **out, const char *kind);
 /* Drops the caller's reference. NULL is a no-op. */
 TPT_API void tpt_optimizer_free(tpt_optimizer *optimizer);

@@ -49,7 +49,6 @@ typedef struct tpt_tensor_options {
 } tpt_tensor_options;
 #define TPT_TENSOR_OPTIONS_INIT { TPT_TENSOR_OPTIONS_VERSION, TPT_DTYPE_F32, NULL, 0 }
 
-
 /* Creates a tensor by copying `nbytes` bytes of host memory laid out as a
  * C-contiguous array of `shape[0..ndim)` elements of options->dtype.
  * `nbytes` must equal the product of the shape times tpt_dtype_size(dtype).

@@ -38,7 +38,6 @@ struct tpt_train_config;
 /* only tpt_trainer_request_stop may be called from any thread.              */
 /* ------------------------------------------------------------------------ */
 
-
 /* What to do when the log directory exists and is not empty. */
 typedef enum tpt_logdir_action {
   TPT_LOGDIR_REFUSE = 0, /* fail with TPT_ERR_IO naming the other actions (default) */
