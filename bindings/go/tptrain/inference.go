@@ -308,3 +308,34 @@ func newInferenceRunner(who, name string, model *Model, df *DataFlow, dataParall
 	}
 	return newCallback(out, []*hostFunc{f}, name), nil
 }
+
+// NewInferenceRunner makes tensorpack's InferenceRunner, minimal
+// (tpt_inference_runner_new): at every TRIGGER (the end of each epoch) it
+// runs one pass of df (batches in signature order; it must be finite)
+// through the model's inference tower and puts, for each name in outputs,
+// the mean of that output over all rows as the scalar "validation_<name>".
+// It keeps references to model and df (which it consumes); the caller still
+// owns both. Give the callback to a trainer (AddCallback, TrainConfig). It is
+// the short form of NewInferenceRunnerWith with one ScalarStats("", outputs...).
+func NewInferenceRunner(model *Model, df *DataFlow, outputs ...string) (*Callback, error) {
+	mptr, err := model.rlock("NewInferenceRunner")
+	if err != nil {
+		return nil, err
+	}
+	defer model.mu.RUnlock()
+	dptr, err := df.lock("NewInferenceRunner")
+	if err != nil {
+		return nil, err
+	}
+	defer df.mu.Unlock()
+	cs, free := cStrings(outputs)
+	defer free()
+	var out *C.tpt_callback
+	st := C.tpt_inference_runner_new(&out, mptr, dptr, firstString(cs), C.size_t(len(cs)))
+	runtime.KeepAlive(model)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	f := &hostFunc{name: "InferenceRunner", stashes: append([]*stash{model.st}, df.stashes...)}
+	return newCallback(out, []*hostFunc{f}, "InferenceRunner"), nil
+}

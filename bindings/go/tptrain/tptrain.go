@@ -1,14 +1,16 @@
 // Package tptrain is the Go binding of tptrain, a C-ABI library that brings
 // tensorpack's Trainer to LibTorch.
 //
-// The package follows the sections of tptrain.h, one file each: versions
-// (this file), status (errors), runtime (features and threads), tensors
-// (also memory sharing, devices and DLPack), ops (any ATen operator by
-// name), trainer (the loop, step outputs), callback (callbacks, wrappers,
-// monitors and scalars), image (grids of images, PNG files), model (models, towers, variables, optimizers,
-// inputs and the simple trainer), towers (data-parallel training on several
-// towers), distributed (training as several processes), custom_trainer
-// (train ops and the GAN trainers) and layers (layers, losses and metrics).
+// The files follow the C API's module headers (include/tptrain/<module>.h):
+// versions (this file), status (errors), runtime (features and threads),
+// tensor (also memory sharing, devices and DLPack), op (any ATen operator
+// by name), image (grids of images, PNG files), callback and callbacks
+// (callbacks, wrappers, monitors, the catalogue), tower (inside a tower
+// function), model (models, variables, TorchScript), layer (layers, losses
+// and metrics), optimizer, dataflow, input (input sources), inference,
+// trainer (the loop, step outputs), launch (TrainConfig), towers and
+// distributed (data-parallel training on several towers and processes),
+// custom_trainer (train ops and the GAN trainers) and checkpoint.
 //
 // # Errors
 //

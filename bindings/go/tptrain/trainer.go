@@ -718,3 +718,38 @@ func (c *Context) notePanic(v any, where string) string {
 	}
 	return "panic in " + where + ": " + fmt.Sprint(v)
 }
+
+// SetModel makes t tensorpack's SimpleTrainer of model fed by input
+// (tpt_trainer_set_model): each step takes a batch, runs the tower function,
+// back-propagates the cost and applies the model's optimizer; the cost is
+// the step output "cost" and the scalar "cost" is put each step. It replaces
+// the run_step. It takes input over (also when it fails) and a reference to
+// the model (the caller still owns model). If StepsPerEpoch is not set, the
+// input's size is used. Batches are checked against the signature. Before
+// Run.
+func (t *Trainer) SetModel(model *Model, input *Input) error {
+	iptr, ist, err := input.take("Trainer.SetModel")
+	if err != nil {
+		return err
+	}
+	mptr, err := model.rlock("SetModel")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer model.mu.RUnlock()
+	ptr, err := t.lock("SetModel")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer t.mu.Unlock()
+	st := C.tpt_trainer_set_model(ptr, mptr, iptr)
+	runtime.KeepAlive(model)
+	if err := statusError(st); err != nil {
+		return err
+	}
+	t.stashes = append([]*stash{model.st}, ist...)
+	t.ctx.model = model
+	return nil
+}
