@@ -1,5 +1,5 @@
 //! What closures see of the running trainer: [`Context`] (counters, scalars,
-//! outputs, the log), [`StepContext`] for run_step (adds hooked steps) and
+//! outputs, the log), [`StepContext`](crate::StepContext) for run_step (adds hooked steps) and
 //! [`HookedContext`] for the work of one hooked step (adds step outputs).
 //!
 //! The three are "reference types" in the manner of openssl-rs's `X509Ref`:
@@ -9,11 +9,12 @@
 //! borrow ends when the closure returns.
 
 use crate::binding::Binding;
-use crate::cstr::with_cstr;
-use crate::error::{call, Error, Result};
+use crate::cstr::{cstrings, with_cstr};
+use crate::error::{call, Code, Error, Result};
 use crate::model::{Model, Optimizer};
 use crate::panic;
 use crate::tensor::Tensor;
+use crate::train_ops::Run;
 use crate::Flow;
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
@@ -379,5 +380,65 @@ impl HookedContext {
     /// reference (`tpt_trainer_set_output`).
     pub fn set_output(&mut self, name: &str, tensor: &Tensor) -> Result<()> {
         with_cstr(name, "name", |n| call!(sys::tpt_trainer_set_output(self.as_ptr(), n, tensor.as_ptr())))?
+    }
+}
+
+impl Context {
+    /// This process's rank in its job: 0 (the chief) to
+    /// [`world_size`](Self::world_size) - 1; 0 for a trainer that is not
+    /// distributed (`tpt_trainer_rank`). Any time, callbacks included.
+    pub fn rank(&self) -> Result<usize> {
+        Ok(self.rank_and_world_size()?.0)
+    }
+
+    /// The number of processes in this trainer's job; 1 for a trainer that
+    /// is not distributed (`tpt_trainer_rank`). Any time.
+    pub fn world_size(&self) -> Result<usize> {
+        Ok(self.rank_and_world_size()?.1)
+    }
+
+    fn rank_and_world_size(&self) -> Result<(usize, usize)> {
+        let (mut rank, mut world_size) = (0i32, 0i32);
+        call!(sys::tpt_trainer_rank(&mut rank, &mut world_size, self.as_ptr()))?;
+        let bad = || Error::new(Code::Internal, format!("library returned rank {rank} of {world_size}"));
+        Ok((usize::try_from(rank).map_err(|_| bad())?, usize::try_from(world_size).map_err(|_| bad())?))
+    }
+}
+
+impl StepContext {
+    /// Runs the model's train ops `names`, in order
+    /// (`tpt_trainer_run_train_ops`): takes the input's next batch, runs
+    /// the tower function once, computes every named op's gradients from
+    /// that one pass (as TensorFlow runs several `minimize` ops of one
+    /// `session.run`), then applies the ops' updates in order; as one
+    /// hooked step with [`Run::Hooked`](crate::Run::Hooked), or without hooks with
+    /// [`Run::Raw`](crate::Run::Raw). The trainer must have a model
+    /// ([`Trainer::set_model`](crate::Trainer::set_model), then [`Trainer::set_run_step`](crate::Trainer::set_run_step)).
+    ///
+    /// Returns what [`hooked_step`](Self::hooked_step) returns: return a
+    /// stop or an error from run_step as it is. An unknown op is a
+    /// [`Code::InvalidArgument`] error naming it (and the model's ops); a
+    /// trainer without a model a [`Code::State`] one; the async strategy
+    /// ([`Strategy::Async`](crate::Strategy::Async)) a [`Code::Unsupported`]
+    /// one.
+    ///
+    /// ```no_run
+    /// # fn demo(trainer: &mut tptrain::Trainer<'_>) -> tptrain::Result<()> {
+    /// use tptrain::{Flow, Run};
+    /// // tensorpack's GANTrainer: both updates from one forward pass, one hooked step.
+    /// trainer.set_run_step(|ctx| -> tptrain::Result<Flow> { ctx.run_train_ops(&["g_op", "d_op"], Run::Hooked) })?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn run_train_ops<S: AsRef<str>>(&mut self, names: &[S], run: Run) -> Result<Flow> {
+        let names = cstrings(names, "names")?;
+        let pointers: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
+        let hooked = match run {
+            Run::Hooked => 1,
+            Run::Raw => 0,
+        };
+        // SAFETY: a live trainer; the names live for the call.
+        let st = unsafe { sys::tpt_trainer_run_train_ops(self.as_ptr(), pointers.as_ptr(), pointers.len(), hooked) };
+        flow_of(st)
     }
 }

@@ -1,16 +1,16 @@
 //! Dataflows: the input pipeline (tensorpack's DataFlow library).
 //!
-//! A [`DataFlow`] yields datapoints, each a list of components (tensors; a
-//! scalar is a 0-d tensor), pass after pass: [`DataFlow::iter`] gives one
-//! pass. Sources read tensors in memory ([`DataFlow::from_tensors`]), IDX
-//! files ([`DataFlow::from_idx`], [`DataFlow::mnist`]), files through a
-//! decoding closure ([`DataFlow::from_files`]), or Rust code
-//! ([`DataFlow::from_fn`], [`DataFlow::from_iter`], [`DataFlow::from_source`],
-//! and [`DataFlow::from_stateful_source`] for a source that saves its
+//! A [`DataFlow`](crate::DataFlow) yields datapoints, each a list of components (tensors; a
+//! scalar is a 0-d tensor), pass after pass: [`DataFlow::iter`](crate::DataFlow::iter) gives one
+//! pass. Sources read tensors in memory ([`DataFlow::from_tensors`](crate::DataFlow::from_tensors)), IDX
+//! files ([`DataFlow::from_idx`](crate::DataFlow::from_idx), [`DataFlow::mnist`](crate::DataFlow::mnist)), files through a
+//! decoding closure ([`DataFlow::from_files`](crate::DataFlow::from_files)), or Rust code
+//! ([`DataFlow::from_fn`](crate::DataFlow::from_fn), [`DataFlow::from_iter`](crate::DataFlow::from_iter), [`DataFlow::from_source`](crate::DataFlow::from_source),
+//! and [`DataFlow::from_stateful_source`](crate::DataFlow::from_stateful_source) for a source that saves its
 //! position with the pipeline's state); combinators batch, map (also on
 //! several threads), prefetch, shuffle, cache, repeat, concatenate, join and
 //! augment them. A dataflow of batches feeds a trainer through
-//! [`Input::from_dataflow`] or
+//! [`Input::from_dataflow`](crate::Input::from_dataflow) or
 //! [`TrainConfig::from_dataflow`](crate::TrainConfig::from_dataflow), and an
 //! inference runner ([`Callback::inference_runner`]) validates a model on one.
 //!
@@ -48,18 +48,18 @@
 //! that only uses `?` names its error type, e.g.
 //! `|dp| -> tptrain::Result<()> { ... }`. A panic fails the call that ran
 //! the closure as well; on the thread of a Rust call that iterates
-//! ([`DataFlow::iter`], [`DataFlow::next_into`], [`DataFlow::reset_state`],
-//! [`DataFlow::get_state`], [`Trainer::run`](crate::Trainer::run) with a
+//! ([`DataFlow::iter`](crate::DataFlow::iter), [`DataFlow::next_into`](crate::DataFlow::next_into), [`DataFlow::reset_state`](crate::DataFlow::reset_state),
+//! [`DataFlow::get_state`](crate::DataFlow::get_state), [`Trainer::run`](crate::Trainer::run) with a
 //! feed input) it is resumed
 //! once the C call has returned; on a thread of the library's own, only its
 //! message travels, in a [`Code::Callback`] error ("panic in the map function:
 //! ...").
 //!
-//! [`DataFlow::get_state`] saves the pipeline's state (generators, seeds and
-//! positions, mid-pass too) and [`DataFlow::set_state`] restores it into a
+//! [`DataFlow::get_state`](crate::DataFlow::get_state) saves the pipeline's state (generators, seeds and
+//! positions, mid-pass too) and [`DataFlow::set_state`](crate::DataFlow::set_state) restores it into a
 //! pipeline of the same shape. A Rust source's position is part of it only
 //! if the source says how to save and restore it: a [`StatefulSource`] made
-//! into a dataflow with [`DataFlow::from_stateful_source`]. The other Rust
+//! into a dataflow with [`DataFlow::from_stateful_source`](crate::DataFlow::from_stateful_source). The other Rust
 //! sources ([`from_source`](DataFlow::from_source), `from_fn`, `from_iter`)
 //! have none: restored, they are reset with the seed they had and start
 //! their first pass again, and a state that holds a source's position is
@@ -69,7 +69,7 @@ use crate::binding::{make, Binding};
 use crate::callback::Callback;
 use crate::cstr::{path_to_cstring, with_cstr};
 use crate::error::{call, Code, Error, Result};
-use crate::model::{raw_specs, Input, InputSpec, Model};
+use crate::model::{raw_specs, InputSpec, Model};
 use crate::panic;
 use crate::tensor::Tensor;
 use crate::Flow;
@@ -184,7 +184,7 @@ impl fmt::Debug for DatapointRef {
 }
 
 /// An owned datapoint (`tpt_datapoint`), e.g. for
-/// [`DataFlow::next_into`]; freed on drop. Its methods are
+/// [`DataFlow::next_into`](crate::DataFlow::next_into); freed on drop. Its methods are
 /// [`DatapointRef`]'s.
 pub struct Datapoint {
     raw: NonNull<sys::tpt_datapoint>,
@@ -245,7 +245,7 @@ impl fmt::Debug for Datapoint {
 
 // ------------------------------------------------------------------ options
 
-/// Options of [`DataFlow::parallel_map`] (`tpt_parallel_map_options`);
+/// Options of [`DataFlow::parallel_map`](crate::DataFlow::parallel_map) (`tpt_parallel_map_options`);
 /// `Default` gives the C defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ParallelMapOptions {
@@ -284,7 +284,7 @@ impl ParallelMapOptions {
     }
 }
 
-/// An image augmentor of [`DataFlow::augment`] (`tpt_augmentor`), applied to
+/// An image augmentor of [`DataFlow::augment`](crate::DataFlow::augment) (`tpt_augmentor`), applied to
 /// an image component of shape `[C, H, W]` or `[H, W]`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Augmentor {
@@ -345,7 +345,7 @@ impl Augmentor {
 
 // ------------------------------------------------------------------ sources
 
-/// A source of datapoints written in Rust, for [`DataFlow::from_source`]
+/// A source of datapoints written in Rust, for [`DataFlow::from_source`](crate::DataFlow::from_source)
 /// (`tpt_dataflow_callbacks`).
 ///
 /// The library calls it on the thread that iterates the dataflow, one call
@@ -361,7 +361,7 @@ pub trait Source: Send {
 
     /// Called by every reset of the dataflow, with the seed this source
     /// should use for its randomness (derived from
-    /// [`DataFlow::set_seed`] of the outermost dataflow, or from
+    /// [`DataFlow::set_seed`](crate::DataFlow::set_seed) of the outermost dataflow, or from
     /// [`manual_seed`](crate::manual_seed)). The default does nothing.
     fn reset(&mut self, seed: u64) -> Result<()> {
         let _ = seed;
@@ -375,10 +375,10 @@ pub trait Source: Send {
 }
 
 /// A [`Source`] with a position that the pipeline's state can hold, for
-/// [`DataFlow::from_stateful_source`] (`tpt_dataflow_callbacks` version 2,
-/// `save` and `restore`). With it, [`DataFlow::get_state`] records where the
+/// [`DataFlow::from_stateful_source`](crate::DataFlow::from_stateful_source) (`tpt_dataflow_callbacks` version 2,
+/// `save` and `restore`). With it, [`DataFlow::get_state`](crate::DataFlow::get_state) records where the
 /// source is inside its pass, and a pipeline restored with
-/// [`DataFlow::set_state`] goes on with the datapoint after the last one
+/// [`DataFlow::set_state`](crate::DataFlow::set_state) goes on with the datapoint after the last one
 /// given when the state was taken.
 ///
 /// ```
@@ -577,7 +577,7 @@ where
     }
 }
 
-/// An item of a [`DataFlow::from_iter`] iterator: a datapoint's components
+/// An item of a [`DataFlow::from_iter`](crate::DataFlow::from_iter) iterator: a datapoint's components
 /// (`Vec<Tensor>`), or a `Result` of them whose error ends the consumer. The
 /// error may be of any type that converts into `Box<dyn Error + Send + Sync>`
 /// (see [`Error::wrap`]).
@@ -1236,7 +1236,7 @@ impl fmt::Debug for DataFlow<'_> {
     }
 }
 
-/// One pass of a [`DataFlow`] ([`DataFlow::iter`]): each item is a
+/// One pass of a [`DataFlow`](crate::DataFlow) ([`DataFlow::iter`](crate::DataFlow::iter)): each item is a
 /// datapoint's components, or the error that ended the pass.
 pub struct DataFlowIter<'d, 'a> {
     df: &'d DataFlow<'a>,
@@ -1285,101 +1285,6 @@ impl<'d, 'a> IntoIterator for &'d DataFlow<'a> {
 impl fmt::Debug for DataFlowIter<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DataFlowIter").field("df", self.df).field("done", &self.done).finish()
-    }
-}
-
-// ------------------------------------------------------------------ inputs
-
-/// How a dataflow feeds the towers (`tpt_input_kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum InputKind {
-    /// tensorpack's QueueInput: a background thread fills a bounded queue.
-    #[default]
-    Queue,
-    /// tensorpack's FeedInput: the training thread reads the dataflow.
-    Feed,
-}
-
-impl InputKind {
-    pub fn to_raw(self) -> sys::tpt_input_kind {
-        match self {
-            InputKind::Queue => sys::TPT_INPUT_QUEUE,
-            InputKind::Feed => sys::TPT_INPUT_FEED,
-        }
-    }
-}
-
-/// Options of [`Input::from_dataflow`] (`tpt_input_options`); `Default`
-/// gives the C defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct InputOptions {
-    pub kind: InputKind,
-    /// Queue capacity in batches (default 50).
-    pub capacity: i64,
-    /// Pass after pass, forever (default true); false: the end of the first
-    /// pass ends training gracefully.
-    pub repeat: bool,
-}
-
-impl Default for InputOptions {
-    fn default() -> InputOptions {
-        let c = sys::TPT_INPUT_OPTIONS_INIT;
-        InputOptions { kind: InputKind::Queue, capacity: c.capacity, repeat: c.repeat != 0 }
-    }
-}
-
-impl<'a> Input<'a> {
-    /// An input fed by a dataflow of batches, its components in signature
-    /// order (usually a [`DataFlow::batch`]) (`tpt_input_from_dataflow`). The
-    /// input keeps a reference to `df` and resets it at SETUP; the queue's
-    /// thread runs from BEFORE_TRAIN to AFTER_TRAIN and puts the scalar
-    /// "QueueInput/queue_size" every step. A dataflow error ends training
-    /// with its message; a pass that yields nothing ends it gracefully. Its
-    /// size (the dataflow's) is the default steps_per_epoch.
-    pub fn from_dataflow(df: &DataFlow<'a>, options: &InputOptions) -> Result<Input<'a>> {
-        let mut o = sys::TPT_INPUT_OPTIONS_INIT;
-        o.kind = options.kind.to_raw();
-        o.capacity = options.capacity;
-        o.repeat = options.repeat as i32;
-        let mut out = ptr::null_mut();
-        call!(sys::tpt_input_from_dataflow(&mut out, df.as_ptr(), &o))?;
-        Input::wrap(out)
-    }
-
-    /// tensorpack's StagingInput: copies the next batch of this input to
-    /// `device` (`None`: the tower's device) ahead of time; a plain
-    /// pass-through on the CPU (`tpt_input_staging`). Takes this input, also
-    /// on failure.
-    pub fn staging(self, device: Option<&str>) -> Result<Input<'a>> {
-        let had = panic::pending();
-        let mut out = ptr::null_mut();
-        let inner = self.into_raw();
-        let r = match device {
-            // SAFETY: the library takes `inner` in every case.
-            Some(d) => with_cstr(d, "device", |d| unsafe { sys::tpt_input_staging(&mut out, inner, d) }),
-            None => Ok(unsafe { sys::tpt_input_staging(&mut out, inner, ptr::null()) }),
-        };
-        let st = match r {
-            Ok(st) => st,
-            Err(e) => {
-                // A NUL in the device: not given to C, so freed here.
-                unsafe { sys::tpt_input_free(inner) };
-                panic::resume_if_new(had);
-                return Err(e);
-            }
-        };
-        panic::resume_if_new(had);
-        unsafe { Error::check(st) }?;
-        Input::wrap(out)
-    }
-
-    /// tensorpack's DummyConstantInput: the same zero tensors of the
-    /// signature's shapes (free dimensions become `batch_size`) every step,
-    /// to benchmark a model without data (`tpt_input_dummy`).
-    pub fn dummy(batch_size: i64) -> Result<Input<'a>> {
-        let mut out = ptr::null_mut();
-        call!(sys::tpt_input_dummy(&mut out, batch_size))?;
-        Input::wrap(out)
     }
 }
 

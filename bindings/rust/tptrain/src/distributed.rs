@@ -32,16 +32,14 @@
 //! # }
 //! ```
 
-use crate::context::Context;
-use crate::error::{call, Code, Error, Result};
-use crate::trainer::Trainer;
+use crate::error::{Code, Error, Result};
 use std::ffi::CString;
 use std::ptr;
 use std::time::Duration;
 use tptrain_sys as sys;
 
 /// How this process joins a distributed job (`tpt_distributed_options`),
-/// for [`Trainer::set_distributed`] and
+/// for [`Trainer::set_distributed`](crate::Trainer::set_distributed) and
 /// [`TrainConfig::distributed`](crate::TrainConfig::distributed): where
 /// rank 0 listens, which rank this process is among how many, how long a
 /// rank waits for the others, and how the input is shared.
@@ -217,53 +215,5 @@ impl RawDistributed {
     /// The options, valid while `self` lives.
     pub(crate) fn as_ptr(&self) -> *const sys::tpt_distributed_options {
         &self.options
-    }
-}
-
-impl<'a> Trainer<'a> {
-    /// Makes this trainer one rank of a distributed job
-    /// (`tpt_trainer_set_distributed`): joins the job (the rendezvous, which
-    /// blocks until every rank has joined, at most the timeout). Call it
-    /// before [`set_model`](Self::set_model) or
-    /// [`set_towers`](Self::set_towers), which then train across the ranks:
-    /// the simple trainer becomes one replicated tower per rank, and the
-    /// gradients of [`Towers`](crate::Towers) are summed over every tower of
-    /// every rank ([`Strategy::Async`](crate::Strategy::Async) cannot be
-    /// distributed). Rank 0 is the chief; the other ranks drop their
-    /// chief-only callbacks. [`rank`](Context::rank) and
-    /// [`world_size`](Context::world_size) say which rank of how many this
-    /// trainer is.
-    ///
-    /// Errors: [`Code::InvalidArgument`] naming a missing or bad environment
-    /// variable or option; [`Code::Backend`] when the rendezvous fails
-    /// (naming the address and the rank); [`Code::State`] after a model was
-    /// set, after run, or a second time; [`Code::Unsupported`] in a build
-    /// without c10d's Gloo.
-    pub fn set_distributed(&mut self, distributed: &Distributed) -> Result<()> {
-        let raw = distributed.to_raw()?;
-        // The options and the address live for the call.
-        call!(sys::tpt_trainer_set_distributed(self.as_ptr(), raw.as_ptr()))
-    }
-}
-
-impl Context {
-    /// This process's rank in its job: 0 (the chief) to
-    /// [`world_size`](Self::world_size) - 1; 0 for a trainer that is not
-    /// distributed (`tpt_trainer_rank`). Any time, callbacks included.
-    pub fn rank(&self) -> Result<usize> {
-        Ok(self.rank_and_world_size()?.0)
-    }
-
-    /// The number of processes in this trainer's job; 1 for a trainer that
-    /// is not distributed (`tpt_trainer_rank`). Any time.
-    pub fn world_size(&self) -> Result<usize> {
-        Ok(self.rank_and_world_size()?.1)
-    }
-
-    fn rank_and_world_size(&self) -> Result<(usize, usize)> {
-        let (mut rank, mut world_size) = (0i32, 0i32);
-        call!(sys::tpt_trainer_rank(&mut rank, &mut world_size, self.as_ptr()))?;
-        let bad = || Error::new(Code::Internal, format!("library returned rank {rank} of {world_size}"));
-        Ok((usize::try_from(rank).map_err(|_| bad())?, usize::try_from(world_size).map_err(|_| bad())?))
     }
 }

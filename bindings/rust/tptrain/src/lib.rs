@@ -97,7 +97,6 @@
 mod binding;
 mod callback;
 mod callbacks;
-mod checkpoint;
 mod context;
 mod cstr;
 mod dataflow;
@@ -105,6 +104,7 @@ mod distributed;
 mod error;
 pub mod image;
 mod inference;
+mod input;
 mod model;
 pub mod nn;
 pub mod ops;
@@ -117,24 +117,24 @@ mod trainer;
 
 pub use callback::{Callback, CallbackBuilder, Event, Events, Flow, IntoCallback, Record, RecordKind};
 pub use callbacks::{
-    EarlyStopping, HostMemoryTracker, HumanHyperParam, HyperParamFunc, StatMonitorParam, StepWatchdog, TensorBoard,
-    TerminateOnNaN, ThroughputTracker,
+    BestSaver, EarlyStopping, HostMemoryTracker, HumanHyperParam, HyperParamFunc, HyperParamSchedule, ModelSaver,
+    StatMonitorParam, StepWatchdog, TensorBoard, TerminateOnNaN, ThroughputTracker,
 };
-pub use checkpoint::{set_checkpoint_read_limit, BestSaver, HyperParamSchedule, ModelSaver, RestoreOptions};
 pub use context::{Context, HookedContext, Scalar, StepContext};
 pub use dataflow::{
-    Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, InputKind, InputOptions, IterItem, ParallelMapOptions,
-    Source, StatefulSource,
+    Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, IterItem, ParallelMapOptions, Source, StatefulSource,
 };
 pub use distributed::Distributed;
 pub use error::{Code, Error, Result};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, InferencerBuilder, IntoInferencer, ScalarStats};
+pub use input::{Input, InputKind, InputOptions, END_OF_DATA};
 pub use model::{
-    manual_seed, Init, Input, InputSpec, Model, Optimizer, TorchScriptParam, Tower, VariableOptions, END_OF_DATA,
+    manual_seed, Init, InputSpec, Model, Optimizer, RestoreOptions, TorchScriptParam, Tower, VariableOptions,
 };
 pub use nn::{Activation, LayerOptions, Padding};
 pub use runtime::{
-    abi_version, build_info, has_feature, num_threads, set_num_threads, version, version_string, Feature,
+    abi_version, build_info, has_feature, num_threads, set_checkpoint_read_limit, set_num_threads, version,
+    version_string, Feature,
 };
 pub use tensor::{DType, Element, Tensor, TensorOptions};
 pub use towers::{Strategy, Towers};

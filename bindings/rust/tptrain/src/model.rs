@@ -28,10 +28,11 @@
 //! ```
 
 use crate::binding::{make, Binding};
-use crate::cstr::{from_buf, path_to_cstring, with_cstr};
+use crate::cstr::{cstring, from_buf, path_to_cstring, with_cstr};
 use crate::error::{call, Code, Error, Result};
 use crate::panic;
 use crate::tensor::{DType, Tensor};
+use crate::train_ops::TrainOp;
 use crate::Flow;
 use std::cell::UnsafeCell;
 use std::ffi::CString;
@@ -163,7 +164,7 @@ impl VariableOptions {
 }
 
 /// An attribute of a module compiled by
-/// [`Model::from_torchscript_source`] (`tpt_torchscript_param`): a flat name
+/// [`Model::from_torchscript_source`](crate::Model::from_torchscript_source) (`tpt_torchscript_param`): a flat name
 /// (a TorchScript identifier, `self.<name>` in the source), a shape whose
 /// entries are >= 1, and how it is made; trainable ones become parameters,
 /// model-only ones ([`VariableOptions::model_only`]) buffers.
@@ -456,7 +457,7 @@ impl<'a> Model<'a> {
     /// # Ok(()) }
     /// ```
     pub fn restore(&self, path: impl AsRef<Path>, options: &crate::RestoreOptions) -> Result<usize> {
-        crate::checkpoint::restore(self.as_ptr(), path.as_ref(), options)
+        restore(self.as_ptr(), path.as_ref(), options)
     }
 
     /// Builds the model now if it was not built yet: the build call of the
@@ -650,7 +651,7 @@ impl Tower {
     /// [`Trainer::run`](crate::Trainer::run) returns
     /// [`RunOutcome::Stopped(reason)`](crate::RunOutcome::Stopped). The first
     /// call in a tower call wins; an error returned by the tower function
-    /// wins over it. In [`Model::infer`] the stop comes back as an error
+    /// wins over it. In [`Model::infer`](crate::Model::infer) the stop comes back as an error
     /// whose code is `Code::Other(100)` (`TPT_STOP`) and whose message is
     /// the reason.
     ///
@@ -776,12 +777,12 @@ impl fmt::Debug for Tower {
 /// "adam", "adamw", "rmsprop", "adagrad"; "learning_rate", "momentum", ...,
 /// "clip_global_norm", "accumulate_steps", "check_numerics").
 ///
-/// The handle is shared: a model that uses it ([`Model::set_optimizer`])
+/// The handle is shared: a model that uses it ([`Model::set_optimizer`](crate::Model::set_optimizer))
 /// keeps its own reference, and changes made here later (a learning-rate
 /// schedule in a callback) reach training. The library reads and writes the
 /// hyper-parameters on the training thread without a lock, so an optimizer
 /// stays on the thread that made it: it is neither `Send` nor `Sync` (and so
-/// is [`Model`], which shares it).
+/// is [`Model`](crate::Model), which shares it).
 ///
 /// ```compile_fail
 /// fn send<T: Send>(_: T) {}
@@ -842,117 +843,6 @@ impl fmt::Debug for Optimizer {
     }
 }
 
-// ------------------------------------------------------------------ inputs
-
-/// Where a trainer's batches come from (`tpt_input`); given to
-/// [`Trainer::set_model`](crate::Trainer::set_model), or freed on drop.
-/// `'a` bounds what a feed closure borrows.
-pub struct Input<'a> {
-    raw: NonNull<sys::tpt_input>,
-    _marker: PhantomData<(&'a (), *mut ())>,
-}
-
-unsafe extern "C" fn feed_trampoline<F>(
-    batch: *mut *mut sys::tpt_tensor,
-    n_inputs: usize,
-    user_data: *mut c_void,
-) -> *mut sys::tpt_status
-where
-    F: FnMut(usize) -> Result<Option<Vec<Tensor>>>,
-{
-    // SAFETY: user_data is the boxed F; the library calls the feed on the
-    // training thread, one call at a time.
-    let f = &mut *user_data.cast::<F>();
-    panic::guard(&|| "the input feed".to_owned(), || match f(n_inputs)? {
-        None => Ok(Flow::stop(END_OF_DATA)),
-        Some(tensors) if tensors.len() != n_inputs => Err(Error::new(
-            Code::InvalidArgument,
-            format!("the input feed returned {} tensors for {} inputs", tensors.len(), n_inputs),
-        )),
-        Some(tensors) => {
-            for (i, t) in tensors.into_iter().enumerate() {
-                // SAFETY: batch has n_inputs slots; the library takes the handles.
-                *batch.add(i) = t.into_raw();
-            }
-            Ok(Flow::Continue)
-        }
-    })
-}
-
-/// The stop reason when a feed closure says its data ended.
-pub const END_OF_DATA: &str = "end of data";
-
-impl<'a> Input<'a> {
-    /// Batches of `batch_size` rows (dimension 0) of in-memory tensors,
-    /// repeated forever; the last incomplete batch of each pass is dropped.
-    /// `shuffle_seed`: `Some(seed)` shuffles each pass (seeded), `None` keeps
-    /// the order. All tensors need the same number of rows; they are shared,
-    /// not copied. Its size (batches per pass) is the default steps_per_epoch
-    /// (`tpt_input_from_tensors`).
-    pub fn from_tensors(tensors: &[&Tensor], batch_size: i64, shuffle_seed: Option<u64>) -> Result<Input<'a>> {
-        let ptrs: Vec<*const sys::tpt_tensor> = tensors.iter().map(|t| t.as_ptr()).collect();
-        let mut out = ptr::null_mut();
-        call!(sys::tpt_input_from_tensors(
-            &mut out,
-            ptrs.as_ptr(),
-            ptrs.len(),
-            batch_size,
-            shuffle_seed.is_some() as i32,
-            shuffle_seed.unwrap_or(0)
-        ))?;
-        Input::wrap(out)
-    }
-
-    /// An input that calls `feed(n_inputs)` on the training thread for every
-    /// step (tensorpack's FeedInput; `tpt_input_from_feed`). It returns
-    /// `Ok(Some(tensors))`, one per input of the signature,
-    /// `Ok(None)` at the end of the data (training stops gracefully, with the
-    /// stop reason [`END_OF_DATA`]), or an error that fails training (any
-    /// error type, as for [`Model::new`]'s tower function). A panic fails
-    /// training too and is resumed by [`Trainer::run`](crate::Trainer::run).
-    pub fn from_feed<F, E>(feed: F) -> Result<Input<'a>>
-    where
-        F: FnMut(usize) -> Result<Option<Vec<Tensor>>, E> + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let mut feed = feed;
-        Input::from_feed_fn(move |n: usize| feed(n).map_err(Error::wrap))
-    }
-
-    fn from_feed_fn<F>(feed: F) -> Result<Input<'a>>
-    where
-        F: FnMut(usize) -> Result<Option<Vec<Tensor>>> + 'a,
-    {
-        let user_data = Box::into_raw(Box::new(feed)).cast::<c_void>();
-        // SAFETY: the library owns user_data from here on, also on failure.
-        make(|out| unsafe {
-            sys::tpt_input_from_feed(out, Some(feed_trampoline::<F>), user_data, Some(panic::drop_box::<F>))
-        })
-    }
-
-    /// Gives up ownership of the handle (for a C function that takes it).
-    pub fn into_raw(self) -> *mut sys::tpt_input {
-        let raw = self.raw.as_ptr();
-        std::mem::forget(self);
-        raw
-    }
-}
-
-impl Drop for Input<'_> {
-    fn drop(&mut self) {
-        let had = panic::pending();
-        // SAFETY: we own the input; a feed closure is dropped here.
-        unsafe { sys::tpt_input_free(self.raw.as_ptr()) };
-        panic::resume_if_new(had);
-    }
-}
-
-impl fmt::Debug for Input<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Input").field("raw", &self.raw).finish()
-    }
-}
-
 impl<'a> Binding for Model<'a> {
     type Raw = sys::tpt_model;
     const WHAT: &'static str = "model";
@@ -969,10 +859,110 @@ impl Binding for Optimizer {
     }
 }
 
-impl<'a> Binding for Input<'a> {
-    type Raw = sys::tpt_input;
-    const WHAT: &'static str = "input";
-    unsafe fn from_raw_handle(raw: *mut sys::tpt_input) -> Option<Input<'a>> {
-        NonNull::new(raw).map(|raw| Input { raw, _marker: PhantomData })
+impl<'a> Model<'a> {
+    /// Adds a train op to this model, before training
+    /// (`tpt_model_add_train_op`). Its variables are resolved when training
+    /// starts (an op with none fails then, naming it). Each op's optimizer
+    /// state is saved in checkpoints under the op's name and restored on
+    /// resume. A name the model has already, or an optimizer that is the
+    /// model's or another op's, is a [`Code::InvalidArgument`] error.
+    ///
+    /// ```no_run
+    /// # fn demo(model: &tptrain::Model<'_>) -> tptrain::Result<()> {
+    /// use tptrain::TrainOp;
+    /// model.add_train_op(&TrainOp::new("g_op").cost("g_loss").scope("gen/"))?;
+    /// model.add_train_op(&TrainOp::new("d_op").cost("d_loss").scope("discrim/"))?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn add_train_op(&self, op: &TrainOp<'_>) -> Result<()> {
+        let name = cstring(&op.name, "name")?;
+        let cost = op.cost.as_deref().map(|c| cstring(c, "cost")).transpose()?;
+        let scope = op.scope.as_deref().map(|s| cstring(s, "scope")).transpose()?;
+        let mut raw = sys::TPT_TRAIN_OP_INIT;
+        raw.name = name.as_ptr();
+        raw.cost = cost.as_ref().map_or(ptr::null(), |c| c.as_ptr());
+        raw.scope = scope.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        raw.optimizer = op.optimizer.map_or(ptr::null_mut(), Optimizer::as_ptr);
+        // The strings live for the call (the library copies them); it takes
+        // its own reference to the optimizer.
+        call!(sys::tpt_model_add_train_op(self.as_ptr(), &raw))
     }
+}
+
+/// How [`Model::restore`](crate::Model::restore) matches variables
+/// (`tpt_restore_options`). The default: every variable must be in the
+/// file with its shape; tensors of the file that match no variable are
+/// skipped.
+#[derive(Debug, Clone)]
+pub struct RestoreOptions {
+    ignore_missing: bool,
+    ignore_unexpected: bool,
+    ignore_shape_mismatch: bool,
+    prefix: Option<String>,
+    name_map: Vec<(String, String)>,
+}
+
+impl Default for RestoreOptions {
+    fn default() -> RestoreOptions {
+        RestoreOptions {
+            ignore_missing: false,
+            ignore_unexpected: true,
+            ignore_shape_mismatch: false,
+            prefix: None,
+            name_map: Vec::new(),
+        }
+    }
+}
+
+impl RestoreOptions {
+    pub fn new() -> RestoreOptions {
+        RestoreOptions::default()
+    }
+    /// Variables the file lacks keep their values instead of an error.
+    pub fn ignore_missing(mut self, yes: bool) -> RestoreOptions {
+        self.ignore_missing = yes;
+        self
+    }
+    /// Tensors of the file that match no variable are skipped (default) or
+    /// an error.
+    pub fn ignore_unexpected(mut self, yes: bool) -> RestoreOptions {
+        self.ignore_unexpected = yes;
+        self
+    }
+    /// Variables whose shapes differ are skipped instead of an error.
+    pub fn ignore_shape_mismatch(mut self, yes: bool) -> RestoreOptions {
+        self.ignore_shape_mismatch = yes;
+        self
+    }
+    /// Put in front of every variable's name to find it in the file.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> RestoreOptions {
+        self.prefix = Some(prefix.into());
+        self
+    }
+    /// Finds `variable` under `name_in_file`.
+    pub fn map(mut self, variable: impl Into<String>, name_in_file: impl Into<String>) -> RestoreOptions {
+        self.name_map.push((variable.into(), name_in_file.into()));
+        self
+    }
+}
+
+/// `tpt_model_restore` (see [`Model::restore`](crate::Model::restore)).
+pub(crate) fn restore(model: *mut sys::tpt_model, path: &Path, o: &RestoreOptions) -> Result<usize> {
+    let c =
+        |s: &str| CString::new(s).map_err(|_| Error::new(Code::InvalidArgument, format!("{s:?} contains a NUL byte")));
+    let path = path_to_cstring(path, "path")?;
+    let prefix = o.prefix.as_deref().map(c).transpose()?;
+    let names = o.name_map.iter().flat_map(|(a, b)| [c(a), c(b)]).collect::<Result<Vec<CString>>>()?;
+    let ptrs: Vec<*const std::os::raw::c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    let mut raw = sys::TPT_RESTORE_OPTIONS_INIT;
+    raw.ignore_missing = o.ignore_missing as i32;
+    raw.ignore_unexpected = o.ignore_unexpected as i32;
+    raw.ignore_shape_mismatch = o.ignore_shape_mismatch as i32;
+    raw.prefix = prefix.as_ref().map_or(ptr::null(), |p| p.as_ptr());
+    raw.name_map = if ptrs.is_empty() { ptr::null() } else { ptrs.as_ptr() };
+    raw.n_name_map = o.name_map.len();
+    let mut n = 0usize;
+    call!(sys::tpt_model_restore(&mut n, model, path.as_ptr(), &raw))?;
+    Ok(n)
 }

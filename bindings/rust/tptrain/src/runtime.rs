@@ -58,3 +58,13 @@ pub fn num_threads() -> Result<i32> {
     call!(sys::tpt_get_num_threads(&mut n))?;
     Ok(n)
 }
+
+/// The most a checkpoint, torch.save file or TorchScript module may make the
+/// reader allocate beyond its own size (`tpt_set_checkpoint_read_limit`):
+/// entries inflated past their compressed size, tensors wider than their
+/// records, the reader's tables. More is refused with an error naming the
+/// file. Default 256 MiB, at most 2^62; process-wide. Reading never trusts
+/// the file: see docs/checkpoints.md, "Checkpoints from others".
+pub fn set_checkpoint_read_limit(bytes: u64) -> Result<()> {
+    call!(sys::tpt_set_checkpoint_read_limit(bytes))
+}

@@ -4,9 +4,9 @@
 //! Every step each tower takes its own batch from the input (the total batch
 //! is batch × towers) and runs the model's tower function at the same time
 //! as the others: tower 0 on the thread that called
-//! [`Trainer::run`], the others on threads of the library's own, each with
+//! [`Trainer::run`](crate::Trainer::run), the others on threads of the library's own, each with
 //! its share of LibTorch's intra-op threads. That is why a tower function
-//! is `Fn + Send + Sync` ([`Model::new`]); [`Tower::index`](crate::Tower::index)
+//! is `Fn + Send + Sync` ([`Model::new`](crate::Model::new)); [`Tower::index`](crate::Tower::index)
 //! and [`Tower::name`](crate::Tower::name) say which tower a call is for. The
 //! cost and outputs the loop reports are tower 0's; checkpoints hold tower
 //! 0's variables, as tensorpack's. steps_per_epoch counts steps, and its
@@ -25,10 +25,7 @@
 //! # }
 //! ```
 
-use crate::binding::call_dropping;
 use crate::error::{Code, Error, Result};
-use crate::model::{Input, Model};
-use crate::trainer::Trainer;
 use std::ffi::CString;
 use std::os::raw::c_char;
 use std::ptr;
@@ -36,7 +33,7 @@ use tptrain_sys as sys;
 
 /// How the towers share the variables and combine their gradients
 /// (`tpt_strategy`). One tower without a strategy is the simple trainer
-/// ([`Trainer::set_model`]).
+/// ([`Trainer::set_model`](crate::Trainer::set_model)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Strategy {
     /// tensorpack's SyncMultiGPUTrainerReplicated: a copy of the variables
@@ -64,7 +61,7 @@ impl Strategy {
 }
 
 /// The towers of a data-parallel trainer (`tpt_towers_options`), for
-/// [`Trainer::set_towers`] and [`TrainConfig::towers`](crate::TrainConfig::towers):
+/// [`Trainer::set_towers`](crate::Trainer::set_towers) and [`TrainConfig::towers`](crate::TrainConfig::towers):
 /// a strategy, how many towers, where they run, and how their gradients
 /// are reduced. `Default` gives the C defaults: 2 replicated CPU towers,
 /// gradients averaged, LibTorch's intra-op threads shared out evenly, each
@@ -253,38 +250,5 @@ impl RawTowers {
     /// The options, valid while `self` lives.
     pub(crate) fn as_ptr(&self) -> *const sys::tpt_towers_options {
         &self.options
-    }
-}
-
-impl<'a> Trainer<'a> {
-    /// Makes this trainer a data-parallel trainer of `model` with the
-    /// strategy and towers of `towers`, fed by `input`
-    /// (`tpt_trainer_set_towers`): [`set_model`](Self::set_model) with
-    /// towers. Each step is one hooked step in which every tower takes a
-    /// batch of its own from `input` and runs the tower function, at the same
-    /// time as the others (towers 1, 2, ... on threads of the library's own),
-    /// and the gradients are combined as the strategy says. The step output
-    /// and scalar "cost" are tower 0's. If steps_per_epoch is not set, the
-    /// input's size divided by the number of towers is used. Replaces
-    /// run_step. The trainer keeps its own reference to the model; it takes
-    /// `input` (dropped on failure). Before run only.
-    ///
-    /// Invalid towers (0 or more than 256, a name that is no device, device
-    /// names that are not one per tower) are a [`Code::InvalidArgument`]
-    /// error; a device other than the CPU a [`Code::Unsupported`] one.
-    ///
-    /// An error (or a [`Tower::stop`](crate::Tower::stop)) from the tower
-    /// function in any tower ends the run with that error (or stop), once the
-    /// step's other towers have finished their call. A panic in tower 0 is
-    /// resumed by [`run`](Self::run); in another tower only its message
-    /// travels, in the [`Code::Callback`] error that `run` returns.
-    pub fn set_towers(&mut self, model: &Model<'a>, input: Input<'a>, towers: &Towers) -> Result<()> {
-        // On an error here `input` is dropped, as the library would have.
-        let raw = towers.to_raw()?;
-        // SAFETY: live handles; the options and the names they point into
-        // live for the call; the library takes the input, also on failure.
-        call_dropping(|| unsafe {
-            sys::tpt_trainer_set_towers(self.as_ptr(), model.as_ptr(), input.into_raw(), raw.as_ptr())
-        })
     }
 }

@@ -7,15 +7,15 @@
 //! `opt.minimize(cost, var_list)`: a one-element output of the tower
 //! function ([`Tower::set_output`](crate::Tower::set_output)) minimised over
 //! the trainable variables under a scope, by an optimizer of its own. A
-//! run_step of your own ([`Trainer::set_run_step`], after
-//! [`Trainer::set_model`]) runs train ops by name with
-//! [`StepContext::run_train_ops`]; the GAN trainers are such run_steps, made
-//! by [`Trainer::set_gan`] from a [`Gan`]; [`Trainer::set_train_ops`] makes
+//! run_step of your own ([`Trainer::set_run_step`](crate::Trainer::set_run_step), after
+//! [`Trainer::set_model`](crate::Trainer::set_model)) runs train ops by name with
+//! [`StepContext::run_train_ops`](crate::StepContext::run_train_ops); the GAN trainers are such run_steps, made
+//! by [`Trainer::set_gan`](crate::Trainer::set_gan) from a [`Gan`]; [`Trainer::set_train_ops`](crate::Trainer::set_train_ops) makes
 //! a list of train ops the default step, without a run_step of your own.
 //! The trainer keeps everything else: callbacks, monitors, checkpoints (each
 //! op's optimizer state included, so a resumed run goes on exactly) and the
 //! input. The simple trainer, the replicated and the parameter-server
-//! strategies ([`Trainer::set_towers`], each op's gradients averaged over
+//! strategies ([`Trainer::set_towers`](crate::Trainer::set_towers), each op's gradients averaged over
 //! the towers) and distributed jobs run train ops; the async strategy does
 //! not (docs/custom_trainers.md).
 //!
@@ -38,21 +38,16 @@
 //! # }
 //! ```
 
-use crate::binding::call_dropping;
-use crate::context::{flow_of, StepContext};
-use crate::cstr::{cstring, cstrings};
-use crate::error::{call, Code, Error, Result};
-use crate::model::{Input, Model, Optimizer};
+use crate::cstr::cstring;
+use crate::error::{Code, Error, Result};
+use crate::model::Optimizer;
 use crate::towers::{RawTowers, Towers};
-use crate::trainer::Trainer;
-use crate::Flow;
 use std::ffi::CString;
-use std::os::raw::c_char;
 use std::ptr;
 use tptrain_sys as sys;
 
 /// One optimisation of a model (`tpt_train_op`; tensorpack's
-/// `opt.minimize(cost, var_list)`), for [`Model::add_train_op`]: a name
+/// `opt.minimize(cost, var_list)`), for [`Model::add_train_op`](crate::Model::add_train_op): a name
 /// that run_steps run it by, the cost it minimises, the variables it
 /// updates and its optimizer.
 ///
@@ -72,10 +67,10 @@ use tptrain_sys as sys;
 #[derive(Debug, Clone)]
 #[must_use = "a TrainOp does nothing until it is given to Model::add_train_op"]
 pub struct TrainOp<'o> {
-    name: String,
-    cost: Option<String>,
-    scope: Option<String>,
-    optimizer: Option<&'o Optimizer>,
+    pub(crate) name: String,
+    pub(crate) cost: Option<String>,
+    pub(crate) scope: Option<String>,
+    pub(crate) optimizer: Option<&'o Optimizer>,
 }
 
 impl<'o> TrainOp<'o> {
@@ -122,38 +117,7 @@ impl<'o> TrainOp<'o> {
     }
 }
 
-impl<'a> Model<'a> {
-    /// Adds a train op to this model, before training
-    /// (`tpt_model_add_train_op`). Its variables are resolved when training
-    /// starts (an op with none fails then, naming it). Each op's optimizer
-    /// state is saved in checkpoints under the op's name and restored on
-    /// resume. A name the model has already, or an optimizer that is the
-    /// model's or another op's, is a [`Code::InvalidArgument`] error.
-    ///
-    /// ```no_run
-    /// # fn demo(model: &tptrain::Model<'_>) -> tptrain::Result<()> {
-    /// use tptrain::TrainOp;
-    /// model.add_train_op(&TrainOp::new("g_op").cost("g_loss").scope("gen/"))?;
-    /// model.add_train_op(&TrainOp::new("d_op").cost("d_loss").scope("discrim/"))?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn add_train_op(&self, op: &TrainOp<'_>) -> Result<()> {
-        let name = cstring(&op.name, "name")?;
-        let cost = op.cost.as_deref().map(|c| cstring(c, "cost")).transpose()?;
-        let scope = op.scope.as_deref().map(|s| cstring(s, "scope")).transpose()?;
-        let mut raw = sys::TPT_TRAIN_OP_INIT;
-        raw.name = name.as_ptr();
-        raw.cost = cost.as_ref().map_or(ptr::null(), |c| c.as_ptr());
-        raw.scope = scope.as_ref().map_or(ptr::null(), |s| s.as_ptr());
-        raw.optimizer = op.optimizer.map_or(ptr::null_mut(), Optimizer::as_ptr);
-        // The strings live for the call (the library copies them); it takes
-        // its own reference to the optimizer.
-        call!(sys::tpt_model_add_train_op(self.as_ptr(), &raw))
-    }
-}
-
-/// How [`StepContext::run_train_ops`] runs its train ops.
+/// How [`StepContext::run_train_ops`](crate::StepContext::run_train_ops) runs its train ops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Run {
     /// As one hooked step (tensorpack's `hooked_sess.run`): BEFORE_RUN and
@@ -165,82 +129,7 @@ pub enum Run {
     Raw,
 }
 
-impl StepContext {
-    /// Runs the model's train ops `names`, in order
-    /// (`tpt_trainer_run_train_ops`): takes the input's next batch, runs
-    /// the tower function once, computes every named op's gradients from
-    /// that one pass (as TensorFlow runs several `minimize` ops of one
-    /// `session.run`), then applies the ops' updates in order; as one
-    /// hooked step with [`Run::Hooked`], or without hooks with
-    /// [`Run::Raw`]. The trainer must have a model
-    /// ([`Trainer::set_model`], then [`Trainer::set_run_step`]).
-    ///
-    /// Returns what [`hooked_step`](Self::hooked_step) returns: return a
-    /// stop or an error from run_step as it is. An unknown op is a
-    /// [`Code::InvalidArgument`] error naming it (and the model's ops); a
-    /// trainer without a model a [`Code::State`] one; the async strategy
-    /// ([`Strategy::Async`](crate::Strategy::Async)) a [`Code::Unsupported`]
-    /// one.
-    ///
-    /// ```no_run
-    /// # fn demo(trainer: &mut tptrain::Trainer<'_>) -> tptrain::Result<()> {
-    /// use tptrain::{Flow, Run};
-    /// // tensorpack's GANTrainer: both updates from one forward pass, one hooked step.
-    /// trainer.set_run_step(|ctx| -> tptrain::Result<Flow> { ctx.run_train_ops(&["g_op", "d_op"], Run::Hooked) })?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn run_train_ops<S: AsRef<str>>(&mut self, names: &[S], run: Run) -> Result<Flow> {
-        let names = cstrings(names, "names")?;
-        let pointers: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
-        let hooked = match run {
-            Run::Hooked => 1,
-            Run::Raw => 0,
-        };
-        // SAFETY: a live trainer; the names live for the call.
-        let st = unsafe { sys::tpt_trainer_run_train_ops(self.as_ptr(), pointers.as_ptr(), pointers.len(), hooked) };
-        flow_of(st)
-    }
-}
-
-impl<'a> Trainer<'a> {
-    /// Replaces the default step (tensorpack's `trainer.train_op`) without
-    /// a run_step of your own (`tpt_trainer_set_train_ops`): every run_step
-    /// is then one hooked run of the model's train ops `names`, in order, as
-    /// [`StepContext::run_train_ops`] with [`Run::Hooked`] runs them (one
-    /// forward pass, every op's gradients from it, then the updates in
-    /// order; global_step advances by one). After
-    /// [`set_model`](Self::set_model) or [`set_towers`](Self::set_towers)
-    /// (or [`from_config`](Self::from_config)), before run; it replaces
-    /// run_step.
-    ///
-    /// No name, or one that is not a train op of the model, is a
-    /// [`Code::InvalidArgument`] error naming it (and the model's ops); a
-    /// trainer without a model yet, or that has run, a [`Code::State`] one.
-    /// With the async strategy the first step fails with a
-    /// [`Code::Unsupported`] error.
-    ///
-    /// ```no_run
-    /// use tptrain::{Input, Model, TrainOp, Trainer, TrainerOptions};
-    /// # fn demo(model: &Model<'_>, input: Input<'_>) -> tptrain::Result<()> {
-    /// // Pre-train the discriminator alone: "d_loss" over "discrim/".
-    /// model.add_train_op(&TrainOp::new("d_op").cost("d_loss").scope("discrim/"))?;
-    /// let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 2, ..Default::default() })?;
-    /// trainer.set_model(model, input)?;
-    /// trainer.set_train_ops(&["d_op"])?;
-    /// trainer.run()?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn set_train_ops<S: AsRef<str>>(&mut self, names: &[S]) -> Result<()> {
-        let names = cstrings(names, "names")?;
-        let pointers: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
-        // The names live for the call (the library copies them).
-        call!(sys::tpt_trainer_set_train_ops(self.as_ptr(), pointers.as_ptr(), pointers.len()))
-    }
-}
-
-/// tensorpack's GAN trainers (`tpt_gan_options`), for [`Trainer::set_gan`]:
+/// tensorpack's GAN trainers (`tpt_gan_options`), for [`Trainer::set_gan`](crate::Trainer::set_gan):
 /// [`Gan::new`] (also `Default`) is GANTrainer, [`Gan::separate`] is
 /// SeparateGANTrainer, and either with [`towers`](Self::towers) is
 /// MultiGPUGANTrainer. They run the model's train ops "g_op" (the
@@ -312,7 +201,7 @@ impl Gan {
     /// [`Strategy::ParameterServer`](crate::Strategy::ParameterServer);
     /// [`Strategy::Async`](crate::Strategy::Async) is a
     /// [`Code::Unsupported`] error when the trainer is set. As with
-    /// [`Trainer::set_towers`], steps_per_epoch defaults to the input's size
+    /// [`Trainer::set_towers`](crate::Trainer::set_towers), steps_per_epoch defaults to the input's size
     /// divided by the number of towers, and the reported outputs are tower
     /// 0's. Default: one tower (the simple trainer).
     pub fn towers(mut self, towers: &Towers) -> Gan {
@@ -331,7 +220,7 @@ impl Gan {
     }
 
     /// The C options, with the op names and the towers they point into.
-    fn to_raw(&self) -> Result<RawGan> {
+    pub(crate) fn to_raw(&self) -> Result<RawGan> {
         let invalid = |message: String| Error::new(Code::InvalidArgument, message);
         let period = |what: &str, n: u64| {
             i64::try_from(n).map_err(|_| invalid(format!("Gan: {what} is {n}: it does not fit in 63 bits")))
@@ -359,55 +248,8 @@ impl Gan {
 }
 
 /// C GAN options and the op names and towers they point into.
-struct RawGan {
-    options: sys::tpt_gan_options,
+pub(crate) struct RawGan {
+    pub(crate) options: sys::tpt_gan_options,
     _names: (Option<CString>, Option<CString>),
     _towers: Option<Box<RawTowers>>,
-}
-
-impl<'a> Trainer<'a> {
-    /// Makes this trainer tensorpack's GANTrainer, SeparateGANTrainer or
-    /// MultiGPUGANTrainer of `model`, fed by `input`, as `gan` says
-    /// (`tpt_trainer_set_gan`): [`set_model`](Self::set_model) (or
-    /// [`set_towers`](Self::set_towers) with [`Gan::towers`]), then the GAN's
-    /// run_step. When the
-    /// model lacks the train ops (by default "g_op" and "d_op") they are made
-    /// as tensorpack's GANModelDesc: the tower's outputs "g_loss" over the
-    /// variables under "gen/" and "d_loss" over those under "discrim/",
-    /// each with a copy of the model's optimizer. The trainer keeps its own
-    /// reference to the model; it takes `input` (dropped on failure). Before
-    /// run only.
-    ///
-    /// A distributed trainer ([`set_distributed`](Self::set_distributed)
-    /// first) trains the GAN across the ranks, each op's cost averaged over
-    /// every tower of every rank.
-    ///
-    /// Periods that are not at least 1, or of which neither is 1, two ops of
-    /// the same name and invalid towers are [`Code::InvalidArgument`]
-    /// errors; towers of the async strategy a [`Code::Unsupported`] one.
-    ///
-    /// ```no_run
-    /// use tptrain::{Gan, Input, Model, Towers, Trainer, TrainerOptions};
-    /// # fn demo(model: &Model<'_>, input: Input<'_>, input2: Input<'_>) -> tptrain::Result<()> {
-    /// let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 10, ..Default::default() })?;
-    /// // The discriminator every step, the generator every 5th global step.
-    /// trainer.set_gan(model, input, &Gan::separate(1, 5))?;
-    /// trainer.run()?;
-    ///
-    /// // GANTrainer on 2 replicated towers (tensorpack's MultiGPUGANTrainer).
-    /// let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 10, ..Default::default() })?;
-    /// trainer.set_gan(model, input2, &Gan::new().towers(&Towers::replicated(2)))?;
-    /// trainer.run()?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn set_gan(&mut self, model: &Model<'a>, input: Input<'a>, gan: &Gan) -> Result<()> {
-        // On an error here `input` is dropped, as the library would have.
-        let raw = gan.to_raw()?;
-        // SAFETY: live handles; the options and the names they point into
-        // live for the call; the library takes the input, also on failure.
-        call_dropping(|| unsafe {
-            sys::tpt_trainer_set_gan(self.as_ptr(), model.as_ptr(), input.into_raw(), &raw.options)
-        })
-    }
 }

@@ -3,20 +3,22 @@
 use crate::binding::call_dropping;
 use crate::callback::{Callback, IntoCallback};
 use crate::context::{Context, StepContext};
-use crate::cstr::path_to_cstring;
+use crate::cstr::{cstrings, path_to_cstring};
 use crate::dataflow::DataFlow;
 use crate::distributed::{Distributed, RawDistributed};
 use crate::error::{call, Code, Error, Result};
-use crate::model::{Input, Model};
+use crate::input::Input;
+use crate::model::Model;
 use crate::panic;
 use crate::towers::{RawTowers, Towers};
+use crate::train_ops::Gan;
 use crate::Flow;
 use std::cell::OnceCell;
 use std::ffi::CString;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::os::raw::c_void;
+use std::os::raw::{c_char, c_void};
 use std::path::{Path, PathBuf};
 use std::ptr::{self, NonNull};
 use std::sync::{Arc, Mutex};
@@ -205,7 +207,7 @@ pub struct Trainer<'a> {
 /// The init / restore hook of a [`TrainConfig`] (tensorpack's
 /// `session_init`): it runs once on the chief, after the model's build call
 /// and before BEFORE_TRAIN, e.g. to load weights with
-/// [`Model::set_variable`]. Made by [`InitFn::new`].
+/// [`Model::set_variable`](crate::Model::set_variable). Made by [`InitFn::new`].
 pub struct InitFn<'a>(Box<InitClosure<'a>>);
 
 /// The closure of an init hook, with its error turned into an [`Error`].
@@ -253,7 +255,7 @@ unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut
 }
 
 /// A training described as tensorpack's `TrainConfig`
-/// (`tpt_train_config`), for [`Trainer::from_config`] and [`launch_train`].
+/// (`tpt_train_config`), for [`Trainer::from_config`](crate::Trainer::from_config) and [`launch_train`].
 /// The batches come from an [`Input`] ([`TrainConfig::new`]) or from a
 /// [`DataFlow`] of batches ([`TrainConfig::from_dataflow`]), one or the
 /// other. The trainer is the simple one (one tower) unless
@@ -324,13 +326,13 @@ pub struct TrainConfig<'m, 'a> {
     pub monitors: Vec<Callback<'a>>,
     /// The init / restore hook; `None`: none.
     pub init: Option<InitFn<'a>>,
-    /// `None`: the simple trainer (one tower, as [`Trainer::set_model`]);
+    /// `None`: the simple trainer (one tower, as [`Trainer::set_model`](crate::Trainer::set_model));
     /// else the strategy and towers of a data-parallel trainer (as
-    /// [`Trainer::set_towers`]), whose default steps_per_epoch is the
+    /// [`Trainer::set_towers`](crate::Trainer::set_towers)), whose default steps_per_epoch is the
     /// input's size / towers.
     pub towers: Option<Towers>,
     /// `None`: this process trains alone; else it is one rank of a
-    /// distributed job (as [`Trainer::set_distributed`]), which it joins
+    /// distributed job (as [`Trainer::set_distributed`](crate::Trainer::set_distributed)), which it joins
     /// when the trainer is made.
     pub distributed: Option<Distributed>,
 }
@@ -392,13 +394,13 @@ impl fmt::Debug for TrainConfig<'_, '_> {
 }
 
 /// tensorpack's `launch_train_with_config`: makes the trainer of `config`
-/// ([`Trainer::from_config`]), runs it and frees it, as
+/// ([`Trainer::from_config`](crate::Trainer::from_config)), runs it and frees it, as
 /// `tpt_launch_train` does. Returns how the run ended, or the error that
 /// ended it (a closure's error comes back unchanged).
 ///
 /// # Panics
 /// Resumes the panic of a closure (the init hook included) once the C loop
-/// has returned, as [`Trainer::run`] does.
+/// has returned, as [`Trainer::run`](crate::Trainer::run) does.
 pub fn launch_train(config: TrainConfig<'_, '_>) -> Result<RunOutcome> {
     // Not a call of tpt_launch_train itself: that frees the trainer before
     // the stop reason can be read.
@@ -553,7 +555,7 @@ impl<'a> Trainer<'a> {
     }
 
     /// Sets the body of the loop, called steps_per_epoch times per epoch; it
-    /// calls [`StepContext::hooked_step`] for each step that callbacks should
+    /// calls [`StepContext::hooked_step`](crate::StepContext::hooked_step) for each step that callbacks should
     /// see. It returns [`Flow::Continue`], [`Flow::Stop`] to end training
     /// gracefully, or an error that ends it: an [`Error`] with its code and
     /// message, any other error as for [`Callback::on`] (see
@@ -664,7 +666,7 @@ impl<'a> Trainer<'a> {
     /// ```
     ///
     /// Nor can a tower function call back into its own model: a
-    /// [`Model`] is neither `Send` nor `Sync`, and tower functions must be.
+    /// [`Model`](crate::Model) is neither `Send` nor `Sync`, and tower functions must be.
     ///
     /// ```compile_fail
     /// use std::sync::{Arc, OnceLock};
@@ -774,5 +776,148 @@ impl StopHandle {
 impl fmt::Debug for StopHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("StopHandle")
+    }
+}
+
+impl<'a> Trainer<'a> {
+    /// Makes this trainer a data-parallel trainer of `model` with the
+    /// strategy and towers of `towers`, fed by `input`
+    /// (`tpt_trainer_set_towers`): [`set_model`](Self::set_model) with
+    /// towers. Each step is one hooked step in which every tower takes a
+    /// batch of its own from `input` and runs the tower function, at the same
+    /// time as the others (towers 1, 2, ... on threads of the library's own),
+    /// and the gradients are combined as the strategy says. The step output
+    /// and scalar "cost" are tower 0's. If steps_per_epoch is not set, the
+    /// input's size divided by the number of towers is used. Replaces
+    /// run_step. The trainer keeps its own reference to the model; it takes
+    /// `input` (dropped on failure). Before run only.
+    ///
+    /// Invalid towers (0 or more than 256, a name that is no device, device
+    /// names that are not one per tower) are a [`Code::InvalidArgument`]
+    /// error; a device other than the CPU a [`Code::Unsupported`] one.
+    ///
+    /// An error (or a [`Tower::stop`](crate::Tower::stop)) from the tower
+    /// function in any tower ends the run with that error (or stop), once the
+    /// step's other towers have finished their call. A panic in tower 0 is
+    /// resumed by [`run`](Self::run); in another tower only its message
+    /// travels, in the [`Code::Callback`] error that `run` returns.
+    pub fn set_towers(&mut self, model: &Model<'a>, input: Input<'a>, towers: &Towers) -> Result<()> {
+        // On an error here `input` is dropped, as the library would have.
+        let raw = towers.to_raw()?;
+        // SAFETY: live handles; the options and the names they point into
+        // live for the call; the library takes the input, also on failure.
+        call_dropping(|| unsafe {
+            sys::tpt_trainer_set_towers(self.as_ptr(), model.as_ptr(), input.into_raw(), raw.as_ptr())
+        })
+    }
+}
+
+impl<'a> Trainer<'a> {
+    /// Makes this trainer one rank of a distributed job
+    /// (`tpt_trainer_set_distributed`): joins the job (the rendezvous, which
+    /// blocks until every rank has joined, at most the timeout). Call it
+    /// before [`set_model`](Self::set_model) or
+    /// [`set_towers`](Self::set_towers), which then train across the ranks:
+    /// the simple trainer becomes one replicated tower per rank, and the
+    /// gradients of [`Towers`](crate::Towers) are summed over every tower of
+    /// every rank ([`Strategy::Async`](crate::Strategy::Async) cannot be
+    /// distributed). Rank 0 is the chief; the other ranks drop their
+    /// chief-only callbacks. [`rank`](Context::rank) and
+    /// [`world_size`](Context::world_size) say which rank of how many this
+    /// trainer is.
+    ///
+    /// Errors: [`Code::InvalidArgument`] naming a missing or bad environment
+    /// variable or option; [`Code::Backend`] when the rendezvous fails
+    /// (naming the address and the rank); [`Code::State`] after a model was
+    /// set, after run, or a second time; [`Code::Unsupported`] in a build
+    /// without c10d's Gloo.
+    pub fn set_distributed(&mut self, distributed: &Distributed) -> Result<()> {
+        let raw = distributed.to_raw()?;
+        // The options and the address live for the call.
+        call!(sys::tpt_trainer_set_distributed(self.as_ptr(), raw.as_ptr()))
+    }
+}
+
+impl<'a> Trainer<'a> {
+    /// Replaces the default step (tensorpack's `trainer.train_op`) without
+    /// a run_step of your own (`tpt_trainer_set_train_ops`): every run_step
+    /// is then one hooked run of the model's train ops `names`, in order, as
+    /// [`StepContext::run_train_ops`](crate::StepContext::run_train_ops) with [`Run::Hooked`](crate::Run::Hooked) runs them (one
+    /// forward pass, every op's gradients from it, then the updates in
+    /// order; global_step advances by one). After
+    /// [`set_model`](Self::set_model) or [`set_towers`](Self::set_towers)
+    /// (or [`from_config`](Self::from_config)), before run; it replaces
+    /// run_step.
+    ///
+    /// No name, or one that is not a train op of the model, is a
+    /// [`Code::InvalidArgument`] error naming it (and the model's ops); a
+    /// trainer without a model yet, or that has run, a [`Code::State`] one.
+    /// With the async strategy the first step fails with a
+    /// [`Code::Unsupported`] error.
+    ///
+    /// ```no_run
+    /// use tptrain::{Input, Model, TrainOp, Trainer, TrainerOptions};
+    /// # fn demo(model: &Model<'_>, input: Input<'_>) -> tptrain::Result<()> {
+    /// // Pre-train the discriminator alone: "d_loss" over "discrim/".
+    /// model.add_train_op(&TrainOp::new("d_op").cost("d_loss").scope("discrim/"))?;
+    /// let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 2, ..Default::default() })?;
+    /// trainer.set_model(model, input)?;
+    /// trainer.set_train_ops(&["d_op"])?;
+    /// trainer.run()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_train_ops<S: AsRef<str>>(&mut self, names: &[S]) -> Result<()> {
+        let names = cstrings(names, "names")?;
+        let pointers: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
+        // The names live for the call (the library copies them).
+        call!(sys::tpt_trainer_set_train_ops(self.as_ptr(), pointers.as_ptr(), pointers.len()))
+    }
+}
+
+impl<'a> Trainer<'a> {
+    /// Makes this trainer tensorpack's GANTrainer, SeparateGANTrainer or
+    /// MultiGPUGANTrainer of `model`, fed by `input`, as `gan` says
+    /// (`tpt_trainer_set_gan`): [`set_model`](Self::set_model) (or
+    /// [`set_towers`](Self::set_towers) with [`Gan::towers`]), then the GAN's
+    /// run_step. When the
+    /// model lacks the train ops (by default "g_op" and "d_op") they are made
+    /// as tensorpack's GANModelDesc: the tower's outputs "g_loss" over the
+    /// variables under "gen/" and "d_loss" over those under "discrim/",
+    /// each with a copy of the model's optimizer. The trainer keeps its own
+    /// reference to the model; it takes `input` (dropped on failure). Before
+    /// run only.
+    ///
+    /// A distributed trainer ([`set_distributed`](Self::set_distributed)
+    /// first) trains the GAN across the ranks, each op's cost averaged over
+    /// every tower of every rank.
+    ///
+    /// Periods that are not at least 1, or of which neither is 1, two ops of
+    /// the same name and invalid towers are [`Code::InvalidArgument`]
+    /// errors; towers of the async strategy a [`Code::Unsupported`] one.
+    ///
+    /// ```no_run
+    /// use tptrain::{Gan, Input, Model, Towers, Trainer, TrainerOptions};
+    /// # fn demo(model: &Model<'_>, input: Input<'_>, input2: Input<'_>) -> tptrain::Result<()> {
+    /// let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 10, ..Default::default() })?;
+    /// // The discriminator every step, the generator every 5th global step.
+    /// trainer.set_gan(model, input, &Gan::separate(1, 5))?;
+    /// trainer.run()?;
+    ///
+    /// // GANTrainer on 2 replicated towers (tensorpack's MultiGPUGANTrainer).
+    /// let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 10, ..Default::default() })?;
+    /// trainer.set_gan(model, input2, &Gan::new().towers(&Towers::replicated(2)))?;
+    /// trainer.run()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set_gan(&mut self, model: &Model<'a>, input: Input<'a>, gan: &Gan) -> Result<()> {
+        // On an error here `input` is dropped, as the library would have.
+        let raw = gan.to_raw()?;
+        // SAFETY: live handles; the options and the names they point into
+        // live for the call; the library takes the input, also on failure.
+        call_dropping(|| unsafe {
+            sys::tpt_trainer_set_gan(self.as_ptr(), model.as_ptr(), input.into_raw(), &raw.options)
+        })
     }
 }
