@@ -278,7 +278,7 @@ const tpt::Output &output_arg(const tpt::Trainer &t, const char *name) {
 }
 const tpt::ScalarHistory &history_arg(const tpt::Trainer &t, const char *name) {
   std::string key = name_arg(name, "name");
-  const tpt::ScalarHistory *h = t.history(key);
+  const tpt::ScalarHistory *h = t.monitors().history(key);
   if (!h) tpt::fail(TPT_ERR_NOT_FOUND, "no scalar '" + key + "' was put");
   return *h;
 }
@@ -688,7 +688,7 @@ tpt_status *tpt_trainer_add_monitor(tpt_trainer *trainer, tpt_callback *monitor)
 tpt_status *tpt_trainer_put_scalar(tpt_trainer *trainer, const char *name, double value) {
   return guard(__func__, [&] {
     tpt::Trainer &t = trainer_arg(trainer);
-    t.put_scalar(name_arg(name, "name"), value);
+    t.monitors().put_scalar(name_arg(name, "name"), value);
   });
 }
 
@@ -720,7 +720,7 @@ tpt_status *tpt_trainer_put_image(tpt_trainer *trainer, const char *name, const 
   return guard(__func__, [&] {
     tpt::Trainer &t = trainer_arg(trainer);
     std::string key = name_arg(name, "name");
-    t.put_image(key, image_u8(image, /*batch=*/true));
+    t.monitors().put_image(key, image_u8(image, /*batch=*/true));
   });
 }
 

@@ -275,11 +275,11 @@ class MergeAllSummaries final : public Callback {
   uint32_t events() const override { return TPT_EVENT_AFTER_RUN | TPT_EVENT_AFTER_TRAIN; }
   void on_event(Trainer &t, tpt_event e, const Record *) override {
     if (e == TPT_EVENT_AFTER_TRAIN) {
-      if (t.summaries_pending()) t.put_summaries();
+      if (t.monitors().summaries_pending()) t.monitors().put_summaries();
       return;
     }
     int64_t k = t.local_step();
-    if (k == t.steps_per_epoch() - 1 || (period_ > 0 && (k + 1) % period_ == 0)) t.put_summaries();
+    if (k == t.steps_per_epoch() - 1 || (period_ > 0 && (k + 1) % period_ == 0)) t.monitors().put_summaries();
   }
 
  private:

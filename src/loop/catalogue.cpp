@@ -39,7 +39,7 @@ class EarlyStopping final : public Callback {
       : Callback("EarlyStopping(" + stat + ")", false), stat_(std::move(stat)), o_(o) {}
   uint32_t events() const override { return TPT_EVENT_TRIGGER; }
   void on_event(Trainer &t, tpt_event, const Record *) override {
-    const ScalarHistory *h = t.history(stat_);
+    const ScalarHistory *h = t.monitors().history(stat_);
     if (!h || h->values.empty()) {
       t.log().warn(name() + ": the scalar " + stat_ + " has not been put; register EarlyStopping after its callback");
       return;
@@ -154,9 +154,9 @@ class ThroughputTracker final : public Callback {
         if (secs > 0 && steps > 0) {
           double per_sec = static_cast<double>(steps) / secs;
           if (samples_ > 0)
-            t.put_scalar("Throughput (samples/sec)", per_sec * static_cast<double>(samples_));
+            t.monitors().put_scalar("Throughput (samples/sec)", per_sec * static_cast<double>(samples_));
           else
-            t.put_scalar("Throughput (steps/sec)", per_sec);
+            t.monitors().put_scalar("Throughput (steps/sec)", per_sec);
         }
         last_step_ = t.global_step();
         elapsed_ = 0;
@@ -300,8 +300,8 @@ class HostMemoryTracker final : public Callback {
                    " MB resident");
       return;
     }
-    t.put_scalar("HostFreeMemory (GB)", free_gb);
-    t.put_scalar("HostResidentMemory (MB)", resident_mb());
+    t.monitors().put_scalar("HostFreeMemory (GB)", free_gb);
+    t.monitors().put_scalar("HostResidentMemory (MB)", resident_mb());
   }
 };
 

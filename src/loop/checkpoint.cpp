@@ -60,7 +60,7 @@ Checkpoint take_checkpoint(Trainer &t) {
     std::vector<uint8_t> b;
     if (cb->save_state(b)) ck.callbacks[key] = std::move(b);
   }
-  for (const MovingSummary &m : t.moving_summaries())
+  for (const MovingSummary &m : t.monitors().moving_summaries())
     ck.summaries.push_back(MovingSummaryState{m.name, m.decay, m.biased, m.value, m.count});
   ck.rng_cpu = cpu_rng_state();
   return ck;
@@ -129,12 +129,13 @@ void Trainer::apply_resume() {
   local_step_ = ck.local_step;
   first_epoch_ = next_epoch_ = ck.next_epoch;
   first_step_ = next_step_ = ck.next_step;
-  summaries_.clear();
+  std::vector<MovingSummary> summaries;
   for (const MovingSummaryState &m : ck.summaries) {
     MovingSummary s;
     s.name = m.name, s.decay = m.decay, s.biased = m.biased, s.value = m.value, s.count = m.count;
-    summaries_.push_back(std::move(s));
+    summaries.push_back(std::move(s));
   }
+  monitors_.restore_moving_summaries(std::move(summaries));
   if (ck.rng_cpu.defined()) {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());

@@ -1,8 +1,10 @@
-// Built-in monitors: the stats.json writer and the per-epoch scalar printer.
+// tensorpack's Monitors (loop/monitors.hpp), and the built-in monitor
+// callbacks: the stats.json writer and the per-epoch scalar printer.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -15,11 +17,81 @@
 #include "base/error.hpp"
 #include "base/files.hpp"
 #include "base/json.hpp"
+#include "loop/monitors.hpp"
 #include "loop/trainer.hpp"
 
 namespace fs = std::filesystem;
 
 namespace tpt {
+
+void Monitors::put_scalar(const std::string &name, double value) {
+  if (t_.phase_ == Trainer::Phase::Idle || t_.phase_ == Trainer::Phase::Done)
+    fail(TPT_ERR_STATE, "scalars can only be put while training runs");
+  auto it = history_.try_emplace(name).first;
+  ScalarHistory &h = it->second;
+  h.steps.push_back(t_.global_step_);
+  h.values.push_back(value);
+  if (t_.config_.scalar_history > 0 && static_cast<int64_t>(h.values.size()) > t_.config_.scalar_history) {
+    h.steps.pop_front();
+    h.values.pop_front();
+  }
+  Record record;
+  record.kind = TPT_RECORD_SCALAR;
+  record.name = &it->first;
+  record.global_step = t_.global_step_;
+  record.epoch_num = t_.epoch_num_;
+  record.value = value;
+  for (Callback *cb : t_.by_event_[event_index(TPT_EVENT_RECORD)]) cb->on_event(t_, TPT_EVENT_RECORD, &record);
+}
+
+void Monitors::put_image(const std::string &name, const at::Tensor &image) {
+  if (t_.phase_ == Trainer::Phase::Idle || t_.phase_ == Trainer::Phase::Done)
+    fail(TPT_ERR_STATE, "images can only be put while training runs");
+  Record record;
+  record.kind = TPT_RECORD_IMAGE;
+  record.name = &name;
+  record.global_step = t_.global_step_;
+  record.epoch_num = t_.epoch_num_;
+  record.image = &image;
+  for (Callback *cb : t_.by_event_[event_index(TPT_EVENT_RECORD)]) cb->on_event(t_, TPT_EVENT_RECORD, &record);
+}
+
+void MovingSummary::update(double x) {
+  biased = decay * biased + (1 - decay) * x;
+  ++count;
+  value = biased / (1 - std::pow(decay, static_cast<double>(count)));
+}
+
+void Monitors::add_moving_summary(const std::string &name, double value, double decay) {
+  summaries_pending_ = true;
+  for (MovingSummary &m : summaries_) {
+    if (m.name == name) {
+      m.update(value);
+      return;
+    }
+  }
+  MovingSummary m;
+  m.name = name;
+  m.decay = decay;
+  m.update(value);
+  summaries_.push_back(std::move(m));
+}
+
+void Monitors::put_summaries() {
+  summaries_pending_ = false;
+  for (const MovingSummary &m : summaries_) put_scalar(m.name, m.value);
+}
+
+const MovingSummary *Monitors::moving_summary(const std::string &name) const {
+  for (const MovingSummary &m : summaries_)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+const ScalarHistory *Monitors::history(const std::string &name) const {
+  auto it = history_.find(name);
+  return it == history_.end() ? nullptr : &it->second;
+}
 
 namespace {
 

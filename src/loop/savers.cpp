@@ -178,7 +178,7 @@ class BestSaver final : public Callback {
         best_(maximize ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()) {}
   uint32_t events() const override { return TPT_EVENT_TRIGGER; }
   void on_event(Trainer &t, tpt_event, const Record *) override {
-    const ScalarHistory *h = t.history(stat_);
+    const ScalarHistory *h = t.monitors().history(stat_);
     if (!h || h->values.empty()) {
       t.log().warn(name() + ": no value of '" + stat_ + "' yet.");
       return;

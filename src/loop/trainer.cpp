@@ -75,7 +75,7 @@ void Trainer::warn_chief_only_hyperparam(const Callback &cb) {
             "(tpt_callback_desc.chief_only = 0); the library's hyper-parameter setters already do.");
 }
 
-Trainer::Trainer(TrainerConfig config) : config_(std::move(config)) {
+Trainer::Trainer(TrainerConfig config) : config_(std::move(config)), monitors_(*this) {
   log_.set_console(config_.console);
   epoch_num_ = config_.starting_epoch - 1;  // tensorpack: before training, starting_epoch - 1
 }
@@ -247,12 +247,52 @@ void Trainer::hooked_step(void (*step)(Trainer &, void *), void *ctx) {
   }
 }
 
-void Trainer::run() {
-  if (phase_ != Phase::Idle) fail(TPT_ERR_STATE, "a trainer runs once; make a new one");
-  if (config_.steps_per_epoch < 0)
-    invalid_argument("steps_per_epoch is not set (tpt_trainer_options.steps_per_epoch)");
-  if (config_.steps_per_epoch > 0 && !run_step_)
-    fail(TPT_ERR_STATE, "no run_step: set one with tpt_trainer_set_run_step");
+// One epoch of main_loop (a resumed epoch goes on from its next step).
+void Trainer::run_epoch(int64_t epoch) {
+  epoch_num_ = epoch;
+  const int64_t first_step = epoch == first_epoch_ ? first_step_ : 0;  // a resumed epoch goes on
+  next_epoch_ = epoch, next_step_ = first_step;
+  // tensorpack (train/base.py, main_loop) asks should_stop() only inside
+  // the step loop: a stop requested in an epoch's last step still runs
+  // the next epoch's before_epoch and ends at its local_step 0. With no
+  // steps there is no step loop, so the request is seen here instead.
+  if (config_.steps_per_epoch == 0) throw_if_stop_requested();
+  log_.info("Start Epoch " + std::to_string(epoch) + " ...");
+  dispatch(TPT_EVENT_BEFORE_EPOCH);
+  auto t0 = Clock::now();
+  for (int64_t k = first_step; k < config_.steps_per_epoch; ++k) run_one_step(k);
+  next_epoch_ = epoch + 1, next_step_ = 0;
+  dispatch(TPT_EVENT_AFTER_EPOCH);
+  log_.info("Epoch " + std::to_string(epoch) + " (global_step " + std::to_string(global_step_) +
+            ") finished, time: " + fmt_seconds(seconds_since(t0)) + " sec.");
+  trigger_epoch_timed();
+}
+
+// One step: run_step, then TRIGGER_STEP.
+void Trainer::run_one_step(int64_t k) {
+  local_step_ = k;
+  throw_if_stop_requested();
+  in_run_step_ = true;
+  try {
+    run_step_(*this);
+  } catch (...) {
+    in_run_step_ = false;
+    pending_ = nullptr;
+    throw;
+  }
+  in_run_step_ = false;
+  next_step_ = k + 1;
+  if (pending_) {  // run_step swallowed the outcome of a hooked step
+    std::exception_ptr p = pending_;
+    pending_ = nullptr;
+    std::rethrow_exception(p);
+  }
+  dispatch(TPT_EVENT_TRIGGER_STEP);
+}
+
+// Opens the log directory (the chief's: the lock, log.log, stale
+// temporaries) and finds auto-resume's checkpoint in it.
+void Trainer::open_logdir() {
   if (!config_.logdir.empty() && rank_ != 0) {
     log_.info("Rank " + std::to_string(rank_) + " keeps no log directory: the chief's (rank 0's) is the job's.");
   } else if (!config_.logdir.empty()) {
@@ -273,6 +313,15 @@ void Trainer::run() {
     if (int n = remove_stale_temporaries(logdir_, /*owned=*/logdir_lock_.held()))
       log_.info("Removed " + std::to_string(n) + " temporary file(s) that an earlier run left in " + logdir_ + ".");
   }
+}
+
+void Trainer::run() {
+  if (phase_ != Phase::Idle) fail(TPT_ERR_STATE, "a trainer runs once; make a new one");
+  if (config_.steps_per_epoch < 0)
+    invalid_argument("steps_per_epoch is not set (tpt_trainer_options.steps_per_epoch)");
+  if (config_.steps_per_epoch > 0 && !run_step_)
+    fail(TPT_ERR_STATE, "no run_step: set one with tpt_trainer_set_run_step");
+  open_logdir();
   freeze();
   // SIGTERM/SIGINT as a graceful stop, while the run runs.
   std::optional<SignalStop> signal_stop;
@@ -298,44 +347,7 @@ void Trainer::run() {
     dispatch(TPT_EVENT_BEFORE_TRAIN);
     phase_ = Phase::Loop;
     // global_step is read again here: BEFORE_TRAIN (a restore) may have set it.
-    for (int64_t epoch = first_epoch_; epoch <= config_.max_epoch; ++epoch) {
-      epoch_num_ = epoch;
-      const int64_t first_step = epoch == first_epoch_ ? first_step_ : 0;  // a resumed epoch goes on
-      next_epoch_ = epoch, next_step_ = first_step;
-      // tensorpack (train/base.py, main_loop) asks should_stop() only inside
-      // the step loop: a stop requested in an epoch's last step still runs
-      // the next epoch's before_epoch and ends at its local_step 0. With no
-      // steps there is no step loop, so the request is seen here instead.
-      if (config_.steps_per_epoch == 0) throw_if_stop_requested();
-      log_.info("Start Epoch " + std::to_string(epoch) + " ...");
-      dispatch(TPT_EVENT_BEFORE_EPOCH);
-      auto t0 = Clock::now();
-      for (int64_t k = first_step; k < config_.steps_per_epoch; ++k) {
-        local_step_ = k;
-        throw_if_stop_requested();
-        in_run_step_ = true;
-        try {
-          run_step_(*this);
-        } catch (...) {
-          in_run_step_ = false;
-          pending_ = nullptr;
-          throw;
-        }
-        in_run_step_ = false;
-        next_step_ = k + 1;
-        if (pending_) {  // run_step swallowed the outcome of a hooked step
-          std::exception_ptr p = pending_;
-          pending_ = nullptr;
-          std::rethrow_exception(p);
-        }
-        dispatch(TPT_EVENT_TRIGGER_STEP);
-      }
-      next_epoch_ = epoch + 1, next_step_ = 0;
-      dispatch(TPT_EVENT_AFTER_EPOCH);
-      log_.info("Epoch " + std::to_string(epoch) + " (global_step " + std::to_string(global_step_) +
-                ") finished, time: " + fmt_seconds(seconds_since(t0)) + " sec.");
-      trigger_epoch_timed();
-    }
+    for (int64_t epoch = first_epoch_; epoch <= config_.max_epoch; ++epoch) run_epoch(epoch);
     log_.info("Training has finished!");
   } catch (const StopTraining &stop) {
     stopped_ = true;
@@ -391,75 +403,6 @@ const Output *Trainer::output(const std::string &name) const {
   for (auto &o : outputs_)
     if (o.first == name) return &o.second;
   return nullptr;
-}
-
-void Trainer::put_scalar(const std::string &name, double value) {
-  if (phase_ == Phase::Idle || phase_ == Phase::Done)
-    fail(TPT_ERR_STATE, "scalars can only be put while training runs");
-  auto it = history_.try_emplace(name).first;
-  ScalarHistory &h = it->second;
-  h.steps.push_back(global_step_);
-  h.values.push_back(value);
-  if (config_.scalar_history > 0 && static_cast<int64_t>(h.values.size()) > config_.scalar_history) {
-    h.steps.pop_front();
-    h.values.pop_front();
-  }
-  Record record;
-  record.kind = TPT_RECORD_SCALAR;
-  record.name = &it->first;
-  record.global_step = global_step_;
-  record.epoch_num = epoch_num_;
-  record.value = value;
-  for (Callback *cb : by_event_[event_index(TPT_EVENT_RECORD)]) cb->on_event(*this, TPT_EVENT_RECORD, &record);
-}
-
-void Trainer::put_image(const std::string &name, const at::Tensor &image) {
-  if (phase_ == Phase::Idle || phase_ == Phase::Done)
-    fail(TPT_ERR_STATE, "images can only be put while training runs");
-  Record record;
-  record.kind = TPT_RECORD_IMAGE;
-  record.name = &name;
-  record.global_step = global_step_;
-  record.epoch_num = epoch_num_;
-  record.image = &image;
-  for (Callback *cb : by_event_[event_index(TPT_EVENT_RECORD)]) cb->on_event(*this, TPT_EVENT_RECORD, &record);
-}
-
-void MovingSummary::update(double x) {
-  biased = decay * biased + (1 - decay) * x;
-  ++count;
-  value = biased / (1 - std::pow(decay, static_cast<double>(count)));
-}
-
-void Trainer::add_moving_summary(const std::string &name, double value, double decay) {
-  summaries_pending_ = true;
-  for (MovingSummary &m : summaries_) {
-    if (m.name == name) {
-      m.update(value);
-      return;
-    }
-  }
-  MovingSummary m;
-  m.name = name;
-  m.decay = decay;
-  m.update(value);
-  summaries_.push_back(std::move(m));
-}
-
-void Trainer::put_summaries() {
-  summaries_pending_ = false;
-  for (const MovingSummary &m : summaries_) put_scalar(m.name, m.value);
-}
-
-const MovingSummary *Trainer::moving_summary(const std::string &name) const {
-  for (const MovingSummary &m : summaries_)
-    if (m.name == name) return &m;
-  return nullptr;
-}
-
-const ScalarHistory *Trainer::history(const std::string &name) const {
-  auto it = history_.find(name);
-  return it == history_.end() ? nullptr : &it->second;
 }
 
 }  // namespace tpt

@@ -1,6 +1,7 @@
-// The loop: tensorpack's Trainer.main_loop with its callbacks, counters,
-// step outputs and scalar monitors. No LibTorch here: tensors published as
-// step outputs are opaque to the loop (the C API layer owns their type).
+// The loop: tensorpack's Trainer.main_loop with its callbacks, counters and
+// step outputs; its Monitors (loop/monitors.hpp) hold the scalars. No
+// LibTorch here: tensors published as step outputs are opaque to the loop
+// (the C API layer owns their type).
 #pragma once
 
 #include <array>
@@ -19,6 +20,7 @@
 
 #include "base/log.hpp"
 #include "loop/callback.hpp"
+#include "loop/monitors.hpp"
 #include "tptrain/trainer.h"
 
 namespace tpt {
@@ -50,26 +52,6 @@ struct Output {
   std::shared_ptr<const void> tensor;  // set for tensor outputs
 };
 
-// The latest entries of a scalar (at most TrainerConfig::scalar_history).
-struct ScalarHistory {
-  std::deque<int64_t> steps;
-  std::deque<double> values;
-};
-
-// tensorpack's add_moving_summary: an exponential moving average with
-// TensorFlow's zero-debiasing (assign_moving_average(zero_debias=True)):
-// biased = decay * biased + (1 - decay) * x; value = biased / (1 - decay^n)
-// after n updates.
-struct MovingSummary {
-  std::string name;
-  double decay = 0.95;
-  double biased = 0;
-  int64_t count = 0;
-  double value = 0;
-  void update(double x);
-};
-
-
 struct Checkpoint;  // base/checkpoint_file.hpp
 
 // What a checkpoint holds besides the loop's own state: the strategy's model
@@ -82,6 +64,7 @@ class Stateful {
 
 class Trainer {
  public:
+  friend class Monitors;  // brings RECORD events to the monitor callbacks
   enum class Phase { Idle, Setup, BeforeTrain, Loop, AfterTrain, Done };
 
   explicit Trainer(TrainerConfig config);
@@ -141,7 +124,7 @@ class Trainer {
   const std::string &logdir() const { return logdir_; }
   Logger &log() { return log_; }
 
-  // ---- checkpoints (base/checkpoint_file.cpp)
+  // ---- checkpoints (loop/checkpoint.cpp)
   // The strategy's part of a checkpoint.
   void set_stateful(std::shared_ptr<Stateful> s) { stateful_ = std::move(s); }
   Stateful *stateful() const { return stateful_.get(); }
@@ -169,7 +152,6 @@ class Trainer {
   int64_t next_step() const { return next_step_; }
   bool in_hooked_step() const { return in_hooked_step_; }
   const std::vector<Callback *> &callbacks() const { return order_; }
-  const std::vector<MovingSummary> &moving_summaries() const { return summaries_; }
 
   // An opaque pointer for the layer above (the C API stores its tpt_trainer).
   void set_handle(void *handle) { handle_ = handle; }
@@ -180,30 +162,23 @@ class Trainer {
   const Output *output(const std::string &name) const;
   bool has_run_a_step() const { return steps_run_ > 0; }
 
-  // ---- monitors
-  void put_scalar(const std::string &name, double value);
-  // Brings a uint8 N x H x W x C image to the monitors (not kept).
-  void put_image(const std::string &name, const at::Tensor &image);
-  const ScalarHistory *history(const std::string &name) const;
-  // Updates the moving average `name` (tensorpack's add_moving_summary); it
-  // reaches the monitors when put_summaries runs (MergeAllSummaries: the
-  // last step of each epoch, and every summary_period steps).
-  void add_moving_summary(const std::string &name, double value, double decay = 0.95);
-  // Puts every moving summary updated so far as a scalar.
-  void put_summaries();
-  // Whether a moving summary was updated after the last put_summaries.
-  bool summaries_pending() const { return summaries_pending_; }
-  const MovingSummary *moving_summary(const std::string &name) const;
+  // ---- monitors (tensorpack's Monitors: scalars, images, their history,
+  // the moving summaries)
+  Monitors &monitors() { return monitors_; }
+  const Monitors &monitors() const { return monitors_; }
 
  private:
+  void open_logdir();              // log.log, the lock, auto-resume's checkpoint (run's first part)
   void freeze();
   void dispatch(tpt_event event);
+  void run_epoch(int64_t epoch);   // BEFORE_EPOCH, the steps, AFTER_EPOCH, TRIGGER_EPOCH
+  void run_one_step(int64_t k);    // one run_step and its TRIGGER_STEP
   void trigger_epoch_timed();
   void after_train(std::exception_ptr &error);
-  void check_resume();        // base/checkpoint_file.cpp
-  void apply_resume();        // base/checkpoint_file.cpp
+  void check_resume();        // loop/checkpoint.cpp
+  void apply_resume();        // loop/checkpoint.cpp
   // auto_resume: the log directory's latest checkpoint, if it has an index.
-  bool find_auto_resume(const std::string &dir);  // base/checkpoint_file.cpp
+  bool find_auto_resume(const std::string &dir);  // loop/checkpoint.cpp
 
   TrainerConfig config_;
   Logger log_;
@@ -239,9 +214,7 @@ class Trainer {
 
   void *handle_ = nullptr;
   std::vector<std::pair<std::string, Output>> outputs_;
-  std::map<std::string, ScalarHistory> history_;
-  std::vector<MovingSummary> summaries_;  // in order of first update
-  bool summaries_pending_ = false;
+  Monitors monitors_;
 
   std::shared_ptr<Stateful> stateful_;
   std::shared_ptr<const Checkpoint> resume_;

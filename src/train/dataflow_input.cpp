@@ -134,7 +134,7 @@ class QueueInput final : public Input {
 
   void after_step(Trainer &t) override {
     // tensorpack's QueueInput summarises the queue's size with decay 0.5.
-    if (have_fill_) t.add_moving_summary("QueueInput/queue_size", fill_, 0.5);
+    if (have_fill_) t.monitors().add_moving_summary("QueueInput/queue_size", fill_, 0.5);
   }
 
   // The state that came with the last batch given (the thread reads ahead);

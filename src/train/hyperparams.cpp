@@ -141,7 +141,7 @@ class StatMonitorParam final : public Callback {
         stat_(std::move(stat)), o_(o) {}
   uint32_t events() const override { return TPT_EVENT_TRIGGER; }  // not in BEFORE_TRAIN (tensorpack)
   void on_event(Trainer &t, tpt_event, const Record *) override {
-    const ScalarHistory *h = t.history(stat_);
+    const ScalarHistory *h = t.monitors().history(stat_);
     if (!h || h->values.empty()) {
       t.log().warn(name() + ": the scalar " + stat_ + " has not been put; nothing to monitor");
       return;

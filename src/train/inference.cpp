@@ -44,7 +44,7 @@ class ScalarStats final : public Inferencer {
   void after(Trainer &t) override {
     if (rows_ <= 0) return;
     for (size_t i = 0; i < names_.size(); ++i)
-      t.put_scalar(prefix_.empty() ? names_[i] : prefix_ + "_" + names_[i], sum_[i] / rows_);
+      t.monitors().put_scalar(prefix_.empty() ? names_[i] : prefix_ + "_" + names_[i], sum_[i] / rows_);
   }
 
  private:
@@ -69,7 +69,7 @@ class ClassificationError final : public Inferencer {
     rows_ += static_cast<double>(rows);
   }
   void after(Trainer &t) override {
-    if (rows_ > 0) t.put_scalar(summary_, wrong_ / rows_);
+    if (rows_ > 0) t.monitors().put_scalar(summary_, wrong_ / rows_);
   }
 
  private:

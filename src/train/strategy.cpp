@@ -79,13 +79,13 @@ void publish_step(Trainer &t, const double *cost, const std::vector<std::pair<st
     Output c;
     c.scalar = scalars[next_scalar];
     t.set_output("cost", std::move(c));
-    t.add_moving_summary("cost", scalars[next_scalar++]);
+    t.monitors().add_moving_summary("cost", scalars[next_scalar++]);
   }
   for (const auto &[name, value] : outputs) {
     Output o;
     o.tensor = std::make_shared<const at::Tensor>(value.detach());
     t.set_output(name, std::move(o));
-    if (value.numel() == 1 && !value.is_complex()) t.add_moving_summary(name, scalars[next_scalar++]);
+    if (value.numel() == 1 && !value.is_complex()) t.monitors().add_moving_summary(name, scalars[next_scalar++]);
   }
 }
 
