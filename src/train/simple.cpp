@@ -15,6 +15,7 @@
 #include "model/model.hpp"
 #include "model/optimizer.hpp"
 #include "train/input.hpp"
+#include "train/single_cost.hpp"
 #include "train/strategy.hpp"
 #include "train/train_ops.hpp"
 
@@ -22,28 +23,13 @@ namespace tpt::parallel {
 
 namespace {
 
-class Simple final : public Strategy {
+class Simple final : public SingleCost {
  public:
-  Simple(std::shared_ptr<model::Model> m, std::unique_ptr<input::Input> in) : model_(std::move(m)), input_(std::move(in)) {}
+  Simple(std::shared_ptr<model::Model> m, std::unique_ptr<input::Input> in) : SingleCost(std::move(m), std::move(in)) {}
 
   void setup(Trainer &t) override {
-    if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
-    model_->build();
-    vars_ = model_->variables().all();  // fixed once built: variables are only created in the build call
-    resolve_ops();
-    if (const Checkpoint *ck = t.resume_checkpoint()) restore(*ck);
+    setup_model(t);
     input_->setup();
-  }
-
-  void save(Checkpoint &ck) override {
-    save_checked(ck, vars_, *input_, *model_->optimizer());
-    save_train_ops(ck, ops_);
-  }
-
-  void restore(const Checkpoint &ck) {
-    check_train_ops(ck, ops_);
-    restore_checked(ck, vars_, *input_, *model_->optimizer());
-    restore_train_ops(ck, ops_);
   }
 
   bool runs_train_ops() const override { return true; }
@@ -53,9 +39,6 @@ class Simple final : public Strategy {
     if (hooked) t.hooked_step(&Simple::ops_step, this);
     else ops_body(t, false);
   }
-
-  void before_train(Trainer &) override { input_->before_train(); }
-  void after_train(Trainer &) override { input_->after_train(); }
 
   void run_step(Trainer &t) override { t.hooked_step(&Simple::step, this); }
 
@@ -79,13 +62,6 @@ class Simple final : public Strategy {
     cost.backward();
     opt.apply(vars_, t.global_step());
     publish_step(t, &cost_, tower.outputs());
-  }
-
-  void resolve_ops() {
-    std::vector<model::Variable> trainables;
-    for (const auto &v : vars_)
-      if (v.trainable) trainables.push_back(v);
-    ops_ = resolve_train_ops(*model_, trainables);
   }
 
   static void ops_step(Trainer &t, void *self) { static_cast<Simple *>(self)->ops_body(t, true); }
@@ -124,12 +100,7 @@ class Simple final : public Strategy {
     publish_step(t, cost, tower.outputs());
   }
 
-  std::shared_ptr<model::Model> model_;
-  std::unique_ptr<input::Input> input_;
-  std::vector<model::Variable> vars_;
   double cost_ = 0;
-  std::vector<OpRun> ops_;
-  std::vector<OpRun *> selected_;  // the running run_ops' ops
 };
 
 }  // namespace

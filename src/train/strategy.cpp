@@ -24,6 +24,7 @@
 #include "model/model.hpp"
 #include "model/optimizer.hpp"
 #include "train/input.hpp"
+#include "train/single_cost.hpp"
 #include "train/towers.hpp"
 
 namespace tpt::parallel {
@@ -53,6 +54,28 @@ void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy) {
   trainer.add(std::make_unique<StrategySetup>(strategy), Group::TrainerInternal);
   trainer.set_stateful(strategy);
   trainer.set_run_step([strategy](Trainer &t) { strategy->run_step(t); });
+}
+
+const Checkpoint *SingleCost::setup_model(Trainer &t) {
+  if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
+  model_->build();
+  vars_ = model_->variables().all();  // fixed once built: variables are only created in the build call
+  std::vector<model::Variable> trainables;
+  for (const auto &v : vars_)
+    if (v.trainable) trainables.push_back(v);
+  ops_ = resolve_train_ops(*model_, trainables);
+  const Checkpoint *ck = t.resume_checkpoint();
+  if (ck) {
+    check_train_ops(*ck, ops_);
+    restore_checked(*ck, vars_, *input_, *model_->optimizer());
+    restore_train_ops(*ck, ops_);
+  }
+  return ck;
+}
+
+void SingleCost::save(Checkpoint &ck) {
+  save_checked(ck, vars_, *input_, *model_->optimizer());
+  save_train_ops(ck, ops_);
 }
 
 void Strategy::run_ops(Trainer &, const std::vector<std::string> &, bool) {

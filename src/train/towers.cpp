@@ -36,28 +36,14 @@
 namespace tpt::parallel {
 
 MultiTower::MultiTower(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input, TowersOptions o)
-    : model_(std::move(model)), input_(std::move(input)), o_(std::move(o)) {}
+    : SingleCost(std::move(model), std::move(input)), o_(std::move(o)) {}
 
 MultiTower::~MultiTower() = default;
 
 model::VariableStore &MultiTower::store(int) { return model_->variables(); }
 
 void MultiTower::setup(Trainer &t) {
-  if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
-  model_->build();
-  vars_ = model_->variables().all();
-  {
-    std::vector<model::Variable> trainables;
-    for (const auto &v : vars_)
-      if (v.trainable) trainables.push_back(v);
-    ops_ = resolve_train_ops(*model_, trainables);
-  }
-  const Checkpoint *ck = t.resume_checkpoint();
-  if (ck) {
-    check_train_ops(*ck, ops_);
-    restore_checked(*ck, vars_, *input_, *model_->optimizer());
-    restore_train_ops(*ck, ops_);
-  }
+  const Checkpoint *ck = setup_model(t);
   prepare(t);
   all_.assign(static_cast<size_t>(towers()), {});
   trainables_.assign(static_cast<size_t>(towers()), {});
@@ -135,8 +121,7 @@ void MultiTower::write_back_mirror(int k) {
 }
 
 void MultiTower::save(Checkpoint &ck) {
-  save_checked(ck, vars_, *input_, *model_->optimizer());
-  save_train_ops(ck, ops_);
+  SingleCost::save(ck);
   ck.tower_seed = static_cast<int64_t>(seed_);
 }
 
@@ -163,15 +148,15 @@ at::Generator MultiTower::generator_for(int k) {
   return g;
 }
 
-void MultiTower::before_train(Trainer &) {
-  input_->before_train();
+void MultiTower::before_train(Trainer &t) {
+  SingleCost::before_train(t);
   int intra = o_.intra_op_threads > 0 ? o_.intra_op_threads : std::max(1, at::get_num_threads() / towers());
   threads_.start(towers(), intra);
 }
 
-void MultiTower::after_train(Trainer &) {
+void MultiTower::after_train(Trainer &t) {
   threads_.stop();
-  input_->after_train();
+  SingleCost::after_train(t);
 }
 
 void MultiTower::run_step(Trainer &t) { t.hooked_step(&MultiTower::step, this); }

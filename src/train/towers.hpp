@@ -27,6 +27,7 @@
 #include "dist/device_reduce.hpp"
 #include "model/model.hpp"
 #include "train/input.hpp"
+#include "train/single_cost.hpp"
 #include "train/strategy.hpp"
 #include "train/train_ops.hpp"
 
@@ -48,7 +49,7 @@ struct TowerResult {
   std::vector<std::string> op_cost_names;
 };
 
-class MultiTower : public Strategy {
+class MultiTower : public SingleCost {
  public:
   MultiTower(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input, TowersOptions options);
   ~MultiTower() override;
@@ -109,10 +110,7 @@ class MultiTower : public Strategy {
   // update whose parts are per tower).
   void on_towers(const std::function<void(int)> &fn) { threads_.run(fn); }
 
-  std::shared_ptr<model::Model> model_;
-  std::unique_ptr<input::Input> input_;
   TowersOptions o_;
-  std::vector<model::Variable> vars_;                     // tower 0's (the model's), all
   std::vector<std::vector<model::Variable>> all_;         // per tower, all its variables
   std::vector<std::vector<model::Variable>> trainables_;  // per tower, its trainable ones
 
@@ -150,8 +148,6 @@ class MultiTower : public Strategy {
   void compute_ops(int k, const std::vector<at::Tensor> &batch, TowerResult &r);
   void reduce_op_across(std::vector<at::Tensor> &g, const OpRun &r);
   void apply_op(Trainer &t, size_t op, std::vector<at::Tensor> &g);
-  std::vector<OpRun> ops_;
-  std::vector<OpRun *> selected_;  // the running run_ops' ops
   // The replicated strategy: per op, towers 1..N-1's optimizers; per op, per
   // tower, the op's variables in that tower's replica.
   std::vector<std::vector<std::shared_ptr<model::Optimizer>>> op_optimizers_;
