@@ -472,3 +472,12 @@ func scalarHistory(ptr *C.tpt_trainer, name string) ([]int64, []float64, error) 
 	}
 	return steps, values, nil
 }
+
+// CallbackStater is the state of a callback of its own that checkpoints
+// keep (a schedule's position, a best value): SaveState when a checkpoint
+// is taken, RestoreState with those bytes when a resumed run starts (after
+// SETUP, before BEFORE_TRAIN). See NewStatefulCallback.
+type CallbackStater interface {
+	SaveState() ([]byte, error)
+	RestoreState(state []byte) error
+}

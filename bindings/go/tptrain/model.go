@@ -522,3 +522,75 @@ func (s *stash) result(st *C.tpt_status) error {
 	}
 	return err
 }
+
+// RestoreOptions say how Model.Restore matches variables
+// (tpt_restore_options). The zero value: every variable must be in the file
+// with its shape, and tensors of the file that match no variable are
+// skipped.
+type RestoreOptions struct {
+	// IgnoreMissing keeps the values of variables the file lacks.
+	IgnoreMissing bool
+	// StrictUnexpected makes tensors of the file that match no variable an
+	// error.
+	StrictUnexpected bool
+	// IgnoreShapeMismatch skips variables whose shapes differ.
+	IgnoreShapeMismatch bool
+	// Prefix is put in front of every variable's name to find it in the file.
+	Prefix string
+	// NameMap finds a variable (the key) under another name in the file.
+	NameMap map[string]string
+}
+
+// Restore copies tensors into the built model's variables by name
+// (tpt_model_restore, tensorpack's SaverRestore) from a tptrain checkpoint
+// (or a directory's latest), a state_dict saved by python3-torch (dotted
+// names such as "fc.weight" are read as "fc/weight") or a TorchScript
+// module. All or nothing: the error lists the missing and mismatched
+// variables, and no variable changes. It returns how many variables were
+// restored.
+func (m *Model) Restore(path string, o RestoreOptions) (int, error) {
+	ptr, err := m.rlock("Restore")
+	if err != nil {
+		return 0, err
+	}
+	defer m.mu.RUnlock()
+	var frees []unsafe.Pointer
+	defer func() {
+		for _, p := range frees {
+			C.free(p)
+		}
+	}()
+	cstr := func(s string) *C.char {
+		p := C.CString(s)
+		frees = append(frees, unsafe.Pointer(p))
+		return p
+	}
+	c := defaultRestoreOptions()
+	c.ignore_missing = cBool(o.IgnoreMissing)
+	c.ignore_unexpected = cBool(!o.StrictUnexpected)
+	c.ignore_shape_mismatch = cBool(o.IgnoreShapeMismatch)
+	if o.Prefix != "" {
+		c.prefix = cstr(o.Prefix)
+	}
+	if len(o.NameMap) > 0 {
+		// The array of C string pointers lives in C memory: no Go pointer in C.
+		mem := C.malloc(C.size_t(2*len(o.NameMap)) * C.size_t(unsafe.Sizeof((*C.char)(nil))))
+		frees = append(frees, mem)
+		arr := unsafe.Slice((**C.char)(mem), 2*len(o.NameMap))
+		i := 0
+		for k, v := range o.NameMap {
+			arr[2*i], arr[2*i+1] = cstr(k), cstr(v)
+			i++
+		}
+		c.name_map = &arr[0]
+		c.n_name_map = C.size_t(len(o.NameMap))
+	}
+	cpath := cstr(path)
+	var n C.size_t
+	st := C.tpt_model_restore(&n, ptr, cpath, &c)
+	runtime.KeepAlive(m)
+	if err := m.st.result(st); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}

@@ -60,3 +60,14 @@ func NumThreads() (int, error) {
 	}
 	return int(n), nil
 }
+
+// SetCheckpointReadLimit sets the most a checkpoint, torch.save file or
+// TorchScript module may make the reader allocate beyond its own size
+// (tpt_set_checkpoint_read_limit): entries inflated past their compressed
+// size, tensors wider than their records, the reader's tables. More is
+// refused with an error naming the file. Default 256 MiB, at most 2^62;
+// process-wide. Reading never trusts the file: see docs/checkpoints.md,
+// "Checkpoints from others".
+func SetCheckpointReadLimit(bytes uint64) error {
+	return statusError(C.tpt_set_checkpoint_read_limit(C.uint64_t(bytes)))
+}

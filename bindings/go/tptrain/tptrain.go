@@ -10,7 +10,8 @@
 // and metrics), optimizer, dataflow, input (input sources), inference,
 // trainer (the loop, step outputs), launch (TrainConfig), towers and
 // distributed (data-parallel training on several towers and processes),
-// custom_trainer (train ops and the GAN trainers) and checkpoint.
+// custom_trainer (train ops and the GAN trainers). Resume is on trainer.go,
+// Restore on model.go, the savers and schedules in callbacks.go.
 //
 // # Errors
 //

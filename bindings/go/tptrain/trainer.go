@@ -753,3 +753,32 @@ func (t *Trainer) SetModel(model *Model, input *Input) error {
 	t.ctx.model = model
 	return nil
 }
+
+// Resume makes the run go on exactly from the checkpoint at path, a
+// checkpoint file or a directory whose index names its latest
+// (tpt_trainer_resume): variables, optimizer state, counters, random state,
+// the input's position and callbacks' state. Before Run. The file is read
+// and checked now; whether it fits the model is checked when Run starts,
+// which then fails naming the variables.
+func (t *Trainer) Resume(path string) error {
+	ptr, err := t.lock("Resume")
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	st := C.tpt_trainer_resume(ptr, cpath)
+	runtime.KeepAlive(t)
+	return statusError(st)
+}
+
+// SaveCheckpoint writes the trainer's whole state to path now, atomically
+// (tpt_trainer_save_checkpoint): from a callback between steps
+// (EventTriggerStep, the epoch events, before or after training); inside
+// run_step it is an *Error of CodeState.
+func (c *Context) SaveCheckpoint(path string) error {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	return statusError(C.tpt_trainer_save_checkpoint(c.ptr, cpath))
+}
