@@ -316,42 +316,6 @@ func EnableIf(inner *Callback, pred func(ctx *Context) bool) (*Callback, error) 
 	return newCallback(out, append(funcs, f), name), nil
 }
 
-// AddCallback registers a user callback (tpt_trainer_add_callback). It takes
-// cb over, also when it fails. A chief-only callback on a trainer that is not
-// the chief is dropped (and released) with a log line. Before Run only.
-func (t *Trainer) AddCallback(cb *Callback) error {
-	return t.add("AddCallback", cb, false)
-}
-
-// AddMonitor registers a monitor: a callback that asked for EventRecord (and
-// any other events it wants), registered after every other callback
-// (tpt_trainer_add_monitor). It takes monitor over, also when it fails.
-// Before Run only.
-func (t *Trainer) AddMonitor(monitor *Callback) error {
-	return t.add("AddMonitor", monitor, true)
-}
-
-func (t *Trainer) add(method string, cb *Callback, monitor bool) error {
-	cptr, funcs, _, err := cb.take("Trainer." + method)
-	if err != nil {
-		return err
-	}
-	ptr, err := t.lock(method)
-	if err != nil {
-		C.tpt_callback_free(cptr)
-		return err
-	}
-	defer t.mu.Unlock()
-	for _, f := range funcs {
-		f.ctx = t.ctx
-		t.cbStashes = append(t.cbStashes, f.stashes...)
-	}
-	if monitor {
-		return statusError(C.tpt_trainer_add_monitor(ptr, cptr))
-	}
-	return statusError(C.tpt_trainer_add_callback(ptr, cptr))
-}
-
 // ---- Monitors: scalars and images.
 
 // PutScalar records a scalar in the history with the current global step and
@@ -420,26 +384,6 @@ func (c *Context) ScalarLatest(name string) (value float64, step int64, err erro
 // an *Error of CodeNotFound.
 func (c *Context) ScalarHistory(name string) (steps []int64, values []float64, err error) {
 	return scalarHistory(c.ptr, name)
-}
-
-// ScalarLatest is Context.ScalarLatest, e.g. after Run.
-func (t *Trainer) ScalarLatest(name string) (value float64, step int64, err error) {
-	ptr, err := t.lock("ScalarLatest")
-	if err != nil {
-		return 0, 0, err
-	}
-	defer t.mu.Unlock()
-	return scalarLatest(ptr, name)
-}
-
-// ScalarHistory is Context.ScalarHistory, e.g. after Run.
-func (t *Trainer) ScalarHistory(name string) (steps []int64, values []float64, err error) {
-	ptr, err := t.lock("ScalarHistory")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer t.mu.Unlock()
-	return scalarHistory(ptr, name)
 }
 
 func scalarLatest(ptr *C.tpt_trainer, name string) (float64, int64, error) {

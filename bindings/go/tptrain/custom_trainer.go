@@ -8,7 +8,6 @@ import "C"
 
 import (
 	"errors"
-	"runtime"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -59,56 +58,6 @@ func noNUL(who, what, s string) error {
 		return &Error{Code: CodeInvalidArgument, Message: who + ": " + what + " is " + strconv.Quote(s) + ": it holds a NUL byte"}
 	}
 	return nil
-}
-
-// AddTrainOp adds a train op to m, before training
-// (tpt_model_add_train_op). Its variables are found when training starts: a
-// Scope that matches no trainable variable, or a Cost the tower function
-// does not set, fails Run then, naming the op. An empty Name, a name the
-// model has already, and an Optimizer that is the model's or another op's
-// are *Errors of CodeInvalidArgument naming the TrainOp field.
-func (m *Model) AddTrainOp(op TrainOp) error {
-	const who = "Model.AddTrainOp"
-	for _, f := range []struct{ what, s string }{{"TrainOp.Name", op.Name}, {"TrainOp.Cost", op.Cost}, {"TrainOp.Scope", op.Scope}} {
-		if err := noNUL(who, f.what, f.s); err != nil {
-			return err
-		}
-	}
-	ptr, err := m.rlock("AddTrainOp")
-	if err != nil {
-		return err
-	}
-	defer m.mu.RUnlock()
-	cop := C.tpt_train_op{version: C.TPT_TRAIN_OP_VERSION}
-	if op.Optimizer != nil {
-		optr, err := op.Optimizer.lock(who + ": TrainOp.Optimizer")
-		if err != nil {
-			return err
-		}
-		defer op.Optimizer.mu.Unlock()
-		cop.optimizer = optr
-	}
-	cop.name = C.CString(op.Name) // "" too: the library names the empty field
-	defer C.free(unsafe.Pointer(cop.name))
-	if op.Cost != "" {
-		cop.cost = C.CString(op.Cost)
-		defer C.free(unsafe.Pointer(cop.cost))
-	}
-	if op.Scope != "" {
-		cop.scope = C.CString(op.Scope)
-		defer C.free(unsafe.Pointer(cop.scope))
-	}
-	// Go memory holding C pointers only; the library copies the strings and
-	// takes its own reference to the optimizer.
-	st := C.tpt_model_add_train_op(ptr, &cop)
-	runtime.KeepAlive(m)
-	runtime.KeepAlive(op.Optimizer)
-	err = statusError(st)
-	var e *Error
-	if errors.As(err, &e) {
-		e.Message = trainOpFieldNames.Replace(e.Message)
-	}
-	return err
 }
 
 // runTrainOpsNames spells the C functions that the library's messages about
@@ -322,128 +271,9 @@ func cGANOptions(o *GANOptions, who string) (C.tpt_gan_options, func(), error) {
 	}, nil
 }
 
-// SetGAN makes t tensorpack's GANTrainer of model fed by input, or with
-// o.Separate its SeparateGANTrainer, or with o.Towers its
-// MultiGPUGANTrainer (tpt_trainer_set_gan); o nil is the zero GANOptions, a
-// GANTrainer. It is SetModel (SetTowers with o.Towers) followed by the
-// GAN's run_step, made of the model's train ops o.GOp and o.DOp ("g_op" and
-// "d_op"): when the model lacks them they are made as tensorpack's
-// GANModelDesc does, the tower's output "g_loss" minimised over the
-// variables under "gen/" and "d_loss" over those under "discrim/", each by
-// a copy of the model's optimizer (add them with Model.AddTrainOp first to
-// choose otherwise). Every hooked run publishes the tower's outputs, so
-// "g_loss" and "d_loss" reach the monitors.
-//
-// With o.Towers every tower takes its own batch and runs the tower function
-// at the same time as the others (see SetTowers), and each op minimises its
-// cost averaged over the towers. A trainer made a rank of a distributed job
-// (SetDistributed) trains the GAN across the ranks, each op's cost averaged
-// over every tower of every rank.
-//
-// A bad option is an *Error of CodeInvalidArgument naming the GANOptions
-// field; o.Towers with StrategyAsync is one of CodeUnsupported. It takes
-// input over (also when it fails) and a reference to the model (the caller
-// still owns model). A later SetRunStep or SetTrainOps replaces the GAN's
-// run_step (Context.RunTrainOps runs the ops). Before Run.
-func (t *Trainer) SetGAN(model *Model, input *Input, o *GANOptions) error {
-	const who = "Trainer.SetGAN"
-	iptr, ist, err := input.take(who)
-	if err != nil {
-		return err
-	}
-	var opts GANOptions
-	if o != nil {
-		opts = *o
-	}
-	copts, free, err := cGANOptions(&opts, who)
-	if err != nil {
-		C.tpt_input_free(iptr)
-		return err
-	}
-	defer free()
-	mptr, err := model.rlock("SetGAN")
-	if err != nil {
-		C.tpt_input_free(iptr)
-		return err
-	}
-	defer model.mu.RUnlock()
-	ptr, err := t.lock("SetGAN")
-	if err != nil {
-		C.tpt_input_free(iptr)
-		return err
-	}
-	defer t.mu.Unlock()
-	// Go memory holding C pointers only; the library reads it during the
-	// call and takes the input.
-	st := C.tpt_trainer_set_gan(ptr, mptr, iptr, &copts)
-	runtime.KeepAlive(model)
-	if err := statusError(st); err != nil {
-		var e *Error
-		if errors.As(err, &e) {
-			e.Message = ganFieldNames.Replace(e.Message)
-		}
-		return err
-	}
-	t.stashes = append([]*stash{model.st}, ist...)
-	t.ctx.model = model
-	return nil
-}
-
 // setTrainOpsNames spells the C functions and fields that the library's
 // messages about SetTrainOps name as this package does.
 var setTrainOpsNames = strings.NewReplacer(
 	"(tpt_trainer_set_model or tpt_trainer_set_towers first)", "(Trainer.SetModel, Trainer.SetTowers or Trainer.SetGAN first)",
 	"none: tpt_model_add_train_op", "none: Model.AddTrainOp",
 )
-
-// SetTrainOps replaces t's default step by the model's train ops names,
-// tensorpack's trainer.train_op (tpt_trainer_set_train_ops): every run_step
-// is then one hooked run of the ops in order, as a run_step
-// (SetRunStep) that returns Context.RunTrainOps(names...) would be, without
-// crossing into Go each step. Each step takes a batch, runs the tower
-// function once (once per tower), computes every named op's gradients from
-// that pass, then applies each op's update in order; the global step
-// advances by one and the tower's outputs are published.
-//
-// Call it after SetModel, SetTowers, SetGAN (whose run_step it replaces) or
-// NewTrainerFromConfig, and before Run; a later SetRunStep replaces it. With
-// towers each op's gradients are averaged over the towers; the async
-// strategy runs no train ops, and Run then fails with an *Error of
-// CodeUnsupported.
-//
-// No name, an empty name, one holding a NUL byte, or one that is not a
-// train op of the model is an *Error of CodeInvalidArgument naming it (and
-// the ops the model has); a call before a model is set, or after Run, one
-// of CodeState.
-func (t *Trainer) SetTrainOps(names ...string) error {
-	const who = "Trainer.SetTrainOps"
-	if len(names) == 0 {
-		return &Error{Code: CodeInvalidArgument, Message: who + ": no train op: give their names"}
-	}
-	for i, n := range names {
-		if err := noNUL(who, "names["+strconv.Itoa(i)+"]", n); err != nil {
-			return err
-		}
-	}
-	ptr, err := t.lock("SetTrainOps")
-	if err != nil {
-		return err
-	}
-	defer t.mu.Unlock()
-	// Go memory holding C pointers only: the library copies the names.
-	cnames := make([]*C.char, len(names))
-	for i, n := range names {
-		cnames[i] = C.CString(n)
-	}
-	defer func() {
-		for _, p := range cnames {
-			C.free(unsafe.Pointer(p))
-		}
-	}()
-	err = statusError(C.tpt_trainer_set_train_ops(ptr, &cnames[0], C.size_t(len(cnames))))
-	var e *Error
-	if errors.As(err, &e) {
-		e.Message = setTrainOpsNames.Replace(e.Message)
-	}
-	return err
-}

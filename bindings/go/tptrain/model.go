@@ -8,6 +8,7 @@ package tptrain
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -593,4 +594,54 @@ func (m *Model) Restore(path string, o RestoreOptions) (int, error) {
 		return 0, err
 	}
 	return int(n), nil
+}
+
+// AddTrainOp adds a train op to m, before training
+// (tpt_model_add_train_op). Its variables are found when training starts: a
+// Scope that matches no trainable variable, or a Cost the tower function
+// does not set, fails Run then, naming the op. An empty Name, a name the
+// model has already, and an Optimizer that is the model's or another op's
+// are *Errors of CodeInvalidArgument naming the TrainOp field.
+func (m *Model) AddTrainOp(op TrainOp) error {
+	const who = "Model.AddTrainOp"
+	for _, f := range []struct{ what, s string }{{"TrainOp.Name", op.Name}, {"TrainOp.Cost", op.Cost}, {"TrainOp.Scope", op.Scope}} {
+		if err := noNUL(who, f.what, f.s); err != nil {
+			return err
+		}
+	}
+	ptr, err := m.rlock("AddTrainOp")
+	if err != nil {
+		return err
+	}
+	defer m.mu.RUnlock()
+	cop := C.tpt_train_op{version: C.TPT_TRAIN_OP_VERSION}
+	if op.Optimizer != nil {
+		optr, err := op.Optimizer.lock(who + ": TrainOp.Optimizer")
+		if err != nil {
+			return err
+		}
+		defer op.Optimizer.mu.Unlock()
+		cop.optimizer = optr
+	}
+	cop.name = C.CString(op.Name) // "" too: the library names the empty field
+	defer C.free(unsafe.Pointer(cop.name))
+	if op.Cost != "" {
+		cop.cost = C.CString(op.Cost)
+		defer C.free(unsafe.Pointer(cop.cost))
+	}
+	if op.Scope != "" {
+		cop.scope = C.CString(op.Scope)
+		defer C.free(unsafe.Pointer(cop.scope))
+	}
+	// Go memory holding C pointers only; the library copies the strings and
+	// takes its own reference to the optimizer.
+	st := C.tpt_model_add_train_op(ptr, &cop)
+	runtime.KeepAlive(m)
+	runtime.KeepAlive(op.Optimizer)
+	err = statusError(st)
+	var e *Error
+	if errors.As(err, &e) {
+		e.Message = trainOpFieldNames.Replace(e.Message)
+	}
+	return err
 }

@@ -9,7 +9,6 @@ import "C"
 import (
 	"errors"
 	"math"
-	"runtime"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -185,58 +184,4 @@ func goTowersError(err error) error {
 		e.Message = towersFieldNames.Replace(e.Message)
 	}
 	return err
-}
-
-// SetTowers makes t one of tensorpack's multi-GPU trainers of model fed by
-// input, with the strategy and towers of opts (tpt_trainer_set_towers); the
-// zero TowersOptions is 2 replicated CPU towers. It is SetModel with towers:
-// every step each tower takes its own batch from input (the total batch is
-// the input's batch times the number of towers) and runs the tower function
-// at the same time as the others: tower 0 on the goroutine of Run, the
-// others on threads of the library's own. The tower function must therefore
-// be safe for concurrent use; Tower.Index and Tower.Name ("tower0",
-// "tower1", ...) say which tower calls it. An error it returns in any tower
-// fails the step and Run returns that very value (Stop ends training
-// gracefully), a panic makes Run panic again, as with SetModel.
-//
-// The cost and outputs the loop reports are tower 0's; checkpoints hold
-// tower 0's variables, as tensorpack's. If StepsPerEpoch is not set, it is
-// the input's size divided by the number of towers (an epoch counts steps of
-// all towers together), at least 1.
-//
-// It takes input over (also when it fails) and a reference to the model (the
-// caller still owns model). Before Run.
-func (t *Trainer) SetTowers(model *Model, input *Input, opts TowersOptions) error {
-	iptr, ist, err := input.take("Trainer.SetTowers")
-	if err != nil {
-		return err
-	}
-	copts, free, err := cTowersOptions(&opts, "Trainer.SetTowers")
-	if err != nil {
-		C.tpt_input_free(iptr)
-		return err
-	}
-	defer free()
-	mptr, err := model.rlock("SetTowers")
-	if err != nil {
-		C.tpt_input_free(iptr)
-		return err
-	}
-	defer model.mu.RUnlock()
-	ptr, err := t.lock("SetTowers")
-	if err != nil {
-		C.tpt_input_free(iptr)
-		return err
-	}
-	defer t.mu.Unlock()
-	// Go memory holding C pointers only; the library reads it during the
-	// call.
-	st := C.tpt_trainer_set_towers(ptr, mptr, iptr, &copts)
-	runtime.KeepAlive(model)
-	if err := statusError(st); err != nil {
-		return goTowersError(err)
-	}
-	t.stashes = append([]*stash{model.st}, ist...)
-	t.ctx.model = model
-	return nil
 }

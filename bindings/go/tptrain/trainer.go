@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/cgo"
@@ -781,4 +782,291 @@ func (c *Context) SaveCheckpoint(path string) error {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	return statusError(C.tpt_trainer_save_checkpoint(c.ptr, cpath))
+}
+
+// SetTowers makes t one of tensorpack's multi-GPU trainers of model fed by
+// input, with the strategy and towers of opts (tpt_trainer_set_towers); the
+// zero TowersOptions is 2 replicated CPU towers. It is SetModel with towers:
+// every step each tower takes its own batch from input (the total batch is
+// the input's batch times the number of towers) and runs the tower function
+// at the same time as the others: tower 0 on the goroutine of Run, the
+// others on threads of the library's own. The tower function must therefore
+// be safe for concurrent use; Tower.Index and Tower.Name ("tower0",
+// "tower1", ...) say which tower calls it. An error it returns in any tower
+// fails the step and Run returns that very value (Stop ends training
+// gracefully), a panic makes Run panic again, as with SetModel.
+//
+// The cost and outputs the loop reports are tower 0's; checkpoints hold
+// tower 0's variables, as tensorpack's. If StepsPerEpoch is not set, it is
+// the input's size divided by the number of towers (an epoch counts steps of
+// all towers together), at least 1.
+//
+// It takes input over (also when it fails) and a reference to the model (the
+// caller still owns model). Before Run.
+func (t *Trainer) SetTowers(model *Model, input *Input, opts TowersOptions) error {
+	iptr, ist, err := input.take("Trainer.SetTowers")
+	if err != nil {
+		return err
+	}
+	copts, free, err := cTowersOptions(&opts, "Trainer.SetTowers")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer free()
+	mptr, err := model.rlock("SetTowers")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer model.mu.RUnlock()
+	ptr, err := t.lock("SetTowers")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer t.mu.Unlock()
+	// Go memory holding C pointers only; the library reads it during the
+	// call.
+	st := C.tpt_trainer_set_towers(ptr, mptr, iptr, &copts)
+	runtime.KeepAlive(model)
+	if err := statusError(st); err != nil {
+		return goTowersError(err)
+	}
+	t.stashes = append([]*stash{model.st}, ist...)
+	t.ctx.model = model
+	return nil
+}
+
+// SetDistributed makes t one rank of a distributed job: tensorpack's
+// HorovodTrainer on LibTorch's c10d, Gloo over TCP
+// (tpt_trainer_set_distributed). o nil is the zero DistributedOptions:
+// everything from torchrun's environment variables, as tools/tptrain-run
+// (tptrain-run -n 4 ./train ...) or torchrun set them. It joins the job
+// now: it blocks until every rank has joined, at most the timeout.
+//
+// Call it before SetModel or SetTowers, which then train across the ranks:
+// every rank trains its towers (the simple trainer becomes one replicated
+// tower per rank; the async strategy cannot be distributed) on its share of
+// the input, and before every update the gradients are summed over every
+// tower of every rank, so N processes train as one process with N towers
+// would. Rank 0 is the chief: it alone keeps the log directory and runs the
+// chief-only callbacks (checkpoints, monitors, inference runners); its
+// variables reach every rank before the first step, its non-trainable ones
+// after every epoch, and every rank resumes from its checkpoint.
+//
+// A bad option or environment variable is an *Error of CodeInvalidArgument
+// naming it, a failed rendezvous one of CodeBackend naming the address and
+// the rank, a call after SetModel or SetTowers, or a second one, one of
+// CodeState, and a build without c10d's Gloo one of CodeUnsupported.
+func (t *Trainer) SetDistributed(o *DistributedOptions) error {
+	const who = "Trainer.SetDistributed"
+	var opts DistributedOptions
+	if o != nil {
+		opts = *o
+	}
+	copts, free, err := cDistributedOptions(&opts, who)
+	if err != nil {
+		return err
+	}
+	defer free()
+	ptr, err := t.lock("SetDistributed")
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	// Go memory holding a C pointer only; the library reads it during the
+	// call.
+	return goDistributedError(statusError(C.tpt_trainer_set_distributed(ptr, &copts)))
+}
+
+// Rank returns this process's rank and the job's number of ranks: 0 and 1
+// for a trainer that is not distributed (tpt_trainer_rank). Any time, also
+// during Run; on a closed trainer it returns an *Error.
+func (t *Trainer) Rank() (rank, worldSize int, err error) {
+	ptr, err := t.lock("Rank")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer t.mu.Unlock()
+	var r, n C.int32_t
+	if err := statusError(C.tpt_trainer_rank(&r, &n, ptr)); err != nil {
+		return 0, 0, err
+	}
+	return int(r), int(n), nil
+}
+
+// SetGAN makes t tensorpack's GANTrainer of model fed by input, or with
+// o.Separate its SeparateGANTrainer, or with o.Towers its
+// MultiGPUGANTrainer (tpt_trainer_set_gan); o nil is the zero GANOptions, a
+// GANTrainer. It is SetModel (SetTowers with o.Towers) followed by the
+// GAN's run_step, made of the model's train ops o.GOp and o.DOp ("g_op" and
+// "d_op"): when the model lacks them they are made as tensorpack's
+// GANModelDesc does, the tower's output "g_loss" minimised over the
+// variables under "gen/" and "d_loss" over those under "discrim/", each by
+// a copy of the model's optimizer (add them with Model.AddTrainOp first to
+// choose otherwise). Every hooked run publishes the tower's outputs, so
+// "g_loss" and "d_loss" reach the monitors.
+//
+// With o.Towers every tower takes its own batch and runs the tower function
+// at the same time as the others (see SetTowers), and each op minimises its
+// cost averaged over the towers. A trainer made a rank of a distributed job
+// (SetDistributed) trains the GAN across the ranks, each op's cost averaged
+// over every tower of every rank.
+//
+// A bad option is an *Error of CodeInvalidArgument naming the GANOptions
+// field; o.Towers with StrategyAsync is one of CodeUnsupported. It takes
+// input over (also when it fails) and a reference to the model (the caller
+// still owns model). A later SetRunStep or SetTrainOps replaces the GAN's
+// run_step (Context.RunTrainOps runs the ops). Before Run.
+func (t *Trainer) SetGAN(model *Model, input *Input, o *GANOptions) error {
+	const who = "Trainer.SetGAN"
+	iptr, ist, err := input.take(who)
+	if err != nil {
+		return err
+	}
+	var opts GANOptions
+	if o != nil {
+		opts = *o
+	}
+	copts, free, err := cGANOptions(&opts, who)
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer free()
+	mptr, err := model.rlock("SetGAN")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer model.mu.RUnlock()
+	ptr, err := t.lock("SetGAN")
+	if err != nil {
+		C.tpt_input_free(iptr)
+		return err
+	}
+	defer t.mu.Unlock()
+	// Go memory holding C pointers only; the library reads it during the
+	// call and takes the input.
+	st := C.tpt_trainer_set_gan(ptr, mptr, iptr, &copts)
+	runtime.KeepAlive(model)
+	if err := statusError(st); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			e.Message = ganFieldNames.Replace(e.Message)
+		}
+		return err
+	}
+	t.stashes = append([]*stash{model.st}, ist...)
+	t.ctx.model = model
+	return nil
+}
+
+// SetTrainOps replaces t's default step by the model's train ops names,
+// tensorpack's trainer.train_op (tpt_trainer_set_train_ops): every run_step
+// is then one hooked run of the ops in order, as a run_step
+// (SetRunStep) that returns Context.RunTrainOps(names...) would be, without
+// crossing into Go each step. Each step takes a batch, runs the tower
+// function once (once per tower), computes every named op's gradients from
+// that pass, then applies each op's update in order; the global step
+// advances by one and the tower's outputs are published.
+//
+// Call it after SetModel, SetTowers, SetGAN (whose run_step it replaces) or
+// NewTrainerFromConfig, and before Run; a later SetRunStep replaces it. With
+// towers each op's gradients are averaged over the towers; the async
+// strategy runs no train ops, and Run then fails with an *Error of
+// CodeUnsupported.
+//
+// No name, an empty name, one holding a NUL byte, or one that is not a
+// train op of the model is an *Error of CodeInvalidArgument naming it (and
+// the ops the model has); a call before a model is set, or after Run, one
+// of CodeState.
+func (t *Trainer) SetTrainOps(names ...string) error {
+	const who = "Trainer.SetTrainOps"
+	if len(names) == 0 {
+		return &Error{Code: CodeInvalidArgument, Message: who + ": no train op: give their names"}
+	}
+	for i, n := range names {
+		if err := noNUL(who, "names["+strconv.Itoa(i)+"]", n); err != nil {
+			return err
+		}
+	}
+	ptr, err := t.lock("SetTrainOps")
+	if err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	// Go memory holding C pointers only: the library copies the names.
+	cnames := make([]*C.char, len(names))
+	for i, n := range names {
+		cnames[i] = C.CString(n)
+	}
+	defer func() {
+		for _, p := range cnames {
+			C.free(unsafe.Pointer(p))
+		}
+	}()
+	err = statusError(C.tpt_trainer_set_train_ops(ptr, &cnames[0], C.size_t(len(cnames))))
+	var e *Error
+	if errors.As(err, &e) {
+		e.Message = setTrainOpsNames.Replace(e.Message)
+	}
+	return err
+}
+
+// AddCallback registers a user callback (tpt_trainer_add_callback). It takes
+// cb over, also when it fails. A chief-only callback on a trainer that is not
+// the chief is dropped (and released) with a log line. Before Run only.
+func (t *Trainer) AddCallback(cb *Callback) error {
+	return t.add("AddCallback", cb, false)
+}
+
+// AddMonitor registers a monitor: a callback that asked for EventRecord (and
+// any other events it wants), registered after every other callback
+// (tpt_trainer_add_monitor). It takes monitor over, also when it fails.
+// Before Run only.
+func (t *Trainer) AddMonitor(monitor *Callback) error {
+	return t.add("AddMonitor", monitor, true)
+}
+
+func (t *Trainer) add(method string, cb *Callback, monitor bool) error {
+	cptr, funcs, _, err := cb.take("Trainer." + method)
+	if err != nil {
+		return err
+	}
+	ptr, err := t.lock(method)
+	if err != nil {
+		C.tpt_callback_free(cptr)
+		return err
+	}
+	defer t.mu.Unlock()
+	for _, f := range funcs {
+		f.ctx = t.ctx
+		t.cbStashes = append(t.cbStashes, f.stashes...)
+	}
+	if monitor {
+		return statusError(C.tpt_trainer_add_monitor(ptr, cptr))
+	}
+	return statusError(C.tpt_trainer_add_callback(ptr, cptr))
+}
+
+// ScalarLatest is Context.ScalarLatest, e.g. after Run.
+func (t *Trainer) ScalarLatest(name string) (value float64, step int64, err error) {
+	ptr, err := t.lock("ScalarLatest")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer t.mu.Unlock()
+	return scalarLatest(ptr, name)
+}
+
+// ScalarHistory is Context.ScalarHistory, e.g. after Run.
+func (t *Trainer) ScalarHistory(name string) (steps []int64, values []float64, err error) {
+	ptr, err := t.lock("ScalarHistory")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.mu.Unlock()
+	return scalarHistory(ptr, name)
 }
