@@ -5,6 +5,13 @@ declares functions has one src/capi/<module>.cpp that defines exactly those
 functions. Also: every module header is included by the umbrella, and every
 function prefix (tpt_trainer_, tpt_dataflow_, ...) lives in one header.
 
+The bindings follow the same modules: each module header has a Rust module
+file bindings/rust/tptrain/src/<module>.rs (its second files in
+src/<module>/) and a Go file bindings/go/tptrain/<module>.go (its second files
+<module>_<part>.go); every other file is one of the listed plumbing files;
+and each C function a binding calls is wrapped in its module's files (it may
+be called elsewhere too, e.g. to free a handle on a failure path).
+
 Usage: test_modules.py SOURCE_ROOT   (TAP output)
 """
 import os
@@ -89,7 +96,72 @@ def main():
     check(not split, "every function prefix lives in one module header",
           "\n".join("%s in %s" % (p, ", ".join(ms)) for p, ms in sorted(split.items())))
 
+    check_bindings(root, decls, check)
     return report(results)
+
+
+# The bindings' files that belong to no module: the crate root and the
+# helpers under every module (docs/ARCHITECTURE.md).
+RUST_PLUMBING = {"lib", "binding", "cstr", "panic"}
+GO_PLUMBING = {"doc", "handle", "defaults", "trampoline_export", "trampoline_helpers", "trampoline"}
+RUST_CALL = re.compile(r"\bsys::(tpt_\w+)\s*\(")
+GO_CALL = re.compile(r"\bC\.(tpt_\w+)\s*\(")
+
+
+def binding_files(root, lang):
+    """(relative path, module or None for plumbing, problem or None) of every
+    source file of one binding."""
+    if lang == "rust":
+        base = os.path.join(root, "bindings", "rust", "tptrain", "src")
+        for dirpath, _, files in os.walk(base):
+            for f in sorted(files):
+                rel = os.path.relpath(os.path.join(dirpath, f), base)
+                head = rel.split(os.sep)[0]
+                name = head[:-3] if head.endswith(".rs") else head
+                yield base, rel, name
+    else:
+        base = os.path.join(root, "bindings", "go", "tptrain")
+        for f in sorted(os.listdir(base)):
+            if f.endswith("_test.go") or not f.endswith((".go", ".c", ".h")):
+                continue
+            yield base, f, f.rsplit(".", 1)[0]
+
+
+def check_bindings(root, decls, check):
+    modules = sorted(decls)
+    owner = {n: m for m in modules for n in decls[m]}
+    hdir = os.path.join(root, "include", "tptrain")
+    header_names = set(re.findall(r"\btpt_\w+", "".join(
+        strip_comments(open(os.path.join(hdir, m + ".h"), encoding="utf-8").read()) for m in modules)))
+    for lang, plumbing, call in (("rust", RUST_PLUMBING, RUST_CALL), ("go", GO_PLUMBING, GO_CALL)):
+        files, strays, callers = set(), [], {}
+        for base, rel, name in binding_files(root, lang):
+            files.add(rel)
+            if name in plumbing:
+                module = None
+            elif name in decls:
+                module = name
+            elif lang == "go" and "_" in name and name.split("_")[0] in decls:
+                module = name.split("_")[0]  # a module's second file
+            else:
+                strays.append(rel)
+                continue
+            text = strip_comments(open(os.path.join(base, rel), encoding="utf-8").read())
+            for fn in set(call.findall(text)):
+                callers.setdefault(fn, set()).add(module)
+        ext = ".rs" if lang == "rust" else ".go"
+        missing = [m + ext for m in modules if m + ext not in files]
+        check(not missing, "%s: one file per module header, named as the header" % lang,
+              "no file for: %s" % ", ".join(missing))
+        check(not strays, "%s: every file belongs to a module header or is plumbing" % lang,
+              "neither a module's (<module>%s%s) nor plumbing (%s): %s"
+              % ("/..." if lang == "rust" else "_<part>", ext, ", ".join(sorted(plumbing)), ", ".join(strays)))
+        # (A Go conversion to a C type, C.tpt_dtype(x), reads as a call.)
+        unknown = sorted(fn for fn in callers if fn not in header_names)
+        check(not unknown, "%s: calls only what the headers declare" % lang, ", ".join(unknown))
+        astray = sorted("%s (%s.h) only from %s" % (fn, owner[fn], ", ".join(sorted(m or "plumbing" for m in ms)))
+                        for fn, ms in callers.items() if fn in owner and owner[fn] not in ms)
+        check(not astray, "%s: each C function is wrapped in its module's files" % lang, "\n".join(astray))
 
 
 if __name__ == "__main__":

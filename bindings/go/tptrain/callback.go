@@ -318,38 +318,6 @@ func EnableIf(inner *Callback, pred func(ctx *Context) bool) (*Callback, error) 
 
 // ---- Monitors: scalars and images.
 
-// PutScalar records a scalar in the history with the current global step and
-// brings it to every monitor at once (tpt_trainer_put_scalar). An error a
-// monitor returned comes back unchanged. From run_step, steps and callbacks.
-func (c *Context) PutScalar(name string, value float64) error {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	return c.result(C.tpt_trainer_put_scalar(c.ptr, cname, C.double(value)), true)
-}
-
-// PutImage brings an image to every monitor at once as a RecordImage record
-// (tpt_trainer_put_image, tensorpack's put_image): image is H x W, H x W x C
-// or N x H x W x C with C = 1 (grey), 3 (RGB) or 4 (RGBA), of dtype uint8, or
-// floating point in [0, 255] (rounded and clamped). Images are not kept in
-// the scalar history nor in stats.json; the TensorBoard monitor writes them.
-// The caller still owns image. An error a monitor returned comes back
-// unchanged. From run_step, steps and callbacks.
-func (c *Context) PutImage(name string, image *Tensor) error {
-	if image == nil {
-		return &Error{Code: CodeInvalidArgument, Message: "Context.PutImage: the image is nil"}
-	}
-	image.mu.RLock()
-	defer image.mu.RUnlock()
-	if image.ptr == nil {
-		return &Error{Code: CodeInvalidArgument, Message: "Context.PutImage: use of closed Tensor"}
-	}
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	st := C.tpt_trainer_put_image(c.ptr, cname, image.ptr)
-	runtime.KeepAlive(image)
-	return c.result(st, true)
-}
-
 // TensorBoard makes tensorpack's TFEventWriter (tpt_monitor_tensorboard): a
 // monitor that writes the scalars and images to a TensorFlow event file,
 // events.out.tfevents.<unix time>.<host>, in dir, which TensorBoard reads.
@@ -370,51 +338,6 @@ func TensorBoard(dir string) (*Callback, error) {
 		return nil, err
 	}
 	return newCallback(out, nil, "TFEventWriter"), nil
-}
-
-// ScalarLatest returns the latest value of a scalar and the global step it
-// was put at (tpt_trainer_scalar_latest). A scalar never put is an *Error of
-// CodeNotFound.
-func (c *Context) ScalarLatest(name string) (value float64, step int64, err error) {
-	return scalarLatest(c.ptr, name)
-}
-
-// ScalarHistory returns the history of a scalar: the global step and value of
-// each put, oldest first (tpt_trainer_scalar_history). A scalar never put is
-// an *Error of CodeNotFound.
-func (c *Context) ScalarHistory(name string) (steps []int64, values []float64, err error) {
-	return scalarHistory(c.ptr, name)
-}
-
-func scalarLatest(ptr *C.tpt_trainer, name string) (float64, int64, error) {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	var v C.double
-	var step C.int64_t
-	if err := statusError(C.tpt_trainer_scalar_latest(&v, &step, ptr, cname)); err != nil {
-		return 0, 0, err
-	}
-	return float64(v), int64(step), nil
-}
-
-func scalarHistory(ptr *C.tpt_trainer, name string) ([]int64, []float64, error) {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	var n C.size_t
-	if err := statusError(C.tpt_trainer_scalar_history(&n, nil, nil, 0, ptr, cname)); err != nil {
-		return nil, nil, err
-	}
-	steps := make([]int64, int(n))
-	values := make([]float64, int(n))
-	if n == 0 {
-		return steps, values, nil
-	}
-	st := C.tpt_trainer_scalar_history(&n, (*C.int64_t)(unsafe.Pointer(&steps[0])),
-		(*C.double)(unsafe.Pointer(&values[0])), C.size_t(len(steps)), ptr, cname)
-	if err := statusError(st); err != nil {
-		return nil, nil, err
-	}
-	return steps, values, nil
 }
 
 // CallbackStater is the state of a callback of its own that checkpoints

@@ -1,6 +1,6 @@
 package tptrain
 
-// The library's callback catalogue from Go (callbacks.go, inference.go,
+// The library's callback catalogue from Go (callback_catalogue.go, inference.go,
 // PutImage and TensorBoard), each in a small real training: inferencers
 // (Go functions, ScalarStats, ClassificationError) in an InferenceRunner
 // and a DataParallelInferenceRunner, the hyper-parameter setters, early

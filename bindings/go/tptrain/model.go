@@ -645,3 +645,39 @@ func (m *Model) AddTrainOp(op TrainOp) error {
 	}
 	return err
 }
+
+// TrainOp is one optimisation of a model, tensorpack's
+// opt.minimize(cost, var_list) (tpt_train_op): a one-element output of the
+// tower function, minimised over the trainable variables under a scope by an
+// optimizer of its own. Model.AddTrainOp adds one; a run_step of your own
+// runs ops by name with Context.RunTrainOps, and the GAN trainers
+// (Trainer.SetGAN) are such run_steps. Only Name is required.
+type TrainOp struct {
+	// Name names the op in Context.RunTrainOps and in checkpoints (which
+	// keep each op's optimizer state under it); unique in the model.
+	Name string
+	// Cost is the output of the tower function (Tower.SetOutput) to
+	// minimise, one real number; "" means the tower's cost (Tower.SetCost).
+	Cost string
+	// Scope selects the trainable variables whose names start with it
+	// ("discrim/"); "" means all of them. A scope that matches no variable
+	// fails Run, naming the op.
+	Scope string
+	// Optimizer is the op's own optimizer; the model takes its own
+	// reference (the caller still owns it, and may Close it or keep it to
+	// change its hyper-parameters). It must be neither the model's nor
+	// another op's. nil means a copy of the model's optimizer, with slots of
+	// its own, that follows the model's hyper-parameters (a schedule on the
+	// model's optimizer moves it too).
+	Optimizer *Optimizer
+}
+
+// trainOpFieldNames spells the fields of tpt_train_op that the library's
+// messages name as TrainOp does.
+var trainOpFieldNames = strings.NewReplacer(
+	"op->name", "TrainOp.Name",
+	"op->cost", "TrainOp.Cost",
+	"op->scope", "TrainOp.Scope",
+	"op->optimizer", "TrainOp.Optimizer",
+	"or NULL (a copy of the model's)", "or nil (a copy of the model's)",
+)

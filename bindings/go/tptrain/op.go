@@ -222,6 +222,66 @@ func OpSchemas(op string) ([]string, error) {
 	return splitLines(text), nil
 }
 
+// ---- Element-wise arithmetic (tpt_op_add, ...), with LibTorch's
+// broadcasting and type promotion; shapes that do not broadcast are an
+// error naming both.
+
+// Add returns t + b, element-wise.
+func (t *Tensor) Add(b *Tensor) (*Tensor, error) {
+	return tensorCall("Add", []string{"t", "b"}, []*Tensor{t, b}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_add(out, xs[0], xs[1])
+	})
+}
+
+// Sub returns t - b, element-wise.
+func (t *Tensor) Sub(b *Tensor) (*Tensor, error) {
+	return tensorCall("Sub", []string{"t", "b"}, []*Tensor{t, b}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_sub(out, xs[0], xs[1])
+	})
+}
+
+// Mul returns t * b, element-wise.
+func (t *Tensor) Mul(b *Tensor) (*Tensor, error) {
+	return tensorCall("Mul", []string{"t", "b"}, []*Tensor{t, b}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_mul(out, xs[0], xs[1])
+	})
+}
+
+// Div returns t / b, element-wise (true division: integers give floats).
+func (t *Tensor) Div(b *Tensor) (*Tensor, error) {
+	return tensorCall("Div", []string{"t", "b"}, []*Tensor{t, b}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_div(out, xs[0], xs[1])
+	})
+}
+
+// AddScalar returns t + x.
+func (t *Tensor) AddScalar(x float64) (*Tensor, error) {
+	return tensorCall("AddScalar", []string{"t"}, []*Tensor{t}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_add_scalar(out, xs[0], C.double(x))
+	})
+}
+
+// SubScalar returns t - x.
+func (t *Tensor) SubScalar(x float64) (*Tensor, error) {
+	return tensorCall("SubScalar", []string{"t"}, []*Tensor{t}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_sub_scalar(out, xs[0], C.double(x))
+	})
+}
+
+// MulScalar returns t * x.
+func (t *Tensor) MulScalar(x float64) (*Tensor, error) {
+	return tensorCall("MulScalar", []string{"t"}, []*Tensor{t}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_mul_scalar(out, xs[0], C.double(x))
+	})
+}
+
+// DivScalar returns t / x.
+func (t *Tensor) DivScalar(x float64) (*Tensor, error) {
+	return tensorCall("DivScalar", []string{"t"}, []*Tensor{t}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_div_scalar(out, xs[0], C.double(x))
+	})
+}
+
 // ---- C memory for argument structures.
 
 // cArena is one C allocation carved into 8-byte aligned pieces: argument

@@ -71,3 +71,9 @@ func NumThreads() (int, error) {
 func SetCheckpointReadLimit(bytes uint64) error {
 	return statusError(C.tpt_set_checkpoint_read_limit(C.uint64_t(bytes)))
 }
+
+// ManualSeed seeds LibTorch's default random generator: variable
+// initializers, dropout, shuffling (tpt_manual_seed).
+func ManualSeed(seed uint64) error {
+	return statusError(C.tpt_manual_seed(C.uint64_t(seed)))
+}

@@ -298,9 +298,3 @@ func (tw *Tower) Variable(name string, shape []int64, opts *VariableOptions) (*T
 	}
 	return newTensor(out), nil
 }
-
-// ManualSeed seeds LibTorch's default random generator: variable
-// initializers, dropout, shuffling (tpt_manual_seed).
-func ManualSeed(seed uint64) error {
-	return statusError(C.tpt_manual_seed(C.uint64_t(seed)))
-}

@@ -10,10 +10,10 @@ import "C"
 import (
 	"context"
 	"errors"
-	"fmt"
 	"runtime"
 	"runtime/cgo"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 )
@@ -136,30 +136,6 @@ type Trainer struct {
 	// The handle of the init hook of a trainer made from a config: the
 	// library borrows it, so Close deletes it after freeing the trainer.
 	initHandle cgo.Handle
-}
-
-// Context is what run_step, hooked steps, callbacks and predicates receive:
-// the trainer as seen from inside the loop. It is valid while the Trainer is
-// open and is used on the goroutine that called Run.
-type Context struct {
-	ptr   *C.tpt_trainer // nil once the Trainer is closed
-	self  cgo.Handle     // refers to this Context: user_data of hooked steps
-	model *Model         // the model given by SetModel or a TrainConfig
-
-	// The steps of the hooked steps in progress, innermost last.
-	steps []func(*Context) error
-	// The Go errors behind the statuses trampolines returned during Run.
-	errs []stashedError
-	// The first panic recovered by a trampoline and not yet passed on, and
-	// where it happened ("callback 'name'").
-	panicking  bool
-	panicValue any
-	panicWhere string
-	// Where the panic HookedStep passed on to run_step happened.
-	unwinding string
-	// During Run, the stashes of the tower, feed and dataflow functions
-	// (Trainer.stashes and cbStashes), which RunTrainOps consults.
-	stashes []*stash
 }
 
 // stashedError is a Go error returned to the library as a status with this
@@ -530,195 +506,7 @@ func logdir(ptr *C.tpt_trainer) string {
 	return C.GoString(out)
 }
 
-// ---- Context: the loop seen from run_step, steps and callbacks.
-
-// EpochNum returns the epoch number: StartingEpoch-1 before training, the
-// running epoch during it (also in TRIGGER_EPOCH) (tpt_trainer_epoch_num).
-func (c *Context) EpochNum() int64 { return mustCount(epochNum(c.ptr)) }
-
-// LocalStep returns the 0-based index of the step inside the epoch, -1
-// before the first (tpt_trainer_local_step).
-func (c *Context) LocalStep() int64 { return mustCount(localStep(c.ptr)) }
-
-// GlobalStep returns the number of hooked steps run (tpt_trainer_global_step).
-// It is already advanced in the AFTER_RUN of user callbacks and in
-// TRIGGER_STEP.
-func (c *Context) GlobalStep() int64 { return mustCount(globalStep(c.ptr)) }
-
-// SetGlobalStep sets the global step from a SETUP or BEFORE_TRAIN callback,
-// e.g. after restoring a checkpoint (tpt_trainer_set_global_step).
-func (c *Context) SetGlobalStep(step int64) error {
-	return statusError(C.tpt_trainer_set_global_step(c.ptr, C.int64_t(step)))
-}
-
-// Logdir returns the log directory in use, "" without one
-// (tpt_trainer_logdir).
-func (c *Context) Logdir() string { return logdir(c.ptr) }
-
-// Log writes a line to the trainer's log: stdout when Console is on, and
-// log.log in the log directory (tpt_trainer_log).
-func (c *Context) Log(message string) error {
-	cmsg := C.CString(message)
-	defer C.free(unsafe.Pointer(cmsg))
-	return statusError(C.tpt_trainer_log(c.ptr, cmsg))
-}
-
-// HookedStep runs one hooked step from inside run_step
-// (tpt_trainer_hooked_step): BEFORE_RUN of every callback that asked for it,
-// then step(ctx), then AFTER_RUN; the global step advances by one. step may
-// be nil: the hooks only. It returns nil, a *StopError when the step or a
-// callback asked to stop, or the error that failed the step (the very value
-// the step or callback returned); run_step should return it as it is. (A stop
-// or an error ends training after run_step returns even if run_step drops it.)
-// A panic in the step or a callback comes out of HookedStep with its value,
-// as if the step had been called directly. Only during run_step.
-func (c *Context) HookedStep(step func(ctx *Context) error) error {
-	var h C.uintptr_t
-	if step != nil {
-		c.steps = append(c.steps, step)
-		h = C.uintptr_t(c.self)
-	}
-	wasPanicking := c.panicking
-	st := C.tptgo_hooked_step(c.ptr, h)
-	if step != nil {
-		c.steps[len(c.steps)-1] = nil
-		c.steps = c.steps[:len(c.steps)-1]
-	}
-	if c.panicking && !wasPanicking {
-		C.tpt_status_free(st)
-		v := c.panicValue
-		c.unwinding = c.panicWhere
-		c.panicking, c.panicValue, c.panicWhere = false, nil, ""
-		panic(v)
-	}
-	return c.result(st, false)
-}
-
-// SetOutputScalar publishes a scalar output of the hooked step in progress
-// (tpt_trainer_set_output_scalar): AFTER_RUN callbacks, and anything until
-// the next hooked step begins, read it with OutputScalar. Inside a step only.
-func (c *Context) SetOutputScalar(name string, value float64) error {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	return statusError(C.tpt_trainer_set_output_scalar(c.ptr, cname, C.double(value)))
-}
-
-// SetOutput publishes a tensor output of the hooked step in progress
-// (tpt_trainer_set_output). The trainer keeps its own reference: the caller
-// still owns x and may Close it at once. Inside a step only.
-func (c *Context) SetOutput(name string, x *Tensor) error {
-	if x == nil {
-		return &Error{Code: CodeInvalidArgument, Message: "Context.SetOutput: the tensor is nil"}
-	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	if x.ptr == nil {
-		return &Error{Code: CodeInvalidArgument, Message: "Context.SetOutput: use of closed Tensor"}
-	}
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	st := C.tpt_trainer_set_output(c.ptr, cname, x.ptr)
-	runtime.KeepAlive(x)
-	return statusError(st)
-}
-
-// OutputScalar reads a scalar output of the latest hooked step; a tensor
-// output of one element is converted (tpt_trainer_output_scalar). An output
-// the step did not publish is an *Error of CodeNotFound.
-func (c *Context) OutputScalar(name string) (float64, error) {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	var v C.double
-	if err := statusError(C.tpt_trainer_output_scalar(&v, c.ptr, cname)); err != nil {
-		return 0, err
-	}
-	return float64(v), nil
-}
-
-// Model returns the trainer's model, the one given to SetModel or in the
-// TrainConfig (the same *Model value: its tower function's errors come back
-// unchanged from Infer); nil when the trainer has none. The trainer does not
-// own it: do not Close it here.
-func (c *Context) Model() *Model { return c.model }
-
-// Optimizer returns the optimizer of the trainer's model
-// (tpt_trainer_optimizer), e.g. to set the learning rate from a callback;
-// an *Error of CodeNotFound when there is none. Close it when done.
-func (c *Context) Optimizer() (*Optimizer, error) {
-	var out *C.tpt_optimizer
-	if err := statusError(C.tpt_trainer_optimizer(&out, c.ptr)); err != nil {
-		return nil, err
-	}
-	return newOptimizer(out), nil
-}
-
-// Output returns a new Tensor on an output of the latest hooked step; a
-// scalar output comes back as a 0-d float64 tensor (tpt_trainer_output).
-// The caller owns it.
-func (c *Context) Output(name string) (*Tensor, error) {
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	var out *C.tpt_tensor
-	if err := statusError(C.tpt_trainer_output(&out, c.ptr, cname)); err != nil {
-		return nil, err
-	}
-	return newTensor(out), nil
-}
-
-// status turns the result of a Go function into a status for the library
-// and remembers err, so that the status coming back (from HookedStep,
-// PutScalar or Run) can be turned into the same value.
-func (c *Context) status(err error) *C.tpt_status {
-	if err == nil {
-		return nil
-	}
-	st := newStatus(err)
-	c.errs = append(c.errs, stashedError{
-		code: Code(C.tpt_status_code(st)),
-		msg:  C.GoString(C.tpt_status_message(st)),
-		err:  err,
-	})
-	return st
-}
-
-// result takes ownership of st and returns the Go error it stands for: the
-// error a trampoline returned with the same code and message (the latest
-// such; forgotten if consume), or else what statusError makes of it.
-func (c *Context) result(st *C.tpt_status, consume bool) error {
-	if st == nil {
-		return nil
-	}
-	if len(c.errs) == 0 {
-		return statusError(st)
-	}
-	code, msg := Code(C.tpt_status_code(st)), C.GoString(C.tpt_status_message(st))
-	for i := len(c.errs) - 1; i >= 0; i-- {
-		e := c.errs[i]
-		if e.code == code && e.msg == msg {
-			C.tpt_status_free(st)
-			if consume {
-				c.errs = append(c.errs[:i], c.errs[i+1:]...)
-			}
-			return e.err
-		}
-	}
-	return statusError(st)
-}
-
-// recovered records a panic a trampoline recovered (the first one counts)
-// and returns the status that fails training.
-func (c *Context) recovered(v any, where string) *C.tpt_status {
-	return newStatus(&Error{Code: CodeCallback, Message: c.notePanic(v, where)})
-}
-
-// notePanic records a panic (the first one counts) and returns the message
-// for the library.
-func (c *Context) notePanic(v any, where string) string {
-	if !c.panicking {
-		c.panicking, c.panicValue, c.panicWhere = true, v, where
-	}
-	return "panic in " + where + ": " + fmt.Sprint(v)
-}
+// ---- Models, towers, distributed jobs and train ops.
 
 // SetModel makes t tensorpack's SimpleTrainer of model fed by input
 // (tpt_trainer_set_model): each step takes a batch, runs the tower function,
@@ -772,16 +560,6 @@ func (t *Trainer) Resume(path string) error {
 	st := C.tpt_trainer_resume(ptr, cpath)
 	runtime.KeepAlive(t)
 	return statusError(st)
-}
-
-// SaveCheckpoint writes the trainer's whole state to path now, atomically
-// (tpt_trainer_save_checkpoint): from a callback between steps
-// (EventTriggerStep, the epoch events, before or after training); inside
-// run_step it is an *Error of CodeState.
-func (c *Context) SaveCheckpoint(path string) error {
-	cpath := C.CString(path)
-	defer C.free(unsafe.Pointer(cpath))
-	return statusError(C.tpt_trainer_save_checkpoint(c.ptr, cpath))
 }
 
 // SetTowers makes t one of tensorpack's multi-GPU trainers of model fed by
@@ -1069,4 +847,42 @@ func (t *Trainer) ScalarHistory(name string) (steps []int64, values []float64, e
 	}
 	defer t.mu.Unlock()
 	return scalarHistory(ptr, name)
+}
+
+// setTrainOpsNames spells the C functions and fields that the library's
+// messages about SetTrainOps name as this package does.
+var setTrainOpsNames = strings.NewReplacer(
+	"(tpt_trainer_set_model or tpt_trainer_set_towers first)", "(Trainer.SetModel, Trainer.SetTowers or Trainer.SetGAN first)",
+	"none: tpt_model_add_train_op", "none: Model.AddTrainOp",
+)
+
+func scalarLatest(ptr *C.tpt_trainer, name string) (float64, int64, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var v C.double
+	var step C.int64_t
+	if err := statusError(C.tpt_trainer_scalar_latest(&v, &step, ptr, cname)); err != nil {
+		return 0, 0, err
+	}
+	return float64(v), int64(step), nil
+}
+
+func scalarHistory(ptr *C.tpt_trainer, name string) ([]int64, []float64, error) {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var n C.size_t
+	if err := statusError(C.tpt_trainer_scalar_history(&n, nil, nil, 0, ptr, cname)); err != nil {
+		return nil, nil, err
+	}
+	steps := make([]int64, int(n))
+	values := make([]float64, int(n))
+	if n == 0 {
+		return steps, values, nil
+	}
+	st := C.tpt_trainer_scalar_history(&n, (*C.int64_t)(unsafe.Pointer(&steps[0])),
+		(*C.double)(unsafe.Pointer(&values[0])), C.size_t(len(steps)), ptr, cname)
+	if err := statusError(st); err != nil {
+		return nil, nil, err
+	}
+	return steps, values, nil
 }

@@ -1,5 +1,5 @@
 // The C side of the trampolines: adapters from the library's function types
-// to the Go functions exported in callbacks_export.go.
+// to the Go functions exported in trampoline_export.go.
 #include "_cgo_export.h"
 #include "trampoline.h"
 

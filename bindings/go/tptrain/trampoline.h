@@ -1,5 +1,5 @@
 /* C shims for the Go binding: they pass the exported Go trampolines
- * (callbacks_export.go) to the library, with a runtime/cgo.Handle as
+ * (trampoline_export.go) to the library, with a runtime/cgo.Handle as
  * user_data. A handle travels as uintptr_t between Go and C, so that no Go
  * pointer is ever stored in C memory. */
 #ifndef TPTRAIN_GO_TRAMPOLINE_H

@@ -1,7 +1,7 @@
 //! One trait for the C API's handle types (git2-rs's `Binding`), and the two
 //! helpers every call that makes a handle or may drop closures ends with.
 
-use crate::error::{Code, Error, Result};
+use crate::common::{Code, Error, Result};
 use crate::panic;
 use std::ptr;
 use tptrain_sys as sys;

@@ -1,12 +1,23 @@
 //! Callbacks and monitors: one closure that receives the events it asked for,
 //! and the scheduling wrappers around it.
 
+mod catalogue;
+
+#[allow(deprecated)]
+pub use catalogue::HyperParamSchedule;
+pub use catalogue::{
+    BestSaver, EarlyStopping, HostMemoryTracker, HumanHyperParam, HyperParamFunc, ModelSaver, ScheduledHyperParam,
+    StatMonitorParam, StepWatchdog, TensorBoard, TerminateOnNaN, ThroughputTracker,
+};
+
 use crate::binding::{make, Binding};
-use crate::context::Context;
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::with_cstr;
-use crate::error::{call, Code, Error, Result};
+use crate::dataflow::DataFlow;
+use crate::model::Model;
 use crate::panic;
 use crate::tensor::Tensor;
+use crate::trainer::Context;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -662,5 +673,19 @@ impl<'a> Binding for Callback<'a> {
     const WHAT: &'static str = "callback";
     unsafe fn from_raw_handle(raw: *mut sys::tpt_callback) -> Option<Callback<'a>> {
         Callback::from_raw(raw)
+    }
+}
+
+impl<'a> Callback<'a> {
+    /// tensorpack's InferenceRunner, the short form (`tpt_inference_runner_new`):
+    /// at every TRIGGER (the end of each epoch) it runs one pass of `df`
+    /// (batches in signature order; it must be finite) through the model's
+    /// inference tower and puts, for each name in `outputs`, the mean of
+    /// that output over all rows as the scalar `"validation_<name>"` (one
+    /// [`ScalarStats`](crate::ScalarStats); an
+    /// [`InferenceRunner`](crate::InferenceRunner) takes any inferencers).
+    /// It keeps references to the model and `df`, which it consumes.
+    pub fn inference_runner(model: &Model<'a>, df: &DataFlow<'a>, outputs: &[&str]) -> Result<Callback<'a>> {
+        crate::inference::short_runner(model, df, outputs)
     }
 }

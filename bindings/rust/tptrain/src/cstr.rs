@@ -1,6 +1,6 @@
 //! Borrowed Rust strings as C strings, without a heap allocation for short ones.
 
-use crate::error::{Code, Error, Result};
+use crate::common::{Code, Error, Result};
 use std::ffi::CString;
 use std::os::raw::c_char;
 use std::path::Path;

@@ -66,15 +66,14 @@
 //! refused by them.
 
 use crate::binding::{make, Binding};
-use crate::callback::Callback;
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::{path_to_cstring, with_cstr};
-use crate::error::{call, Code, Error, Result};
-use crate::model::{raw_specs, InputSpec, Model};
+use crate::model::{raw_specs, InputSpec};
 use crate::panic;
 use crate::tensor::Tensor;
 use crate::Flow;
 use std::cell::UnsafeCell;
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
@@ -1285,31 +1284,6 @@ impl<'d, 'a> IntoIterator for &'d DataFlow<'a> {
 impl fmt::Debug for DataFlowIter<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DataFlowIter").field("df", self.df).field("done", &self.done).finish()
-    }
-}
-
-impl<'a> Callback<'a> {
-    /// tensorpack's InferenceRunner, the short form (`tpt_inference_runner_new`):
-    /// at every TRIGGER (the end of each epoch) it runs one pass of `df`
-    /// (batches in signature order; it must be finite) through the model's
-    /// inference tower and puts, for each name in `outputs`, the mean of
-    /// that output over all rows as the scalar `"validation_<name>"` (one
-    /// [`ScalarStats`](crate::ScalarStats); an
-    /// [`InferenceRunner`](crate::InferenceRunner) takes any inferencers).
-    /// It keeps references to the model and `df`, which it consumes.
-    pub fn inference_runner(model: &Model<'a>, df: &DataFlow<'a>, outputs: &[&str]) -> Result<Callback<'a>> {
-        let names = outputs
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                CString::new(*n)
-                    .map_err(|_| Error::new(Code::InvalidArgument, format!("outputs[{i}] contains a NUL byte: {n:?}")))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
-        let mut out = ptr::null_mut();
-        call!(sys::tpt_inference_runner_new(&mut out, model.as_ptr(), df.as_ptr(), ptrs.as_ptr(), ptrs.len()))?;
-        Callback::wrap(out)
     }
 }
 

@@ -18,8 +18,8 @@
 //! ```
 
 use crate::binding::Binding;
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::path_to_cstring;
-use crate::error::{call, Code, Error, Result};
 use crate::tensor::Tensor;
 use std::path::Path;
 use std::ptr;

@@ -29,13 +29,13 @@
 
 use crate::binding::{make, Binding};
 use crate::callback::{Callback, IntoCallback};
-use crate::context::Context;
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::{cstring, cstrings, ptrs_or_null};
 use crate::dataflow::DataFlow;
-use crate::error::{call, Code, Error, Result};
 use crate::model::Model;
 use crate::panic;
 use crate::tensor::Tensor;
+use crate::trainer::Context;
 use crate::Flow;
 use std::fmt;
 use std::marker::PhantomData;
@@ -523,4 +523,14 @@ impl<'a> Binding for Inferencer<'a> {
     unsafe fn from_raw_handle(raw: *mut sys::tpt_inferencer) -> Option<Inferencer<'a>> {
         Inferencer::from_raw(raw)
     }
+}
+
+/// [`Callback::inference_runner`]: the short form of the inference runner
+/// (`tpt_inference_runner_new`).
+pub(crate) fn short_runner<'a>(model: &Model<'a>, df: &DataFlow<'a>, outputs: &[&str]) -> Result<Callback<'a>> {
+    let names = cstrings(outputs, "outputs")?;
+    let ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
+    let mut out = ptr::null_mut();
+    call!(sys::tpt_inference_runner_new(&mut out, model.as_ptr(), df.as_ptr(), ptrs.as_ptr(), ptrs.len()))?;
+    Callback::wrap(out)
 }

@@ -3,9 +3,9 @@
 //! staging onto a device, dummy data.
 
 use crate::binding::{make, Binding};
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::with_cstr;
 use crate::dataflow::DataFlow;
-use crate::error::{call, Code, Error, Result};
 use crate::panic;
 use crate::tensor::Tensor;
 use crate::Flow;

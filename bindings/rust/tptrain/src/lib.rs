@@ -88,60 +88,64 @@
 //!
 //! The rest of tensorpack's callbacks are builders given to
 //! [`Trainer::add_callback`]: hyper-parameter setters
-//! ([`HyperParamSchedule`], [`HyperParamFunc`], [`StatMonitorParam`],
+//! ([`ScheduledHyperParam`], [`HyperParamFunc`], [`StatMonitorParam`],
 //! [`HumanHyperParam`]), [`EarlyStopping`], [`TerminateOnNaN`],
 //! [`ThroughputTracker`], [`HostMemoryTracker`] and [`StepWatchdog`]; the
 //! [`TensorBoard`] event writer is a monitor ([`Trainer::add_monitor`]) that
 //! also writes the images of [`Context::put_image`].
 
+// One module per C API module header (include/tptrain/<module>.h), named
+// as the header; binding, cstr and panic are the plumbing under them
+// (docs/ARCHITECTURE.md). The public modules keep their names: `nn` is the
+// layer header's module, `ops` the op header's.
 mod binding;
 mod callback;
-mod callbacks;
-mod context;
+mod common;
 mod cstr;
 mod dataflow;
-mod distributed;
-mod error;
 pub mod image;
 mod inference;
 mod input;
+mod launch;
 mod model;
+#[path = "layer.rs"]
 pub mod nn;
+#[path = "op.rs"]
 pub mod ops;
+mod optimizer;
 mod panic;
 mod runtime;
+mod strategy;
 mod tensor;
-mod towers;
-mod train_ops;
+mod tower;
 mod trainer;
 
-pub use callback::{Callback, CallbackBuilder, Event, Events, Flow, IntoCallback, Record, RecordKind};
-pub use callbacks::{
-    BestSaver, EarlyStopping, HostMemoryTracker, HumanHyperParam, HyperParamFunc, HyperParamSchedule, ModelSaver,
-    StatMonitorParam, StepWatchdog, TensorBoard, TerminateOnNaN, ThroughputTracker,
+#[allow(deprecated)]
+pub use callback::HyperParamSchedule;
+pub use callback::{
+    BestSaver, Callback, CallbackBuilder, EarlyStopping, Event, Events, Flow, HostMemoryTracker, HumanHyperParam,
+    HyperParamFunc, IntoCallback, ModelSaver, Record, RecordKind, ScheduledHyperParam, StatMonitorParam, StepWatchdog,
+    TensorBoard, TerminateOnNaN, ThroughputTracker,
 };
-pub use context::{Context, HookedContext, Scalar, StepContext};
+pub use common::{abi_version, version, version_string, Code, Error, Result};
 pub use dataflow::{
     Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, IterItem, ParallelMapOptions, Source, StatefulSource,
 };
-pub use distributed::Distributed;
-pub use error::{Code, Error, Result};
 pub use inference::{ClassificationError, InferenceRunner, Inferencer, InferencerBuilder, IntoInferencer, ScalarStats};
 pub use input::{Input, InputKind, InputOptions, END_OF_DATA};
-pub use model::{
-    manual_seed, Init, InputSpec, Model, Optimizer, RestoreOptions, TorchScriptParam, Tower, VariableOptions,
-};
+pub use launch::{launch_train, InitFn, TrainConfig};
+pub use model::{InputSpec, Model, RestoreOptions, TorchScriptParam, TrainOp};
 pub use nn::{Activation, LayerOptions, Padding};
+pub use optimizer::Optimizer;
 pub use runtime::{
-    abi_version, build_info, has_feature, num_threads, set_checkpoint_read_limit, set_num_threads, version,
-    version_string, Feature,
+    build_info, has_feature, manual_seed, num_threads, set_checkpoint_read_limit, set_num_threads, Feature,
 };
+pub use strategy::{Distributed, Gan, Strategy, Towers};
 pub use tensor::{DType, Element, Tensor, TensorOptions};
-pub use towers::{Strategy, Towers};
-pub use train_ops::{Gan, Run, TrainOp};
+pub use tower::{Init, Tower, VariableOptions};
 pub use trainer::{
-    launch_train, InitFn, LogdirAction, Progress, RunOutcome, StopHandle, StopOnSignals, TrainConfig, Trainer,
-    TrainerOptions,
+    Context, HookedContext, LogdirAction, Progress, Run, RunOutcome, Scalar, StepContext, StopHandle, StopOnSignals,
+    Trainer, TrainerOptions,
 };
 
 /// The raw FFI crate, for what the safe API does not cover yet.

@@ -28,13 +28,13 @@
 //! ```
 
 use crate::binding::{make, Binding};
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::{cstring, from_buf, path_to_cstring, with_cstr};
-use crate::error::{call, Code, Error, Result};
+use crate::optimizer::Optimizer;
 use crate::panic;
 use crate::tensor::{DType, Tensor};
-use crate::train_ops::TrainOp;
+use crate::tower::{Tower, VariableOptions};
 use crate::Flow;
-use std::cell::UnsafeCell;
 use std::ffi::CString;
 use std::fmt;
 use std::marker::PhantomData;
@@ -43,12 +43,6 @@ use std::os::raw::{c_char, c_void};
 use std::path::Path;
 use std::ptr::{self, NonNull};
 use tptrain_sys as sys;
-
-/// Seeds LibTorch's default random generator: variable initializers,
-/// dropout (`tpt_manual_seed`).
-pub fn manual_seed(seed: u64) -> Result<()> {
-    call!(sys::tpt_manual_seed(seed))
-}
 
 /// One input of a model's signature (`tpt_input_spec`): a name, a dtype and
 /// a shape whose entries are >= 1, or -1 for a free dimension (the batch).
@@ -62,104 +56,6 @@ pub struct InputSpec {
 impl InputSpec {
     pub fn new(name: impl Into<String>, dtype: DType, shape: &[i64]) -> InputSpec {
         InputSpec { name: name.into(), dtype, shape: shape.to_vec() }
-    }
-}
-
-/// Initializers of variables (`tpt_init`); their parameters are
-/// [`VariableOptions::a`] and [`VariableOptions::b`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Init {
-    Zeros,
-    /// The constant `a`.
-    Constant,
-    /// Uniform in `[a, b)`.
-    Uniform,
-    /// Mean `a`, standard deviation `b`.
-    Normal,
-    /// Mean `a`, standard deviation `b`, redrawn beyond 2 `b`.
-    TruncatedNormal,
-    /// Xavier; `a`: the gain (1 when 0).
-    GlorotUniform,
-    GlorotNormal,
-    /// Kaiming, fan_in, ReLU gain; `a`: the negative slope.
-    HeUniform,
-    HeNormal,
-}
-
-impl Init {
-    pub fn to_raw(self) -> sys::tpt_init {
-        match self {
-            Init::Zeros => sys::TPT_INIT_ZEROS,
-            Init::Constant => sys::TPT_INIT_CONSTANT,
-            Init::Uniform => sys::TPT_INIT_UNIFORM,
-            Init::Normal => sys::TPT_INIT_NORMAL,
-            Init::TruncatedNormal => sys::TPT_INIT_TRUNCATED_NORMAL,
-            Init::GlorotUniform => sys::TPT_INIT_GLOROT_UNIFORM,
-            Init::GlorotNormal => sys::TPT_INIT_GLOROT_NORMAL,
-            Init::HeUniform => sys::TPT_INIT_HE_UNIFORM,
-            Init::HeNormal => sys::TPT_INIT_HE_NORMAL,
-        }
-    }
-}
-
-/// Options of a variable (`tpt_variable_options`); `Default` gives the C
-/// defaults: f32, Glorot uniform, trainable.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct VariableOptions {
-    /// Floating dtypes only when trainable.
-    pub dtype: DType,
-    pub init: Init,
-    /// Trained (default); false: model-only (saved, not trained).
-    pub trainable: bool,
-    /// Initializer parameters (see [`Init`]).
-    pub a: f64,
-    pub b: f64,
-}
-
-impl Default for VariableOptions {
-    fn default() -> VariableOptions {
-        VariableOptions { dtype: DType::F32, init: Init::GlorotUniform, trainable: true, a: 0.0, b: 0.0 }
-    }
-}
-
-impl VariableOptions {
-    /// `init` with parameters `a` and `b`, other options default.
-    pub fn init(init: Init, a: f64, b: f64) -> VariableOptions {
-        VariableOptions { init, a, b, ..Default::default() }
-    }
-    /// Zero-filled.
-    pub fn zeros() -> VariableOptions {
-        VariableOptions::init(Init::Zeros, 0.0, 0.0)
-    }
-    /// Filled with `value`.
-    pub fn constant(value: f64) -> VariableOptions {
-        VariableOptions::init(Init::Constant, value, 0.0)
-    }
-    /// Uniform in `[low, high)`.
-    pub fn uniform(low: f64, high: f64) -> VariableOptions {
-        VariableOptions::init(Init::Uniform, low, high)
-    }
-    /// Normal with `mean` and standard deviation `std`.
-    pub fn normal(mean: f64, std: f64) -> VariableOptions {
-        VariableOptions::init(Init::Normal, mean, std)
-    }
-    /// The same options with another dtype.
-    pub fn with_dtype(self, dtype: DType) -> VariableOptions {
-        VariableOptions { dtype, ..self }
-    }
-    /// The same options for a model-only variable (saved, not trained).
-    pub fn model_only(self) -> VariableOptions {
-        VariableOptions { trainable: false, ..self }
-    }
-
-    fn to_raw(self) -> sys::tpt_variable_options {
-        let mut o = sys::TPT_VARIABLE_OPTIONS_INIT;
-        o.dtype = self.dtype.to_raw();
-        o.init = self.init.to_raw();
-        o.trainable = self.trainable as i32;
-        o.a = self.a;
-        o.b = self.b;
-        o
     }
 }
 
@@ -358,7 +254,7 @@ impl<'a> Model<'a> {
     /// (`tpt_model_from_torchscript_source`): `source` defines
     /// `forward(self, ...)` (and any helper methods) over the attributes in
     /// `params`, which are created and initialised first, in order, from
-    /// LibTorch's default generator ([`manual_seed`]). Otherwise as
+    /// LibTorch's default generator ([`manual_seed`](crate::manual_seed)). Otherwise as
     /// [`from_torchscript`](Self::from_torchscript): the attributes are the
     /// model's variables from the start, and
     /// [`save_torchscript`](Self::save_torchscript) writes the module. Bad
@@ -568,294 +464,11 @@ impl fmt::Debug for Model<'_> {
 
 // ------------------------------------------------------------------ towers
 
-/// What a tower function gets: the context of one call (`tpt_tower`),
-/// borrowed for that call. Like [`Context`](crate::Context) it is a
-/// zero-sized reference type whose address is the C handle. Layers with
-/// variables are methods (see the [`nn`](crate::nn) module for the others).
-pub struct Tower {
-    _opaque: PhantomData<(UnsafeCell<()>, *mut ())>,
-}
-
-/// Reads a flag of a tower; it cannot fail on a live tower.
-fn flag(f: unsafe extern "C" fn(*mut i32, *const sys::tpt_tower) -> *mut sys::tpt_status, t: &Tower) -> i32 {
-    let mut v = 0i32;
-    // SAFETY: a live tower; the status (NULL in practice) is freed.
-    let st = unsafe { f(&mut v, t.as_ptr()) };
-    debug_assert!(st.is_null());
-    unsafe { sys::tpt_status_free(st) };
-    v
-}
-
-/// Reads a short text of a tower.
-fn text(
-    f: unsafe extern "C" fn(*mut c_char, usize, *const sys::tpt_tower) -> *mut sys::tpt_status,
-    t: &Tower,
-) -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: a live tower; buf has 256 bytes (names and devices are short).
-    let st = unsafe { f(buf.as_mut_ptr().cast(), buf.len(), t.as_ptr()) };
-    debug_assert!(st.is_null());
-    unsafe { sys::tpt_status_free(st) };
-    from_buf(&buf)
-}
-
-impl Tower {
-    /// # Safety
-    /// `raw` is a live tower that outlives `'t`.
-    pub(crate) unsafe fn from_ptr<'t>(raw: *mut sys::tpt_tower) -> &'t mut Tower {
-        &mut *raw.cast::<Tower>()
-    }
-
-    /// The raw handle, valid during the tower function call.
-    pub fn as_ptr(&self) -> *mut sys::tpt_tower {
-        self as *const Tower as *mut sys::tpt_tower
-    }
-
-    /// A training tower (false: inference) (`tpt_tower_is_training`).
-    pub fn is_training(&self) -> bool {
-        flag(sys::tpt_tower_is_training, self) != 0
-    }
-
-    /// The build call: zero-filled inputs, no gradients; layers skip their
-    /// state updates (`tpt_tower_is_building`).
-    pub fn is_building(&self) -> bool {
-        flag(sys::tpt_tower_is_building, self) != 0
-    }
-
-    /// The index among the training towers (0 for inference) (`tpt_tower_index`).
-    pub fn index(&self) -> i32 {
-        flag(sys::tpt_tower_index, self)
-    }
-
-    /// "tower0", "tower1", ... or "InferenceTower" ("InferenceTower0",
-    /// "InferenceTower1", ... for the towers of a data-parallel
-    /// [`InferenceRunner`](crate::InferenceRunner::towers)) (`tpt_tower_name`).
-    pub fn name(&self) -> String {
-        text(sys::tpt_tower_name, self)
-    }
-
-    /// The tower's device, e.g. "cpu" (`tpt_tower_device`).
-    pub fn device(&self) -> String {
-        text(sys::tpt_tower_device, self)
-    }
-
-    /// Whether [`variable`](Self::variable) may create variables in this
-    /// call (the build call) (`tpt_tower_can_create_variables`).
-    pub fn can_create_variables(&self) -> bool {
-        flag(sys::tpt_tower_can_create_variables, self) != 0
-    }
-
-    /// Ends training gracefully once this call of the tower function returns
-    /// `Ok(())` (tensorpack's `StopTraining` from inside the model): the step
-    /// reports a stop with `reason`, AFTER_TRAIN runs and
-    /// [`Trainer::run`](crate::Trainer::run) returns
-    /// [`RunOutcome::Stopped(reason)`](crate::RunOutcome::Stopped). The first
-    /// call in a tower call wins; an error returned by the tower function
-    /// wins over it. In [`Model::infer`](crate::Model::infer) the stop comes back as an error
-    /// whose code is `Code::Other(100)` (`TPT_STOP`) and whose message is
-    /// the reason.
-    ///
-    /// ```no_run
-    /// # use tptrain::{InputSpec, Model};
-    /// # use std::sync::atomic::{AtomicUsize, Ordering};
-    /// let steps = AtomicUsize::new(0);
-    /// let model = Model::new(&[], |tower, _inputs| -> tptrain::Result<()> {
-    ///     if steps.fetch_add(1, Ordering::Relaxed) == 100 {
-    ///         tower.stop("100 calls are enough");
-    ///         return Ok(());
-    ///     }
-    ///     // ... layers, tower.set_cost(...)
-    ///     Ok(())
-    /// })?;
-    /// # drop(model);
-    /// # Ok::<(), tptrain::Error>(())
-    /// ```
-    pub fn stop(&mut self, reason: impl Into<String>) {
-        panic::note_stop(reason.into());
-    }
-
-    /// Sets the cost (a floating tensor of one element) that training
-    /// minimises; a training tower must set it (`tpt_tower_set_cost`).
-    pub fn set_cost(&mut self, cost: &Tensor) -> Result<()> {
-        call!(sys::tpt_tower_set_cost(self.as_ptr(), cost.as_ptr()))
-    }
-
-    /// Publishes a named output: a step output for callbacks
-    /// ([`Context::output`](crate::Context::output)) and an inference result
-    /// (`tpt_tower_set_output`).
-    pub fn set_output(&mut self, name: &str, value: &Tensor) -> Result<()> {
-        with_cstr(name, "name", |n| call!(sys::tpt_tower_set_output(self.as_ptr(), n, value.as_ptr())))?
-    }
-
-    /// Opens a name scope: variables created inside get "scope/" in front of
-    /// their name (`tpt_tower_push_scope`). See also [`scope`](Self::scope).
-    pub fn push_scope(&mut self, scope: &str) -> Result<()> {
-        with_cstr(scope, "scope", |s| call!(sys::tpt_tower_push_scope(self.as_ptr(), s)))?
-    }
-
-    /// Opens a name scope whose variables this call may use more than once
-    /// (`tpt_tower_push_reuse_scope`, tensorpack's
-    /// `auto_reuse_variable_scope`): a net applied twice, such as a GAN's
-    /// discriminator on real and on generated images, shares its variables.
-    /// See also [`reuse_scope`](Self::reuse_scope).
-    pub fn push_reuse_scope(&mut self, scope: &str) -> Result<()> {
-        with_cstr(scope, "scope", |s| call!(sys::tpt_tower_push_reuse_scope(self.as_ptr(), s)))?
-    }
-
-    /// Closes the innermost name scope (`tpt_tower_pop_scope`).
-    pub fn pop_scope(&mut self) -> Result<()> {
-        call!(sys::tpt_tower_pop_scope(self.as_ptr()))
-    }
-
-    /// Runs `f` inside the name scope `scope`, closed again when `f` returns
-    /// (also with an error).
-    pub fn scope<R>(&mut self, scope: &str, f: impl FnOnce(&mut Tower) -> Result<R>) -> Result<R> {
-        self.push_scope(scope)?;
-        let r = f(self);
-        let popped = self.pop_scope();
-        let r = r?;
-        popped?;
-        Ok(r)
-    }
-
-    /// Runs `f` inside the reuse scope `scope` (see
-    /// [`push_reuse_scope`](Self::push_reuse_scope)), closed again when `f`
-    /// returns (also with an error). Call it once per application of the net:
-    ///
-    /// ```no_run
-    /// # use tptrain::{nn::LayerOptions, Tensor, Tower};
-    /// // A linear discriminator: its variables are discrim/fc/W and discrim/fc/b.
-    /// fn discriminator(t: &mut Tower, x: &Tensor) -> tptrain::Result<Tensor> {
-    ///     t.fc("fc", x, 1, &LayerOptions::default())
-    /// }
-    /// # fn demo(tower: &mut Tower, real: &Tensor, fake: &Tensor) -> tptrain::Result<()> {
-    /// let real_logit = tower.reuse_scope("discrim", |t| discriminator(t, real))?;
-    /// let fake_logit = tower.reuse_scope("discrim", |t| discriminator(t, fake))?; // the same variables
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn reuse_scope<R>(&mut self, scope: &str, f: impl FnOnce(&mut Tower) -> Result<R>) -> Result<R> {
-        self.push_reuse_scope(scope)?;
-        let r = f(self);
-        let popped = self.pop_scope();
-        let r = r?;
-        popped?;
-        Ok(r)
-    }
-
-    /// Gets the variable `name` (prefixed by the current scopes), creating it
-    /// in the build call: a new handle on the variable itself (trainable
-    /// variables carry gradients) (`tpt_tower_variable`). Creating one
-    /// outside the build call, a shape or dtype that differs from the
-    /// existing variable, and one name used twice in one call (outside a
-    /// [`reuse_scope`](Self::reuse_scope)) are errors.
-    pub fn variable(&mut self, name: &str, shape: &[i64], options: &VariableOptions) -> Result<Tensor> {
-        let o = options.to_raw();
-        let mut out = ptr::null_mut();
-        with_cstr(name, "name", |n| {
-            call!(sys::tpt_tower_variable(&mut out, self.as_ptr(), n, shape.as_ptr(), shape.len(), &o))
-        })??;
-        Tensor::wrap(out)
-    }
-}
-
-impl fmt::Debug for Tower {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tower")
-            .field("name", &self.name())
-            .field("index", &self.index())
-            .field("training", &self.is_training())
-            .field("building", &self.is_building())
-            .finish()
-    }
-}
-
-// ------------------------------------------------------------------ optimizers
-
-/// An optimizer by kind, configured by hyper-parameter name
-/// (`tpt_optimizer`); see the C header for the kinds and names ("sgd",
-/// "adam", "adamw", "rmsprop", "adagrad"; "learning_rate", "momentum", ...,
-/// "clip_global_norm", "accumulate_steps", "check_numerics").
-///
-/// The handle is shared: a model that uses it ([`Model::set_optimizer`](crate::Model::set_optimizer))
-/// keeps its own reference, and changes made here later (a learning-rate
-/// schedule in a callback) reach training. The library reads and writes the
-/// hyper-parameters on the training thread without a lock, so an optimizer
-/// stays on the thread that made it: it is neither `Send` nor `Sync` (and so
-/// is [`Model`](crate::Model), which shares it).
-///
-/// ```compile_fail
-/// fn send<T: Send>(_: T) {}
-/// send(tptrain::Optimizer::new("sgd").unwrap());
-/// ```
-pub struct Optimizer {
-    raw: NonNull<sys::tpt_optimizer>,
-    _marker: PhantomData<*mut ()>,
-}
-
-impl Optimizer {
-    /// Wraps a new optimizer handle from a successful call.
-
-    /// A new optimizer of `kind` with its default hyper-parameters
-    /// (`tpt_optimizer_new`).
-    pub fn new(kind: &str) -> Result<Optimizer> {
-        let mut out = ptr::null_mut();
-        with_cstr(kind, "kind", |k| call!(sys::tpt_optimizer_new(&mut out, k)))??;
-        let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "library returned no optimizer"))?;
-        Ok(Optimizer { raw, _marker: PhantomData })
-    }
-
-    /// The raw handle, valid while `self` lives.
-    pub fn as_ptr(&self) -> *mut sys::tpt_optimizer {
-        self.raw.as_ptr()
-    }
-
-    /// Sets a hyper-parameter (`tpt_optimizer_set`).
-    pub fn set(&self, name: &str, value: f64) -> Result<()> {
-        with_cstr(name, "name", |n| call!(sys::tpt_optimizer_set(self.as_ptr(), n, value)))?
-    }
-
-    /// Reads a hyper-parameter (`tpt_optimizer_get`).
-    pub fn get(&self, name: &str) -> Result<f64> {
-        let mut v = 0f64;
-        with_cstr(name, "name", |n| call!(sys::tpt_optimizer_get(&mut v, self.as_ptr(), n)))??;
-        Ok(v)
-    }
-
-    /// Multiplies the gradients of the variables whose name matches
-    /// `pattern` (an ECMAScript regular expression, searched) by `factor`,
-    /// before clipping (`tpt_optimizer_scale_gradients`).
-    pub fn scale_gradients(&self, pattern: &str, factor: f64) -> Result<()> {
-        with_cstr(pattern, "pattern", |p| call!(sys::tpt_optimizer_scale_gradients(self.as_ptr(), p, factor)))?
-    }
-}
-
-impl Drop for Optimizer {
-    fn drop(&mut self) {
-        // SAFETY: we own this reference.
-        unsafe { sys::tpt_optimizer_free(self.raw.as_ptr()) }
-    }
-}
-
-impl fmt::Debug for Optimizer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Optimizer").field("learning_rate", &self.get("learning_rate").ok()).finish()
-    }
-}
-
 impl<'a> Binding for Model<'a> {
     type Raw = sys::tpt_model;
     const WHAT: &'static str = "model";
     unsafe fn from_raw_handle(raw: *mut sys::tpt_model) -> Option<Model<'a>> {
         NonNull::new(raw).map(|raw| Model { raw, _marker: PhantomData })
-    }
-}
-
-impl Binding for Optimizer {
-    type Raw = sys::tpt_optimizer;
-    const WHAT: &'static str = "optimizer";
-    unsafe fn from_raw_handle(raw: *mut sys::tpt_optimizer) -> Option<Optimizer> {
-        NonNull::new(raw).map(|raw| Optimizer { raw, _marker: PhantomData })
     }
 }
 
@@ -965,4 +578,75 @@ pub(crate) fn restore(model: *mut sys::tpt_model, path: &Path, o: &RestoreOption
     let mut n = 0usize;
     call!(sys::tpt_model_restore(&mut n, model, path.as_ptr(), &raw))?;
     Ok(n)
+}
+
+/// One optimisation of a model (`tpt_train_op`; tensorpack's
+/// `opt.minimize(cost, var_list)`), for [`Model::add_train_op`](crate::Model::add_train_op): a name
+/// that run_steps run it by, the cost it minimises, the variables it
+/// updates and its optimizer.
+///
+/// ```
+/// use tptrain::{Optimizer, TrainOp};
+///
+/// // The tower's output "d_loss" over the variables under "discrim/", with
+/// // a copy of the model's optimizer.
+/// let d_op = TrainOp::new("d_op").cost("d_loss").scope("discrim/");
+/// assert_eq!(d_op.name(), "d_op");
+/// // The tower's cost over every trainable variable, with Adam of its own.
+/// let adam = Optimizer::new("adam")?;
+/// let all = TrainOp::new("all").optimizer(&adam);
+/// # let _ = all;
+/// # Ok::<(), tptrain::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a TrainOp does nothing until it is given to Model::add_train_op"]
+pub struct TrainOp<'o> {
+    pub(crate) name: String,
+    pub(crate) cost: Option<String>,
+    pub(crate) scope: Option<String>,
+    pub(crate) optimizer: Option<&'o Optimizer>,
+}
+
+impl<'o> TrainOp<'o> {
+    /// A train op named `name` (unique in the model) that minimises the
+    /// tower's cost ([`Tower::set_cost`](crate::Tower::set_cost)) over every
+    /// trainable variable with a copy of the model's optimizer; the setters
+    /// change each part.
+    pub fn new(name: &str) -> TrainOp<'o> {
+        TrainOp { name: name.to_owned(), cost: None, scope: None, optimizer: None }
+    }
+
+    /// The one-element output of the tower function to minimise
+    /// ([`Tower::set_output`](crate::Tower::set_output)), instead of the
+    /// tower's cost. A step whose tower function did not set it fails with
+    /// a [`Code::State`] error naming the op and the output.
+    pub fn cost(mut self, output: &str) -> TrainOp<'o> {
+        self.cost = Some(output.to_owned());
+        self
+    }
+
+    /// Updates only the trainable variables whose names start with `prefix`
+    /// ("discrim/"), tensorpack's `var_list`; default (and ""): all of them.
+    /// A prefix that matches no variable fails when training starts, with a
+    /// [`Code::InvalidArgument`] error naming the op and the prefix.
+    pub fn scope(mut self, prefix: &str) -> TrainOp<'o> {
+        self.scope = Some(prefix.to_owned());
+        self
+    }
+
+    /// An optimizer of the op's own, whose hyper-parameters it follows
+    /// (the model takes its own reference: `optimizer` stays usable). It may
+    /// not be the model's nor another op's ([`Code::InvalidArgument`]).
+    /// Default: a copy of the model's optimizer with slots of its own, that
+    /// follows the model's hyper-parameters (so a schedule of the model's
+    /// learning rate moves it too).
+    pub fn optimizer(mut self, optimizer: &'o Optimizer) -> TrainOp<'o> {
+        self.optimizer = Some(optimizer);
+        self
+    }
+
+    /// The op's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
 }

@@ -22,7 +22,7 @@
 //! shared with others may be half updated at that point, as after any caught
 //! panic.
 
-use crate::error::Error;
+use crate::common::Error;
 use crate::Flow;
 use std::any::Any;
 use std::cell::{Cell, RefCell};

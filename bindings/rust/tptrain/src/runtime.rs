@@ -1,25 +1,9 @@
 //! Versions, build features and threads.
 
-use crate::error::{call, Result};
+use crate::common::{call, Result};
 use std::ffi::CStr;
 use std::os::raw::c_int;
 use tptrain_sys as sys;
-
-/// The library's version number (MAJOR * 10000 + MINOR * 100 + PATCH).
-pub fn version() -> u32 {
-    unsafe { sys::tpt_version() }
-}
-
-/// The library's version as "MAJOR.MINOR.PATCH".
-pub fn version_string() -> &'static str {
-    // SAFETY: static storage in the library.
-    unsafe { CStr::from_ptr(sys::tpt_version_string()) }.to_str().unwrap_or("?")
-}
-
-/// The library's ABI version (the SONAME suffix).
-pub fn abi_version() -> u32 {
-    unsafe { sys::tpt_abi_version() }
-}
 
 /// Optional parts of a build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,4 +51,10 @@ pub fn num_threads() -> Result<i32> {
 /// the file: see docs/checkpoints.md, "Checkpoints from others".
 pub fn set_checkpoint_read_limit(bytes: u64) -> Result<()> {
     call!(sys::tpt_set_checkpoint_read_limit(bytes))
+}
+
+/// Seeds LibTorch's default random generator: variable initializers,
+/// dropout (`tpt_manual_seed`).
+pub fn manual_seed(seed: u64) -> Result<()> {
+    call!(sys::tpt_manual_seed(seed))
 }

@@ -1,8 +1,8 @@
 //! Tensors: an owning handle on a LibTorch tensor.
 
 use crate::binding::Binding;
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::with_cstr;
-use crate::error::{call, Code, Error, Result};
 use std::ffi::CString;
 use std::fmt;
 use std::os::raw::c_void;

@@ -1,17 +1,19 @@
 //! The trainer: the epoch/step loop with callbacks around it.
 
+mod context;
+
+pub use context::{Context, HookedContext, Run, Scalar, StepContext};
+
 use crate::binding::call_dropping;
 use crate::callback::{Callback, IntoCallback};
-use crate::context::{Context, StepContext};
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::{cstrings, path_to_cstring};
 use crate::dataflow::DataFlow;
-use crate::distributed::{Distributed, RawDistributed};
-use crate::error::{call, Code, Error, Result};
 use crate::input::Input;
+use crate::launch::{init_trampoline, InitHook, TrainConfig};
 use crate::model::Model;
 use crate::panic;
-use crate::towers::{RawTowers, Towers};
-use crate::train_ops::Gan;
+use crate::strategy::{Distributed, Gan, RawDistributed, RawTowers, Towers};
 use crate::Flow;
 use std::cell::OnceCell;
 use std::ffi::CString;
@@ -202,209 +204,6 @@ pub struct Trainer<'a> {
     /// it, so it is dropped after the C trainer is freed.
     init: Option<NonNull<InitHook<'a>>>,
     _marker: PhantomData<(&'a (), *mut ())>,
-}
-
-/// The init / restore hook of a [`TrainConfig`] (tensorpack's
-/// `session_init`): it runs once on the chief, after the model's build call
-/// and before BEFORE_TRAIN, e.g. to load weights with
-/// [`Model::set_variable`](crate::Model::set_variable). Made by [`InitFn::new`].
-pub struct InitFn<'a>(Box<InitClosure<'a>>);
-
-/// The closure of an init hook, with its error turned into an [`Error`].
-type InitClosure<'a> = dyn FnMut(&Model<'_>) -> Result<Flow> + 'a;
-
-impl<'a> InitFn<'a> {
-    /// An init hook that calls `f` with the model. It returns
-    /// [`Flow::Continue`], [`Flow::Stop`] to end training gracefully, or an
-    /// error that fails training: an [`Error`] with its code and message,
-    /// any other error as for [`Callback::on`](crate::Callback::on) (a
-    /// [`Code::Callback`] error whose [`source`](std::error::Error::source)
-    /// is that error; see [`Error::wrap`]).
-    pub fn new<F, E>(f: F) -> InitFn<'a>
-    where
-        F: FnMut(&Model<'_>) -> Result<Flow, E> + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let mut f = f;
-        InitFn(Box::new(move |model: &Model<'_>| f(model).map_err(Error::wrap)))
-    }
-}
-
-impl fmt::Debug for InitFn<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("InitFn")
-    }
-}
-
-/// The boxed user data of an init hook (one thin pointer for C).
-struct InitHook<'a>(InitFn<'a>);
-
-unsafe extern "C" fn init_trampoline(model: *mut sys::tpt_model, user_data: *mut c_void) -> *mut sys::tpt_status {
-    // Tensors made in this call are Rust values that free themselves (Drop):
-    // the library's scope for the call hands them over.
-    crate::tensor::own_call_tensors();
-    // SAFETY: user_data is the InitHook the trainer owns, alive while the C
-    // trainer is; the hook runs once per run, never re-entered.
-    let hook = &mut *user_data.cast::<InitHook<'_>>();
-    panic::guard(&|| "the init hook".to_owned(), || {
-        // SAFETY: the library lends its own live handle for the call.
-        let model = Model::borrowed(model)
-            .ok_or_else(|| Error::new(Code::Internal, "the init hook was called without a model"))?;
-        (hook.0 .0)(&model)
-    })
-}
-
-/// A training described as tensorpack's `TrainConfig`
-/// (`tpt_train_config`), for [`Trainer::from_config`](crate::Trainer::from_config) and [`launch_train`].
-/// The batches come from an [`Input`] ([`TrainConfig::new`]) or from a
-/// [`DataFlow`] of batches ([`TrainConfig::from_dataflow`]), one or the
-/// other. The trainer is the simple one (one tower) unless
-/// [`towers`](Self::towers) says otherwise, and trains in this process
-/// alone unless [`distributed`](Self::distributed) makes it one rank of a
-/// job.
-///
-/// ```no_run
-/// use tptrain::{launch_train, Callback, Events, Flow, InitFn, Input, Model, Tensor, TrainConfig, TrainerOptions};
-/// # fn demo(model: &Model<'_>, x: &Tensor, y: &Tensor) -> tptrain::Result<()> {
-/// let config = TrainConfig {
-///     options: Some(TrainerOptions { max_epoch: 10, ..Default::default() }),
-///     callbacks: vec![Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| -> tptrain::Result<Flow> {
-///         ctx.log(&format!("epoch {} done", ctx.epoch_num()))?;
-///         Ok(Flow::Continue)
-///     })
-///     .name("report")
-///     .build()?],
-///     init: Some(InitFn::new(|model| -> tptrain::Result<Flow> {
-///         model.set_variable("b", &Tensor::from_slice(&[1f32], &[1])?)?;
-///         Ok(Flow::Continue)
-///     })),
-///     ..TrainConfig::new(model, Input::from_tensors(&[x, y], 16, Some(42))?)
-/// };
-/// launch_train(config)?;
-/// # Ok(())
-/// # }
-/// ```
-///
-/// With towers (tensorpack's `launch_train_with_config(config,
-/// SyncMultiGPUTrainerReplicated(2))`):
-///
-/// ```no_run
-/// use tptrain::{launch_train, DataFlow, Model, Towers, TrainConfig};
-/// # fn demo(model: &Model<'_>, batches: &DataFlow<'_>) -> tptrain::Result<()> {
-/// launch_train(TrainConfig { towers: Some(Towers::replicated(2)), ..TrainConfig::from_dataflow(model, batches) })?;
-/// # Ok(())
-/// # }
-/// ```
-///
-/// As one rank of a distributed job started by `tptrain-run -n N`
-/// (tensorpack's `launch_train_with_config(config, HorovodTrainer())`):
-///
-/// ```no_run
-/// use tptrain::{launch_train, DataFlow, Distributed, Model, TrainConfig};
-/// # fn demo(model: &Model<'_>, batches: &DataFlow<'_>) -> tptrain::Result<()> {
-/// launch_train(TrainConfig {
-///     distributed: Some(Distributed::from_env()),
-///     ..TrainConfig::from_dataflow(model, batches)
-/// })?;
-/// # Ok(())
-/// # }
-/// ```
-pub struct TrainConfig<'m, 'a> {
-    /// `None`: the defaults, with steps_per_epoch from the input.
-    pub options: Option<TrainerOptions>,
-    /// The model; the trainer keeps its own reference.
-    pub model: &'m Model<'a>,
-    /// Where the batches come from; taken. This or `dataflow`.
-    pub input: Option<Input<'a>>,
-    /// This or `input`: a dataflow of batches in signature order, wrapped
-    /// in a queue input (tensorpack's automatic QueueInput); the trainer
-    /// keeps its own reference.
-    pub dataflow: Option<&'m DataFlow<'a>>,
-    /// Registered as user callbacks, in order; taken.
-    pub callbacks: Vec<Callback<'a>>,
-    /// Registered after the default monitors; taken.
-    pub monitors: Vec<Callback<'a>>,
-    /// The init / restore hook; `None`: none.
-    pub init: Option<InitFn<'a>>,
-    /// `None`: the simple trainer (one tower, as [`Trainer::set_model`](crate::Trainer::set_model));
-    /// else the strategy and towers of a data-parallel trainer (as
-    /// [`Trainer::set_towers`](crate::Trainer::set_towers)), whose default steps_per_epoch is the
-    /// input's size / towers.
-    pub towers: Option<Towers>,
-    /// `None`: this process trains alone; else it is one rank of a
-    /// distributed job (as [`Trainer::set_distributed`](crate::Trainer::set_distributed)), which it joins
-    /// when the trainer is made.
-    pub distributed: Option<Distributed>,
-}
-
-impl<'m, 'a> TrainConfig<'m, 'a> {
-    /// A config of `model` fed by `input`, with default options, no
-    /// callbacks, no monitors, no init hook, no towers and no job.
-    pub fn new(model: &'m Model<'a>, input: Input<'a>) -> TrainConfig<'m, 'a> {
-        TrainConfig {
-            options: None,
-            model,
-            input: Some(input),
-            dataflow: None,
-            callbacks: Vec::new(),
-            monitors: Vec::new(),
-            init: None,
-            towers: None,
-            distributed: None,
-        }
-    }
-
-    /// A config of `model` fed by `dataflow`, a dataflow of batches in
-    /// signature order that the trainer wraps in a queue input (its size is
-    /// the default steps_per_epoch), with default options, no callbacks, no
-    /// monitors, no init hook, no towers and no job.
-    pub fn from_dataflow(model: &'m Model<'a>, dataflow: &'m DataFlow<'a>) -> TrainConfig<'m, 'a> {
-        TrainConfig { dataflow: Some(dataflow), input: None, ..TrainConfig::new_empty(model) }
-    }
-
-    fn new_empty(model: &'m Model<'a>) -> TrainConfig<'m, 'a> {
-        TrainConfig {
-            options: None,
-            model,
-            input: None,
-            dataflow: None,
-            callbacks: Vec::new(),
-            monitors: Vec::new(),
-            init: None,
-            towers: None,
-            distributed: None,
-        }
-    }
-}
-
-impl fmt::Debug for TrainConfig<'_, '_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TrainConfig")
-            .field("options", &self.options)
-            .field("model", &self.model)
-            .field("input", &self.input)
-            .field("dataflow", &self.dataflow)
-            .field("callbacks", &self.callbacks)
-            .field("monitors", &self.monitors)
-            .field("init", &self.init)
-            .field("towers", &self.towers)
-            .field("distributed", &self.distributed)
-            .finish()
-    }
-}
-
-/// tensorpack's `launch_train_with_config`: makes the trainer of `config`
-/// ([`Trainer::from_config`](crate::Trainer::from_config)), runs it and frees it, as
-/// `tpt_launch_train` does. Returns how the run ended, or the error that
-/// ended it (a closure's error comes back unchanged).
-///
-/// # Panics
-/// Resumes the panic of a closure (the init hook included) once the C loop
-/// has returned, as [`Trainer::run`](crate::Trainer::run) does.
-pub fn launch_train(config: TrainConfig<'_, '_>) -> Result<RunOutcome> {
-    // Not a call of tpt_launch_train itself: that frees the trainer before
-    // the stop reason can be read.
-    Trainer::from_config(config)?.run()
 }
 
 unsafe extern "C" fn run_step_trampoline<F>(

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use tptrain::ops::{self, Arg};
 use tptrain::{
-    manual_seed, BestSaver, Callback, Code, DType, Events, Flow, HyperParamSchedule, Input, InputSpec, Model,
-    ModelSaver, Optimizer, Progress, RestoreOptions, Result, RunOutcome, Tensor, Trainer, TrainerOptions,
+    manual_seed, BestSaver, Callback, Code, DType, Events, Flow, Input, InputSpec, Model, ModelSaver, Optimizer,
+    Progress, RestoreOptions, Result, RunOutcome, ScheduledHyperParam, Tensor, Trainer, TrainerOptions,
     VariableOptions,
 };
 
@@ -204,7 +204,7 @@ fn a_schedule_sets_the_learning_rate_after_its_epochs() {
     })
     .unwrap();
     t.set_model(&m, input()).unwrap();
-    t.add_callback(HyperParamSchedule::new(&o, "learning_rate", &[(2, 0.25), (0, 0.125)])).unwrap();
+    t.add_callback(ScheduledHyperParam::new(&o, "learning_rate", &[(2, 0.25), (0, 0.125)])).unwrap();
     t.add_callback(Callback::on(Events::BEFORE_EPOCH, move |ctx, _, _| -> Result<Flow> {
         s2.borrow_mut().push(ctx.optimizer()?.get("learning_rate")?);
         Ok(Flow::Continue)
@@ -212,8 +212,12 @@ fn a_schedule_sets_the_learning_rate_after_its_epochs() {
     .unwrap();
     t.run().unwrap();
     assert_eq!(*seen.borrow(), vec![0.125, 0.125, 0.25]);
-    let e = HyperParamSchedule::new(&o, "lr", &[(1, 0.1)]).build().unwrap_err();
+    let e = ScheduledHyperParam::new(&o, "lr", &[(1, 0.1)]).build().unwrap_err();
     assert!(e.message().contains("learning_rate"), "{}", e.message());
-    let e = HyperParamSchedule::new(&o, "learning_rate", &[]).build().unwrap_err();
+    let e = ScheduledHyperParam::new(&o, "learning_rate", &[]).build().unwrap_err();
     assert!(e.message().contains("n_points"), "{}", e.message());
+    // The name the type had first still builds the same callback.
+    #[allow(deprecated)]
+    let e = tptrain::HyperParamSchedule::new(&o, "lr", &[(1, 0.1)]).build().unwrap_err();
+    assert!(e.message().contains("learning_rate"), "{}", e.message());
 }

@@ -42,8 +42,8 @@
 use std::process::ExitCode;
 use tptrain::nn::{self, Activation, LayerOptions, Padding};
 use tptrain::{
-    Augmentor, BestSaver, Callback, Code, DType, DataFlow, Distributed, HyperParamSchedule, InputSpec, LogdirAction,
-    Model, ModelSaver, Optimizer, Result, StopOnSignals, Tensor, Tower, Towers, TrainConfig, Trainer, TrainerOptions,
+    Augmentor, BestSaver, Callback, Code, DType, DataFlow, Distributed, InputSpec, LogdirAction, Model, ModelSaver,
+    Optimizer, Result, ScheduledHyperParam, StopOnSignals, Tensor, Tower, Towers, TrainConfig, Trainer, TrainerOptions,
 };
 
 const BATCH: i64 = 128;
@@ -160,7 +160,7 @@ fn main() -> Result<ExitCode> {
     }
     let callbacks = vec![
         Callback::inference_runner(&model, &test, &["accuracy", "cost"])?,
-        HyperParamSchedule::new(&adam, "learning_rate", &lr).build()?,
+        ScheduledHyperParam::new(&adam, "learning_rate", &lr).build()?,
         ModelSaver::new().every_k_steps(200).build()?,
         BestSaver::max("validation_accuracy").build()?,
     ];

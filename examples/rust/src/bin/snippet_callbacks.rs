@@ -6,8 +6,8 @@
 
 // [doc]
 use tptrain::{
-    nn, Callback, DType, DataFlow, Events, Flow, HyperParamSchedule, InputSpec, LayerOptions, Model, Optimizer,
-    Progress, TrainConfig, Trainer, TrainerOptions,
+    nn, Callback, DType, DataFlow, Events, Flow, InputSpec, LayerOptions, Model, Optimizer, Progress,
+    ScheduledHyperParam, TrainConfig, Trainer, TrainerOptions,
 };
 
 fn train(batches: &DataFlow, validation: &DataFlow) -> tptrain::Result<()> {
@@ -31,7 +31,7 @@ fn train(batches: &DataFlow, validation: &DataFlow) -> tptrain::Result<()> {
         callbacks: vec![
             Callback::inference_runner(&model, validation, &["cost"])?,
             // 0.3 from the start, 0.1 after epoch 2
-            HyperParamSchedule::new(&sgd, "learning_rate", &[(0, 0.3), (2, 0.1)]).build()?,
+            ScheduledHyperParam::new(&sgd, "learning_rate", &[(0, 0.3), (2, 0.1)]).build()?,
             good_enough.name("good_enough").build()?, // after the runner: it reads its scalar
         ],
         ..TrainConfig::from_dataflow(&model, batches)

@@ -19,8 +19,8 @@
 //! # Ok::<(), tptrain::Error>(())
 //! ```
 
+use crate::common::{Code, Error, Result};
 use crate::cstr::with_cstr;
-use crate::error::{Code, Error, Result};
 use crate::tensor::{DType, Tensor};
 use std::ffi::CString;
 use std::os::raw::{c_char, c_void};

@@ -1,6 +1,6 @@
 //! The rest of tensorpack's callback catalogue: hyper-parameter setters
 //! ([`HyperParamFunc`], [`StatMonitorParam`], [`HumanHyperParam`]; the
-//! schedule is [`HyperParamSchedule`](crate::HyperParamSchedule)), early
+//! schedule is [`ScheduledHyperParam`](crate::ScheduledHyperParam)), early
 //! stopping and [`TerminateOnNaN`], trackers ([`ThroughputTracker`],
 //! [`HostMemoryTracker`]), a [`StepWatchdog`], and the [`TensorBoard`]
 //! monitor (the header sections "Monitors", "Optimizers" and "More
@@ -28,9 +28,9 @@
 
 use crate::binding::{make, Binding};
 use crate::callback::{Callback, IntoCallback};
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::{cstring, cstrings, path_to_cstring, ptrs_or_null};
-use crate::error::{call, Code, Error, Result};
-use crate::model::Optimizer;
+use crate::optimizer::Optimizer;
 use crate::panic;
 use crate::Flow;
 use std::ffi::CString;
@@ -762,23 +762,23 @@ impl<'a> IntoCallback<'a> for BestSaver {
 ///
 /// ```
 /// # fn f(optimizer: &tptrain::Optimizer, trainer: &mut tptrain::Trainer) -> tptrain::Result<()> {
-/// use tptrain::HyperParamSchedule;
-/// trainer.add_callback(HyperParamSchedule::new(optimizer, "learning_rate", &[(0, 1e-3), (10, 1e-4)]))?;
+/// use tptrain::ScheduledHyperParam;
+/// trainer.add_callback(ScheduledHyperParam::new(optimizer, "learning_rate", &[(0, 1e-3), (10, 1e-4)]))?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
 #[must_use = "a schedule does nothing until it is added to a trainer"]
-pub struct HyperParamSchedule<'o> {
+pub struct ScheduledHyperParam<'o> {
     optimizer: &'o crate::Optimizer,
     param: String,
     points: Vec<(i64, f64)>,
     flags: u32,
 }
 
-impl<'o> HyperParamSchedule<'o> {
+impl<'o> ScheduledHyperParam<'o> {
     /// `points` are (epoch or step, value) pairs, in any order.
     pub fn new(optimizer: &'o crate::Optimizer, param: impl Into<String>, points: &[(i64, f64)]) -> Self {
-        HyperParamSchedule { optimizer, param: param.into(), points: points.to_vec(), flags: 0 }
+        ScheduledHyperParam { optimizer, param: param.into(), points: points.to_vec(), flags: 0 }
     }
     /// Interpolates between points at every trigger.
     pub fn linear(mut self) -> Self {
@@ -815,8 +815,13 @@ impl<'o> HyperParamSchedule<'o> {
     }
 }
 
-impl<'a> IntoCallback<'a> for HyperParamSchedule<'_> {
+impl<'a> IntoCallback<'a> for ScheduledHyperParam<'_> {
     fn into_callback(self) -> Result<Callback<'a>> {
         self.build()
     }
 }
+
+/// The name [`ScheduledHyperParam`] had first, before Rust and Go agreed on
+/// the name of the C function (`tpt_callback_scheduled_hyperparam`).
+#[deprecated(note = "renamed ScheduledHyperParam, the name of the C function and of Go's")]
+pub type HyperParamSchedule<'o> = ScheduledHyperParam<'o>;

@@ -1,13 +1,21 @@
 package tptrain
 
 /*
+#cgo pkg-config: tptrain
 #include <stdlib.h>
 #include <tptrain.h>
+
+#if TPT_VERSION_MAJOR != 0
+#error "this version of the tptrain Go binding needs tptrain.h 0.x"
+#endif
 */
 import "C"
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"unsafe"
 )
 
@@ -147,4 +155,63 @@ func newCStatus(code Code, msg string) *C.tpt_status {
 	cmsg := C.CString(msg)
 	defer C.free(unsafe.Pointer(cmsg))
 	return C.tpt_status_new(C.tpt_code(code), cmsg)
+}
+
+// The version of tptrain.h this package was compiled against. Version,
+// VersionString and ABIVersion report the library the program runs against.
+const (
+	VersionMajor  = C.TPT_VERSION_MAJOR
+	VersionMinor  = C.TPT_VERSION_MINOR
+	VersionPatch  = C.TPT_VERSION_PATCH
+	VersionNumber = VersionMajor*10000 + VersionMinor*100 + VersionPatch
+	ABI           = C.TPT_ABI_VERSION
+)
+
+// Version returns the library's version number, MAJOR*10000 + MINOR*100 +
+// PATCH (tpt_version).
+func Version() uint32 { return uint32(C.tpt_version()) }
+
+// VersionString returns the library's version as "MAJOR.MINOR.PATCH"
+// (tpt_version_string).
+func VersionString() string { return C.GoString(C.tpt_version_string()) }
+
+// ABIVersion returns the library's ABI version, the suffix of its SONAME
+// (tpt_abi_version).
+func ABIVersion() uint32 { return uint32(C.tpt_abi_version()) }
+
+// CheckVersion reports whether the library loaded at run time can serve this
+// package: same ABI version, same major version, and a version number at
+// least that of the header the package was compiled against. The package
+// calls it once at initialisation and panics if it fails.
+func CheckVersion() error {
+	return checkVersion(Version(), ABIVersion())
+}
+
+func checkVersion(version, abi uint32) error {
+	switch {
+	case abi != ABI:
+		return fmt.Errorf("tptrain: libtptrain has ABI version %d, this package was built for ABI %d", abi, ABI)
+	case version/10000 != VersionMajor:
+		return fmt.Errorf("tptrain: libtptrain %d.%d.%d does not match the header's major version %d",
+			version/10000, version/100%100, version%100, VersionMajor)
+	case version < VersionNumber:
+		return fmt.Errorf("tptrain: libtptrain %d.%d.%d is older than the header %d.%d.%d",
+			version/10000, version/100%100, version%100, VersionMajor, VersionMinor, VersionPatch)
+	}
+	return nil
+}
+
+func init() {
+	if err := CheckVersion(); err != nil {
+		panic(err)
+	}
+}
+
+// noNUL returns an error naming what when s holds a NUL byte, which would
+// end the C string early.
+func noNUL(who, what, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return &Error{Code: CodeInvalidArgument, Message: who + ": " + what + " is " + strconv.Quote(s) + ": it holds a NUL byte"}
+	}
+	return nil
 }

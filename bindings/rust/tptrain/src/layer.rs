@@ -12,10 +12,10 @@
 //! result is a new tensor.
 
 use crate::binding::Binding;
+use crate::common::{call, Result};
 use crate::cstr::with_cstr;
-use crate::error::{call, Result};
-use crate::model::{Init, Tower};
 use crate::tensor::Tensor;
+use crate::tower::{Init, Tower};
 use std::ptr;
 use tptrain_sys as sys;
 

@@ -300,7 +300,23 @@ mod sources {
 macro_rules! call {
     ($e:expr) => {
         // SAFETY: the C API returns NULL or a fresh status owned by the caller.
-        unsafe { $crate::error::Error::check($e) }
+        unsafe { $crate::common::Error::check($e) }
     };
 }
 pub(crate) use call;
+
+/// The library's version number (MAJOR * 10000 + MINOR * 100 + PATCH).
+pub fn version() -> u32 {
+    unsafe { sys::tpt_version() }
+}
+
+/// The library's version as "MAJOR.MINOR.PATCH".
+pub fn version_string() -> &'static str {
+    // SAFETY: static storage in the library.
+    unsafe { CStr::from_ptr(sys::tpt_version_string()) }.to_str().unwrap_or("?")
+}
+
+/// The library's ABI version (the SONAME suffix).
+pub fn abi_version() -> u32 {
+    unsafe { sys::tpt_abi_version() }
+}

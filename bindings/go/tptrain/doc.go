@@ -1,17 +1,20 @@
 // Package tptrain is the Go binding of tptrain, a C-ABI library that brings
 // tensorpack's Trainer to LibTorch.
 //
-// The files follow the C API's module headers (include/tptrain/<module>.h):
-// versions (this file), status (errors), runtime (features and threads),
-// tensor (also memory sharing, devices and DLPack), op (any ATen operator
-// by name), image (grids of images, PNG files), callback and callbacks
-// (callbacks, wrappers, monitors, the catalogue), tower (inside a tower
-// function), model (models, variables, TorchScript), layer (layers, losses
-// and metrics), optimizer, dataflow, input (input sources), inference,
-// trainer (the loop, step outputs), launch (TrainConfig), towers and
-// distributed (data-parallel training on several towers and processes),
-// custom_trainer (train ops and the GAN trainers). Resume is on trainer.go,
-// Restore on model.go, the savers and schedules in callbacks.go.
+// Each file is named after the C API's module header it wraps
+// (include/tptrain/<module>.h), and a module's second file after it too
+// (<module>_<part>.go): common (versions, errors), runtime (features,
+// threads, seeds), tensor (also memory sharing, devices and DLPack), op (any
+// ATen operator by name), image (grids of images, PNG files), callback
+// (callbacks, wrappers, monitors) with callback_catalogue (the built-in
+// callbacks: savers, schedules, early stopping, ...), tower (inside a tower
+// function), model (models, variables, TorchScript, train ops, Restore),
+// layer (layers, losses and metrics), optimizer, dataflow, input (input
+// sources), strategy (the options of towers, distributed jobs and the GAN
+// trainers), inference, trainer (the loop, Resume) with trainer_context (the
+// Context that run_step and callbacks receive), launch (TrainConfig). The
+// rest is plumbing: handle.go, defaults.go (the C _INIT macros) and the
+// trampoline files (the Go functions the library calls back).
 //
 // # Errors
 //
@@ -112,65 +115,3 @@
 //
 //	PKG_CONFIG_PATH=$BUILD/meson-uninstalled LD_LIBRARY_PATH=$BUILD go test ./...
 package tptrain
-
-/*
-#cgo pkg-config: tptrain
-#include <tptrain.h>
-
-#if TPT_VERSION_MAJOR != 0
-#error "this version of the tptrain Go binding needs tptrain.h 0.x"
-#endif
-*/
-import "C"
-
-import "fmt"
-
-// The version of tptrain.h this package was compiled against. Version,
-// VersionString and ABIVersion report the library the program runs against.
-const (
-	VersionMajor  = C.TPT_VERSION_MAJOR
-	VersionMinor  = C.TPT_VERSION_MINOR
-	VersionPatch  = C.TPT_VERSION_PATCH
-	VersionNumber = VersionMajor*10000 + VersionMinor*100 + VersionPatch
-	ABI           = C.TPT_ABI_VERSION
-)
-
-// Version returns the library's version number, MAJOR*10000 + MINOR*100 +
-// PATCH (tpt_version).
-func Version() uint32 { return uint32(C.tpt_version()) }
-
-// VersionString returns the library's version as "MAJOR.MINOR.PATCH"
-// (tpt_version_string).
-func VersionString() string { return C.GoString(C.tpt_version_string()) }
-
-// ABIVersion returns the library's ABI version, the suffix of its SONAME
-// (tpt_abi_version).
-func ABIVersion() uint32 { return uint32(C.tpt_abi_version()) }
-
-// CheckVersion reports whether the library loaded at run time can serve this
-// package: same ABI version, same major version, and a version number at
-// least that of the header the package was compiled against. The package
-// calls it once at initialisation and panics if it fails.
-func CheckVersion() error {
-	return checkVersion(Version(), ABIVersion())
-}
-
-func checkVersion(version, abi uint32) error {
-	switch {
-	case abi != ABI:
-		return fmt.Errorf("tptrain: libtptrain has ABI version %d, this package was built for ABI %d", abi, ABI)
-	case version/10000 != VersionMajor:
-		return fmt.Errorf("tptrain: libtptrain %d.%d.%d does not match the header's major version %d",
-			version/10000, version/100%100, version%100, VersionMajor)
-	case version < VersionNumber:
-		return fmt.Errorf("tptrain: libtptrain %d.%d.%d is older than the header %d.%d.%d",
-			version/10000, version/100%100, version%100, VersionMajor, VersionMinor, VersionPatch)
-	}
-	return nil
-}
-
-func init() {
-	if err := CheckVersion(); err != nil {
-		panic(err)
-	}
-}

@@ -9,12 +9,12 @@
 //! borrow ends when the closure returns.
 
 use crate::binding::Binding;
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::{cstrings, with_cstr};
-use crate::error::{call, Code, Error, Result};
-use crate::model::{Model, Optimizer};
+use crate::model::Model;
+use crate::optimizer::Optimizer;
 use crate::panic;
 use crate::tensor::Tensor;
-use crate::train_ops::Run;
 use crate::Flow;
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
@@ -441,4 +441,16 @@ impl StepContext {
         let st = unsafe { sys::tpt_trainer_run_train_ops(self.as_ptr(), pointers.as_ptr(), pointers.len(), hooked) };
         flow_of(st)
     }
+}
+
+/// How [`StepContext::run_train_ops`](crate::StepContext::run_train_ops) runs its train ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Run {
+    /// As one hooked step (tensorpack's `hooked_sess.run`): BEFORE_RUN and
+    /// AFTER_RUN callbacks around it, global_step advances by one, the
+    /// tower's outputs are published and their moving summaries updated.
+    Hooked,
+    /// Without hooks (tensorpack's `sess.run`): no callbacks, no counter, no
+    /// outputs.
+    Raw,
 }
