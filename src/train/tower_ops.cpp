@@ -160,18 +160,7 @@ void MultiTower::apply_op(Trainer &t, size_t op, std::vector<at::Tensor> &g) {
 }
 
 void MultiTower::compute_ops(int k, const std::vector<at::Tensor> &batch, TowerResult &r) {
-  const std::string name = "tower" + std::to_string(k);
-  try {
-    const c10::Device device = o_.devices[static_cast<size_t>(k)];
-    std::vector<at::Tensor> moved;
-    if (mirrored(k)) {
-      refresh_mirror(k);
-      for (const auto &b : batch) moved.push_back(b.device() == device ? b : b.to(device));
-    }
-    model::Tower tower(*model_, name, k, /*training=*/true, /*building=*/false, device,
-                       leaf_stores_[static_cast<size_t>(k)].get());
-    tower.set_generator(generator_for(k));
-    model_->call(tower, mirrored(k) ? moved : batch);
+  forward(k, batch, r, [&](model::Tower &tower) {
     const size_t m = selected_.size();
     r.op_grads.assign(m, {});
     r.op_costs.assign(m, 0.0);
@@ -185,16 +174,7 @@ void MultiTower::compute_ops(int k, const std::vector<at::Tensor> &batch, TowerR
       r.op_grads[i] = torch::autograd::grad({c}, inputs, {}, /*retain_graph=*/i + 1 < m, /*create_graph=*/false,
                                             /*allow_unused=*/true);
     }
-    r.outputs.clear();
-    if (k == 0 || o_.average_towers)
-      for (const auto &[n, value] : tower.outputs())
-        if (k == 0 || (value.numel() == 1 && !value.is_complex())) r.outputs.emplace_back(n, value.detach());
-  } catch (const Error &e) {
-    if (e.passthrough()) throw;
-    throw Error(e.code(), name + ": " + e.what());
-  } catch (const c10::Error &e) {
-    throw Error(TPT_ERR_BACKEND, name + ": " + e.what_without_backtrace());
-  }
+  });
 }
 
 }  // namespace tpt::parallel

@@ -270,7 +270,8 @@ void MultiTower::publish_towers(Trainer &t, const std::function<const double *(c
   publish_step(t, cost0 ? &cost : nullptr, outputs, o_.average_scalars ? o_.world.get() : nullptr);
 }
 
-void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResult &r) {
+void MultiTower::forward(int k, const std::vector<at::Tensor> &batch, TowerResult &r,
+                         const std::function<void(model::Tower &)> &grads) {
   const std::string name = "tower" + std::to_string(k);
   try {
     const c10::Device device = o_.devices[static_cast<size_t>(k)];
@@ -279,10 +280,25 @@ void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResul
       refresh_mirror(k);
       for (const auto &b : batch) moved.push_back(b.device() == device ? b : b.to(device));
     }
-    model::Tower tower(*model_, name, k, /*training=*/true, /*building=*/false, o_.devices[static_cast<size_t>(k)],
+    model::Tower tower(*model_, name, k, /*training=*/true, /*building=*/false, device,
                        leaf_stores_[static_cast<size_t>(k)].get());
     tower.set_generator(generator_for(k));
     model_->call(tower, mirrored(k) ? moved : batch);
+    grads(tower);
+    r.outputs.clear();
+    if (k == 0 || o_.average_towers)
+      for (const auto &[n, value] : tower.outputs())
+        if (k == 0 || (value.numel() == 1 && !value.is_complex())) r.outputs.emplace_back(n, value.detach());
+  } catch (const Error &e) {
+    if (e.passthrough()) throw;  // the host's own status, as it gave it
+    throw Error(e.code(), name + ": " + e.what());
+  } catch (const c10::Error &e) {
+    throw Error(TPT_ERR_BACKEND, name + ": " + e.what_without_backtrace());
+  }
+}
+
+void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResult &r) {
+  forward(k, batch, r, [&](model::Tower &tower) {
     if (!tower.cost()) fail(TPT_ERR_STATE, "the tower function did not set a cost (tpt_tower_set_cost)");
     const at::Tensor &cost = *tower.cost();
     r.cost = cost.item<double>();
@@ -303,16 +319,7 @@ void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResul
         leaves[i].mutable_grad().reset();
       }
     }
-    r.outputs.clear();
-    if (k == 0 || o_.average_towers)
-      for (const auto &[n, value] : tower.outputs())
-        if (k == 0 || (value.numel() == 1 && !value.is_complex())) r.outputs.emplace_back(n, value.detach());
-  } catch (const Error &e) {
-    if (e.passthrough()) throw;  // the host's own status, as it gave it
-    throw Error(e.code(), name + ": " + e.what());
-  } catch (const c10::Error &e) {
-    throw Error(TPT_ERR_BACKEND, name + ": " + e.what_without_backtrace());
-  }
+  });
 }
 
 }  // namespace tpt::parallel

@@ -119,6 +119,13 @@ class MultiTower : public SingleCost {
   static void step(Trainer &t, void *self);
   void train_step(Trainer &t);
   void compute(int k, const std::vector<at::Tensor> &batch, TowerResult &r);
+  // One call of tower k's function on its share of the batch, for compute()
+  // and compute_ops(): the mirror refreshed and the batch moved to the
+  // tower's device first, tower k's generator, then `grads` with the tower
+  // (its cost and outputs), then the outputs kept in r (tower 0's, and every
+  // tower's scalar ones when they are averaged); errors named "tower<k>: ".
+  void forward(int k, const std::vector<at::Tensor> &batch, TowerResult &r,
+               const std::function<void(model::Tower &)> &grads);
   void make_leaves();
   void make_buckets();
   // Tower k's gradient of trainable variable i has arrived in its leaf (an
