@@ -26,13 +26,17 @@
  * every other batch, the gradients are averaged over the ranks, and rank 0
  * alone writes the log directory, validates and checkpoints.
  *
+ * --bf16 trains in mixed precision (one field of the trainer options,
+ * docs/trainer.md): the tower function runs under autocast to bfloat16, the
+ * variables, gradients and Adam's state stay float32.
+ *
  * The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
  * max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
  * each conv and fc0; softmax cross-entropy (the validation "cost").
  * Adam at 1e-3, times 0.6 after each epoch from the second on
  * (ScheduledHyperParamSetter).
  *
- *   build/examples/fashion_mnist [--towers N] [--dist] [LOGDIR] [DATA_DIR] [EPOCHS]
+ *   build/examples/fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
  *     (defaults: no towers, train_log/fashion_mnist,
  *      /usr/share/datasets/fashion-mnist, 5; --help says more)
  *
@@ -84,7 +88,7 @@ static tpt_dataflow *pipeline(const char *dir, const char *split, int train) {
 }
 
 static const char usage[] =
-    "usage: fashion_mnist [--towers N] [--dist] [LOGDIR] [DATA_DIR] [EPOCHS]\n"
+    "usage: fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]\n"
     "  LOGDIR      the log directory (default train_log/fashion_mnist); one that\n"
     "              holds checkpoints goes on from the latest\n"
     "  DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)\n"
@@ -97,6 +101,9 @@ static const char usage[] =
     "  --dist      this process is one rank of a distributed job started by\n"
     "              tptrain-run -n N (or torchrun): each rank takes every N-th\n"
     "              batch, rank 0 alone writes LOGDIR\n"
+    "  --bf16      mixed precision: the network's convolutions and matmuls in\n"
+    "              bfloat16 (autocast), variables and updates in float32; several\n"
+    "              times faster on a CPU with AVX-512 BF16 or AMX\n"
     "  -h, --help  this text\n";
 
 /* --towers' value: a whole number from 1 to 256, else 0. */
@@ -120,7 +127,7 @@ int main(int argc, char **argv) {
    * in that order (more are ignored). */
   const char *pos[3] = {NULL, NULL, NULL};
   int n_pos = 0, n_towers = 0; /* 0: no towers, the simple trainer */
-  int dist = 0;
+  int dist = 0, bf16 = 0;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i], *value;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -133,6 +140,9 @@ int main(int argc, char **argv) {
       value = a + 9;
     } else if (!strcmp(a, "--dist")) {
       dist = 1;
+      continue;
+    } else if (!strcmp(a, "--bf16")) {
+      bf16 = 1;
       continue;
     } else if (!strncmp(a, "--", 2)) {
       return usage_error("unknown option", a);
@@ -179,6 +189,7 @@ int main(int argc, char **argv) {
   opts.logdir_action = TPT_LOGDIR_DELETE; /* a run without checkpoints starts afresh */
   opts.auto_resume = 1;                   /* one with checkpoints goes on from the latest */
   opts.stop_on_signals = 1;               /* SIGTERM/Ctrl-C: stop at a step, save, resume later */
+  if (bf16) opts.precision = TPT_PRECISION_BF16_MIXED; /* autocast; variables stay float32 */
   tpt_train_config config = TPT_TRAIN_CONFIG_INIT;
   config.options = &opts;
   config.model = model;

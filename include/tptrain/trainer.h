@@ -58,8 +58,22 @@ typedef enum tpt_progress {
   TPT_PROGRESS_FORCE32 = 0x7fffffff
 } tpt_progress;
 
+/* The arithmetic of the tower functions' calls (mixed precision, as
+ * PyTorch's autocast): variables, the gradients the optimizer applies and its
+ * state stay float32 (master weights) in every mode. */
+typedef enum tpt_precision {
+  TPT_PRECISION_FP32 = 0,       /* everything float32 (default) */
+  TPT_PRECISION_BF16_MIXED = 1, /* autocast to bfloat16: matmuls, convolutions and linear
+                                   layers in bfloat16; reductions, losses, softmax and
+                                   normalisations in float32 (LibTorch's per-operator
+                                   policy); CPU and CUDA towers */
+  TPT_PRECISION_FP16_MIXED = 2, /* autocast to float16 with dynamic loss scaling
+                                   (GradScaler's rules); CUDA towers only */
+  TPT_PRECISION_FORCE32 = 0x7fffffff
+} tpt_precision;
+
 /* Options of a trainer. Initialise with TPT_TRAINER_OPTIONS_INIT. */
-#define TPT_TRAINER_OPTIONS_VERSION 4
+#define TPT_TRAINER_OPTIONS_VERSION 5
 typedef struct tpt_trainer_options {
   uint32_t version;            /* TPT_TRAINER_OPTIONS_VERSION */
   int32_t is_chief;            /* nonzero (default): chief-only callbacks are kept */
@@ -99,10 +113,13 @@ typedef struct tpt_trainer_options {
                                   TPTRAIN_STOP_ON_SIGNALS=1, which tools/tptrain-run sets; -1: never.
                                   A host with its own handlers keeps -1 and calls
                                   tpt_trainer_signal_stop from them */
+  /* version 5: */
+  tpt_precision precision;     /* the tower functions' arithmetic in training and in the
+                                  inference runners (default TPT_PRECISION_FP32) */
 } tpt_trainer_options;
 #define TPT_TRAINER_OPTIONS_INIT \
   { TPT_TRAINER_OPTIONS_VERSION, 1, 1, 99999999, -1, NULL, TPT_LOGDIR_REFUSE, \
-    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0, 0, 0 }
+    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0, 0, 0, TPT_PRECISION_FP32 }
 
 /* Creates a trainer. `options` may be NULL (defaults; steps_per_epoch must then
  * be given before run through a later section's input). The strings in

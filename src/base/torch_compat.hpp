@@ -21,6 +21,26 @@
 #define TPT_ALLOCATE_CONST const
 #endif
 
+// at::autocast's per-device state: is_cpu_enabled / set_cpu_enabled /
+// set_autocast_cpu_dtype (is_enabled & co. for CUDA) up to 2.3; one function
+// per concern taking the device type from 2.4 on, where the old ones are
+// deprecated. For base/autocast.cpp, which includes <ATen/autocast_mode.h>.
+#if TPT_TORCH_VERSION >= 204
+#define TPT_AUTOCAST_ENABLED(device) at::autocast::is_autocast_enabled(device)
+#define TPT_AUTOCAST_SET_ENABLED(device, on) at::autocast::set_autocast_enabled(device, on)
+#define TPT_AUTOCAST_DTYPE(device) at::autocast::get_autocast_dtype(device)
+#define TPT_AUTOCAST_SET_DTYPE(device, dtype) at::autocast::set_autocast_dtype(device, dtype)
+#else
+#define TPT_AUTOCAST_ENABLED(device) \
+  ((device) == c10::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled())
+#define TPT_AUTOCAST_SET_ENABLED(device, on) \
+  ((device) == c10::kCUDA ? at::autocast::set_enabled(on) : at::autocast::set_cpu_enabled(on))
+#define TPT_AUTOCAST_DTYPE(device) \
+  ((device) == c10::kCUDA ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype())
+#define TPT_AUTOCAST_SET_DTYPE(device, dtype) \
+  ((device) == c10::kCUDA ? at::autocast::set_autocast_gpu_dtype(dtype) : at::autocast::set_autocast_cpu_dtype(dtype))
+#endif
+
 namespace tpt::compat {
 
 // torch::optim::Optimizer::state()'s key for parameter p: the TensorImpl's

@@ -221,12 +221,17 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
       std::memcpy(&o, options, offsetof(tpt_trainer_options, auto_resume));
     else if (options->version == 3)  // version 3 ends before stop_on_signals
       std::memcpy(&o, options, offsetof(tpt_trainer_options, stop_on_signals));
+    else if (options->version == 4)  // version 4 ends before precision
+      std::memcpy(&o, options, offsetof(tpt_trainer_options, precision));
     else
       o = *options;
   }
   if (o.stop_on_signals < -1 || o.stop_on_signals > 1)
     tpt::invalid_argument("options->stop_on_signals must be 1 (on), 0 (from TPTRAIN_STOP_ON_SIGNALS) or -1 (off), got " +
                           std::to_string(o.stop_on_signals));
+  if (o.precision < TPT_PRECISION_FP32 || o.precision > TPT_PRECISION_FP16_MIXED)
+    tpt::invalid_argument("options->precision " + std::to_string(static_cast<int>(o.precision)) +
+                          " is not a tpt_precision (TPT_PRECISION_FP32, _BF16_MIXED or _FP16_MIXED)");
   if (o.scalar_history < 0)
     tpt::invalid_argument("options->scalar_history must be >= 0 (0 keeps all), got " +
                           std::to_string(o.scalar_history));
@@ -262,6 +267,7 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
   c.summary_period = o.summary_period;
   c.auto_resume = o.auto_resume != 0;
   c.stop_on_signals = o.stop_on_signals;
+  c.precision = o.precision;
   return c;
 }
 

@@ -40,6 +40,7 @@ struct TrainerConfig {
   int64_t summary_period = 0;    // MergeAllSummaries' period: 0, once per epoch (its last step)
   bool auto_resume = false;      // resume from the log directory's latest checkpoint, if any
   int stop_on_signals = 0;       // 1: SIGTERM/SIGINT stop gracefully; 0: when TPTRAIN_STOP_ON_SIGNALS=1; -1: never
+  tpt_precision precision = TPT_PRECISION_FP32;  // the tower functions' arithmetic (autocast)
 };
 
 // Where a callback sits in the order of every event (tensorpack's order).

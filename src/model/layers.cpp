@@ -27,11 +27,15 @@
 #include <ATen/ops/tanh.h>
 #include <ATen/ops/zeros.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <regex>
 #include <sstream>
 
+#include "base/autocast.hpp"
 #include "base/error.hpp"
 
 namespace tpt::model::layers {
@@ -185,6 +189,13 @@ at::Tensor check_pair(const at::Tensor &prediction, const at::Tensor &target, co
   if (target.scalar_type() == prediction.scalar_type()) return target;
   if (target.scalar_type() == c10::ScalarType::ComplexFloat || target.scalar_type() == c10::ScalarType::ComplexDouble)
     invalid_argument(who + ": " + tname + " is complex");
+  // Under autocast a bfloat16/float16 prediction meets a float32 target in
+  // a loss that autocast computes in float32: the target keeps its precision.
+  const Tower *tower = current_tower();
+  const bool low = prediction.scalar_type() == c10::ScalarType::BFloat16 ||
+                   prediction.scalar_type() == c10::ScalarType::Half;
+  if (low && tower && tower->precision() != TPT_PRECISION_FP32 && c10::isFloatingType(target.scalar_type()))
+    return target;
   return target.to(prediction.scalar_type());
 }
 
@@ -225,6 +236,46 @@ std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t kernel, int64_t str
 
 // ------------------------------------------------------------------ layers with weights
 
+// The dtype of a layer's variables: x's, except under a mixed precision
+// (autocast) where a bfloat16/float16 activation still gets float32
+// variables (master weights; autocast casts them for the operator).
+// The fast layout without user tuning: whether conv2d computes in
+// channels-last (NHWC) memory format (conv2d_transpose stays NCHW: LibTorch
+// 1.13's CPU kernel returns NCHW whatever it is given). The rule, decided once per process:
+// on the CPU, when it computes bfloat16 natively (AVX-512 BF16 or AMX, where
+// oneDNN's NHWC convolutions are the faster ones; on an AVX2 CPU NHWC
+// measured 0.87-1.0x of NCHW in fp32 and no faster in bf16, so NCHW stays);
+// on CUDA under a mixed precision (tensor cores take NHWC). TPTRAIN_CHANNELS_LAST=1
+// or 0 decides instead. The result is the same numbers within float32
+// rounding; the activations that follow are channels-last tensors of the
+// same shape (flatten and reshape see NCHW order; a raw view may not).
+static std::atomic<int> channels_last_mode{-2};  // -2: not read yet; -1: the rule; 0, 1: forced
+
+void force_channels_last(int mode) { channels_last_mode.store(mode < 0 ? -1 : mode != 0); }
+
+static bool channels_last(const Tower &tower, const at::Tensor &x) {
+  int mode = channels_last_mode.load();
+  if (mode == -2) {
+    const char *e = std::getenv("TPTRAIN_CHANNELS_LAST");
+    int from_env = e && *e ? (std::strcmp(e, "0") == 0 ? 0 : 1) : -1;
+    channels_last_mode.compare_exchange_strong(mode, from_env);
+    mode = channels_last_mode.load();
+  }
+  if (x.dim() != 4) return false;
+  if (mode >= 0) return mode == 1;
+  if (x.device().is_cpu()) {
+    static const bool native_bf16 = cpu_has_native_bf16();
+    return native_bf16;
+  }
+  return x.device().is_cuda() && tower.precision() != TPT_PRECISION_FP32;
+}
+
+static c10::ScalarType variable_type(const Tower &tower, const at::Tensor &x) {
+  const c10::ScalarType t = x.scalar_type();
+  const bool low = t == c10::ScalarType::BFloat16 || t == c10::ScalarType::Half;
+  return low && tower.precision() != TPT_PRECISION_FP32 ? c10::ScalarType::Float : t;
+}
+
 at::Tensor fc(Tower &tower, const std::string &name, const at::Tensor &x, int64_t units, const LayerOptions &o) {
   const Who who("fc", name);
   validate(o, who);
@@ -236,9 +287,9 @@ at::Tensor fc(Tower &tower, const std::string &name, const at::Tensor &x, int64_
   int64_t in = x2.size(1);
   if (in < 1) invalid_argument(who + ": x has no features: " + shape_text(x.sizes()));
   LayerScope scope(tower, name);
-  at::Tensor w = tower.variable("W", {units, in}, init_options(o.kernel_init, x.scalar_type(), o));
+  at::Tensor w = tower.variable("W", {units, in}, init_options(o.kernel_init, variable_type(tower, x), o));
   at::Tensor b;
-  if (o.use_bias) b = tower.variable("b", {units}, init_options(o.bias_init, x.scalar_type(), o));
+  if (o.use_bias) b = tower.variable("b", {units}, init_options(o.bias_init, variable_type(tower, x), o));
   return activate(at::linear(x2, w, b), o.activation, o.alpha, who);
 }
 
@@ -267,12 +318,16 @@ at::Tensor conv2d(Tower &tower, const std::string &name, const at::Tensor &x, in
   }
   LayerScope scope(tower, name);
   at::Tensor w = tower.variable("W", {filters, channels / o.groups, o.kernel[0], o.kernel[1]},
-                                init_options(o.kernel_init, x.scalar_type(), o));
+                                init_options(o.kernel_init, variable_type(tower, x), o));
   at::Tensor b;
-  if (o.use_bias) b = tower.variable("b", {filters}, init_options(o.bias_init, x.scalar_type(), o));
+  if (o.use_bias) b = tower.variable("b", {filters}, init_options(o.bias_init, variable_type(tower, x), o));
   // The symmetric part of SAME padding goes to the convolution; the odd pixel
   // at the bottom / right is padded explicitly.
   at::Tensor xp = (extra[0] || extra[1]) ? at::constant_pad_nd(x, {0, extra[1], 0, extra[0]}, 0) : x;
+  if (channels_last(tower, xp)) {
+    xp = xp.contiguous(at::MemoryFormat::ChannelsLast);
+    w = w.contiguous(at::MemoryFormat::ChannelsLast);
+  }
   at::Tensor y = at::conv2d(xp, w, b, {o.stride[0], o.stride[1]}, {pad[0], pad[1]}, {o.dilation[0], o.dilation[1]},
                             o.groups);
   return activate(y, o.activation, o.alpha, who);
@@ -313,9 +368,9 @@ at::Tensor conv2d_transpose(Tower &tower, const std::string &name, const at::Ten
   }
   LayerScope scope(tower, name);
   at::Tensor w = tower.variable("W", {channels, filters / o.groups, o.kernel[0], o.kernel[1]},
-                                init_options(o.kernel_init, x.scalar_type(), o));
+                                init_options(o.kernel_init, variable_type(tower, x), o));
   at::Tensor b;
-  if (o.use_bias) b = tower.variable("b", {filters}, init_options(o.bias_init, x.scalar_type(), o));
+  if (o.use_bias) b = tower.variable("b", {filters}, init_options(o.bias_init, variable_type(tower, x), o));
   at::Tensor y = at::conv_transpose2d(x, w, b, {o.stride[0], o.stride[1]}, {pad[0], pad[1]}, {out_pad[0], out_pad[1]},
                                       o.groups, {o.dilation[0], o.dilation[1]});
   if (crop) y = y.narrow(2, 0, target[0]).narrow(3, 0, target[1]);
@@ -392,7 +447,7 @@ at::Tensor batch_norm(Tower &tower, const std::string &name, const at::Tensor &x
   bool training = tower.is_training(), building = tower.is_building();
   if (training && !building && x.numel() / channels < 2)
     invalid_argument(who + ": training needs more than one value per channel, got x " + shape_text(x.sizes()));
-  auto type = x.scalar_type();
+  auto type = variable_type(tower, x);
   LayerScope scope(tower, name);
   at::Tensor gamma = tower.variable("gamma", {channels}, constant(type, 1, true));
   at::Tensor beta = tower.variable("beta", {channels}, constant(type, 0, true));
@@ -414,8 +469,8 @@ at::Tensor layer_norm(Tower &tower, const std::string &name, const at::Tensor &x
   if (!(eps > 0) || !std::isfinite(eps)) invalid_argument(who + ": eps must be > 0, got " + num(eps));
   int64_t d = x.size(-1);
   LayerScope scope(tower, name);
-  at::Tensor gamma = tower.variable("gamma", {d}, constant(x.scalar_type(), 1, true));
-  at::Tensor beta = tower.variable("beta", {d}, constant(x.scalar_type(), 0, true));
+  at::Tensor gamma = tower.variable("gamma", {d}, constant(variable_type(tower, x), 1, true));
+  at::Tensor beta = tower.variable("beta", {d}, constant(variable_type(tower, x), 0, true));
   return at::layer_norm(x, {d}, gamma, beta, eps);
 }
 
@@ -442,8 +497,8 @@ at::Tensor layer_norm_axes(Tower &tower, const std::string &name, const at::Tens
   const int64_t c = x.size(channel_axis);
   if (c < 1) invalid_argument(who + ": the channel dimension of x " + shape_text(x.sizes()) + " is empty");
   LayerScope scope(tower, name);
-  at::Tensor gamma = tower.variable("gamma", {c}, constant(x.scalar_type(), 1, true));
-  at::Tensor beta = tower.variable("beta", {c}, constant(x.scalar_type(), 0, true));
+  at::Tensor gamma = tower.variable("gamma", {c}, constant(variable_type(tower, x), 1, true));
+  at::Tensor beta = tower.variable("beta", {c}, constant(variable_type(tower, x), 0, true));
   // tensorpack's LayerNorm: tf.nn.moments over the axes (the biased
   // variance), then (x - mean) / sqrt(var + eps) * gamma + beta, gamma and
   // beta broadcast along the channel axis.

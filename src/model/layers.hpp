@@ -47,6 +47,11 @@ void validate(const LayerOptions &o, const std::string &who);
 // in {0, 1}, for an output of ceil(in / stride) elements.
 std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t kernel, int64_t stride, int64_t dilation = 1);
 
+// The convolutions' memory format (layers.cpp says the rule): -1 follows the
+// rule (or TPTRAIN_CHANNELS_LAST, read once), 1 forces channels-last, 0 NCHW.
+// For tests, which check that both give the same numbers.
+void force_channels_last(int mode);
+
 at::Tensor fc(Tower &tower, const std::string &name, const at::Tensor &x, int64_t units,
               const LayerOptions &o = {});
 at::Tensor conv2d(Tower &tower, const std::string &name, const at::Tensor &x, int64_t filters,

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "base/autocast.hpp"
 #include "base/error.hpp"
 #include "model/optimizer.hpp"
 
@@ -324,25 +325,27 @@ void Model::check_inputs(const std::vector<at::Tensor> &batch) const {
 
 void Model::call(Tower &tower, const std::vector<at::Tensor> &batch) {
   Running running(this, &tower);
+  AutocastGuard autocast(tower.precision(), tower.device().type());
   fn_(tower, batch);
 }
 
 std::vector<at::Tensor> Model::infer(const std::vector<at::Tensor> &batch, const std::vector<std::string> &names,
-                                     const std::string &tower_name) {
+                                     const std::string &tower_name, tpt_precision precision) {
   refuse_reentry("inference");
   build();
   check_inputs(batch);
   at::NoGradGuard no_grad;
   Tower tower(*this, tower_name, 0, /*training=*/false, /*building=*/false, c10::Device(c10::kCPU));
-  {
-    Running running(this, &tower);
-    fn_(tower, batch);
-  }
+  tower.set_precision(precision);
+  call(tower, batch);
   std::vector<at::Tensor> out;
   for (const auto &n : names) {
     const at::Tensor *t = tower.output(n);
     if (!t) fail(TPT_ERR_NOT_FOUND, "the tower function published no output '" + n + "'");
-    out.push_back(*t);
+    // Under autocast an output may be bfloat16/float16: the inferencers get
+    // float32, so that their sums and means keep float32's precision.
+    const bool low = t->scalar_type() == c10::ScalarType::BFloat16 || t->scalar_type() == c10::ScalarType::Half;
+    out.push_back(low && precision != TPT_PRECISION_FP32 ? t->to(c10::ScalarType::Float) : *t);
   }
   return out;
 }

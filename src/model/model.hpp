@@ -22,6 +22,7 @@
 
 #include "base/shape_text.hpp"
 #include "tptrain/tower.h"
+#include "tptrain/trainer.h"
 
 namespace tpt::model {
 
@@ -100,6 +101,12 @@ class Tower {
   // threads draw reproducibly.
   const at::Generator *generator() const { return generator_ ? &*generator_ : nullptr; }
   void set_generator(at::Generator g) { generator_ = std::move(g); }
+  // The arithmetic of the call (tpt_trainer_options.precision): under a
+  // mixed mode Model::call runs the tower function inside autocast on the
+  // tower's device. The trainer's strategies and inference runners set it;
+  // the build call and a plain Model::infer keep float32.
+  tpt_precision precision() const { return precision_; }
+  void set_precision(tpt_precision p) { precision_ = p; }
 
   at::Tensor variable(const std::string &name, c10::IntArrayRef shape, const VariableOptions &opts);
   // reuse: tensorpack's auto_reuse_variable_scope: a variable under the
@@ -131,6 +138,7 @@ class Tower {
   std::optional<at::Tensor> cost_;
   std::vector<std::pair<std::string, at::Tensor>> outputs_;
   std::optional<at::Generator> generator_;
+  tpt_precision precision_ = TPT_PRECISION_FP32;
 };
 
 // The innermost tower call running on this thread (of any model), or
@@ -176,13 +184,16 @@ class Model {
   // Throws TPT_ERR_INVALID_ARGUMENT when a batch does not fit the signature.
   void check_inputs(const std::vector<at::Tensor> &batch) const;
 
-  // Runs the tower function in `tower` on `batch`.
+  // Runs the tower function in `tower` on `batch` (under autocast when the
+  // tower's precision is a mixed one).
   void call(Tower &tower, const std::vector<at::Tensor> &batch);
 
   // Inference: no gradients, no variable changes; returns the tower's
   // outputs. Thread-safe (the data-parallel runner's towers call it at once).
+  // `precision`: the trainer's, for its inference runners.
   std::vector<at::Tensor> infer(const std::vector<at::Tensor> &batch, const std::vector<std::string> &names,
-                                const std::string &tower_name = "InferenceTower");
+                                const std::string &tower_name = "InferenceTower",
+                                tpt_precision precision = TPT_PRECISION_FP32);
 
   void set_optimizer(std::shared_ptr<Optimizer> opt);
   const std::shared_ptr<Optimizer> &optimizer() const { return optimizer_; }

@@ -120,6 +120,7 @@ class InferenceRunner final : public Callback {
 
  private:
   void run(Trainer &t) {
+    const tpt_precision precision = t.config().precision;  // the training's arithmetic
     if (!df_->was_reset()) df_->reset_state();
     if (!complete_) df_->restart();  // a run that failed half-way starts over
     complete_ = false;
@@ -150,7 +151,7 @@ class InferenceRunner final : public Callback {
         k = first;
         if (!names_.empty()) {
           if (n == 1) {
-            if (got == 1) outs[0] = model_->infer(batches[0], names_);
+            if (got == 1) outs[0] = model_->infer(batches[0], names_, "InferenceTower", precision);
           } else {
             // Each tower's error is kept, so the lowest one is reported
             // with its own batch's number.
@@ -159,7 +160,8 @@ class InferenceRunner final : public Callback {
               if (tower >= got) return;
               try {
                 outs[static_cast<size_t>(tower)] =
-                    model_->infer(batches[static_cast<size_t>(tower)], names_, "InferenceTower" + std::to_string(tower));
+                    model_->infer(batches[static_cast<size_t>(tower)], names_, "InferenceTower" + std::to_string(tower),
+                                  precision);
               } catch (...) {
                 errors[static_cast<size_t>(tower)] = std::current_exception();
               }

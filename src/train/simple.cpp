@@ -28,7 +28,7 @@ class Simple final : public SingleCost {
   Simple(std::shared_ptr<model::Model> m, std::unique_ptr<input::Input> in) : SingleCost(std::move(m), std::move(in)) {}
 
   void setup(Trainer &t) override {
-    setup_model(t);
+    setup_model(t, /*cpu_towers=*/true);
     input_->setup();
   }
 
@@ -50,6 +50,7 @@ class Simple final : public SingleCost {
     input_->after_step(t);  // the input's own moving summaries (the queue's fill)
     model_->check_inputs(batch);
     model::Tower tower(*model_, "tower0", 0, /*training=*/true, /*building=*/false, c10::Device(c10::kCPU));
+    tower.set_precision(precision_);
     model_->call(tower, batch);
     if (!tower.cost()) fail(TPT_ERR_STATE, "the tower function did not set a cost (tpt_tower_set_cost)");
     const at::Tensor &cost = *tower.cost();
@@ -71,6 +72,7 @@ class Simple final : public SingleCost {
     if (hooked) input_->after_step(t);
     model_->check_inputs(batch);
     model::Tower tower(*model_, "tower0", 0, /*training=*/true, /*building=*/false, c10::Device(c10::kCPU));
+    tower.set_precision(precision_);
     model_->call(tower, batch);
     // Every op's gradients from this one forward pass (as TensorFlow computes
     // both minimize ops' gradients from one run), then the updates in order.

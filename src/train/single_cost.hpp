@@ -30,13 +30,16 @@ class SingleCost : public Strategy {
   // variables (only the build call creates any), resolves the train ops and,
   // when the trainer resumes, restores their part of the checkpoint (every
   // check before anything changes). Returns that checkpoint (nullptr: none).
-  const Checkpoint *setup_model(Trainer &t);
+  // `cpu_towers`: whether a tower computes on the CPU (for the precision's
+  // check: bfloat16 without the CPU's native support is slow, and said so).
+  const Checkpoint *setup_model(Trainer &t, bool cpu_towers);
 
   std::shared_ptr<model::Model> model_;
   std::unique_ptr<input::Input> input_;
   std::vector<model::Variable> vars_;  // the model's (tower 0's), all
   std::vector<OpRun> ops_;
   std::vector<OpRun *> selected_;      // the running run_ops' ops
+  tpt_precision precision_ = TPT_PRECISION_FP32;  // the trainer's, for every tower call
 };
 
 }  // namespace tpt::parallel

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/autocast.hpp"
 #include "base/checkpoint_file.hpp"
 #include "base/error.hpp"
 #include "dist/world.hpp"
@@ -56,8 +57,20 @@ void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy) {
   trainer.set_run_step([strategy](Trainer &t) { strategy->run_step(t); });
 }
 
-const Checkpoint *SingleCost::setup_model(Trainer &t) {
+const Checkpoint *SingleCost::setup_model(Trainer &t, bool cpu_towers) {
   if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
+  precision_ = t.config().precision;
+  if (precision_ == TPT_PRECISION_FP16_MIXED)
+    fail(TPT_ERR_UNSUPPORTED,
+         "precision fp16-mixed (float16 autocast with dynamic loss scaling) is for CUDA towers, and this build "
+         "has no loss scaler yet; precision bf16-mixed needs none and runs on the CPU and CUDA");
+  if (precision_ != TPT_PRECISION_FP32)
+    t.log().info(std::string("Precision ") + precision_name(precision_) +
+                 ": the tower functions run under autocast; variables, gradients and the optimizer stay float32");
+  if (precision_ == TPT_PRECISION_BF16_MIXED && cpu_towers && !cpu_has_native_bf16())
+    t.log().warn(
+        "Precision bf16-mixed on a CPU without AVX-512 BF16 or AMX: LibTorch emulates bfloat16 here, and a step "
+        "is many times slower than in float32 (about 13x measured on AVX2); keep float32 on this machine");
   model_->build();
   vars_ = model_->variables().all();  // fixed once built: variables are only created in the build call
   std::vector<model::Variable> trainables;

@@ -43,7 +43,8 @@ MultiTower::~MultiTower() = default;
 model::VariableStore &MultiTower::store(int) { return model_->variables(); }
 
 void MultiTower::setup(Trainer &t) {
-  const Checkpoint *ck = setup_model(t);
+  const Checkpoint *ck = setup_model(
+      t, std::any_of(o_.devices.begin(), o_.devices.end(), [](const c10::Device &d) { return d.is_cpu(); }));
   prepare(t);
   all_.assign(static_cast<size_t>(towers()), {});
   trainables_.assign(static_cast<size_t>(towers()), {});
@@ -283,6 +284,7 @@ void MultiTower::forward(int k, const std::vector<at::Tensor> &batch, TowerResul
     model::Tower tower(*model_, name, k, /*training=*/true, /*building=*/false, device,
                        leaf_stores_[static_cast<size_t>(k)].get());
     tower.set_generator(generator_for(k));
+    tower.set_precision(precision_);
     model_->call(tower, mirrored(k) ? moved : batch);
     grads(tower);
     r.outputs.clear();

@@ -92,7 +92,10 @@ static int abi_run(const char *lang) {
   ABI_EQ(TPT_RECORD_IMAGE, 2);
   ABI_EQ(sizeof(tpt_event), 4);
   /* tpt_trainer_options (LP64 numbers) */
-  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 4);
+  ABI_EQ(TPT_PRECISION_FP32, 0);
+  ABI_EQ(TPT_PRECISION_BF16_MIXED, 1);
+  ABI_EQ(TPT_PRECISION_FP16_MIXED, 2);
+  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 5);
   ABI_EQ(offsetof(tpt_trainer_options, version), 0);
   ABI_EQ(offsetof(tpt_trainer_options, is_chief), 4);
   ABI_EQ(offsetof(tpt_trainer_options, starting_epoch), 8);
@@ -108,7 +111,8 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_trainer_options, summary_period), 64 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, auto_resume), 72 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, stop_on_signals), 76 + sizeof(void *));
-  ABI_EQ(sizeof(tpt_trainer_options), 80 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_trainer_options, precision), 80 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_trainer_options), 88 + sizeof(void *));
   {
     tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
     ABI_EQ(o.version, TPT_TRAINER_OPTIONS_VERSION);
@@ -126,6 +130,7 @@ static int abi_run(const char *lang) {
     ABI_EQ(o.summary_period, 0);
     ABI_EQ(o.auto_resume, 0);
     ABI_EQ(o.stop_on_signals, 0);
+    ABI_EQ(o.precision, TPT_PRECISION_FP32);
   }
   /* tpt_callback_desc */
   ABI_EQ(TPT_CALLBACK_DESC_VERSION, 2);

@@ -46,7 +46,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: parity_cnn DIR OPTIMIZER STEPS BATCH\n");
     return 2;
   }
-  const char *dir = argv[1], *kind = argv[2];
+  char kind_buf[64];
+  const char *dir = argv[1], *kind = parity_kind(argv[2], kind_buf, sizeof kind_buf);
   long steps = atol(argv[3]);
   int64_t batch = atoll(argv[4]);
   long long n_rows = 0;

@@ -78,8 +78,26 @@ static inline tpt_arg parity_arg(const tpt_tensor *t) {
 }
 
 /* A one-epoch trainer of `steps` steps, quiet. */
+/* The precision of parity_train's trainer (a program sets it from its
+ * arguments: "sgd_bf16" trains as "sgd" under TPT_PRECISION_BF16_MIXED). */
+static tpt_precision parity_precision = TPT_PRECISION_FP32;
+
+/* The optimizer kind of `kind` with a "_bf16" suffix taken off (which sets
+ * parity_precision); `buf` holds it. */
+static inline const char *parity_kind(const char *kind, char *buf, size_t size) {
+  const size_t n = strlen(kind);
+  if (n > 5 && strcmp(kind + n - 5, "_bf16") == 0 && n - 5 < size) {
+    memcpy(buf, kind, n - 5);
+    buf[n - 5] = '\0';
+    parity_precision = TPT_PRECISION_BF16_MIXED;
+    return buf;
+  }
+  return kind;
+}
+
 static inline tpt_trainer *parity_trainer(long steps) {
   tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.precision = parity_precision;
   o.steps_per_epoch = steps;
   o.max_epoch = 1;
   o.console = 0;

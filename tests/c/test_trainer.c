@@ -948,6 +948,90 @@ static void test_set_global_step_in_before_train(void **state) {
   tpt_trainer_free(t);
 }
 
+/* ------------------------------------------------------------ precision */
+
+/* y ~ fc(x): records the dtype of the FC layer's output, as computed under
+ * the trainer's precision (autocast), and of the cost. */
+static tpt_dtype precision_fc_dtype = TPT_DTYPE_F64, precision_cost_dtype = TPT_DTYPE_F64;
+
+static tpt_status *precision_tower(tpt_tower *tower, const tpt_tensor *const *inputs, size_t n, void *ud) {
+  (void)n;
+  (void)ud;
+  tpt_layer_options lo = TPT_LAYER_OPTIONS_INIT;
+  tpt_tensor *p = NULL, *cost = NULL;
+  tpt_status *st = tpt_layer_fc(&p, tower, "fc", inputs[0], 1, &lo);
+  if (!st) st = tpt_loss_mse(&cost, p, inputs[1]);
+  int32_t building = 0;
+  if (!st) st = tpt_tower_is_building(&building, tower);
+  if (!st && !building) st = tpt_tensor_dtype(&precision_fc_dtype, p);
+  if (!st && !building) st = tpt_tensor_dtype(&precision_cost_dtype, cost);
+  if (!st) st = tpt_tower_set_cost(tower, cost);
+  tpt_tensor_free(p);
+  tpt_tensor_free(cost);
+  return st;
+}
+
+/* Trains 4 steps of the model above with `precision`; returns the run's status. */
+static tpt_status *precision_run(tpt_precision precision, uint32_t version) {
+  float xs[32], ys[8];
+  for (int i = 0; i < 32; ++i) xs[i] = (float)(i % 7) * 0.25f - 0.5f;
+  for (int i = 0; i < 8; ++i) ys[i] = (float)i * 0.1f;
+  const int64_t sx[] = {8, 4}, sy[] = {8, 1}, in_x[] = {-1, 4}, in_y[] = {-1, 1};
+  tpt_tensor *x = NULL, *y = NULL;
+  ok(tpt_tensor_from_data(&x, xs, sizeof xs, sx, 2, NULL));
+  ok(tpt_tensor_from_data(&y, ys, sizeof ys, sy, 2, NULL));
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, in_x, 2}, {"y", TPT_DTYPE_F32, in_y, 2}};
+  tpt_model *m = NULL;
+  ok(tpt_model_new(&m, spec, 2, precision_tower, NULL, NULL));
+  tpt_optimizer *opt = NULL;
+  ok(tpt_optimizer_new(&opt, "sgd"));
+  ok(tpt_model_set_optimizer(m, opt));
+  tpt_optimizer_free(opt);
+  const tpt_tensor *data[] = {x, y};
+  tpt_input *in = NULL;
+  ok(tpt_input_from_tensors(&in, data, 2, 2, 0, 0));
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.version = version;
+  o.max_epoch = 1;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  o.precision = precision;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_new(&t, &o));
+  ok(tpt_trainer_set_model(t, m, in));
+  precision_fc_dtype = precision_cost_dtype = TPT_DTYPE_F64;
+  tpt_status *st = tpt_trainer_run(t);
+  tpt_trainer_free(t);
+  tpt_model_free(m);
+  tpt_tensor_free(x);
+  tpt_tensor_free(y);
+  return st;
+}
+
+static void test_precision(void **state) {
+  (void)state;
+  /* float32: the layer computes in float32 */
+  ok(precision_run(TPT_PRECISION_FP32, TPT_TRAINER_OPTIONS_VERSION));
+  assert_int_equal(precision_fc_dtype, TPT_DTYPE_F32);
+  /* bf16-mixed: the linear layer in bfloat16 (autocast's lower-precision
+   * list), the MSE loss in float32 (its float32 list) */
+  ok(precision_run(TPT_PRECISION_BF16_MIXED, TPT_TRAINER_OPTIONS_VERSION));
+  assert_int_equal(precision_fc_dtype, TPT_DTYPE_BF16);
+  assert_int_equal(precision_cost_dtype, TPT_DTYPE_F32);
+  /* a version 4 struct ends before precision: float32, whatever follows it */
+  ok(precision_run(TPT_PRECISION_BF16_MIXED, 4));
+  assert_int_equal(precision_fc_dtype, TPT_DTYPE_F32);
+  /* fp16-mixed: refused when the run starts, naming what to use */
+  expect_code(precision_run(TPT_PRECISION_FP16_MIXED, TPT_TRAINER_OPTIONS_VERSION), TPT_ERR_UNSUPPORTED,
+              "precision bf16-mixed needs none");
+  /* out of range */
+  tpt_trainer *t = NULL;
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.precision = (tpt_precision)3;
+  expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, "options->precision 3 is not a tpt_precision");
+  assert_null(t);
+}
+
 /* ------------------------------------------------------------ options and NULL arguments */
 
 static void test_options_validation(void **state) {
@@ -1072,6 +1156,7 @@ int main(void) {
       cmocka_unit_test(test_scalars_and_monitors),
       cmocka_unit_test(test_set_global_step_in_before_train),
       cmocka_unit_test(test_options_validation),
+      cmocka_unit_test(test_precision),
       cmocka_unit_test(test_null_arguments),
   };
   return cmocka_run_group_tests_name("trainer", tests, NULL, NULL);

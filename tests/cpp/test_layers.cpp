@@ -210,6 +210,34 @@ TEST(Layers, Conv2dSameMatchesExplicitPadding) {
   }
 }
 
+// The fast layout: forced channels-last, conv2d computes NHWC and gives
+// NCHW's numbers (forward and the input's gradient) within float32
+// rounding; forced NCHW stays NCHW.
+TEST(Layers, ChannelsLastEqualsNchw) {
+  L::LayerOptions o;
+  o.kernel = {3, 3};
+  auto run = [&](int mode) {
+    L::force_channels_last(mode);
+    Fixture f;
+    at::manual_seed(5);
+    at::Tensor x = at::randn({2, 4, 7, 6}).requires_grad_(true);
+    L::conv2d(f.builder, "c", x, 5, o);
+    Tower t = f.first();
+    at::Tensor y = L::conv2d(t, "c", x, 5, o);
+    y.mul(y).sum().backward();
+    return std::make_pair(y.detach(), x.grad());
+  };
+  auto [nhwc, gx_nhwc] = run(1);
+  auto [nchw, gx_nchw] = run(0);
+  L::force_channels_last(-1);
+  EXPECT_TRUE(nhwc.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_FALSE(nhwc.is_contiguous());
+  EXPECT_TRUE(nchw.is_contiguous());
+  EXPECT_TRUE(close(nhwc, nchw));
+  EXPECT_TRUE(close(gx_nhwc, gx_nchw));
+  EXPECT_GT(nchw.abs().sum().item<double>(), 1.0);  // not on zeros
+}
+
 TEST(Layers, Conv2dTransposeIsTheAdjointOfSameConv2d) {
   at::manual_seed(3);
   struct Case {

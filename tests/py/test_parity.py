@@ -7,7 +7,9 @@ SGD + momentum and with Adam from the same initial values and data, and the
 MLP with plain SGD and global-norm clipping (PyTorch's clip_grad_norm_, which
 must match bit for bit, and TensorFlow's clip_by_global_norm). Every loss and
 every final parameter (the batch-norm moving averages included) must agree
-within 1e-5 (float32). The reference is computed here,
+within 1e-5 (float32). The CNN also trains in bf16-mixed precision, equal to
+python3-torch under torch.autocast and near the float32 run (see the
+tolerances below). The reference is computed here,
 independently, with torch.nn.functional on every run. Prints TAP.
 
 usage: test_parity.py PATH/TO/parity_mlp PATH/TO/parity_cnn"""
@@ -101,9 +103,11 @@ CNN_PARAMS = ["conv_W", "conv_b", "bn_gamma", "bn_beta", "fc_W", "fc_b"]
 CNN_STATE = ["bn_mean_EMA", "bn_variance_EMA"]
 
 
-def cnn_reference(x, y, params, kind):
+def cnn_reference(x, y, params, kind, bf16=False):
     """conv2d 3x3 (padding 1) -> batch_norm -> relu -> max_pool2d 2 -> linear
-    -> cross_entropy, with torch.nn.functional."""
+    -> cross_entropy, with torch.nn.functional; with bf16 the forward pass and
+    the loss under torch.autocast("cpu", dtype=torch.bfloat16), as a PyTorch
+    user writes mixed precision by hand."""
     F = torch.nn.functional
     cw, cb, gamma, beta, fw, fb = [p.clone().requires_grad_(True) for p in params]
     running_mean, running_var = torch.zeros(4), torch.ones(4)
@@ -116,16 +120,106 @@ def cnn_reference(x, y, params, kind):
     for step in range(STEPS):
         k = step % (CNN_N // CNN_BATCH)
         xb, yb = x[k * CNN_BATCH:(k + 1) * CNN_BATCH], y[k * CNN_BATCH:(k + 1) * CNN_BATCH]
-        h = F.conv2d(xb, cw, cb, padding=1)
-        h = F.batch_norm(h, running_mean, running_var, gamma, beta, training=True, momentum=0.1, eps=1e-5)
-        h = F.max_pool2d(F.relu(h), 2)
-        logits = F.linear(h.flatten(1), fw, fb)
-        loss = F.cross_entropy(logits, yb)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            h = F.conv2d(xb, cw, cb, padding=1)
+            h = F.batch_norm(h, running_mean, running_var, gamma, beta, training=True, momentum=0.1, eps=1e-5)
+            h = F.max_pool2d(F.relu(h), 2)
+            logits = F.linear(h.flatten(1), fw, fb)
+            loss = F.cross_entropy(logits, yb)
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.item())
     return torch.tensor(losses), [p.detach() for p in trainable] + [running_mean, running_var]
+
+
+def cnn_run(kind, x, y, params, env=None):
+    """The C program's losses and final variables for `kind` (`env`: more
+    environment variables)."""
+    with tempfile.TemporaryDirectory() as d:
+        write(os.path.join(d, "x.bin"), x)
+        write_i64(os.path.join(d, "y.bin"), y)
+        for name, t in zip(CNN_PARAMS, params):
+            write(os.path.join(d, name + ".bin"), t)
+        with open(os.path.join(d, "dims.txt"), "w") as f:
+            f.write("%d\n" % CNN_N)
+        p = subprocess.run([PROGRAM_CNN, d, kind, str(STEPS), str(CNN_BATCH)], capture_output=True, text=True,
+                           timeout=300, env=dict(os.environ, **(env or {})))
+        if p.returncode != 0:
+            raise AssertionError("parity_cnn failed: " + p.stderr[-2000:])
+        got_losses = read(os.path.join(d, "losses.bin"), (STEPS,))
+        shapes = [t.shape for t in params] + [(4,), (4,)]
+        return got_losses, [read(os.path.join(d, n + ".out"), s) for n, s in zip(CNN_PARAMS + CNN_STATE, shapes)]
+
+
+def cnn_data():
+    torch.manual_seed(11)
+    torch.set_num_threads(1)
+    x = torch.randn(CNN_N, 1, 8, 8)
+    quads = torch.stack([x[:, 0, :4, :4].sum((1, 2)), x[:, 0, 4:, 4:].sum((1, 2)), x[:, 0, :4, 4:].sum((1, 2))], 1)
+    params = [torch.randn(4, 1, 3, 3) * 0.3, torch.randn(4) * 0.1, 1 + 0.1 * torch.randn(4), 0.1 * torch.randn(4),
+              torch.randn(3, 64) * 0.1, torch.randn(3) * 0.1]
+    return x, quads.argmax(1), params
+
+
+# bfloat16 keeps 8 bits of mantissa: one rounding is a relative error of up
+# to 2^-9 = 0.2 %. Step by step the bf16 and float32 runs start within
+# BF16_EARLY_TOL of each other (measured: 0.008 at most over the first 20
+# steps); after that SGD with momentum on batches of 16 carries the
+# differences on and the two trajectories part (the final parameters differ
+# by 20 %), so training as a whole is compared: the mean loss over the 200
+# steps (measured: 1.2 % apart).
+BF16_VS_PYTHON_TOL = 1e-5
+BF16_EARLY_STEPS, BF16_EARLY_TOL = 20, 0.02
+BF16_MEAN_LOSS_REL_TOL = 0.05
+
+
+def cnn_bf16_parity():
+    """TPT_PRECISION_BF16_MIXED against python3-torch's torch.autocast on the
+    same network, data and initial values: the same LibTorch's autocast
+    policy and kernels."""
+    x, y, params = cnn_data()
+    got_losses, got = cnn_run("sgd_bf16", x, y, params)
+    want_losses, want = cnn_reference(x, y, params, "sgd", bf16=True)
+    dl = (got_losses - want_losses).abs().max().item()
+    diffs = [(g - w).abs().max().item() for g, w in zip(got, want)]
+    print("# cnn sgd bf16 vs torch.autocast: max |loss diff| %.3g, max |param diff| %.3g, loss %.4f -> %.4f" %
+          (dl, max(diffs), want_losses[0].item(), want_losses[-1].item()))
+    assert want_losses[-10:].mean() < want_losses[:10].mean() * 0.7, "the reference did not train"
+    assert dl <= BF16_VS_PYTHON_TOL, "losses differ by %g" % dl
+    assert max(diffs) <= BF16_VS_PYTHON_TOL, "parameters differ by %g" % max(diffs)
+
+
+def cnn_bf16_near_fp32():
+    """The same training in bf16-mixed and in float32 (python3-torch's, which
+    the fp32 parity tests hold equal to ours): near, and not equal (autocast
+    is on)."""
+    x, y, params = cnn_data()
+    got_losses, _ = cnn_run("sgd_bf16", x, y, params)
+    fp32_losses, _ = cnn_reference(x, y, params, "sgd")
+    dl = (got_losses - fp32_losses).abs()
+    early = dl[:BF16_EARLY_STEPS].max().item()
+    rel = abs(got_losses.mean().item() - fp32_losses.mean().item()) / fp32_losses.mean().item()
+    print("# cnn sgd bf16 vs fp32: max |loss diff| over the first %d steps %.3g; mean loss %.4f vs %.4f (%.2g apart)" %
+          (BF16_EARLY_STEPS, early, got_losses.mean().item(), fp32_losses.mean().item(), rel))
+    assert dl.max().item() > 1e-4, "bf16-mixed computed the float32 losses: autocast was not on"
+    assert early <= BF16_EARLY_TOL, "the first steps' losses differ by %g" % early
+    assert rel <= BF16_MEAN_LOSS_REL_TOL, "the mean losses are %g apart" % rel
+    assert got_losses[-10:].mean() < got_losses[:10].mean() * 0.7, "bf16-mixed did not train"
+
+
+def cnn_channels_last(kind):
+    """The convolutions in channels-last memory format (forced: the library
+    picks it by itself only where it is faster, docs/trainer.md) against
+    python3-torch's NCHW float32 training: equal within float32 rounding."""
+    x, y, params = cnn_data()
+    got_losses, got = cnn_run(kind, x, y, params, env={"TPTRAIN_CHANNELS_LAST": "1"})
+    want_losses, want = cnn_reference(x, y, params, kind)
+    dl = (got_losses - want_losses).abs().max().item()
+    dp = max((g - w).abs().max().item() for g, w in zip(got, want))
+    print("# cnn %s channels-last vs NCHW: max |loss diff| %.3g, max |param diff| %.3g" % (kind, dl, dp))
+    assert dl <= TOL, "losses differ by %g" % dl
+    assert dp <= TOL, "parameters differ by %g" % dp
 
 
 def cnn_parity(kind):
@@ -177,7 +271,10 @@ def main():
              ("mlp_sgd_clip_grad_norm_bit_for_bit", lambda: parity("sgd_clip")),
              ("mlp_sgd_clip_by_global_norm_tf", lambda: parity("sgd_clip_tf")),
              ("cnn_bn_sgd_momentum", lambda: cnn_parity("sgd")),
-             ("cnn_bn_adam", lambda: cnn_parity("adam"))]
+             ("cnn_bn_adam", lambda: cnn_parity("adam")),
+             ("cnn_bn_sgd_bf16_mixed_matches_torch_autocast", cnn_bf16_parity),
+             ("cnn_bn_sgd_bf16_mixed_near_fp32", cnn_bf16_near_fp32),
+             ("cnn_bn_sgd_channels_last_equals_nchw", lambda: cnn_channels_last("sgd"))]
     print("TAP version 13")
     print("1..%d" % len(tests))
     failed = 0

@@ -93,6 +93,43 @@ type TrainerOptions struct {
 	// runtime's for these two signals (channels of os/signal.Notify do not
 	// get them then); SignalsNever leaves them to Go.
 	StopOnSignals StopOnSignals
+	// Precision: the arithmetic of the tower functions' calls, in training
+	// and in the inference runners (tpt_precision). The zero value,
+	// PrecisionFP32, is float32 throughout.
+	Precision Precision
+}
+
+// Precision is TrainerOptions.Precision: mixed precision as PyTorch's
+// autocast. Variables, the gradients the optimizer applies and its state
+// stay float32 in every mode.
+type Precision int
+
+const (
+	// PrecisionFP32: everything float32 (the default).
+	PrecisionFP32 Precision = 0
+	// PrecisionBF16Mixed: autocast to bfloat16: matmuls, convolutions and
+	// linear layers in bfloat16, reductions, losses, softmax and
+	// normalisations in float32 (LibTorch's per-operator policy); CPU and
+	// CUDA towers. On a CPU with AVX-512 BF16 or AMX a step is several times
+	// faster.
+	PrecisionBF16Mixed Precision = 1
+	// PrecisionFP16Mixed: autocast to float16 with dynamic loss scaling;
+	// CUDA towers only (not in this build yet: Run fails with
+	// CodeUnsupported).
+	PrecisionFP16Mixed Precision = 2
+)
+
+// String returns "fp32", "bf16-mixed" or "fp16-mixed".
+func (p Precision) String() string {
+	switch p {
+	case PrecisionFP32:
+		return "fp32"
+	case PrecisionBF16Mixed:
+		return "bf16-mixed"
+	case PrecisionFP16Mixed:
+		return "fp16-mixed"
+	}
+	return "Precision(" + strconv.Itoa(int(p)) + ")"
 }
 
 // StopOnSignals is TrainerOptions.StopOnSignals (tpt_trainer_options.stop_on_signals).
@@ -196,6 +233,12 @@ func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func(), error) {
 	copts.summary_period = C.int64_t(o.SummaryPeriod)
 	copts.auto_resume = cBool(o.AutoResume)
 	copts.stop_on_signals = C.int32_t(o.StopOnSignals)
+	if o.Precision < PrecisionFP32 || o.Precision > PrecisionFP16Mixed {
+		return C.tpt_trainer_options{}, nil, &Error{Code: CodeInvalidArgument,
+			Message: "TrainerOptions.Precision is " + o.Precision.String() +
+				": use PrecisionFP32, PrecisionBF16Mixed or PrecisionFP16Mixed"}
+	}
+	copts.precision = C.tpt_precision(o.Precision)
 	if o.Logdir == "" {
 		return copts, func() {}, nil
 	}

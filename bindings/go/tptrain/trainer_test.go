@@ -1228,3 +1228,63 @@ func TestCloseInsideRun(t *testing.T) {
 	}
 	ok(t, tr.Close())
 }
+
+// TestPrecision: TrainerOptions.Precision runs the tower function under
+// autocast: with PrecisionBF16Mixed a linear layer computes in bfloat16 and
+// the MSE loss in float32, the variables stay float32 and the model trains;
+// PrecisionFP16Mixed is refused when the run starts (no loss scaler in this
+// build), an unknown value at once.
+func TestPrecision(t *testing.T) {
+	checkHandles(t)
+	train := func(p Precision) (fc, cost DType, err error) {
+		m := must(NewModel(regressionSpec(), func(tw *Tower, in []*Tensor) error {
+			y, err := tw.FC("fc", in[0], 1, nil)
+			if err != nil {
+				return err
+			}
+			defer y.Close()
+			c, err := MSELoss(y, in[1])
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if !tw.IsBuilding() {
+				fc, _ = y.DType()
+				cost, _ = c.DType()
+			}
+			return tw.SetCost(c)
+		})).of(t)
+		defer m.Close()
+		setOptimizer(t, m, "sgd", 0.1)
+		o := quietOptions(1, 2, 50)
+		o.Precision = p
+		tr := must(NewTrainer(o)).of(t)
+		defer tr.Close()
+		ok(t, tr.SetModel(m, regressionInput(t, 16, 64)))
+		if err := tr.Run(); err != nil {
+			return fc, cost, err
+		}
+		if c, _, err := tr.ScalarLatest("cost"); err != nil || !(c < 0.05) {
+			t.Errorf("%v: cost %v (%v) after 100 steps, want < 0.05", p, c, err)
+		}
+		w := must(m.Variable("fc/W")).of(t)
+		defer w.Close()
+		if d := must(w.DType()).of(t); d != DTypeFloat32 {
+			t.Errorf("%v: the variable is %v, want float32", p, d)
+		}
+		return fc, cost, nil
+	}
+	if fc, cost, err := train(PrecisionFP32); err != nil || fc != DTypeFloat32 || cost != DTypeFloat32 {
+		t.Errorf("fp32: layer %v, cost %v, %v", fc, cost, err)
+	}
+	if fc, cost, err := train(PrecisionBF16Mixed); err != nil || fc != DTypeBFloat16 || cost != DTypeFloat32 {
+		t.Errorf("bf16-mixed: layer %v, cost %v (want bfloat16, float32), %v", fc, cost, err)
+	}
+	_, _, err := train(PrecisionFP16Mixed)
+	wantError(t, err, CodeUnsupported, "precision bf16-mixed needs none")
+	_, err = NewTrainer(&TrainerOptions{Precision: 7})
+	wantError(t, err, CodeInvalidArgument, "TrainerOptions.Precision is Precision(7)")
+	if s := PrecisionBF16Mixed.String(); s != "bf16-mixed" {
+		t.Errorf("String() = %q", s)
+	}
+}

@@ -154,7 +154,12 @@ pub const TPT_PROGRESS_BAR: tpt_progress = 1;
 pub const TPT_PROGRESS_LINES: tpt_progress = 2;
 pub const TPT_PROGRESS_OFF: tpt_progress = 3;
 
-pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 4;
+pub type tpt_precision = c_int;
+pub const TPT_PRECISION_FP32: tpt_precision = 0;
+pub const TPT_PRECISION_BF16_MIXED: tpt_precision = 1;
+pub const TPT_PRECISION_FP16_MIXED: tpt_precision = 2;
+
+pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 5;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tpt_trainer_options {
@@ -176,6 +181,8 @@ pub struct tpt_trainer_options {
     pub auto_resume: i32,
     // version 4
     pub stop_on_signals: i32,
+    // version 5
+    pub precision: tpt_precision,
 }
 /// `TPT_TRAINER_OPTIONS_INIT`
 pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
@@ -194,6 +201,7 @@ pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
     summary_period: 0,
     auto_resume: 0,
     stop_on_signals: 0,
+    precision: TPT_PRECISION_FP32,
 };
 
 /// `tpt_run_step_fn`
@@ -1695,7 +1703,9 @@ mod tests {
         assert_eq!(offset_of!(tpt_trainer_options, scalar_history), 64);
         assert_eq!(offset_of!(tpt_trainer_options, summary_period), 72);
         assert_eq!(offset_of!(tpt_trainer_options, auto_resume), 80);
-        assert_eq!(size_of::<tpt_trainer_options>(), 88);
+        assert_eq!(offset_of!(tpt_trainer_options, stop_on_signals), 84);
+        assert_eq!(offset_of!(tpt_trainer_options, precision), 88);
+        assert_eq!(size_of::<tpt_trainer_options>(), 96);
     }
 
     #[test]
@@ -2179,8 +2189,9 @@ mod tests {
     #[test]
     fn init_constants_match_the_header_defaults() {
         let o = TPT_TRAINER_OPTIONS_INIT;
-        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (4, 1, 1, 99999999, -1));
+        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (5, 1, 1, 99999999, -1));
         assert_eq!((o.scalar_history, o.summary_period, o.auto_resume, o.stop_on_signals), (1000, 0, 0, 0));
+        assert_eq!(o.precision, TPT_PRECISION_FP32);
         assert!(o.logdir.is_null());
         assert_eq!((o.logdir_action, o.progress), (TPT_LOGDIR_REFUSE, TPT_PROGRESS_AUTO));
         assert_eq!((o.console, o.default_callbacks, o.default_monitors), (1, 1, 1));

@@ -108,6 +108,35 @@ impl StopOnSignals {
     }
 }
 
+/// The arithmetic of the tower functions' calls (`tpt_precision`): mixed
+/// precision as PyTorch's autocast, in training and in the inference
+/// runners. Variables, the gradients the optimizer applies and its state stay
+/// float32 in every mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Precision {
+    /// Everything float32 (the default).
+    #[default]
+    Fp32,
+    /// Autocast to bfloat16: matmuls, convolutions and linear layers in
+    /// bfloat16, reductions, losses, softmax and normalisations in float32
+    /// (LibTorch's per-operator policy); CPU and CUDA towers. On a CPU with
+    /// AVX-512 BF16 or AMX a step is several times faster.
+    Bf16Mixed,
+    /// Autocast to float16 with dynamic loss scaling; CUDA towers only (not
+    /// in this build yet: the run fails with [`Code::Unsupported`](crate::Code::Unsupported)).
+    Fp16Mixed,
+}
+
+impl Precision {
+    fn to_raw(self) -> sys::tpt_precision {
+        match self {
+            Precision::Fp32 => sys::TPT_PRECISION_FP32,
+            Precision::Bf16Mixed => sys::TPT_PRECISION_BF16_MIXED,
+            Precision::Fp16Mixed => sys::TPT_PRECISION_FP16_MIXED,
+        }
+    }
+}
+
 /// Options of a trainer (`tpt_trainer_options`); `Default` gives the C
 /// defaults (`TPT_TRAINER_OPTIONS_INIT`).
 #[derive(Debug, Clone, PartialEq)]
@@ -145,6 +174,8 @@ pub struct TrainerOptions {
     /// SIGTERM and SIGINT as a graceful stop that saves (default: from the
     /// environment, see [`StopOnSignals`]).
     pub stop_on_signals: StopOnSignals,
+    /// The tower functions' arithmetic (default float32; see [`Precision`]).
+    pub precision: Precision,
 }
 
 impl Default for TrainerOptions {
@@ -164,6 +195,7 @@ impl Default for TrainerOptions {
             summary_period: None,
             auto_resume: false,
             stop_on_signals: StopOnSignals::default(),
+            precision: Precision::default(),
         }
     }
 }
@@ -259,6 +291,7 @@ impl TrainerOptions {
         };
         o.auto_resume = self.auto_resume as i32;
         o.stop_on_signals = self.stop_on_signals.to_raw();
+        o.precision = self.precision.to_raw();
         Ok((o, logdir))
     }
 }

@@ -395,3 +395,62 @@ fn an_mlp_learns_the_regression_with_adam() {
     assert!(cost < 0.05, "inference cost {cost}");
     assert_eq!(model.variable_names().unwrap(), vec!["fc1/W", "fc1/b", "fc2/W", "fc2/b"]);
 }
+
+// ------------------------------------------------------------ precision
+
+/// `TrainerOptions::precision`: with `Precision::Bf16Mixed` the tower
+/// function runs under autocast (a linear layer in bfloat16, the MSE loss in
+/// float32), the variables stay float32 and the model trains;
+/// `Precision::Fp16Mixed` is refused when the run starts (no loss scaler in
+/// this build).
+#[test]
+fn precision_runs_the_tower_under_autocast() {
+    use tptrain::Precision;
+    let train = |precision: Precision| -> (Mutex<Vec<(DType, DType)>>, Result<f64>) {
+        let seen = Mutex::new(Vec::new());
+        let result = (|| -> Result<f64> {
+            let spec = [InputSpec::new("x", DType::F32, &[-1, 3]), InputSpec::new("y", DType::F32, &[-1, 1])];
+            let model = Model::new(&spec, |tower, inputs| {
+                let p = tower.fc("fc", &inputs[0], 1, &LayerOptions::default())?;
+                let cost = nn::mse(&p, &inputs[1])?;
+                if !tower.is_building() {
+                    seen.lock().unwrap().push((p.dtype(), cost.dtype()));
+                }
+                tower.set_cost(&cost)
+            })?;
+            let opt = Optimizer::new("sgd")?;
+            opt.set("learning_rate", 0.1)?;
+            model.set_optimizer(&opt)?;
+            // x uniform in [-1, 1) (an LCG), y = x . (1, -2, 3) + 1
+            let mut r = 12345u32;
+            let rows: Vec<f32> = (0..192)
+                .map(|_| {
+                    r = r.wrapping_mul(1664525).wrapping_add(1013904223);
+                    (r >> 8) as f32 / 8388608.0 - 1.0
+                })
+                .collect();
+            let ys: Vec<f32> = rows.chunks(3).map(|r| r[0] - 2.0 * r[1] + 3.0 * r[2] + 1.0).collect();
+            let (x, y) = (f32t(&rows, &[64, 3]), f32t(&ys, &[64, 1]));
+            let mut trainer = Trainer::new(&TrainerOptions { precision, ..quiet(50, 2) })?;
+            trainer.set_model(&model, Input::from_tensors(&[&x, &y], 16, Some(3))?)?;
+            trainer.run()?;
+            assert_eq!(model.variable("fc/W")?.dtype(), DType::F32, "{precision:?}: the variable's dtype");
+            Ok(trainer.scalar_latest("cost")?.value)
+        })();
+        (seen, result)
+    };
+    let (seen, cost) = train(Precision::Fp32);
+    let cost = cost.unwrap();
+    assert!(cost < 0.05, "fp32: cost {cost} after 100 steps");
+    assert!(seen.lock().unwrap().iter().all(|&d| d == (DType::F32, DType::F32)));
+    let (seen, cost) = train(Precision::Bf16Mixed);
+    let cost = cost.unwrap();
+    assert!(cost < 0.05, "bf16-mixed: cost {cost} after 100 steps");
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), 100);
+    assert!(seen.iter().all(|&d| d == (DType::BF16, DType::F32)), "{:?}", &seen[..2]);
+    let (_, err) = train(Precision::Fp16Mixed);
+    let e = err.unwrap_err();
+    assert_eq!(e.code(), Code::Unsupported);
+    assert!(e.message().contains("precision bf16-mixed needs none"), "{}", e.message());
+}
