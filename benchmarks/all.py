@@ -48,6 +48,7 @@ class Row:
         self.baseline, self.goal = baseline, goal
         self.base, self.tpt = [], []  # one value per round (None: not measured)
         self.error = None
+        self.skipped = None  # why the row was not measured on this machine
 
     def add(self, base, tpt):
         self.base.append(base)
@@ -171,7 +172,7 @@ def mlp_step(rounds, quick, tmp):
     return [hand, py]
 
 
-def _watch(cmd, accuracy_re, scale, epochs_wanted, goal, limit_s=1800):
+def _watch(cmd, accuracy_re, scale, epochs_wanted, goal, limit_s=1800, accuracies=None):
     """Runs a Fashion-MNIST training until its test accuracy (the number
     accuracy_re finds, divided by scale) reaches goal, or until it ends;
     returns (seconds per training epoch list, seconds to goal or None, peak
@@ -192,6 +193,8 @@ def _watch(cmd, accuracy_re, scale, epochs_wanted, goal, limit_s=1800):
             if m:
                 epochs.append(float(m.group(1)))
             m = re.search(accuracy_re, line)
+            if m and accuracies is not None:
+                accuracies.append(float(m.group(1)) / scale)
             if m and t_goal is None and float(m.group(1)) / scale >= goal:
                 t_goal = time.monotonic() - t0
                 os.kill(p.pid, signal.SIGTERM)
@@ -240,6 +243,65 @@ def fashion_mnist(rounds, quick, tmp):
         t90.add(b[1], t[1])
         rss.add(b[2] / 1024.0, t[2] / 1024.0)
     return [ips, t90, rss]
+
+
+# Training FLOPs per image of the example's network (forward multiply-adds x 2,
+# backward twice the forward), for the achieved GFLOP/s next to the peak.
+def _fashion_mnist_flops_per_image():
+    convs = [(28 * 28, 32, 5 * 5 * 1), (14 * 14, 32, 3 * 3 * 32), (14 * 14, 32, 3 * 3 * 32), (7 * 7, 32, 3 * 3 * 32)]
+    forward = sum(2 * pixels * out * k for pixels, out, k in convs) + 2 * (32 * 7 * 7 * 512 + 512 * 10)
+    return 3 * forward
+
+
+def fashion_mnist_precision(rounds, quick, tmp):
+    """bf16-mixed training of the example against python3-torch in float32 and
+    with autocast bf16 + channels-last, on CPUs that compute bfloat16
+    natively; elsewhere the rows say why they were not run."""
+    epochs, goal = ("1", 0.85) if quick else ("5", 0.90)
+    peak = run([PY, os.path.join(ROOT, "benchmarks/matmul_peak.py")])
+    p32, p16 = grab(r"^peak-fp32-gflops ([0-9.]+)", peak, "fp32 peak"), grab(r"^peak-bf16-gflops ([0-9.]+)", peak, "bf16")
+    native = "native-bf16 yes" in peak
+    flops = _fashion_mnist_flops_per_image()
+    peaks = "this machine's measured matmul peak: %.0f GFLOP/s float32, %.0f GFLOP/s bfloat16" % (p32, p16)
+    t90 = Row("fashion-mnist-bf16-90", "the example with --bf16 (bf16-mixed precision): wall time until the test "
+              "accuracy reaches %.0f %%, at most %s epochs; %s" % (100 * goal, epochs, peaks), "s", "lower",
+              "python3-torch in float32, the same network and data", ">= 2.5")
+    hand = Row("fashion-mnist-bf16-hand", "the example with --bf16: training images/s (achieved GFLOP/s in the "
+               "log: %.1f MFLOP per image); %s" % (flops / 1e6, peaks), "images/s", "higher",
+               "python3-torch with torch.autocast bf16 and channels-last model and images (by hand)", ">= 1.1")
+    acc = Row("fashion-mnist-bf16-accuracy", "the test accuracy the example with --bf16 reaches within %s epochs "
+              "(the run stops at %.0f %%)" % (epochs, 100 * goal), "%", "higher",
+              "python3-torch in float32, as above", ">= 0.99, both >= %.0f %%" % (100 * goal))
+    rows = [t90, hand, acc]
+    if not native:
+        why = ("this CPU has no AVX-512 BF16 or AMX-BF16: LibTorch emulates bfloat16 (its matmul peak here is %.0f "
+               "GFLOP/s against %.0f in float32), so a bf16 run would take hours and says nothing about the "
+               "library; run it on a CPU with native bfloat16" % (p16, p32))
+        for row in rows:
+            row.skipped = why
+        return rows
+    images_per_epoch = 468 * 128
+    for r in range(rounds):
+        got, reached = {}, {}
+        sides = ["python", "python-bf16", "tptrain-bf16"]
+        for side in (sides if r % 2 == 0 else sides[::-1]):
+            reached[side] = []
+            if side == "tptrain-bf16":
+                cmd = [os.path.join(BUILD, "examples/fashion_mnist"), "--bf16", os.path.join(tmp, "fmp%d" % r), DATA]
+                got[side] = _watch(cmd + [epochs], r"validation_accuracy: ([0-9.]+)", 1.0, int(epochs), goal,
+                                   accuracies=reached[side])
+            else:
+                cmd = [PY, os.path.join(ROOT, "benchmarks/fashion_mnist.py")] + (["--bf16"] if "bf16" in side else [])
+                got[side] = _watch(cmd + [epochs, DATA], r"test accuracy: ([0-9.]+) %", 100.0, int(epochs), goal,
+                                   accuracies=reached[side])
+        t90.add(got["python"][1], got["tptrain-bf16"][1])
+        hand.add(images_per_epoch / statistics.mean(got["python-bf16"][0]),
+                 images_per_epoch / statistics.mean(got["tptrain-bf16"][0]))
+        acc.add(100 * max(reached["python"]), 100 * max(reached["tptrain-bf16"]))
+        print("  round %d: tptrain bf16 achieves %.0f GFLOP/s (peak bf16 %.0f), python3-torch by hand %.0f" % (
+            r + 1, flops * images_per_epoch / statistics.mean(got["tptrain-bf16"][0]) / 1e9, p16,
+            flops * images_per_epoch / statistics.mean(got["python-bf16"][0]) / 1e9), flush=True)
+    return rows
 
 
 def prefetch_overlap(rounds, quick, tmp):
@@ -353,6 +415,7 @@ BENCHMARKS = [
     ("call-roundtrip", call_roundtrip, ["benchmarks/bench_call_roundtrip"]),
     ("mlp-step", mlp_step, ["benchmarks/bench_mlp_step"]),
     ("fashion-mnist", fashion_mnist, ["examples/fashion_mnist"]),
+    ("fashion-mnist-precision", fashion_mnist_precision, ["examples/fashion_mnist"]),
     ("prefetch-overlap", prefetch_overlap, ["benchmarks/bench_prefetch_overlap"]),
     ("dataflow-speed", dataflow_speed, ["tools/test_data_speed"]),
     ("towers-scaling", towers_scaling, ["benchmarks/bench_towers_scaling"]),
@@ -447,6 +510,9 @@ def report(rows, rounds, started, seconds, quick, main_table):
         if row.error:
             L.append("| %s | %s | %s | | | failed | | | %s |" % (row.key, row.unit, row.baseline, row.goal))
             continue
+        if row.skipped:
+            L.append("| %s | %s | %s | | | not run here | | | %s |" % (row.key, row.unit, row.baseline, row.goal))
+            continue
         rs = row.ratios()
         short = " (%d of %d rounds)" % (len(rs), rounds) if len(rs) < rounds else ""
         L.append("| %s | %s | %s | %s | %s | **%s**%s | %s | %s | %s |" % (
@@ -455,7 +521,8 @@ def report(rows, rounds, started, seconds, quick, main_table):
             "%.3f" % max(rs) if rs else "-", row.goal))
     L += ["", "## What each row measures", ""]
     for row in rows:
-        L.append("- **%s**: %s. Baseline: %s." % (row.key, row.what, row.baseline))
+        L.append("- **%s**: %s. Baseline: %s.%s" % (row.key, row.what, row.baseline,
+                                                   " **Not run here**: %s." % row.skipped if row.skipped else ""))
     L += ["", "## Every round", "", "baseline / tptrain, in each row's unit.", ""]
     for row in rows:
         if row.error:

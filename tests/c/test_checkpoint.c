@@ -98,9 +98,12 @@ static tpt_status *events(tpt_trainer *t, tpt_event ev, const tpt_record *r, voi
 
 /* A run of `epochs` x 5 steps with `saver` (taken; may be NULL) in `dir`;
  * returns the trainer, run, not freed. */
+static tpt_precision train_precision = TPT_PRECISION_FP32; /* of every run of train() */
+
 static tpt_trainer *train(tpt_model *m, int64_t epochs, tpt_callback *saver, tpt_callback *best, const char *resume,
                           tpt_status **run_status) {
   tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.precision = train_precision;
   o.max_epoch = epochs;
   o.steps_per_epoch = 5;
   o.logdir = dir;
@@ -167,14 +170,17 @@ static void remove_dir(void) {
 
 /* ---- tests */
 
-static void resume_mid_epoch_equals_uninterrupted(void **state) {
-  (void)state;
+/* Runs 3 epochs uninterrupted, then stopped at step 8 and resumed from the
+ * checkpoint of step 6, in `precision`: both end bit for bit equal (`w`: the
+ * final fc0/W). */
+static void resume_equals_uninterrupted(tpt_precision precision, float w[12]) {
+  train_precision = precision;
   fresh_dir();
   ok(tpt_manual_seed(5));
   tpt_model *a = model_of(3);
   tpt_trainer *ta = train(a, 3, NULL, NULL, NULL, NULL);
-  float wa[12], wb[12];
-  variable(wa, 12, a, "fc0/W");
+  float wb[12];
+  variable(w, 12, a, "fc0/W");
   tpt_trainer_free(ta);
   tpt_model_free(a);
 
@@ -193,10 +199,28 @@ static void resume_mid_epoch_equals_uninterrupted(void **state) {
   ok(tpt_trainer_global_step(&gs, tc));
   assert_int_equal(gs, 15);
   variable(wb, 12, c, "fc0/W");
-  assert_memory_equal(wa, wb, sizeof wa); /* bit for bit */
+  assert_memory_equal(w, wb, sizeof wb); /* bit for bit */
   tpt_trainer_free(tc);
   tpt_model_free(c);
   remove_dir();
+  train_precision = TPT_PRECISION_FP32;
+}
+
+static void resume_mid_epoch_equals_uninterrupted(void **state) {
+  (void)state;
+  float w[12];
+  resume_equals_uninterrupted(TPT_PRECISION_FP32, w);
+}
+
+/* The same in bf16-mixed precision (the variables and the optimizer state
+ * stay float32, so the checkpoint is the same kind of file), which trains to
+ * other values than float32 does. */
+static void resume_mid_epoch_equals_uninterrupted_bf16(void **state) {
+  (void)state;
+  float w32[12], w16[12];
+  resume_equals_uninterrupted(TPT_PRECISION_FP32, w32);
+  resume_equals_uninterrupted(TPT_PRECISION_BF16_MIXED, w16);
+  assert_memory_not_equal(w32, w16, sizeof w16);
 }
 
 static void saver_rotates_and_keeps_hourly(void **state) {
@@ -575,6 +599,7 @@ static void schedule_set_at_beginning(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(resume_mid_epoch_equals_uninterrupted),
+      cmocka_unit_test(resume_mid_epoch_equals_uninterrupted_bf16),
       cmocka_unit_test(saver_rotates_and_keeps_hourly),
       cmocka_unit_test(min_and_max_savers),
       cmocka_unit_test(failed_restores_change_nothing),
