@@ -38,7 +38,7 @@
 // Adam at 1e-3, times 0.6 after each epoch from the second on
 // (ScheduledHyperParam).
 //
-//	cd examples/go && go run ./fashion_mnist [--towers N] [--dist] [LOGDIR] [DATA_DIR] [EPOCHS]
+//	cd examples/go && go run ./fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
 //	  (defaults: no towers, train_log/fashion_mnist,
 //	   /usr/share/datasets/fashion-mnist, 5; --help says more)
 //
@@ -125,7 +125,7 @@ func pipeline(dir, split string, train bool) (*tptrain.DataFlow, error) {
 	return norm.Batch(size, !train)
 }
 
-const usage = `usage: fashion_mnist [--towers N] [--dist] [LOGDIR] [DATA_DIR] [EPOCHS]
+const usage = `usage: fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
   LOGDIR      the log directory (default train_log/fashion_mnist); one that
               holds checkpoints goes on from the latest
   DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)
@@ -138,6 +138,9 @@ const usage = `usage: fashion_mnist [--towers N] [--dist] [LOGDIR] [DATA_DIR] [E
   --dist      this process is one rank of a distributed job started by
               tptrain-run -n N (or torchrun): each rank takes every N-th
               batch, rank 0 alone writes LOGDIR
+  --bf16      mixed precision: the network's convolutions and matmuls in
+              bfloat16 (autocast), variables and updates in float32; several
+              times faster on a CPU with AVX-512 BF16 or AMX
   -h, --help  this text
 `
 
@@ -170,7 +173,7 @@ func main() {
 	// stops at the first positional argument.
 	var positional []string
 	nTowers := 0 // 0: no towers, the simple trainer
-	dist := false
+	dist, bf16 := false, false
 	for i := 1; i < len(os.Args); i++ {
 		a := os.Args[i]
 		var value string
@@ -188,6 +191,9 @@ func main() {
 		case a == "--dist" || a == "-dist":
 			dist = true
 			continue
+		case a == "--bf16" || a == "-bf16":
+			bf16 = true
+			continue
 		case strings.HasPrefix(a, "--"):
 			usageError("unknown option", &a)
 		default:
@@ -198,7 +204,7 @@ func main() {
 			usageError("--towers wants a whole number from 1 to 256, not", &value)
 		}
 	}
-	accuracy, chief, err := run(positional, nTowers, dist)
+	accuracy, chief, err := run(positional, nTowers, dist, bf16)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -209,7 +215,7 @@ func main() {
 
 // run trains and returns the final test accuracy, and whether this process
 // is the chief (rank 0, or not distributed), the only one that validates.
-func run(positional []string, nTowers int, dist bool) (accuracy float64, chief bool, err error) {
+func run(positional []string, nTowers int, dist, bf16 bool) (accuracy float64, chief bool, err error) {
 	logdir, dir, epochs := "train_log/fashion_mnist", "/usr/share/datasets/fashion-mnist", int64(5)
 	if len(positional) > 0 {
 		logdir = positional[0]
@@ -285,6 +291,9 @@ func run(positional []string, nTowers int, dist bool) (accuracy float64, chief b
 		LogdirAction:  tptrain.LogdirDelete,  // a run without checkpoints starts afresh
 		AutoResume:    true,                  // one with checkpoints goes on from the latest
 		StopOnSignals: tptrain.SignalsAlways, // SIGTERM/Ctrl-C: stop at a step, save, resume later
+	}
+	if bf16 {
+		opts.Precision = tptrain.PrecisionBF16Mixed // autocast; variables stay float32
 	}
 	config := &tptrain.TrainConfig{
 		Options:   &opts,
