@@ -953,6 +953,27 @@ static void test_set_global_step_in_before_train(void **state) {
 /* y ~ fc(x): records the dtype of the FC layer's output, as computed under
  * the trainer's precision (autocast), and of the cost. */
 static tpt_dtype precision_fc_dtype = TPT_DTYPE_F64, precision_cost_dtype = TPT_DTYPE_F64;
+/* In the inference runners' calls: fc's output, and the output "prediction"
+ * as the inferencers receive it. */
+static tpt_dtype precision_infer_fc_dtype = TPT_DTYPE_F64, precision_inferencer_dtype[2];
+
+static tpt_status *precision_on_outputs(const tpt_tensor *const *outputs, size_t n, int64_t rows, void *ud) {
+  (void)n, (void)rows;
+  return tpt_tensor_dtype(&precision_inferencer_dtype[(intptr_t)ud], outputs[0]);
+}
+
+/* An inferencer that records the dtype it gets in slot `slot`. */
+static tpt_inferencer *precision_inferencer(intptr_t slot) {
+  const char *outputs[] = {"prediction"};
+  tpt_inferencer_desc d = TPT_INFERENCER_DESC_INIT;
+  d.outputs = outputs;
+  d.n_outputs = 1;
+  d.on_outputs = precision_on_outputs;
+  d.user_data = (void *)slot;
+  tpt_inferencer *inf = NULL;
+  ok(tpt_inferencer_new(&inf, &d));
+  return inf;
+}
 
 static tpt_status *precision_tower(tpt_tower *tower, const tpt_tensor *const *inputs, size_t n, void *ud) {
   (void)n;
@@ -961,10 +982,13 @@ static tpt_status *precision_tower(tpt_tower *tower, const tpt_tensor *const *in
   tpt_tensor *p = NULL, *cost = NULL;
   tpt_status *st = tpt_layer_fc(&p, tower, "fc", inputs[0], 1, &lo);
   if (!st) st = tpt_loss_mse(&cost, p, inputs[1]);
-  int32_t building = 0;
+  int32_t building = 0, training = 0;
   if (!st) st = tpt_tower_is_building(&building, tower);
-  if (!st && !building) st = tpt_tensor_dtype(&precision_fc_dtype, p);
-  if (!st && !building) st = tpt_tensor_dtype(&precision_cost_dtype, cost);
+  if (!st) st = tpt_tower_is_training(&training, tower);
+  if (!st && !building && training) st = tpt_tensor_dtype(&precision_fc_dtype, p);
+  if (!st && !building && training) st = tpt_tensor_dtype(&precision_cost_dtype, cost);
+  if (!st && !training) st = tpt_tensor_dtype(&precision_infer_fc_dtype, p);
+  if (!st) st = tpt_tower_set_output(tower, "prediction", p);
   if (!st) st = tpt_tower_set_cost(tower, cost);
   tpt_tensor_free(p);
   tpt_tensor_free(cost);
@@ -999,7 +1023,21 @@ static tpt_status *precision_run(tpt_precision precision, uint32_t version) {
   tpt_trainer *t = NULL;
   ok(tpt_trainer_new(&t, &o));
   ok(tpt_trainer_set_model(t, m, in));
-  precision_fc_dtype = precision_cost_dtype = TPT_DTYPE_F64;
+  /* an inference runner and a data-parallel one (2 towers) on the same rows */
+  for (int r = 0; r < 2; ++r) {
+    tpt_dataflow *rows = NULL, *batches = NULL;
+    ok(tpt_dataflow_from_tensors(&rows, data, 2, 0));
+    ok(tpt_dataflow_batch(&batches, rows, 4, 0));
+    tpt_dataflow_free(rows);
+    tpt_inferencer *inf = precision_inferencer(r);
+    tpt_callback *runner = NULL;
+    if (r == 0) ok(tpt_inference_runner(&runner, m, batches, &inf, 1));
+    else ok(tpt_inference_runner_data_parallel(&runner, m, batches, &inf, 1, 2));
+    tpt_dataflow_free(batches);
+    ok(tpt_trainer_add_callback(t, runner));
+  }
+  precision_fc_dtype = precision_cost_dtype = precision_infer_fc_dtype = TPT_DTYPE_F64;
+  precision_inferencer_dtype[0] = precision_inferencer_dtype[1] = TPT_DTYPE_F64;
   tpt_status *st = tpt_trainer_run(t);
   tpt_trainer_free(t);
   tpt_model_free(m);
@@ -1013,11 +1051,17 @@ static void test_precision(void **state) {
   /* float32: the layer computes in float32 */
   ok(precision_run(TPT_PRECISION_FP32, TPT_TRAINER_OPTIONS_VERSION));
   assert_int_equal(precision_fc_dtype, TPT_DTYPE_F32);
+  assert_int_equal(precision_infer_fc_dtype, TPT_DTYPE_F32);
+  assert_int_equal(precision_inferencer_dtype[1], TPT_DTYPE_F32);
   /* bf16-mixed: the linear layer in bfloat16 (autocast's lower-precision
    * list), the MSE loss in float32 (its float32 list) */
   ok(precision_run(TPT_PRECISION_BF16_MIXED, TPT_TRAINER_OPTIONS_VERSION));
   assert_int_equal(precision_fc_dtype, TPT_DTYPE_BF16);
   assert_int_equal(precision_cost_dtype, TPT_DTYPE_F32);
+  /* the inference runners' towers too; their inferencers get float32 */
+  assert_int_equal(precision_infer_fc_dtype, TPT_DTYPE_BF16);
+  assert_int_equal(precision_inferencer_dtype[0], TPT_DTYPE_F32);
+  assert_int_equal(precision_inferencer_dtype[1], TPT_DTYPE_F32);
   /* a version 4 struct ends before precision: float32, whatever follows it */
   ok(precision_run(TPT_PRECISION_BF16_MIXED, 4));
   assert_int_equal(precision_fc_dtype, TPT_DTYPE_F32);
