@@ -236,13 +236,10 @@ std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t kernel, int64_t str
 
 // ------------------------------------------------------------------ layers with weights
 
-// The dtype of a layer's variables: x's, except under a mixed precision
-// (autocast) where a bfloat16/float16 activation still gets float32
-// variables (master weights; autocast casts them for the operator).
 // The fast layout without user tuning: whether conv2d computes in
 // channels-last (NHWC) memory format (conv2d_transpose stays NCHW: LibTorch
-// 1.13's CPU kernel returns NCHW whatever it is given). The rule, decided once per process:
-// on the CPU, when it computes bfloat16 natively (AVX-512 BF16 or AMX, where
+// 1.13's CPU kernel returns NCHW whatever it is given). The rule, decided
+// once per process: on the CPU, when it computes bfloat16 natively (AVX-512 BF16 or AMX, where
 // oneDNN's NHWC convolutions are the faster ones; on an AVX2 CPU NHWC
 // measured 0.87-1.0x of NCHW in fp32 and no faster in bf16, so NCHW stays);
 // on CUDA under a mixed precision (tensor cores take NHWC). TPTRAIN_CHANNELS_LAST=1
@@ -270,6 +267,9 @@ static bool channels_last(const Tower &tower, const at::Tensor &x) {
   return x.device().is_cuda() && tower.precision() != TPT_PRECISION_FP32;
 }
 
+// The dtype of a layer's variables: x's, except under a mixed precision
+// (autocast) where a bfloat16/float16 activation still gets float32
+// variables (master weights; autocast casts them for the operator).
 static c10::ScalarType variable_type(const Tower &tower, const at::Tensor &x) {
   const c10::ScalarType t = x.scalar_type();
   const bool low = t == c10::ScalarType::BFloat16 || t == c10::ScalarType::Half;
