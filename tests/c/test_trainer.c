@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -953,9 +954,11 @@ static void test_set_global_step_in_before_train(void **state) {
 /* y ~ fc(x): records the dtype of the FC layer's output, as computed under
  * the trainer's precision (autocast), and of the cost. */
 static tpt_dtype precision_fc_dtype = TPT_DTYPE_F64, precision_cost_dtype = TPT_DTYPE_F64;
-/* In the inference runners' calls: fc's output, and the output "prediction"
- * as the inferencers receive it. */
-static tpt_dtype precision_infer_fc_dtype = TPT_DTYPE_F64, precision_inferencer_dtype[2];
+/* In the inference runners' calls: fc's output (written by the data-parallel
+ * runner's towers at once, so atomic), and the output "prediction" as the
+ * inferencers receive it (on the trainer's thread). */
+static _Atomic int precision_infer_fc_dtype = TPT_DTYPE_F64;
+static tpt_dtype precision_inferencer_dtype[2];
 
 static tpt_status *precision_on_outputs(const tpt_tensor *const *outputs, size_t n, int64_t rows, void *ud) {
   (void)n, (void)rows;
@@ -987,7 +990,9 @@ static tpt_status *precision_tower(tpt_tower *tower, const tpt_tensor *const *in
   if (!st) st = tpt_tower_is_training(&training, tower);
   if (!st && !building && training) st = tpt_tensor_dtype(&precision_fc_dtype, p);
   if (!st && !building && training) st = tpt_tensor_dtype(&precision_cost_dtype, cost);
-  if (!st && !training) st = tpt_tensor_dtype(&precision_infer_fc_dtype, p);
+  tpt_dtype infer_dtype = TPT_DTYPE_F64;
+  if (!st && !training) st = tpt_tensor_dtype(&infer_dtype, p);
+  if (!st && !training) atomic_store(&precision_infer_fc_dtype, (int)infer_dtype);
   if (!st) st = tpt_tower_set_output(tower, "prediction", p);
   if (!st) st = tpt_tower_set_cost(tower, cost);
   tpt_tensor_free(p);
@@ -1036,7 +1041,8 @@ static tpt_status *precision_run(tpt_precision precision, uint32_t version) {
     tpt_dataflow_free(batches);
     ok(tpt_trainer_add_callback(t, runner));
   }
-  precision_fc_dtype = precision_cost_dtype = precision_infer_fc_dtype = TPT_DTYPE_F64;
+  precision_fc_dtype = precision_cost_dtype = TPT_DTYPE_F64;
+  atomic_store(&precision_infer_fc_dtype, (int)TPT_DTYPE_F64);
   precision_inferencer_dtype[0] = precision_inferencer_dtype[1] = TPT_DTYPE_F64;
   tpt_status *st = tpt_trainer_run(t);
   tpt_trainer_free(t);
@@ -1051,7 +1057,7 @@ static void test_precision(void **state) {
   /* float32: the layer computes in float32 */
   ok(precision_run(TPT_PRECISION_FP32, TPT_TRAINER_OPTIONS_VERSION));
   assert_int_equal(precision_fc_dtype, TPT_DTYPE_F32);
-  assert_int_equal(precision_infer_fc_dtype, TPT_DTYPE_F32);
+  assert_int_equal(atomic_load(&precision_infer_fc_dtype), TPT_DTYPE_F32);
   assert_int_equal(precision_inferencer_dtype[1], TPT_DTYPE_F32);
   /* bf16-mixed: the linear layer in bfloat16 (autocast's lower-precision
    * list), the MSE loss in float32 (its float32 list) */
@@ -1059,7 +1065,7 @@ static void test_precision(void **state) {
   assert_int_equal(precision_fc_dtype, TPT_DTYPE_BF16);
   assert_int_equal(precision_cost_dtype, TPT_DTYPE_F32);
   /* the inference runners' towers too; their inferencers get float32 */
-  assert_int_equal(precision_infer_fc_dtype, TPT_DTYPE_BF16);
+  assert_int_equal(atomic_load(&precision_infer_fc_dtype), TPT_DTYPE_BF16);
   assert_int_equal(precision_inferencer_dtype[0], TPT_DTYPE_F32);
   assert_int_equal(precision_inferencer_dtype[1], TPT_DTYPE_F32);
   /* a version 4 struct ends before precision: float32, whatever follows it */
