@@ -153,9 +153,11 @@ def cnn_run(kind, x, y, params, env=None):
 
 
 def cnn_data():
+    """The CNN's images, labels and initial values (seed 11)."""
     torch.manual_seed(11)
     torch.set_num_threads(1)
     x = torch.randn(CNN_N, 1, 8, 8)
+    # three classes: which quadrant (top-left, bottom-right, top-right) has the largest sum
     quads = torch.stack([x[:, 0, :4, :4].sum((1, 2)), x[:, 0, 4:, 4:].sum((1, 2)), x[:, 0, :4, 4:].sum((1, 2))], 1)
     params = [torch.randn(4, 1, 3, 3) * 0.3, torch.randn(4) * 0.1, 1 + 0.1 * torch.randn(4), 0.1 * torch.randn(4),
               torch.randn(3, 64) * 0.1, torch.randn(3) * 0.1]
@@ -223,35 +225,14 @@ def cnn_channels_last(kind):
 
 
 def cnn_parity(kind):
-    torch.manual_seed(11)
-    torch.set_num_threads(1)
-    x = torch.randn(CNN_N, 1, 8, 8)
-    # three classes: which quadrant (top-left, bottom-right, top-right) has the largest sum
-    quads = torch.stack([x[:, 0, :4, :4].sum((1, 2)), x[:, 0, 4:, 4:].sum((1, 2)), x[:, 0, :4, 4:].sum((1, 2))], 1)
-    y = quads.argmax(1)
-    params = [torch.randn(4, 1, 3, 3) * 0.3, torch.randn(4) * 0.1, 1 + 0.1 * torch.randn(4), 0.1 * torch.randn(4),
-              torch.randn(3, 64) * 0.1, torch.randn(3) * 0.1]
-    with tempfile.TemporaryDirectory() as d:
-        write(os.path.join(d, "x.bin"), x)
-        write_i64(os.path.join(d, "y.bin"), y)
-        for name, t in zip(CNN_PARAMS, params):
-            write(os.path.join(d, name + ".bin"), t)
-        with open(os.path.join(d, "dims.txt"), "w") as f:
-            f.write("%d\n" % CNN_N)
-        # Adam with eps 1e-3: the conv bias before batch normalisation has a
-        # gradient of zero plus rounding noise, which Adam's default eps (1e-8)
-        # turns into full steps of either sign; one ulp of difference anywhere
-        # (with 2.6, python3-torch's Adam step and ours round differently: the
-        # MLP's losses differ by 5e-7) then moves conv_b and the moving mean
-        # by the learning rate.
-        p = subprocess.run([PROGRAM_CNN, d, "adam_eps" if kind == "adam" else kind, str(STEPS), str(CNN_BATCH)],
-                           capture_output=True, text=True,
-                           timeout=300)
-        if p.returncode != 0:
-            raise AssertionError("parity_cnn failed: " + p.stderr[-2000:])
-        got_losses = read(os.path.join(d, "losses.bin"), (STEPS,))
-        shapes = [t.shape for t in params] + [(4,), (4,)]
-        got = [read(os.path.join(d, n + ".out"), s) for n, s in zip(CNN_PARAMS + CNN_STATE, shapes)]
+    x, y, params = cnn_data()
+    # Adam with eps 1e-3: the conv bias before batch normalisation has a
+    # gradient of zero plus rounding noise, which Adam's default eps (1e-8)
+    # turns into full steps of either sign; one ulp of difference anywhere
+    # (with 2.6, python3-torch's Adam step and ours round differently: the
+    # MLP's losses differ by 5e-7) then moves conv_b and the moving mean
+    # by the learning rate.
+    got_losses, got = cnn_run("adam_eps" if kind == "adam" else kind, x, y, params)
     want_losses, want = cnn_reference(x, y, params, kind)
     dl = (got_losses - want_losses).abs().max().item()
     diffs = [(g - w).abs().max().item() for g, w in zip(got, want)]
