@@ -215,3 +215,17 @@ func noNUL(who, what, s string) error {
 	}
 	return nil
 }
+
+// cStrings copies strs into C memory; the caller frees them with the
+// function returned. (A Go slice of C pointers may be passed to C.)
+func cStrings(strs []string) ([]*C.char, func()) {
+	cs := make([]*C.char, len(strs))
+	for i, s := range strs {
+		cs[i] = C.CString(s)
+	}
+	return cs, func() {
+		for _, p := range cs {
+			C.free(unsafe.Pointer(p))
+		}
+	}
+}

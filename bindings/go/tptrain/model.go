@@ -275,17 +275,8 @@ func (m *Model) Infer(inputs []*Tensor, names []string) ([]*Tensor, error) {
 		return nil, err
 	}
 	defer unlock()
-	// Go memory holding C pointers only: the library reads them during the
-	// call.
-	cnames := make([]*C.char, len(names))
-	for i, n := range names {
-		cnames[i] = C.CString(n)
-	}
-	defer func() {
-		for _, p := range cnames {
-			C.free(unsafe.Pointer(p))
-		}
-	}()
+	cnames, free := cStrings(names) // the library reads them during the call
+	defer free()
 	outs := make([]*C.tpt_tensor, len(names))
 	var outp, inp **C.tpt_tensor
 	var namep **C.char

@@ -818,16 +818,8 @@ func (t *Trainer) SetTrainOps(names ...string) error {
 		return err
 	}
 	defer t.mu.Unlock()
-	// Go memory holding C pointers only: the library copies the names.
-	cnames := make([]*C.char, len(names))
-	for i, n := range names {
-		cnames[i] = C.CString(n)
-	}
-	defer func() {
-		for _, p := range cnames {
-			C.free(unsafe.Pointer(p))
-		}
-	}()
+	cnames, free := cStrings(names) // the library reads them during the call
+	defer free()
 	err = statusError(C.tpt_trainer_set_train_ops(ptr, &cnames[0], C.size_t(len(cnames))))
 	var e *Error
 	if errors.As(err, &e) {

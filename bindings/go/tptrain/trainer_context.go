@@ -331,17 +331,8 @@ func (c *Context) runTrainOps(who string, names []string, hooked bool) error {
 			return err
 		}
 	}
-	// Go memory holding C pointers only: the library reads them during the
-	// call.
-	cnames := make([]*C.char, len(names))
-	for i, n := range names {
-		cnames[i] = C.CString(n)
-	}
-	defer func() {
-		for _, p := range cnames {
-			C.free(unsafe.Pointer(p))
-		}
-	}()
+	cnames, free := cStrings(names) // the library reads them during the call
+	defer free()
 	wasPanicking := c.panicking
 	st := C.tpt_trainer_run_train_ops(c.ptr, &cnames[0], C.size_t(len(cnames)), cBool(hooked))
 	if c.panicking && !wasPanicking { // a callback's panic: out of here, as HookedStep

@@ -155,17 +155,7 @@ impl<'m, 'a> TrainConfig<'m, 'a> {
     /// A config of `model` fed by `input`, with default options, no
     /// callbacks, no monitors, no init hook, no towers and no job.
     pub fn new(model: &'m Model<'a>, input: Input<'a>) -> TrainConfig<'m, 'a> {
-        TrainConfig {
-            options: None,
-            model,
-            input: Some(input),
-            dataflow: None,
-            callbacks: Vec::new(),
-            monitors: Vec::new(),
-            init: None,
-            towers: None,
-            distributed: None,
-        }
+        TrainConfig { input: Some(input), ..TrainConfig::new_empty(model) }
     }
 
     /// A config of `model` fed by `dataflow`, a dataflow of batches in
@@ -173,7 +163,7 @@ impl<'m, 'a> TrainConfig<'m, 'a> {
     /// the default steps_per_epoch), with default options, no callbacks, no
     /// monitors, no init hook, no towers and no job.
     pub fn from_dataflow(model: &'m Model<'a>, dataflow: &'m DataFlow<'a>) -> TrainConfig<'m, 'a> {
-        TrainConfig { dataflow: Some(dataflow), input: None, ..TrainConfig::new_empty(model) }
+        TrainConfig { dataflow: Some(dataflow), ..TrainConfig::new_empty(model) }
     }
 
     fn new_empty(model: &'m Model<'a>) -> TrainConfig<'m, 'a> {
