@@ -68,12 +68,41 @@ typedef enum tpt_precision {
                                    normalisations in float32 (LibTorch's per-operator
                                    policy); CPU and CUDA towers */
   TPT_PRECISION_FP16_MIXED = 2, /* autocast to float16 with dynamic loss scaling
-                                   (GradScaler's rules); CUDA towers only */
+                                   (tpt_loss_scaling); CUDA towers only */
   TPT_PRECISION_FORCE32 = 0x7fffffff
 } tpt_precision;
 
+/* Whether gradients are computed from a scaled cost (tpt_loss_scaling.mode). */
+typedef enum tpt_loss_scaling_mode {
+  TPT_LOSS_SCALING_AUTO = 0, /* on with TPT_PRECISION_FP16_MIXED, off otherwise (default) */
+  TPT_LOSS_SCALING_ON = 1,   /* on in every precision (float32 and bfloat16 need none) */
+  TPT_LOSS_SCALING_OFF = 2,  /* off, also in fp16-mixed (gradients may underflow) */
+  TPT_LOSS_SCALING_FORCE32 = 0x7fffffff
+} tpt_loss_scaling_mode;
+
+/* Dynamic loss scaling, with the rules and defaults of PyTorch's
+ * torch.amp.GradScaler: every step's cost is multiplied by the scale before
+ * the backward pass and the gradients are divided by it before the update
+ * (before gradient clipping and the other processors). An update whose
+ * gradients are not all finite is skipped (the variables and the optimizer's
+ * state do not change; the global step goes on) and the scale is multiplied
+ * by backoff_factor; after growth_interval updates in a row without one it is
+ * multiplied by growth_factor. Towers and the processes of a job see the same
+ * reduced gradients and skip together; the async strategy skips every tower's
+ * update of a step when one overflowed; each train op skips on its own
+ * gradients. The scale is in checkpoints, the step output "loss_scale" and
+ * the scalars "loss_scale" and "skipped_updates" (per epoch). */
+typedef struct tpt_loss_scaling {
+  tpt_loss_scaling_mode mode; /* default TPT_LOSS_SCALING_AUTO */
+  double init_scale;          /* > 0 and finite; default 65536 (2^16) */
+  double growth_factor;       /* > 1; default 2 */
+  double backoff_factor;      /* in (0, 1); default 0.5 */
+  int64_t growth_interval;    /* >= 1; default 2000 */
+} tpt_loss_scaling;
+#define TPT_LOSS_SCALING_INIT { TPT_LOSS_SCALING_AUTO, 65536.0, 2.0, 0.5, 2000 }
+
 /* Options of a trainer. Initialise with TPT_TRAINER_OPTIONS_INIT. */
-#define TPT_TRAINER_OPTIONS_VERSION 5
+#define TPT_TRAINER_OPTIONS_VERSION 6
 typedef struct tpt_trainer_options {
   uint32_t version;            /* TPT_TRAINER_OPTIONS_VERSION */
   int32_t is_chief;            /* nonzero (default): chief-only callbacks are kept */
@@ -116,10 +145,12 @@ typedef struct tpt_trainer_options {
   /* version 5: */
   tpt_precision precision;     /* the tower functions' arithmetic in training and in the
                                   inference runners (default TPT_PRECISION_FP32) */
+  /* version 6: */
+  tpt_loss_scaling loss_scaling; /* default TPT_LOSS_SCALING_INIT: on for fp16-mixed */
 } tpt_trainer_options;
 #define TPT_TRAINER_OPTIONS_INIT \
   { TPT_TRAINER_OPTIONS_VERSION, 1, 1, 99999999, -1, NULL, TPT_LOGDIR_REFUSE, \
-    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0, 0, 0, TPT_PRECISION_FP32 }
+    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0, 0, 0, TPT_PRECISION_FP32, TPT_LOSS_SCALING_INIT }
 
 /* Creates a trainer. `options` may be NULL (defaults; steps_per_epoch must then
  * be given before run through a later section's input). The strings in

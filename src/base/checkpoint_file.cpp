@@ -16,9 +16,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -270,6 +272,15 @@ GenericDict to_dict(const Checkpoint &ck) {
   if (ck.rng_cpu.defined()) rng.insert("cpu", ck.rng_cpu);
   if (ck.tower_seed) rng.insert("tower_seed", *ck.tower_seed);
   d.insert("rng", rng);
+  if (ck.loss_scaler) {  // GradScaler.state_dict()'s keys: it loads into a torch.amp.GradScaler
+    GenericDict ls = any_dict();
+    ls.insert("scale", ck.loss_scaler->scale);
+    ls.insert("growth_factor", ck.loss_scaler->growth_factor);
+    ls.insert("backoff_factor", ck.loss_scaler->backoff_factor);
+    ls.insert("growth_interval", ck.loss_scaler->growth_interval);
+    ls.insert("_growth_tracker", ck.loss_scaler->growth_tracker);
+    d.insert("loss_scaler", ls);
+  }
   return d;
 }
 
@@ -472,6 +483,28 @@ Checkpoint decode(std::vector<char> file, const std::string &what) {
       if (!why.empty()) r.bad("rng.cpu", why);
     }
     if (const Value *seed = r.find(rng, "tower_seed")) ck.tower_seed = r.int_(*seed, "rng.tower_seed", INT64_MIN, INT64_MAX);
+  }
+  if (const Value *v = r.find(d, "loss_scaler")) {
+    Fields ls = r.dict(*v, "loss_scaler");
+    LossScaleState s;
+    auto number = [&](const char *key) {
+      const std::string f = std::string("loss_scaler.") + key;
+      return r.number(r.get(ls, f, key), f);
+    };
+    s.scale = number("scale");
+    if (!(s.scale > 0 && s.scale <= std::numeric_limits<float>::max()))
+      r.bad("loss_scaler.scale", "is " + std::to_string(s.scale) + "; a scale is a positive, finite float32");
+    s.growth_factor = number("growth_factor");
+    if (!(s.growth_factor > 1 && std::isfinite(s.growth_factor)))
+      r.bad("loss_scaler.growth_factor", "is " + std::to_string(s.growth_factor) + ", not a finite number > 1");
+    s.backoff_factor = number("backoff_factor");
+    if (!(s.backoff_factor > 0 && s.backoff_factor < 1))
+      r.bad("loss_scaler.backoff_factor", "is " + std::to_string(s.backoff_factor) + ", outside (0, 1)");
+    s.growth_interval =
+        r.int_(r.get(ls, "loss_scaler.growth_interval", "growth_interval"), "loss_scaler.growth_interval", 1, kMaxCount);
+    s.growth_tracker = r.int_(r.get(ls, "loss_scaler._growth_tracker", "_growth_tracker"),
+                              "loss_scaler._growth_tracker", 0, s.growth_interval - 1);
+    ck.loss_scaler = s;
   }
   return ck;
 }

@@ -29,6 +29,13 @@ struct MovingSummaryState {
   int64_t count = 0;
 };
 
+// Dynamic loss scaling's state (train/loss_scale.hpp), with the keys of
+// PyTorch's GradScaler.state_dict().
+struct LossScaleState {
+  double scale = 65536, growth_factor = 2, backoff_factor = 0.5;
+  int64_t growth_interval = 2000, growth_tracker = 0;
+};
+
 struct Checkpoint {
   std::string source;  // "checkpoint <path>": for messages
   int64_t global_step = 0;
@@ -49,6 +56,7 @@ struct Checkpoint {
   // (each tower's draws of a step follow from it, the rank, the tower and
   // the step); none: another strategy.
   std::optional<int64_t> tower_seed;
+  std::optional<LossScaleState> loss_scaler;                   // none: no loss scaling
 };
 
 // The file's bytes, and back. decode validates every field against the

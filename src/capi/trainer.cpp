@@ -223,6 +223,8 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
       std::memcpy(&o, options, offsetof(tpt_trainer_options, stop_on_signals));
     else if (options->version == 4)  // version 4 ends before precision
       std::memcpy(&o, options, offsetof(tpt_trainer_options, precision));
+    else if (options->version == 5)  // version 5 ends before loss_scaling
+      std::memcpy(&o, options, offsetof(tpt_trainer_options, loss_scaling));
     else
       o = *options;
   }
@@ -232,6 +234,22 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
   if (o.precision < TPT_PRECISION_FP32 || o.precision > TPT_PRECISION_FP16_MIXED)
     tpt::invalid_argument("options->precision " + std::to_string(static_cast<int>(o.precision)) +
                           " is not a tpt_precision (TPT_PRECISION_FP32, _BF16_MIXED or _FP16_MIXED)");
+  const tpt_loss_scaling &ls = o.loss_scaling;
+  if (ls.mode < TPT_LOSS_SCALING_AUTO || ls.mode > TPT_LOSS_SCALING_OFF)
+    tpt::invalid_argument("options->loss_scaling.mode " + std::to_string(static_cast<int>(ls.mode)) +
+                          " is not a tpt_loss_scaling_mode (TPT_LOSS_SCALING_AUTO, _ON or _OFF)");
+  if (!(ls.init_scale > 0 && ls.init_scale <= 3.4028234663852886e38))
+    tpt::invalid_argument("options->loss_scaling.init_scale must be > 0 and a finite float32, got " +
+                          std::to_string(ls.init_scale));
+  if (!(ls.growth_factor > 1 && std::isfinite(ls.growth_factor)))
+    tpt::invalid_argument("options->loss_scaling.growth_factor must be a finite number > 1, got " +
+                          std::to_string(ls.growth_factor));
+  if (!(ls.backoff_factor > 0 && ls.backoff_factor < 1))
+    tpt::invalid_argument("options->loss_scaling.backoff_factor must be in (0, 1), got " +
+                          std::to_string(ls.backoff_factor));
+  if (ls.growth_interval < 1)
+    tpt::invalid_argument("options->loss_scaling.growth_interval must be >= 1, got " +
+                          std::to_string(ls.growth_interval));
   if (o.scalar_history < 0)
     tpt::invalid_argument("options->scalar_history must be >= 0 (0 keeps all), got " +
                           std::to_string(o.scalar_history));
@@ -268,6 +286,7 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
   c.auto_resume = o.auto_resume != 0;
   c.stop_on_signals = o.stop_on_signals;
   c.precision = o.precision;
+  c.loss_scaling = o.loss_scaling;
   return c;
 }
 

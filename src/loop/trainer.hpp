@@ -41,6 +41,7 @@ struct TrainerConfig {
   bool auto_resume = false;      // resume from the log directory's latest checkpoint, if any
   int stop_on_signals = 0;       // 1: SIGTERM/SIGINT stop gracefully; 0: when TPTRAIN_STOP_ON_SIGNALS=1; -1: never
   tpt_precision precision = TPT_PRECISION_FP32;  // the tower functions' arithmetic (autocast)
+  tpt_loss_scaling loss_scaling = TPT_LOSS_SCALING_INIT;  // train/loss_scale.hpp
 };
 
 // Where a callback sits in the order of every event (tensorpack's order).

@@ -118,7 +118,7 @@ void Optimizer::push_options() {
   }
 }
 
-bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
+Optimizer::Update Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step, LossScaled scaled) {
   if (!opt_) {
     for (const auto &v : vars)
       if (v.trainable) params_list_.push_back(v.value);
@@ -127,9 +127,25 @@ bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
   }
   const std::vector<at::Tensor> &params = params_list_;
   int64_t accumulate = processing_.accumulate_steps;
-  if (++micro_steps_ < accumulate) return false;
+  if (++micro_steps_ < accumulate) return Update::Accumulated;
   micro_steps_ = 0;
   at::NoGradGuard no_grad;
+  if (scaled != LossScaled::No) {
+    bool finite = scaled == LossScaled::Yes;
+    if (finite) {  // every gradient at once: one synchronisation
+      at::Tensor all;
+      for (const auto &v : vars) {
+        if (!v.trainable || !v.value.grad().defined()) continue;
+        at::Tensor f = v.value.grad().isfinite().all();
+        all = all.defined() ? all.logical_and(f) : f;
+      }
+      finite = !all.defined() || all.item<bool>();
+    }
+    if (!finite) {
+      opt_->zero_grad();
+      return Update::Skipped;
+    }
+  }
   bool check = processing_.check_numerics >= 2;  // 1 checks the cost only (the strategy does that)
   double clip_value = processing_.clip_value;
   at::Tensor total;  // the sum of every gradient: finite iff they all are (one sync, not one per variable)
@@ -160,7 +176,7 @@ bool Optimizer::apply(const std::vector<Variable> &vars, int64_t global_step) {
   }
   opt_->step();
   opt_->zero_grad();
-  return true;
+  return Update::Applied;
 }
 
 namespace {

@@ -49,10 +49,22 @@ class Optimizer {
   // changed main's); cheap when nothing changed.
   void follow(const Optimizer &main);
 
+  // How an update treats gradients that are not all finite.
+  enum class LossScaled {
+    No,          // check_numerics decides (2: an error naming the variable)
+    Yes,         // dynamic loss scaling (train/loss_scale.hpp): the update is skipped
+    Overflowed,  // ... and another part of the step overflowed (an async tower): skipped anyway
+  };
+  // What an apply call did: added to the gradients of an update to come
+  // (accumulate_steps), applied the update, or skipped it (its gradients
+  // cleared; the variables and the optimizer's state unchanged).
+  enum class Update { Accumulated, Applied, Skipped };
   // After the cost's backward pass: process the gradients of `vars` (the
   // trainable variables) and, every accumulate_steps calls, apply the update
-  // and clear the gradients. Returns whether an update was applied.
-  bool apply(const std::vector<Variable> &vars, int64_t global_step);
+  // and clear the gradients. Under loss scaling the gradients arrive
+  // unscaled, and an update whose accumulated gradients are not all finite
+  // is skipped (checked before any processor, as GradScaler's step).
+  Update apply(const std::vector<Variable> &vars, int64_t global_step, LossScaled scaled = LossScaled::No);
 
   // For checkpoints: the hyper-parameters, and per trainable variable of
   // `vars` (named by it) its slots, its step and a pending accumulated

@@ -22,15 +22,24 @@ class Async final : public MultiTower {
   void update(Trainer &t, std::vector<TowerResult> &results) override {
     const auto &vars = trainables_[0];
     const double scale = 1.0 / towers();
+    // Loss scaling: one decision for the step; when a tower's gradients
+    // overflowed, every tower's update is skipped.
+    model::Optimizer::LossScaled scaled = scaler_.mode();
+    if (scaler_.on()) {
+      std::vector<at::Tensor> all;
+      for (const auto &r : results) all.insert(all.end(), r.grads.begin(), r.grads.end());
+      if (!LossScaler::all_finite(all)) scaled = model::Optimizer::LossScaled::Overflowed;
+    }
     for (auto &r : results) {
       for (size_t i = 0; i < vars.size() && i < r.grads.size(); ++i) {
         if (!r.grads[i].defined()) continue;
+        scaler_.unscale(r.grads[i]);
         if (scale != 1.0) r.grads[i].mul_(scale);
         // A tower on another device hands its gradients to the variables' device.
         const at::Tensor &v = vars[i].value;
         add_grad(v, r.grads[i].device() == v.device() ? r.grads[i] : r.grads[i].to(v.device()));
       }
-      model_->optimizer()->apply(all_[0], t.global_step());
+      scaler_.record(model_->optimizer()->apply(all_[0], t.global_step(), scaled));
     }
   }
 };

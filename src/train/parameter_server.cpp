@@ -22,7 +22,7 @@ class ParameterServer final : public MultiTower {
     on_towers([&](int k) {  // the average is in the buckets already
       for (size_t i = static_cast<size_t>(k); i < n; i += step) add_grad(vars[i].value, reduced(i));
     });
-    model_->optimizer()->apply(all_[0], t.global_step());
+    scaler_.record(model_->optimizer()->apply(all_[0], t.global_step(), scaler_.mode()));
   }
 };
 

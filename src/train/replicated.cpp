@@ -56,6 +56,8 @@ class Replicated final : public MultiTower {
     for (size_t i = 0; i < n; ++i) g_[i] = reduced(i);
     model::Optimizer &main = *model_->optimizer();
     for (int k = 1; k < towers(); ++k) optimizers_[static_cast<size_t>(k - 1)]->follow(main);
+    // Every replica checks the same reduced gradients: they skip together.
+    model::Optimizer::Update first = model::Optimizer::Update::Accumulated;
     on_towers([&](int k) {
       at::NoGradGuard no_grad;
       model::Optimizer &opt = k == 0 ? main : *optimizers_[static_cast<size_t>(k - 1)];
@@ -67,8 +69,10 @@ class Replicated final : public MultiTower {
         if (grad.defined()) grad.add_(g_[i]);
         else grad = g_[i].clone();
       }
-      opt.apply(all_[static_cast<size_t>(k)], step);
+      const model::Optimizer::Update u = opt.apply(all_[static_cast<size_t>(k)], step, scaler_.mode());
+      if (k == 0) first = u;
     });
+    scaler_.record(first);
     g_.clear();
   }
 

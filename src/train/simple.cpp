@@ -60,9 +60,26 @@ class Simple final : public SingleCost {
       fail(TPT_ERR_BACKEND, "the cost is " + std::to_string(cost_) + " at global_step " + std::to_string(t.global_step()));
     if (!cost.requires_grad())
       fail(TPT_ERR_STATE, "the cost does not depend on any trainable variable (nothing to train)");
-    cost.backward();
-    opt.apply(vars_, t.global_step());
+    if (!scaler_.on()) {
+      cost.backward();
+      opt.apply(vars_, t.global_step());
+    } else {
+      // The scaled cost's gradients, unscaled before they join the
+      // gradients an accumulated update has gathered so far.
+      std::vector<at::Tensor> leaves;
+      for (const auto &v : vars_)
+        if (v.trainable) leaves.push_back(v.value);
+      std::vector<at::Tensor> grads = torch::autograd::grad({scaler_.scaled(cost)}, leaves, {}, /*retain_graph=*/false,
+                                                            /*create_graph=*/false, /*allow_unused=*/true);
+      {
+        at::NoGradGuard no_grad;
+        scaler_.unscale(grads);
+        for (size_t i = 0; i < leaves.size(); ++i) add_grad(leaves[i], grads[i]);
+      }
+      scaler_.record(opt.apply(vars_, t.global_step(), scaler_.mode()));
+    }
     publish_step(t, &cost_, tower.outputs());
+    scaler_.end_step(t, /*hooked=*/true);
   }
 
   static void ops_step(Trainer &t, void *self) { static_cast<Simple *>(self)->ops_body(t, true); }
@@ -85,16 +102,21 @@ class Simple final : public SingleCost {
       const at::Tensor &c = op_cost(tower, r, t.global_step(), &value, &cost_name);
       std::vector<at::Tensor> inputs;
       for (const auto &v : r.vars) inputs.push_back(v.value);
-      grads[i] = torch::autograd::grad({c}, inputs, {}, /*retain_graph=*/i + 1 < selected_.size(),
+      grads[i] = torch::autograd::grad({scaler_.scaled(c)}, inputs, {}, /*retain_graph=*/i + 1 < selected_.size(),
                                        /*create_graph=*/false, /*allow_unused=*/true);
       costs.emplace_back(cost_name, value);
     }
     for (size_t i = 0; i < selected_.size(); ++i) {
       OpRun &r = *selected_[i];
       if (r.replica) r.opt->follow(*model_->optimizer());
-      for (size_t j = 0; j < r.vars.size(); ++j) add_grad(r.vars[j].value, grads[i][j]);
-      r.opt->apply(r.vars, t.global_step());
+      {
+        at::NoGradGuard no_grad;
+        scaler_.unscale(grads[i]);
+        for (size_t j = 0; j < r.vars.size(); ++j) add_grad(r.vars[j].value, grads[i][j]);
+      }
+      scaler_.record(r.opt->apply(r.vars, t.global_step(), scaler_.mode()));  // each op decides on its own gradients
     }
+    scaler_.end_step(t, hooked);
     if (!hooked) return;
     const double *cost = nullptr;  // the first op's cost named "cost" (the tower's), as the towers' run_ops
     for (const auto &[name, value] : costs)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/model.hpp"
+#include "train/loss_scale.hpp"
 #include "train/input.hpp"
 #include "train/strategy.hpp"
 #include "train/train_ops.hpp"
@@ -22,6 +23,7 @@ class SingleCost : public Strategy {
   void save(Checkpoint &ck) override;
   void before_train(Trainer &) override { input_->before_train(); }
   void after_train(Trainer &) override { input_->after_train(); }
+  void after_epoch(Trainer &t) override { scaler_.after_epoch(t); }
 
  protected:
   SingleCost(std::shared_ptr<model::Model> model, std::unique_ptr<input::Input> input)
@@ -40,6 +42,7 @@ class SingleCost : public Strategy {
   std::vector<OpRun> ops_;
   std::vector<OpRun *> selected_;      // the running run_ops' ops
   tpt_precision precision_ = TPT_PRECISION_FP32;  // the trainer's, for every tower call
+  LossScaler scaler_;                               // the trainer's loss scaling
 };
 
 }  // namespace tpt::parallel

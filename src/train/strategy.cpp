@@ -11,6 +11,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -60,13 +61,20 @@ void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy) {
 const Checkpoint *SingleCost::setup_model(Trainer &t, bool cpu_towers) {
   if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
   precision_ = t.config().precision;
-  if (precision_ == TPT_PRECISION_FP16_MIXED)
+  if (precision_ == TPT_PRECISION_FP16_MIXED && cpu_towers)
     fail(TPT_ERR_UNSUPPORTED,
-         "precision fp16-mixed (float16 autocast with dynamic loss scaling) is for CUDA towers, and this build "
-         "has no loss scaler yet; precision bf16-mixed needs none and runs on the CPU and CUDA");
+         "precision fp16-mixed (float16 autocast with dynamic loss scaling) is for CUDA towers, and a tower "
+         "computes on the CPU, whose autocast is bfloat16: use precision bf16-mixed there");
+  scaler_.configure(t.config().loss_scaling, precision_);
   if (precision_ != TPT_PRECISION_FP32)
     t.log().info(std::string("Precision ") + precision_name(precision_) +
                  ": the tower functions run under autocast; variables, gradients and the optimizer stay float32");
+  if (scaler_.on()) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%g", static_cast<double>(scaler_.scale()));
+    t.log().info(std::string("Loss scaling: dynamic, from ") + scale +
+                 " (an update whose gradients overflow is skipped and the scale backs off)");
+  }
   if (precision_ == TPT_PRECISION_BF16_MIXED && cpu_towers && !cpu_has_native_bf16())
     t.log().warn(
         "Precision bf16-mixed on a CPU without AVX-512 BF16 or AMX: LibTorch emulates bfloat16 here, and a step "
@@ -82,6 +90,7 @@ const Checkpoint *SingleCost::setup_model(Trainer &t, bool cpu_towers) {
     check_train_ops(*ck, ops_);
     restore_checked(*ck, vars_, *input_, *model_->optimizer());
     restore_train_ops(*ck, ops_);
+    scaler_.restore(*ck, t);
   }
   return ck;
 }
@@ -89,6 +98,7 @@ const Checkpoint *SingleCost::setup_model(Trainer &t, bool cpu_towers) {
 void SingleCost::save(Checkpoint &ck) {
   save_checked(ck, vars_, *input_, *model_->optimizer());
   save_train_ops(ck, ops_);
+  scaler_.save(ck);
 }
 
 void Strategy::run_ops(Trainer &, const std::vector<std::string> &, bool) {

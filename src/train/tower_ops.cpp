@@ -83,9 +83,12 @@ void MultiTower::ops_body(Trainer &t, bool hooked) {
         g[i][j] = std::move(sum);
       }
       if (o_.world) reduce_op_across(g[i], r);
+      scaler_.unscale(g[i]);
     }
   }
-  for (size_t i = 0; i < m; ++i) apply_op(t, static_cast<size_t>(selected_[i] - ops_.data()), g[i]);
+  // Each op decides on its own gradients (the same in every tower and process).
+  for (size_t i = 0; i < m; ++i) scaler_.record(apply_op(t, static_cast<size_t>(selected_[i] - ops_.data()), g[i]));
+  scaler_.end_step(t, hooked);
   if (hooked)
     publish_towers(t, [m](const TowerResult &r) -> const double * {
       for (size_t i = 0; i < m; ++i)
@@ -134,16 +137,16 @@ void MultiTower::reduce_op_across(std::vector<at::Tensor> &g, const OpRun &r) {
   }
 }
 
-void MultiTower::apply_op(Trainer &t, size_t op, std::vector<at::Tensor> &g) {
+model::Optimizer::Update MultiTower::apply_op(Trainer &t, size_t op, std::vector<at::Tensor> &g) {
   OpRun &r = ops_[op];
   const int64_t step = t.global_step();
   if (r.replica) r.opt->follow(*model_->optimizer());
   if (!replicates()) {  // the parameter server: the towers share the model's variables
     for (size_t j = 0; j < r.vars.size(); ++j) add_grad(r.vars[j].value, g[j]);
-    r.opt->apply(r.vars, step);
-    return;
+    return r.opt->apply(r.vars, step, scaler_.mode());
   }
   for (auto &o : op_optimizers_[op]) o->follow(*r.opt);
+  model::Optimizer::Update first = model::Optimizer::Update::Accumulated;
   on_towers([&](int k) {
     at::NoGradGuard no_grad;
     model::Optimizer &opt = k == 0 ? *r.opt : *op_optimizers_[op][static_cast<size_t>(k - 1)];
@@ -155,8 +158,10 @@ void MultiTower::apply_op(Trainer &t, size_t op, std::vector<at::Tensor> &g) {
       if (grad.defined()) grad.add_(g[j]);
       else grad = g[j].clone();
     }
-    opt.apply(vars, step);
+    const model::Optimizer::Update u = opt.apply(vars, step, scaler_.mode());
+    if (k == 0) first = u;
   });
+  return first;
 }
 
 void MultiTower::compute_ops(int k, const std::vector<at::Tensor> &batch, TowerResult &r) {
@@ -171,7 +176,7 @@ void MultiTower::compute_ops(int k, const std::vector<at::Tensor> &batch, TowerR
       const at::Tensor &c = op_cost(tower, op, step_, &r.op_costs[i], &r.op_cost_names[i]);
       std::vector<at::Tensor> inputs;
       for (size_t j : op.index) inputs.push_back(leaves[j]);
-      r.op_grads[i] = torch::autograd::grad({c}, inputs, {}, /*retain_graph=*/i + 1 < m, /*create_graph=*/false,
+      r.op_grads[i] = torch::autograd::grad({scaler_.scaled(c)}, inputs, {}, /*retain_graph=*/i + 1 < m, /*create_graph=*/false,
                                             /*allow_unused=*/true);
     }
   });

@@ -105,7 +105,8 @@ void MultiTower::broadcast_variables(bool all) {
   if (!values.empty()) o_.world->broadcast(values, 0);
 }
 
-void MultiTower::after_epoch(Trainer &) {
+void MultiTower::after_epoch(Trainer &t) {
+  SingleCost::after_epoch(t);
   if (o_.world) broadcast_variables(/*all=*/false);  // HorovodTrainer: rank 0's statistics
   resync(/*all=*/false);
 }
@@ -198,10 +199,15 @@ void MultiTower::train_step(Trainer &t) {
       for (size_t b = static_cast<size_t>(k); b < buckets_.size(); b += static_cast<size_t>(n)) reduce_bucket(*buckets_[b]);
     });
   if (reduces() && o_.world && !(device_reduce_ && device_reduce_->spans_processes())) finish_across();
+  if (reduces() && scaler_.on()) {  // every process's and tower's sum, unscaled once
+    at::NoGradGuard no_grad;
+    for (auto &b : buckets_) scaler_.unscale(b->sum);
+  }
   update(t, results_);
   // The cost and outputs of tower 0, as tensorpack's summaries of the main
   // training tower (or averaged over the towers).
   publish_towers(t, [](const TowerResult &r) { return &r.cost; });
+  scaler_.end_step(t, /*hooked=*/true);
   for (auto &r : results_) r.grads.clear();
 }
 
@@ -310,7 +316,7 @@ void MultiTower::compute(int k, const std::vector<at::Tensor> &batch, TowerResul
       fail(TPT_ERR_STATE, "the cost does not depend on any trainable variable (nothing to train)");
     std::vector<at::Tensor> &leaves = leaves_[static_cast<size_t>(k)];
     for (auto &l : leaves) l.mutable_grad().reset();  // what a failed step left
-    torch::autograd::backward({cost}, {}, false, false, leaves);
+    torch::autograd::backward({scaler_.scaled(cost)}, {}, false, false, leaves);
     if (reduces()) {
       for (size_t i = 0; i < leaves.size(); ++i)
         if (!has_[static_cast<size_t>(k)][i]) missing(k, i);

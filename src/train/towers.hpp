@@ -26,6 +26,7 @@
 #include "base/tower_threads.hpp"
 #include "dist/device_reduce.hpp"
 #include "model/model.hpp"
+#include "model/optimizer.hpp"
 #include "train/input.hpp"
 #include "train/single_cost.hpp"
 #include "train/strategy.hpp"
@@ -154,7 +155,8 @@ class MultiTower : public SingleCost {
   void ops_body(Trainer &t, bool hooked);
   void compute_ops(int k, const std::vector<at::Tensor> &batch, TowerResult &r);
   void reduce_op_across(std::vector<at::Tensor> &g, const OpRun &r);
-  void apply_op(Trainer &t, size_t op, std::vector<at::Tensor> &g);
+  // Tower 0's update (every replica decides alike).
+  model::Optimizer::Update apply_op(Trainer &t, size_t op, std::vector<at::Tensor> &g);
   // The replicated strategy: per op, towers 1..N-1's optimizers; per op, per
   // tower, the op's variables in that tower's replica.
   std::vector<std::vector<std::shared_ptr<model::Optimizer>>> op_optimizers_;

@@ -95,7 +95,7 @@ static int abi_run(const char *lang) {
   ABI_EQ(TPT_PRECISION_FP32, 0);
   ABI_EQ(TPT_PRECISION_BF16_MIXED, 1);
   ABI_EQ(TPT_PRECISION_FP16_MIXED, 2);
-  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 5);
+  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 6);
   ABI_EQ(offsetof(tpt_trainer_options, version), 0);
   ABI_EQ(offsetof(tpt_trainer_options, is_chief), 4);
   ABI_EQ(offsetof(tpt_trainer_options, starting_epoch), 8);
@@ -112,7 +112,17 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_trainer_options, auto_resume), 72 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, stop_on_signals), 76 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, precision), 80 + sizeof(void *));
-  ABI_EQ(sizeof(tpt_trainer_options), 88 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_trainer_options, loss_scaling), 88 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_trainer_options), 128 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_loss_scaling, mode), 0);
+  ABI_EQ(offsetof(tpt_loss_scaling, init_scale), 8);
+  ABI_EQ(offsetof(tpt_loss_scaling, growth_factor), 16);
+  ABI_EQ(offsetof(tpt_loss_scaling, backoff_factor), 24);
+  ABI_EQ(offsetof(tpt_loss_scaling, growth_interval), 32);
+  ABI_EQ(sizeof(tpt_loss_scaling), 40);
+  ABI_EQ(TPT_LOSS_SCALING_AUTO, 0);
+  ABI_EQ(TPT_LOSS_SCALING_ON, 1);
+  ABI_EQ(TPT_LOSS_SCALING_OFF, 2);
   {
     tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
     ABI_EQ(o.version, TPT_TRAINER_OPTIONS_VERSION);
@@ -131,6 +141,11 @@ static int abi_run(const char *lang) {
     ABI_EQ(o.auto_resume, 0);
     ABI_EQ(o.stop_on_signals, 0);
     ABI_EQ(o.precision, TPT_PRECISION_FP32);
+    ABI_EQ(o.loss_scaling.mode, TPT_LOSS_SCALING_AUTO);
+    abi_check(o.loss_scaling.init_scale == 65536.0 && o.loss_scaling.growth_factor == 2.0 &&
+                  o.loss_scaling.backoff_factor == 0.5,
+              "TPT_LOSS_SCALING_INIT is GradScaler's defaults");
+    ABI_EQ(o.loss_scaling.growth_interval, 2000);
   }
   /* tpt_callback_desc */
   ABI_EQ(TPT_CALLBACK_DESC_VERSION, 2);

@@ -11,13 +11,14 @@
 typedef struct {
   double *values;
   size_t count, capacity;
+  const char *output; /* the scalar output recorded; NULL: "cost" */
 } cost_log;
 
 static inline tpt_status *cost_log_after_run(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *p) {
   (void)ev, (void)r;
   cost_log *log = p;
   double v = 0;
-  tpt_status *st = tpt_trainer_output_scalar(&v, t, "cost");
+  tpt_status *st = tpt_trainer_output_scalar(&v, t, log->output ? log->output : "cost");
   if (st) return st;
   if (log->count == log->capacity) {
     size_t cap = log->capacity ? 2 * log->capacity : 64;

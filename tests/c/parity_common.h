@@ -81,6 +81,10 @@ static inline tpt_arg parity_arg(const tpt_tensor *t) {
 /* The precision of parity_train's trainer (a program sets it from its
  * arguments: "sgd_bf16" trains as "sgd" under TPT_PRECISION_BF16_MIXED). */
 static tpt_precision parity_precision = TPT_PRECISION_FP32;
+/* Dynamic loss scaling in parity_train's trainer ("adam_scaled": on, with
+ * growth_interval 3); it then writes DIR/scales.bin, the step output
+ * "loss_scale" after each step. */
+static int parity_loss_scaling;
 
 /* The optimizer kind of `kind` with a "_bf16" suffix taken off (which sets
  * parity_precision); `buf` holds it. */
@@ -92,12 +96,22 @@ static inline const char *parity_kind(const char *kind, char *buf, size_t size) 
     parity_precision = TPT_PRECISION_BF16_MIXED;
     return buf;
   }
+  if (n > 7 && strcmp(kind + n - 7, "_scaled") == 0 && n - 7 < size) {
+    memcpy(buf, kind, n - 7);
+    buf[n - 7] = '\0';
+    parity_loss_scaling = 1;
+    return buf;
+  }
   return kind;
 }
 
 static inline tpt_trainer *parity_trainer(long steps) {
   tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
   o.precision = parity_precision;
+  if (parity_loss_scaling) {
+    o.loss_scaling.mode = TPT_LOSS_SCALING_ON;
+    o.loss_scaling.growth_interval = 3;
+  }
   o.steps_per_epoch = steps;
   o.max_epoch = 1;
   o.console = 0;
@@ -139,9 +153,18 @@ static inline void parity_train(const char *dir, tpt_model *model, const tpt_ten
   CHECK(tpt_input_from_tensors(&input, data, 2, batch, 0, 0));
   tpt_trainer *trainer = parity_trainer(steps);
   CHECK(tpt_trainer_set_model(trainer, model, input));
-  cost_log costs = {0};
+  cost_log costs = {0}, scales = {0};
+  scales.output = "loss_scale";
   CHECK(cost_log_attach(trainer, &costs));
+  if (parity_loss_scaling) CHECK(cost_log_attach(trainer, &scales));
   CHECK(tpt_trainer_run(trainer));
+  if (parity_loss_scaling) {
+    float *s = malloc(scales.count * sizeof(float));
+    for (size_t i = 0; i < scales.count; ++i) s[i] = (float)scales.values[i];
+    parity_write(dir, "scales.bin", s, scales.count * sizeof(float));
+    free(s);
+    free(scales.values);
+  }
   size_t count = costs.count;
   float *losses = malloc(count * sizeof(float));
   for (size_t i = 0; i < count; ++i) losses[i] = (float)costs.values[i];

@@ -40,7 +40,8 @@ int main(int argc, char **argv) {
     CHECK(tpt_model_set_variable(model, names[i], init));
     tpt_tensor_free(init);
   }
-  parity_set_optimizer(model, kind);
+  char base_kind[32];
+  parity_set_optimizer(model, parity_kind(kind, base_kind, sizeof base_kind));
   parity_train(dir, model, x, y, steps, batch);
 
   const char *outs[] = {"w1.out", "b1.out", "w2.out", "b2.out"};

@@ -16,6 +16,7 @@
 /* ---- a small model and its training */
 
 static int64_t width = 3; /* the first layer's units; another width is another model */
+static int overflow_now;   /* this step's cost is multiplied by 1e36: its scaled gradients overflow */
 
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
   (void)n, (void)ud;
@@ -24,6 +25,7 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
   if (!st) st = tpt_layer_dropout(&h, tw, h, 0.25);
   if (!st) st = tpt_layer_fc(&y, tw, "fc1", h, 1, NULL);
   if (!st) st = tpt_loss_mse(&cost, y, in[1]);
+  if (!st && overflow_now) st = tpt_op_mul_scalar(&cost, cost, 1e36);
   if (!st) st = tpt_tower_set_cost(tw, cost);
   return st;
 }
@@ -85,12 +87,24 @@ static char *path_in(const char *name) {
 
 static int stop_at = -1;
 static double val_by_epoch[8];
+static int scaling;               /* train(): loss scaling on, growth_interval 3 */
+static int64_t overflow_steps[4]; /* with it: the global steps whose cost overflows (-1: none) */
+static double scale_after[32];    /* the step output "loss_scale" after each global step */
 static tpt_status *events(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
   (void)r, (void)ud;
   int64_t gs = 0, ep = 0;
   tpt_status *st = tpt_trainer_global_step(&gs, t);
   if (!st) st = tpt_trainer_epoch_num(&ep, t);
   if (st) return st;
+  if (ev == TPT_EVENT_BEFORE_RUN) {
+    overflow_now = 0;
+    for (int i = 0; i < 4; ++i) overflow_now |= scaling && overflow_steps[i] == gs;
+    return NULL;
+  }
+  if (ev == TPT_EVENT_AFTER_RUN) {
+    overflow_now = 0;
+    return scaling && gs < 32 ? tpt_trainer_output_scalar(&scale_after[gs], t, "loss_scale") : NULL;
+  }
   if (ev == TPT_EVENT_TRIGGER_STEP && gs == stop_at) return tpt_trainer_request_stop(t);
   if (ev == TPT_EVENT_TRIGGER_EPOCH && ep < 8) return tpt_trainer_put_scalar(t, "val", val_by_epoch[ep]);
   return NULL;
@@ -104,6 +118,10 @@ static tpt_trainer *train(tpt_model *m, int64_t epochs, tpt_callback *saver, tpt
                           tpt_status **run_status) {
   tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
   o.precision = train_precision;
+  if (scaling) {
+    o.loss_scaling.mode = TPT_LOSS_SCALING_ON;
+    o.loss_scaling.growth_interval = 3;
+  }
   o.max_epoch = epochs;
   o.steps_per_epoch = 5;
   o.logdir = dir;
@@ -111,7 +129,7 @@ static tpt_trainer *train(tpt_model *m, int64_t epochs, tpt_callback *saver, tpt
   o.console = 0;
   o.progress = TPT_PROGRESS_OFF;
   tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
-  d.events = TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH;
+  d.events = TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH | TPT_EVENT_BEFORE_RUN | TPT_EVENT_AFTER_RUN;
   d.fn = events;
   d.chief_only = 0;
   d.name = "events";
@@ -221,6 +239,32 @@ static void resume_mid_epoch_equals_uninterrupted_bf16(void **state) {
   resume_equals_uninterrupted(TPT_PRECISION_FP32, w32);
   resume_equals_uninterrupted(TPT_PRECISION_BF16_MIXED, w16);
   assert_memory_not_equal(w32, w16, sizeof w16);
+}
+
+/* With dynamic loss scaling (growth_interval 3) and the gradients of
+ * global steps 0, 1 and 9 overflowing: the resumed run skips step 9's update
+ * as the uninterrupted one does and ends bit for bit equal, and its scale
+ * goes on from the checkpoint's (32768, one good step towards growth; not
+ * init_scale's 65536) at every step, as GradScaler's rules give. */
+static void resume_with_loss_scaling_equals_uninterrupted(void **state) {
+  (void)state;
+  scaling = 1;
+  const int64_t overflows[4] = {0, 1, 9, -1};
+  memcpy(overflow_steps, overflows, sizeof overflows);
+  float w[12];
+  resume_equals_uninterrupted(TPT_PRECISION_FP32, w);
+  /* the resumed run's scales (steps 6..14) over the uninterrupted run's */
+  const double expected[15] = {32768, 16384, 16384, 16384, 32768, 32768, 32768, 65536,
+                               65536, 32768, 32768, 32768, 65536, 65536, 65536};
+  for (int s = 0; s < 15; ++s)
+    if (scale_after[s + 1] != expected[s])
+      fail_msg("the loss scale after step %d is %g, GradScaler's rules give %g", s, scale_after[s + 1], expected[s]);
+  /* the skipped updates took effect: without overflows the run ends elsewhere */
+  memset(overflow_steps, 0xff, sizeof overflow_steps);
+  float plain[12];
+  resume_equals_uninterrupted(TPT_PRECISION_FP32, plain);
+  assert_memory_not_equal(w, plain, sizeof w);
+  scaling = 0;
 }
 
 static void saver_rotates_and_keeps_hourly(void **state) {
@@ -600,6 +644,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(resume_mid_epoch_equals_uninterrupted),
       cmocka_unit_test(resume_mid_epoch_equals_uninterrupted_bf16),
+      cmocka_unit_test(resume_with_loss_scaling_equals_uninterrupted),
       cmocka_unit_test(saver_rotates_and_keeps_hourly),
       cmocka_unit_test(min_and_max_savers),
       cmocka_unit_test(failed_restores_change_nothing),

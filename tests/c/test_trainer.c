@@ -2,6 +2,7 @@
  * ERROR from every point, destroy exactly once, request_stop from another
  * thread, scheduling wrappers, step outputs, scalars and monitors. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1073,13 +1074,57 @@ static void test_precision(void **state) {
   assert_int_equal(precision_fc_dtype, TPT_DTYPE_F32);
   /* fp16-mixed: refused when the run starts, naming what to use */
   expect_code(precision_run(TPT_PRECISION_FP16_MIXED, TPT_TRAINER_OPTIONS_VERSION), TPT_ERR_UNSUPPORTED,
-              "precision bf16-mixed needs none");
+              "a tower computes on the CPU, whose autocast is bfloat16: use precision bf16-mixed there");
   /* out of range */
   tpt_trainer *t = NULL;
   tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
   o.precision = (tpt_precision)3;
   expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, "options->precision 3 is not a tpt_precision");
   assert_null(t);
+}
+
+/* Every field of tpt_loss_scaling out of its range, each refused with its name. */
+static void test_loss_scaling_options(void **state) {
+  (void)state;
+  const double nan = NAN, inf = INFINITY;
+  const struct {
+    int mode;
+    double init, growth, backoff;
+    int64_t interval;
+    const char *message;
+  } cases[] = {
+      {3, 65536, 2, 0.5, 2000, "options->loss_scaling.mode 3 is not a tpt_loss_scaling_mode"},
+      {-1, 65536, 2, 0.5, 2000, "options->loss_scaling.mode -1 is not a tpt_loss_scaling_mode"},
+      {1, 0, 2, 0.5, 2000, "options->loss_scaling.init_scale must be > 0 and a finite float32"},
+      {1, nan, 2, 0.5, 2000, "options->loss_scaling.init_scale must be > 0 and a finite float32"},
+      {1, inf, 2, 0.5, 2000, "options->loss_scaling.init_scale must be > 0 and a finite float32"},
+      {1, 1e39, 2, 0.5, 2000, "options->loss_scaling.init_scale must be > 0 and a finite float32"},
+      {1, 65536, 1, 0.5, 2000, "options->loss_scaling.growth_factor must be a finite number > 1"},
+      {1, 65536, nan, 0.5, 2000, "options->loss_scaling.growth_factor must be a finite number > 1"},
+      {1, 65536, inf, 0.5, 2000, "options->loss_scaling.growth_factor must be a finite number > 1"},
+      {1, 65536, 2, 1, 2000, "options->loss_scaling.backoff_factor must be in (0, 1)"},
+      {1, 65536, 2, 0, 2000, "options->loss_scaling.backoff_factor must be in (0, 1)"},
+      {1, 65536, 2, nan, 2000, "options->loss_scaling.backoff_factor must be in (0, 1)"},
+      {1, 65536, 2, 0.5, 0, "options->loss_scaling.growth_interval must be >= 1, got 0"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    tpt_trainer *t = NULL;
+    tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+    o.loss_scaling.mode = (tpt_loss_scaling_mode)cases[i].mode;
+    o.loss_scaling.init_scale = cases[i].init;
+    o.loss_scaling.growth_factor = cases[i].growth;
+    o.loss_scaling.backoff_factor = cases[i].backoff;
+    o.loss_scaling.growth_interval = cases[i].interval;
+    expect_code(tpt_trainer_new(&t, &o), TPT_ERR_INVALID_ARGUMENT, cases[i].message);
+    assert_null(t);
+  }
+  /* a version 5 struct ends before loss_scaling: the defaults, whatever follows */
+  tpt_trainer *t = NULL;
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.version = 5;
+  o.loss_scaling.growth_interval = -7;
+  ok(tpt_trainer_new(&t, &o));
+  tpt_trainer_free(t);
 }
 
 /* ------------------------------------------------------------ options and NULL arguments */
@@ -1207,6 +1252,7 @@ int main(void) {
       cmocka_unit_test(test_set_global_step_in_before_train),
       cmocka_unit_test(test_options_validation),
       cmocka_unit_test(test_precision),
+      cmocka_unit_test(test_loss_scaling_options),
       cmocka_unit_test(test_null_arguments),
   };
   return cmocka_run_group_tests_name("trainer", tests, NULL, NULL);

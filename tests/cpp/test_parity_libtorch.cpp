@@ -16,6 +16,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -38,7 +40,8 @@ tpt_status *op1(tpt_tensor **out, const char *op, const tpt_arg *args, size_t n)
   return tpt_op_call(out, 1, &got, op, nullptr, args, n);
 }
 
-tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t, void *) {
+// The MLP's cost (the caller frees it).
+tpt_status *mlp(tpt_tower *tw, const tpt_tensor *const *in, tpt_tensor **cost) {
   const int64_t sw1[] = {H, D}, sb1[] = {H}, sw2[] = {1, H}, sb2[] = {1};
   tpt_tensor *w1 = nullptr, *b1 = nullptr, *w2 = nullptr, *b2 = nullptr, *h = nullptr, *a = nullptr, *p = nullptr,
              *c = nullptr;
@@ -54,8 +57,16 @@ tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t, void *) {
   if (!st) st = op1(&p, "aten::linear", l2, 3);
   tpt_arg m[] = {T(p), T(in[1])};
   if (!st) st = op1(&c, "aten::mse_loss", m, 2);
+  for (tpt_tensor *t : {w1, b1, w2, b2, h, a, p}) tpt_tensor_free(t);
+  *cost = c;
+  return st;
+}
+
+tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t, void *) {
+  tpt_tensor *c = nullptr;
+  tpt_status *st = mlp(tw, in, &c);
   if (!st) st = tpt_tower_set_cost(tw, c);
-  for (tpt_tensor *t : {w1, b1, w2, b2, h, a, p, c}) tpt_tensor_free(t);
+  tpt_tensor_free(c);
   return st;
 }
 
@@ -179,3 +190,254 @@ TEST(ParityLibTorch, MlpSgdMomentumMatchesHandWrittenLoop) { compare("sgd"); }
 TEST(ParityLibTorch, MlpAdamMatchesHandWrittenLoop) { compare("adam"); }
 
 }  // namespace
+
+// ---- Dynamic loss scaling (tpt_loss_scaling) against the same loop by hand.
+//
+// The tower multiplies its cost by 1e36 at chosen calls, so that the scaled
+// gradients overflow float32 there (the cost itself stays finite). With loss
+// scaling on, those updates are skipped: the result must equal the
+// hand-written Adam loop that leaves those updates out (no step of Adam's
+// counter, no change of its moments), fed the unscaled gradients, and the
+// scale after each step must follow GradScaler's rules (growth_interval 3).
+// Scales are powers of two, so the scaled backward pass and the unscaling
+// are exact: the parameters agree within 1e-5 as the unscaled loops above
+// (LibTorch's Adam and the formula here round differently).
+
+namespace scaled {
+
+std::set<std::pair<int, int64_t>> overflow_at;  // (tower, call): the cost times 1e36
+int64_t calls[2];                                 // each tower's training calls (its own thread)
+
+tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t, void *) {
+  int32_t building = 0, k = 0;
+  tpt_tensor *cost = nullptr, *big = nullptr;
+  tpt_status *st = tpt_tower_is_building(&building, tw);
+  if (!st) st = tpt_tower_index(&k, tw);
+  if (!st) st = mlp(tw, in, &cost);
+  if (!st && !building && overflow_at.count({k, calls[k]++})) {
+    st = tpt_op_mul_scalar(&big, cost, 1e36);
+    if (!st) st = tpt_tower_set_cost(tw, big);
+  } else if (!st) {
+    st = tpt_tower_set_cost(tw, cost);
+  }
+  tpt_tensor_free(cost);
+  tpt_tensor_free(big);
+  return st;
+}
+
+struct Setup {
+  std::set<int64_t> overflow_steps;  // the steps whose update is skipped
+  tpt_strategy strategy = TPT_STRATEGY_REPLICATED;
+  int towers = 0;  // 0: the simple trainer
+  int overflow_tower = 0;
+  int64_t accumulate = 1;
+};
+
+struct Result {
+  std::vector<double> scales;
+  std::vector<at::Tensor> params;
+};
+
+Result through_c_api(const at::Tensor &x, const at::Tensor &y, const std::vector<at::Tensor> &init, const Setup &s) {
+  Result run;
+  overflow_at.clear();
+  for (int64_t step : s.overflow_steps) overflow_at.insert({s.overflow_tower, step});
+  calls[0] = calls[1] = 0;
+  const int64_t sx[] = {-1, D}, sy[] = {-1, 1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 2}, {"y", TPT_DTYPE_F32, sy, 2}};
+  tpt_model *model = nullptr;
+  EXPECT_EQ(tpt_model_new(&model, spec, 2, tower, nullptr, nullptr), nullptr);
+  EXPECT_EQ(tpt_model_build(model), nullptr);
+  const char *names[] = {"w1", "b1", "w2", "b2"};
+  for (int i = 0; i < 4; ++i) {
+    tpt_tensor v(init[i]);
+    EXPECT_EQ(tpt_model_set_variable(model, names[i], &v), nullptr);
+  }
+  tpt_optimizer *opt = nullptr;
+  EXPECT_EQ(tpt_optimizer_new(&opt, "adam"), nullptr);
+  EXPECT_EQ(tpt_optimizer_set(opt, "learning_rate", 0.01), nullptr);
+  EXPECT_EQ(tpt_optimizer_set(opt, "accumulate_steps", static_cast<double>(s.accumulate)), nullptr);
+  EXPECT_EQ(tpt_model_set_optimizer(model, opt), nullptr);
+  tpt_optimizer_free(opt);
+  tpt_tensor tx(x), ty(y);
+  const tpt_tensor *both[] = {&tx, &ty};
+  tpt_input *input = nullptr;
+  EXPECT_EQ(tpt_input_from_tensors(&input, both, 2, s.towers ? B / s.towers : B, 0, 0), nullptr);
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.steps_per_epoch = STEPS;
+  o.max_epoch = 1;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  o.loss_scaling.mode = TPT_LOSS_SCALING_ON;
+  o.loss_scaling.growth_interval = 3;
+  tpt_trainer *t = nullptr;
+  EXPECT_EQ(tpt_trainer_new(&t, &o), nullptr);
+  if (s.towers) {
+    tpt_towers_options to = TPT_TOWERS_OPTIONS_INIT;
+    to.strategy = s.strategy;
+    to.n_towers = s.towers;
+    EXPECT_EQ(tpt_trainer_set_towers(t, model, input, &to), nullptr);
+  } else {
+    EXPECT_EQ(tpt_trainer_set_model(t, model, input), nullptr);
+  }
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_AFTER_RUN;
+  d.fn = [](tpt_trainer *tr, tpt_event, const tpt_record *, void *p) -> tpt_status * {
+    double v = 0;
+    if (tpt_status *st = tpt_trainer_output_scalar(&v, tr, "loss_scale")) return st;
+    static_cast<std::vector<double> *>(p)->push_back(v);
+    return nullptr;
+  };
+  d.user_data = &run.scales;
+  tpt_callback *cb = nullptr;
+  EXPECT_EQ(tpt_callback_new(&cb, &d), nullptr);
+  EXPECT_EQ(tpt_trainer_add_callback(t, cb), nullptr);
+  tpt_status *st = tpt_trainer_run(t);
+  EXPECT_EQ(st, nullptr) << (st ? tpt_status_message(st) : "");
+  tpt_status_free(st);
+  tpt_trainer_free(t);
+  for (const char *name : names) {
+    tpt_tensor *v = nullptr;
+    EXPECT_EQ(tpt_model_variable(&v, model, name), nullptr);
+    run.params.push_back(v->value.detach().clone());
+    tpt_tensor_free(v);
+  }
+  tpt_model_free(model);
+  return run;
+}
+
+// Adam by hand over the concatenated batches, accumulating `accumulate`
+// steps' gradients (their mean) per update; an update any of whose steps
+// overflowed is left out. The scales GradScaler's rules give, per step.
+Result by_hand(const at::Tensor &x, const at::Tensor &y, const std::vector<at::Tensor> &init, const Setup &s) {
+  Result run;
+  std::vector<at::Tensor> p, m1, m2, acc;
+  for (const auto &t : init) {
+    p.push_back(t.clone().set_requires_grad(true));
+    m1.push_back(at::zeros_like(t));
+    m2.push_back(at::zeros_like(t));
+    acc.push_back(at::zeros_like(t));
+  }
+  const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  int64_t updates = 0, tracker = 0;
+  double scale = 65536;
+  bool window_overflowed = false;
+  for (int64_t s_ = 0; s_ < STEPS; ++s_) {
+    const int64_t k = s_ % (N / B);
+    at::Tensor xb = x.narrow(0, k * B, B), yb = y.narrow(0, k * B, B);
+    at::Tensor loss = at::mse_loss(at::linear(at::relu(at::linear(xb, p[0], p[1])), p[2], p[3]), yb);
+    loss.backward();
+    window_overflowed = window_overflowed || s.overflow_steps.count(s_) > 0;
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < p.size(); ++i) {
+      acc[i].add_(p[i].grad());
+      p[i].grad().zero_();
+    }
+    if ((s_ + 1) % s.accumulate == 0) {
+      if (window_overflowed) {
+        scale *= 0.5;
+        tracker = 0;
+      } else {
+        ++updates;
+        for (size_t i = 0; i < p.size(); ++i) {
+          at::Tensor g = acc[i] / static_cast<double>(s.accumulate);
+          m1[i] = m1[i] * b1 + g * (1 - b1);
+          m2[i] = m2[i] * b2 + g * g * (1 - b2);
+          double c1 = 1 - std::pow(b1, updates), c2 = 1 - std::pow(b2, updates);
+          p[i].sub_(0.01 * (m1[i] / c1) / ((m2[i] / c2).sqrt() + eps));
+        }
+        if (++tracker == 3) {
+          scale *= 2;
+          tracker = 0;
+        }
+      }
+      for (auto &a : acc) a.zero_();
+      window_overflowed = false;
+    }
+    run.scales.push_back(scale);
+  }
+  for (const auto &t : p) run.params.push_back(t.detach());
+  return run;
+}
+
+double max_diff(const std::vector<at::Tensor> &a, const std::vector<at::Tensor> &b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, (a[i] - b[i]).abs().max().item<double>());
+  return d;
+}
+
+void compare(const Setup &s, double tolerance, const char *what) {
+  at::manual_seed(11);
+  at::Tensor x = at::randn({N, D});
+  at::Tensor y = x.narrow(1, 0, 1) * 2 - x.narrow(1, 1, 1) + at::randn({N, 1}) * 0.1;
+  std::vector<at::Tensor> init = {at::randn({H, D}) * 0.3, at::randn({H}) * 0.1, at::randn({1, H}) * 0.3,
+                                  at::randn({1}) * 0.1};
+  Result a = through_c_api(x, y, init, s), b = by_hand(x, y, init, s);
+  ASSERT_EQ(a.scales, b.scales) << what;
+  const double d = max_diff(a.params, b.params);
+  EXPECT_LE(d, tolerance) << what;
+  // Not an accident: treating the overflowed steps' updates as ordinary
+  // zero-gradient steps, or not skipping them, ends elsewhere.
+  Setup none = s;
+  none.overflow_steps.clear();
+  const double moved = max_diff(by_hand(x, y, init, none).params, b.params);
+  EXPECT_GT(moved, 10 * tolerance) << what;
+  std::printf("# %s: the scale as GradScaler's at all %zu steps (last %g); max |param diff| %.3g (%.3g without the "
+              "skips)\n",
+              what, a.scales.size(), a.scales.back(), d, moved);
+}
+
+}  // namespace scaled
+
+TEST(ParityLibTorch, LossScalingSkipsOverflowedUpdatesSimple) {
+  scaled::Setup s;
+  s.overflow_steps = {0, 5, 6, 40, 41, 42, 120};
+  scaled::compare(s, 1e-5, "simple");
+}
+
+TEST(ParityLibTorch, LossScalingSkipsOverflowedUpdatesAccumulated) {
+  scaled::Setup s;
+  s.overflow_steps = {0, 5, 40, 41, 120};
+  s.accumulate = 2;
+  scaled::compare(s, 1e-5, "simple, accumulate_steps 2");
+}
+
+TEST(ParityLibTorch, LossScalingTowersSkipTogether) {
+  // The overflow in tower 1 only: both replicas (and the parameter server's
+  // one update) skip, and the result is one tower's on the concatenated batch.
+  for (tpt_strategy kind : {TPT_STRATEGY_REPLICATED, TPT_STRATEGY_PARAMETER_SERVER}) {
+    scaled::Setup s;
+    s.overflow_steps = {0, 5, 6, 40, 120};
+    s.towers = 2;
+    s.strategy = kind;
+    s.overflow_tower = 1;
+    scaled::compare(s, 1e-5, kind == TPT_STRATEGY_REPLICATED ? "replicated, 2 towers" : "parameter server, 2 towers");
+  }
+}
+
+TEST(ParityLibTorch, LossScalingAsyncTowersSkipTogether) {
+  // Async: each tower's update is its own, so there is no one-tower
+  // reference; an overflow in either tower must skip the step's updates of
+  // both: the same run whichever tower overflowed, and another one than
+  // without overflows.
+  at::manual_seed(11);
+  at::Tensor x = at::randn({N, D});
+  at::Tensor y = x.narrow(1, 0, 1) * 2 - x.narrow(1, 1, 1) + at::randn({N, 1}) * 0.1;
+  std::vector<at::Tensor> init = {at::randn({H, D}) * 0.3, at::randn({H}) * 0.1, at::randn({1, H}) * 0.3,
+                                  at::randn({1}) * 0.1};
+  scaled::Setup s;
+  s.overflow_steps = {3, 4, 50};
+  s.towers = 2;
+  s.strategy = TPT_STRATEGY_ASYNC;
+  s.overflow_tower = 0;
+  scaled::Result in0 = scaled::through_c_api(x, y, init, s);
+  s.overflow_tower = 1;
+  scaled::Result in1 = scaled::through_c_api(x, y, init, s);
+  s.overflow_steps.clear();
+  scaled::Result none = scaled::through_c_api(x, y, init, s);
+  EXPECT_EQ(in0.scales, in1.scales);
+  EXPECT_EQ(in0.scales[2], 131072);  // grown after 3 good steps
+  EXPECT_EQ(in0.scales[3], 65536);   // step 3 backed off, once for both towers' updates
+  EXPECT_EQ(scaled::max_diff(in0.params, in1.params), 0);
+  EXPECT_GT(scaled::max_diff(in0.params, none.params), 1e-4);
+}

@@ -242,6 +242,13 @@ def base(**change):
 DELETE = object()
 
 
+def scaler(**change):
+    """GradScaler.state_dict() of its defaults, with `change`."""
+    d = {"scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000, "_growth_tracker": 0}
+    d.update(change)
+    return d
+
+
 def ckpt(d=None, pkl=None, records=None, **kw):
     p = Pickler()
     if pkl is None:
@@ -272,6 +279,7 @@ def cases():
     # ---- valid files: read back exactly
     add("valid.ckpt", "restore", ok, ckpt())
     add("valid-resume.ckpt", "resume", ok, ckpt())
+    add("valid-loss-scaler.ckpt", "resume", ok, ckpt(base(loss_scaler=scaler(scale=1024.0, _growth_tracker=7))))
     add("valid-read-limit-0.ckpt", "read-limit", bad, ckpt(), INV, "read limit")
     wt = [W[0], W[3], W[1], W[4], W[2], W[5]]  # W stored transposed, viewed with strides (1, 2)
     add("strided-view.ckpt", "restore", ok, ckpt(base(
@@ -393,6 +401,19 @@ def cases():
         ("rng-unseeded", base(rng={"cpu": T("byte", raw=generator_state(seeded=0))}), "seeded"),
         ("summary-twice", base(moving_summaries=[{"name": "c", "decay": 0.9, "biased": 0.0, "value": 0.0, "count": 0}] * 2), "twice"),
         ("summary-decay", base(moving_summaries=[{"name": "c", "decay": 1.5, "biased": 0.0, "value": 0.0, "count": 0}]), "decay"),
+        # dynamic loss scaling's state (GradScaler.state_dict()'s keys)
+        ("loss-scale-negative", base(loss_scaler=scaler(scale=-1.0)), "loss_scaler.scale"),
+        ("loss-scale-nan", base(loss_scaler=scaler(scale=float("nan"))), "loss_scaler.scale"),
+        ("loss-scale-inf", base(loss_scaler=scaler(scale=float("inf"))), "loss_scaler.scale"),
+        ("loss-scale-past-float32", base(loss_scaler=scaler(scale=1e39)), "loss_scaler.scale"),
+        ("loss-scale-string", base(loss_scaler=scaler(scale="big")), "not a number"),
+        ("loss-scale-growth-1", base(loss_scaler=scaler(growth_factor=1.0)), "loss_scaler.growth_factor"),
+        ("loss-scale-backoff-1.5", base(loss_scaler=scaler(backoff_factor=1.5)), "loss_scaler.backoff_factor"),
+        ("loss-scale-interval-0", base(loss_scaler=scaler(growth_interval=0)), "loss_scaler.growth_interval"),
+        ("loss-scale-tracker-past", base(loss_scaler=scaler(_growth_tracker=2000)), "loss_scaler._growth_tracker"),
+        ("loss-scale-tracker-negative", base(loss_scaler=scaler(_growth_tracker=-1)), "loss_scaler._growth_tracker"),
+        ("loss-scale-missing", base(loss_scaler={"scale": 1.0}), "is missing"),
+        ("loss-scale-list", base(loss_scaler=[1.0]), "not a dict"),
         ("key-twice", None, "twice"),
         ("format-missing", base(format=DELETE), "not a tptrain checkpoint"),
     ]:

@@ -99,6 +99,72 @@ def parity(kind):
     assert dp <= tol, "parameters differ by %g" % dp
 
 
+class Skip(Exception):
+    pass
+
+
+OVERFLOW = [0, 5, 6, 40, 41, 42, 120]  # the steps whose cost is multiplied by 1e36
+
+
+def grad_scaler_parity():
+    """Adam with dynamic loss scaling (growth_interval 3) against PyTorch's own
+    torch.amp.GradScaler("cpu") (PyTorch 2.3 and later; 1.13 has a CUDA-only
+    one): the cost multiplied by 1e36 at the steps of OVERFLOW overflows the
+    scaled gradients, GradScaler skips those optimizer steps and backs off.
+    The scale after every step must be GradScaler's exactly; losses (relative)
+    and parameters within 1e-5."""
+    try:
+        scaler = torch.amp.GradScaler("cpu", init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5,
+                                      growth_interval=3)
+    except (AttributeError, TypeError, RuntimeError) as e:
+        raise Skip("torch %s has no CPU GradScaler (%s)" % (torch.__version__, e))
+    torch.manual_seed(7)
+    torch.set_num_threads(1)
+    x = torch.randn(N, D)
+    y = (x[:, :1] * 2 - x[:, 1:2] + 0.1 * torch.randn(N, 1))
+    params = [torch.randn(H, D) * 0.3, torch.randn(H) * 0.1, torch.randn(1, H) * 0.3, torch.randn(1) * 0.1]
+    with tempfile.TemporaryDirectory() as d:
+        for name, t in zip(["x", "y", "w1", "b1", "w2", "b2"], [x, y] + params):
+            write(os.path.join(d, name + ".bin"), t)
+        with open(os.path.join(d, "dims.txt"), "w") as f:
+            f.write("%d %d %d\n" % (N, D, H))
+        env = dict(os.environ, TPT_PARITY_OVERFLOW=",".join(map(str, OVERFLOW)))
+        p = subprocess.run([PROGRAM, d, "adam_scaled", str(STEPS), str(BATCH)], capture_output=True, text=True,
+                           timeout=300, env=env)
+        if p.returncode != 0:
+            raise AssertionError("parity_mlp failed: " + p.stderr[-2000:])
+        got_losses = read(os.path.join(d, "losses.bin"), (STEPS,))
+        got_scales = read(os.path.join(d, "scales.bin"), (STEPS,))
+        got = [read(os.path.join(d, n + ".out"), t.shape) for n, t in zip(["w1", "b1", "w2", "b2"], params)]
+    w1, b1, w2, b2 = [q.clone().requires_grad_(True) for q in params]
+    opt = torch.optim.Adam([w1, b1, w2, b2], lr=0.01)
+    losses, scales = [], []
+    for step in range(STEPS):
+        k = step % (N // BATCH)
+        xb, yb = x[k * BATCH:(k + 1) * BATCH], y[k * BATCH:(k + 1) * BATCH]
+        loss = torch.nn.functional.mse_loss(
+            torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(xb, w1, b1)), w2, b2), yb)
+        if step in OVERFLOW:
+            loss = loss * 1e36
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        losses.append(loss.item())
+        scales.append(scaler.get_scale())
+    want_losses = torch.tensor(losses)
+    want = [w1.detach(), b1.detach(), w2.detach(), b2.detach()]
+    bad = [(s, a, b) for s, (a, b) in enumerate(zip(got_scales.tolist(), scales)) if a != b]
+    assert not bad, "the scale differs from GradScaler's at %d steps, first (step, ours, GradScaler's) %s" % (
+        len(bad), bad[0])
+    dl = ((got_losses.double() - want_losses.double()).abs() / want_losses.double().abs().clamp(min=1)).max().item()
+    dp = max((g - w).abs().max().item() for g, w in zip(got, want))
+    print("# adam with loss scaling vs torch.amp.GradScaler: scales equal at all %d steps (last %g), "
+          "max relative loss diff %.3g, max |param diff| %.3g" % (STEPS, scales[-1], dl, dp))
+    assert dl <= TOL, "losses differ by %g" % dl
+    assert dp <= TOL, "parameters differ by %g" % dp
+
+
 CNN_PARAMS = ["conv_W", "conv_b", "bn_gamma", "bn_beta", "fc_W", "fc_b"]
 CNN_STATE = ["bn_mean_EMA", "bn_variance_EMA"]
 
@@ -251,6 +317,7 @@ def main():
              ("mlp_adam_matches_python_torch", lambda: parity("adam")),
              ("mlp_sgd_clip_grad_norm_bit_for_bit", lambda: parity("sgd_clip")),
              ("mlp_sgd_clip_by_global_norm_tf", lambda: parity("sgd_clip_tf")),
+             ("mlp_adam_loss_scaling_matches_torch_grad_scaler", grad_scaler_parity),
              ("cnn_bn_sgd_momentum", lambda: cnn_parity("sgd")),
              ("cnn_bn_adam", lambda: cnn_parity("adam")),
              ("cnn_bn_sgd_bf16_mixed_matches_torch_autocast", cnn_bf16_parity),
@@ -263,6 +330,8 @@ def main():
         try:
             fn()
             print("ok %d - %s" % (i, name))
+        except Skip as e:
+            print("ok %d - %s # SKIP %s" % (i, name, e))
         except Exception:
             failed += 1
             print("not ok %d - %s" % (i, name))

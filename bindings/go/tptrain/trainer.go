@@ -97,6 +97,58 @@ type TrainerOptions struct {
 	// and in the inference runners (tpt_precision). The zero value,
 	// PrecisionFP32, is float32 throughout.
 	Precision Precision
+	// LossScaling: dynamic loss scaling (tpt_loss_scaling). The zero value
+	// is on for PrecisionFP16Mixed, off otherwise, with GradScaler's
+	// defaults.
+	LossScaling LossScaling
+}
+
+// LossScaling is TrainerOptions.LossScaling: dynamic loss scaling with the
+// rules and defaults of PyTorch's torch.amp.GradScaler. Every step's cost is
+// multiplied by the scale before the backward pass and the gradients are
+// divided by it before the update. An update whose gradients are not all
+// finite is skipped (the variables and the optimizer's state do not change)
+// and the scale is multiplied by BackoffFactor; after GrowthInterval updates
+// in a row without one it is multiplied by GrowthFactor. Towers and
+// distributed ranks skip together. The scale is in checkpoints, in the step
+// output "loss_scale" (Context.OutputScalar) and in the scalars "loss_scale"
+// and "skipped_updates" (per epoch). A zero field takes the default.
+type LossScaling struct {
+	// Mode: LossScalingAuto (the zero value) is on for fp16-mixed only.
+	Mode LossScalingMode
+	// InitScale is the first scale (0: 65536).
+	InitScale float64
+	// GrowthFactor, > 1 (0: 2).
+	GrowthFactor float64
+	// BackoffFactor, in (0, 1) (0: 0.5).
+	BackoffFactor float64
+	// GrowthInterval, >= 1 (0: 2000).
+	GrowthInterval int64
+}
+
+// LossScalingMode is LossScaling.Mode (tpt_loss_scaling_mode).
+type LossScalingMode int
+
+const (
+	// LossScalingAuto: on with PrecisionFP16Mixed, off otherwise (the default).
+	LossScalingAuto LossScalingMode = C.TPT_LOSS_SCALING_AUTO
+	// LossScalingOn: on in every precision (float32 and bfloat16 need none).
+	LossScalingOn LossScalingMode = C.TPT_LOSS_SCALING_ON
+	// LossScalingOff: off, also in fp16-mixed (small gradients may underflow).
+	LossScalingOff LossScalingMode = C.TPT_LOSS_SCALING_OFF
+)
+
+// String returns "auto", "on" or "off".
+func (m LossScalingMode) String() string {
+	switch m {
+	case LossScalingAuto:
+		return "auto"
+	case LossScalingOn:
+		return "on"
+	case LossScalingOff:
+		return "off"
+	}
+	return "LossScalingMode(" + strconv.Itoa(int(m)) + ")"
 }
 
 // Precision is TrainerOptions.Precision: mixed precision as PyTorch's
@@ -113,9 +165,9 @@ const (
 	// CUDA towers. On a CPU with AVX-512 BF16 or AMX a step is several times
 	// faster.
 	PrecisionBF16Mixed Precision = 1
-	// PrecisionFP16Mixed: autocast to float16 with dynamic loss scaling;
-	// CUDA towers only (not in this build yet: Run fails with
-	// CodeUnsupported).
+	// PrecisionFP16Mixed: autocast to float16 with dynamic loss scaling
+	// (TrainerOptions.LossScaling); CUDA towers only (with a CPU tower Run
+	// fails with CodeUnsupported: use PrecisionBF16Mixed there).
 	PrecisionFP16Mixed Precision = 2
 )
 
@@ -239,6 +291,25 @@ func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func(), error) {
 				": use PrecisionFP32, PrecisionBF16Mixed or PrecisionFP16Mixed"}
 	}
 	copts.precision = C.tpt_precision(o.Precision)
+	ls := o.LossScaling
+	if ls.Mode < LossScalingAuto || ls.Mode > LossScalingOff {
+		return C.tpt_trainer_options{}, nil, &Error{Code: CodeInvalidArgument,
+			Message: "TrainerOptions.LossScaling.Mode is " + ls.Mode.String() +
+				": use LossScalingAuto, LossScalingOn or LossScalingOff"}
+	}
+	copts.loss_scaling.mode = C.tpt_loss_scaling_mode(ls.Mode)
+	if ls.InitScale != 0 {
+		copts.loss_scaling.init_scale = C.double(ls.InitScale)
+	}
+	if ls.GrowthFactor != 0 {
+		copts.loss_scaling.growth_factor = C.double(ls.GrowthFactor)
+	}
+	if ls.BackoffFactor != 0 {
+		copts.loss_scaling.backoff_factor = C.double(ls.BackoffFactor)
+	}
+	if ls.GrowthInterval != 0 {
+		copts.loss_scaling.growth_interval = C.int64_t(ls.GrowthInterval)
+	}
 	if o.Logdir == "" {
 		return copts, func() {}, nil
 	}

@@ -1281,10 +1281,49 @@ func TestPrecision(t *testing.T) {
 		t.Errorf("bf16-mixed: layer %v, cost %v (want bfloat16, float32), %v", fc, cost, err)
 	}
 	_, _, err := train(PrecisionFP16Mixed)
-	wantError(t, err, CodeUnsupported, "precision bf16-mixed needs none")
+	wantError(t, err, CodeUnsupported, "use precision bf16-mixed there")
 	_, err = NewTrainer(&TrainerOptions{Precision: 7})
 	wantError(t, err, CodeInvalidArgument, "TrainerOptions.Precision is Precision(7)")
 	if s := PrecisionBF16Mixed.String(); s != "bf16-mixed" {
 		t.Errorf("String() = %q", s)
 	}
+}
+
+// TrainerOptions.LossScaling reaches the trainer: with scaling on and
+// GrowthInterval 2, four updates without overflow double the scale twice (the
+// epoch's scalar "loss_scale"); zero fields take GradScaler's defaults (the
+// first scale 65536); a field out of range is refused with its name.
+func TestLossScaling(t *testing.T) {
+	checkHandles(t)
+	m := must(NewModel(regressionSpec(), func(tw *Tower, in []*Tensor) error {
+		y, err := tw.FC("fc", in[0], 1, nil)
+		if err != nil {
+			return err
+		}
+		defer y.Close()
+		c, err := MSELoss(y, in[1])
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return tw.SetCost(c)
+	})).of(t)
+	defer m.Close()
+	setOptimizer(t, m, "sgd", 0.1)
+	o := quietOptions(1, 1, 4)
+	o.LossScaling = LossScaling{Mode: LossScalingOn, GrowthInterval: 2}
+	tr := must(NewTrainer(o)).of(t)
+	defer tr.Close()
+	ok(t, tr.SetModel(m, regressionInput(t, 16, 64)))
+	ok(t, tr.Run())
+	if s, _, err := tr.ScalarLatest("loss_scale"); err != nil || s != 65536*4 {
+		t.Errorf("loss_scale %v (%v) after 4 updates with GrowthInterval 2, want %v", s, err, 65536*4)
+	}
+	if s, _, err := tr.ScalarLatest("skipped_updates"); err != nil || s != 0 {
+		t.Errorf("skipped_updates %v (%v), want 0", s, err)
+	}
+	_, err := NewTrainer(&TrainerOptions{LossScaling: LossScaling{Mode: LossScalingOn, BackoffFactor: 1.5}})
+	wantError(t, err, CodeInvalidArgument, "backoff_factor")
+	_, err = NewTrainer(&TrainerOptions{LossScaling: LossScaling{Mode: 9}})
+	wantError(t, err, CodeInvalidArgument, "LossScaling.Mode is LossScalingMode(9)")
 }

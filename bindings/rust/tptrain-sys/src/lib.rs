@@ -159,7 +159,30 @@ pub const TPT_PRECISION_FP32: tpt_precision = 0;
 pub const TPT_PRECISION_BF16_MIXED: tpt_precision = 1;
 pub const TPT_PRECISION_FP16_MIXED: tpt_precision = 2;
 
-pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 5;
+pub type tpt_loss_scaling_mode = c_int;
+pub const TPT_LOSS_SCALING_AUTO: tpt_loss_scaling_mode = 0;
+pub const TPT_LOSS_SCALING_ON: tpt_loss_scaling_mode = 1;
+pub const TPT_LOSS_SCALING_OFF: tpt_loss_scaling_mode = 2;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_loss_scaling {
+    pub mode: tpt_loss_scaling_mode,
+    pub init_scale: f64,
+    pub growth_factor: f64,
+    pub backoff_factor: f64,
+    pub growth_interval: i64,
+}
+/// `TPT_LOSS_SCALING_INIT`
+pub const TPT_LOSS_SCALING_INIT: tpt_loss_scaling = tpt_loss_scaling {
+    mode: TPT_LOSS_SCALING_AUTO,
+    init_scale: 65536.0,
+    growth_factor: 2.0,
+    backoff_factor: 0.5,
+    growth_interval: 2000,
+};
+
+pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 6;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tpt_trainer_options {
@@ -183,6 +206,8 @@ pub struct tpt_trainer_options {
     pub stop_on_signals: i32,
     // version 5
     pub precision: tpt_precision,
+    // version 6
+    pub loss_scaling: tpt_loss_scaling,
 }
 /// `TPT_TRAINER_OPTIONS_INIT`
 pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
@@ -202,6 +227,7 @@ pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
     auto_resume: 0,
     stop_on_signals: 0,
     precision: TPT_PRECISION_FP32,
+    loss_scaling: TPT_LOSS_SCALING_INIT,
 };
 
 /// `tpt_run_step_fn`
@@ -1705,7 +1731,11 @@ mod tests {
         assert_eq!(offset_of!(tpt_trainer_options, auto_resume), 80);
         assert_eq!(offset_of!(tpt_trainer_options, stop_on_signals), 84);
         assert_eq!(offset_of!(tpt_trainer_options, precision), 88);
-        assert_eq!(size_of::<tpt_trainer_options>(), 96);
+        assert_eq!(offset_of!(tpt_trainer_options, loss_scaling), 96);
+        assert_eq!(size_of::<tpt_trainer_options>(), 136);
+        assert_eq!(offset_of!(tpt_loss_scaling, init_scale), 8);
+        assert_eq!(offset_of!(tpt_loss_scaling, growth_interval), 32);
+        assert_eq!(size_of::<tpt_loss_scaling>(), 40);
     }
 
     #[test]

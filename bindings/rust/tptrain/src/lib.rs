@@ -144,7 +144,7 @@ pub use strategy::{Distributed, Gan, Strategy, Towers};
 pub use tensor::{DType, Element, Tensor, TensorOptions};
 pub use tower::{Init, Tower, VariableOptions};
 pub use trainer::{
-    Context, HookedContext, LogdirAction, Precision, Progress, Run, RunOutcome, Scalar, StepContext, StopHandle,
+    Context, HookedContext, LogdirAction, LossScaling, LossScalingMode, Precision, Progress, Run, RunOutcome, Scalar, StepContext, StopHandle,
     StopOnSignals, Trainer, TrainerOptions,
 };
 

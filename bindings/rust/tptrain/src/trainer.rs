@@ -122,8 +122,9 @@ pub enum Precision {
     /// (LibTorch's per-operator policy); CPU and CUDA towers. On a CPU with
     /// AVX-512 BF16 or AMX a step is several times faster.
     Bf16Mixed,
-    /// Autocast to float16 with dynamic loss scaling; CUDA towers only (not
-    /// in this build yet: the run fails with [`Code::Unsupported`](crate::Code::Unsupported)).
+    /// Autocast to float16 with dynamic loss scaling ([`LossScaling`]);
+    /// CUDA towers only (with a CPU tower the run fails with
+    /// [`Code::Unsupported`](crate::Code::Unsupported): use `Bf16Mixed` there).
     Fp16Mixed,
 }
 
@@ -134,6 +135,88 @@ impl Precision {
             Precision::Bf16Mixed => sys::TPT_PRECISION_BF16_MIXED,
             Precision::Fp16Mixed => sys::TPT_PRECISION_FP16_MIXED,
         }
+    }
+}
+
+/// Whether gradients are computed from a scaled cost ([`LossScaling::mode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LossScalingMode {
+    /// On with [`Precision::Fp16Mixed`], off otherwise (the default).
+    #[default]
+    Auto,
+    /// On in every precision (float32 and bfloat16 need none).
+    On,
+    /// Off, also in fp16-mixed (small gradients may underflow to zero).
+    Off,
+}
+
+/// Dynamic loss scaling (`tpt_loss_scaling`), with the rules and defaults of
+/// PyTorch's `torch.amp.GradScaler`: every step's cost is multiplied by the
+/// scale before the backward pass and the gradients are divided by it before
+/// the update. An update whose gradients are not all finite is skipped (the
+/// variables and the optimizer's state do not change) and the scale is
+/// multiplied by `backoff_factor`; after `growth_interval` updates in a row
+/// without one it is multiplied by `growth_factor`. Towers and distributed
+/// ranks skip together. The scale is in checkpoints, in the step output
+/// `"loss_scale"` ([`Context::output_scalar`]) and in the scalars
+/// `"loss_scale"` and `"skipped_updates"` (per epoch).
+///
+/// ```
+/// use tptrain::{LossScaling, LossScalingMode, Precision, TrainerOptions};
+/// let options = TrainerOptions {
+///     precision: Precision::Fp16Mixed,
+///     loss_scaling: LossScaling { growth_interval: 1000, ..Default::default() },
+///     ..Default::default()
+/// };
+/// assert_eq!(options.loss_scaling.mode, LossScalingMode::Auto);
+/// assert_eq!(options.loss_scaling.init_scale, 65536.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LossScaling {
+    /// Default [`LossScalingMode::Auto`]: on for fp16-mixed.
+    pub mode: LossScalingMode,
+    /// The first scale, > 0 (default 65536).
+    pub init_scale: f64,
+    /// > 1 (default 2).
+    pub growth_factor: f64,
+    /// In (0, 1) (default 0.5).
+    pub backoff_factor: f64,
+    /// >= 1 (default 2000).
+    pub growth_interval: u64,
+}
+
+impl Default for LossScaling {
+    fn default() -> LossScaling {
+        let c = sys::TPT_LOSS_SCALING_INIT;
+        LossScaling {
+            mode: LossScalingMode::default(),
+            init_scale: c.init_scale,
+            growth_factor: c.growth_factor,
+            backoff_factor: c.backoff_factor,
+            growth_interval: c.growth_interval as u64,
+        }
+    }
+}
+
+impl LossScaling {
+    fn to_raw(self) -> Result<sys::tpt_loss_scaling> {
+        let growth_interval = i64::try_from(self.growth_interval).map_err(|_| {
+            Error::new(
+                Code::InvalidArgument,
+                format!("loss_scaling.growth_interval {} is too large", self.growth_interval),
+            )
+        })?;
+        Ok(sys::tpt_loss_scaling {
+            mode: match self.mode {
+                LossScalingMode::Auto => sys::TPT_LOSS_SCALING_AUTO,
+                LossScalingMode::On => sys::TPT_LOSS_SCALING_ON,
+                LossScalingMode::Off => sys::TPT_LOSS_SCALING_OFF,
+            },
+            init_scale: self.init_scale,
+            growth_factor: self.growth_factor,
+            backoff_factor: self.backoff_factor,
+            growth_interval,
+        })
     }
 }
 
@@ -176,6 +259,8 @@ pub struct TrainerOptions {
     pub stop_on_signals: StopOnSignals,
     /// The tower functions' arithmetic (default float32; see [`Precision`]).
     pub precision: Precision,
+    /// Dynamic loss scaling (default: on for fp16-mixed; see [`LossScaling`]).
+    pub loss_scaling: LossScaling,
 }
 
 impl Default for TrainerOptions {
@@ -196,6 +281,7 @@ impl Default for TrainerOptions {
             auto_resume: false,
             stop_on_signals: StopOnSignals::default(),
             precision: Precision::default(),
+            loss_scaling: LossScaling::default(),
         }
     }
 }
@@ -292,6 +378,7 @@ impl TrainerOptions {
         o.auto_resume = self.auto_resume as i32;
         o.stop_on_signals = self.stop_on_signals.to_raw();
         o.precision = self.precision.to_raw();
+        o.loss_scaling = self.loss_scaling.to_raw()?;
         Ok((o, logdir))
     }
 }

@@ -401,8 +401,8 @@ fn an_mlp_learns_the_regression_with_adam() {
 /// `TrainerOptions::precision`: with `Precision::Bf16Mixed` the tower
 /// function runs under autocast (a linear layer in bfloat16, the MSE loss in
 /// float32), the variables stay float32 and the model trains;
-/// `Precision::Fp16Mixed` is refused when the run starts (no loss scaler in
-/// this build).
+/// `Precision::Fp16Mixed` is refused when the run starts (a CPU tower: fp16
+/// autocast is CUDA's).
 #[test]
 fn precision_runs_the_tower_under_autocast() {
     use tptrain::Precision;
@@ -452,5 +452,34 @@ fn precision_runs_the_tower_under_autocast() {
     let (_, err) = train(Precision::Fp16Mixed);
     let e = err.unwrap_err();
     assert_eq!(e.code(), Code::Unsupported);
-    assert!(e.message().contains("precision bf16-mixed needs none"), "{}", e.message());
+    assert!(e.message().contains("use precision bf16-mixed there"), "{}", e.message());
+}
+
+/// `TrainerOptions::loss_scaling` reaches the trainer: with scaling on and
+/// growth_interval 2, four updates without overflow double the scale twice
+/// (the epoch's scalar "loss_scale"), and an option out of range is refused
+/// with its name.
+#[test]
+fn loss_scaling_options_reach_the_trainer() -> Result<()> {
+    use tptrain::{LossScaling, LossScalingMode};
+    let spec = [InputSpec::new("x", DType::F32, &[-1, 3]), InputSpec::new("y", DType::F32, &[-1, 1])];
+    let model = Model::new(&spec, |tower, inputs| {
+        let p = tower.fc("fc", &inputs[0], 1, &LayerOptions::default())?;
+        tower.set_cost(&nn::mse(&p, &inputs[1])?)
+    })?;
+    let opt = Optimizer::new("sgd")?;
+    model.set_optimizer(&opt)?;
+    let x = f32t(&[0.5; 48], &[16, 3]);
+    let y = f32t(&[1.0; 16], &[16, 1]);
+    let loss_scaling = LossScaling { mode: LossScalingMode::On, growth_interval: 2, ..Default::default() };
+    let mut trainer = Trainer::new(&TrainerOptions { loss_scaling, ..quiet(4, 1) })?;
+    trainer.set_model(&model, Input::from_tensors(&[&x, &y], 4, None)?)?;
+    trainer.run()?;
+    assert_eq!(trainer.scalar_latest("loss_scale")?.value, 65536.0 * 4.0);
+    assert_eq!(trainer.scalar_latest("skipped_updates")?.value, 0.0);
+    let bad = LossScaling { backoff_factor: 1.5, ..Default::default() };
+    let e = Trainer::new(&TrainerOptions { loss_scaling: bad, ..quiet(4, 1) }).err().expect("refused");
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("backoff_factor"), "{}", e.message());
+    Ok(())
 }
