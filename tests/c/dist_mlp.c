@@ -5,7 +5,7 @@
  *
  *   dist_mlp DIR OUT STEPS BATCH [--dist] [--towers N] [--timeout-ms MS]
  *            [--logdir D [--save-every K]] [--die-at STEP --die-rank R]
- *            [--unset-on-others] [--average-scalars] [--sleep-us N]
+ *            [--unset-on-others] [--average-scalars] [--sleep-us N] [--loss-scaling]
  *
  * DIR holds x.bin, y.bin, w1.bin ... and dims.txt (parity_mlp's layout).
  * SGD (lr 0.05, momentum 0.9), STEPS steps in one epoch, batches of BATCH
@@ -14,8 +14,11 @@
  * their own random ones (the broadcast must fix them). --logdir with
  * --save-every K keeps checkpoints every K steps and auto-resumes.
  * --die-at kills rank R (SIGKILL) after that step. --sleep-us sleeps after
- * each step (a job slow enough to be signalled mid-run). Every rank writes
- * OUT/r<rank>_w1.out ... and OUT/r<rank>_costs.bin (its cost per step). */
+ * each step (a job slow enough to be signalled mid-run). --loss-scaling turns
+ * dynamic loss scaling on (growth_interval 3; TPT_PARITY_OVERFLOW names the
+ * steps whose cost overflows in this process) and writes the scale after
+ * each step to OUT/r<rank>_scales.bin. Every rank writes OUT/r<rank>_w1.out
+ * ... and OUT/r<rank>_costs.bin (its cost per step). */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <time.h>
@@ -28,6 +31,7 @@ static int32_t my_rank = 0;
 
 typedef struct {
   cost_log costs;
+  cost_log scales; /* with --loss-scaling */
 } run_log;
 
 /* After every step: record the cost; die when told to. */
@@ -44,7 +48,9 @@ static tpt_status *after_step(tpt_trainer *t, tpt_event ev, const tpt_record *r,
     struct timespec ts = {sleep_us / 1000000, (sleep_us % 1000000) * 1000};
     nanosleep(&ts, NULL);
   }
-  return cost_log_after_run(t, ev, r, &((run_log *)p)->costs);
+  run_log *log = p;
+  if (log->scales.output && (st = cost_log_after_run(t, ev, r, &log->scales))) return st;
+  return cost_log_after_run(t, ev, r, &log->costs);
 }
 
 int main(int argc, char **argv) {
@@ -55,12 +61,13 @@ int main(int argc, char **argv) {
   const char *dir = argv[1], *out = argv[2], *logdir = NULL;
   long steps = atol(argv[3]), save_every = 0;
   int64_t batch = atoll(argv[4]), timeout_ms = 0;
-  int dist = 0, towers = 1, unset_on_others = 0, average_scalars = 0;
+  int dist = 0, towers = 1, unset_on_others = 0, average_scalars = 0, loss_scaling = 0;
   for (int i = 5; i < argc; ++i) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--dist")) dist = 1;
     else if (!strcmp(a, "--unset-on-others")) unset_on_others = 1;
     else if (!strcmp(a, "--average-scalars")) average_scalars = 1;
+    else if (!strcmp(a, "--loss-scaling")) loss_scaling = 1;
     else if (!strcmp(a, "--towers") && v) towers = atoi(v), ++i;
     else if (!strcmp(a, "--timeout-ms") && v) timeout_ms = atoll(v), ++i;
     else if (!strcmp(a, "--logdir") && v) logdir = v, ++i;
@@ -93,6 +100,10 @@ int main(int argc, char **argv) {
   o.max_epoch = 1;
   o.console = 0;
   o.progress = TPT_PROGRESS_OFF;
+  if (loss_scaling) {
+    o.loss_scaling.mode = TPT_LOSS_SCALING_ON;
+    o.loss_scaling.growth_interval = 3;
+  }
   if (logdir) {
     o.logdir = logdir;
     o.logdir_action = TPT_LOGDIR_KEEP;
@@ -142,7 +153,8 @@ int main(int argc, char **argv) {
     CHECK(tpt_callback_model_saver(&saver, &so));
     CHECK(tpt_trainer_add_callback(trainer, saver));
   }
-  run_log log = {{0}};
+  run_log log = {{0}, {0}};
+  if (loss_scaling) log.scales.output = "loss_scale";
   tpt_callback_desc cd = TPT_CALLBACK_DESC_INIT;
   cd.events = TPT_EVENT_AFTER_RUN;
   cd.name = "dist_mlp";
@@ -166,6 +178,14 @@ int main(int argc, char **argv) {
   parity_write(out, name, costs, log.costs.count * sizeof(float));
   free(costs);
   free(log.costs.values);
+  if (loss_scaling) {
+    float *scales = malloc((log.scales.count + 1) * sizeof(float));
+    for (size_t i = 0; i < log.scales.count; ++i) scales[i] = (float)log.scales.values[i];
+    snprintf(name, sizeof name, "r%d_scales.bin", my_rank);
+    parity_write(out, name, scales, log.scales.count * sizeof(float));
+    free(scales);
+    free(log.scales.values);
+  }
   const char *names[] = {"fc1/W", "fc1/b", "fc2/W", "fc2/b"};
   const char *outs[] = {"w1.out", "b1.out", "w2.out", "b2.out"};
   for (int i = 0; i < 4; ++i) {

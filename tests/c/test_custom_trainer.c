@@ -26,6 +26,10 @@
 enum { ROWS = 64, BATCH = 8 };
 
 static int with_g_loss = 1; /* the tower publishes g_loss */
+/* Loss scaling (new_trainer's, when set): the hooked run whose d_loss, and
+ * the one whose g_loss, is multiplied by 1e36 (its scaled gradients overflow). */
+static int scaled_trainer, overflow_d_at = -1, overflow_g_at = -1;
+static int current_run = -1; /* the hooked run going on (set at BEFORE_RUN) */
 
 /* real, z: [B, 2]; ones, zeros: [B, 1] */
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
@@ -46,6 +50,8 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
   TPT_RETURN_IF_ERROR(tpt_loss_mse(&l_fake, d_fake, in[3]));
   TPT_RETURN_IF_ERROR(tpt_op_add(&d_loss, l_real, l_fake));
   TPT_RETURN_IF_ERROR(tpt_loss_mse(&g_loss, d_fake, in[2]));
+  if (current_run >= 0 && current_run == overflow_d_at) TPT_RETURN_IF_ERROR(tpt_op_mul_scalar(&d_loss, d_loss, 1e36));
+  if (current_run >= 0 && current_run == overflow_g_at) TPT_RETURN_IF_ERROR(tpt_op_mul_scalar(&g_loss, g_loss, 1e36));
   TPT_RETURN_IF_ERROR(tpt_tower_set_output(tw, "d_loss", d_loss));
   if (with_g_loss) TPT_RETURN_IF_ERROR(tpt_tower_set_output(tw, "g_loss", g_loss));
   return NULL;
@@ -112,9 +118,10 @@ static tpt_status *on_run(tpt_trainer *t, tpt_event e, const tpt_record *r, void
   (void)t, (void)r;
   watch *w = p;
   if (e == TPT_EVENT_BEFORE_RUN) {
-    w->before_runs++;
+    current_run = w->before_runs++;
     return NULL;
   }
+  current_run = -1;
   const double g = sum_of(w->model, "gen/w"), d = sum_of(w->model, "discrim/w");
   const int gc = g != w->g, dc = d != w->d;
   if (w->n_runs < 63) w->runs[w->n_runs++] = gc && dc ? 'B' : gc ? 'G' : dc ? 'D' : '-';
@@ -153,6 +160,7 @@ static tpt_trainer *new_trainer(int64_t steps, const char *logdir) {
   o.progress = TPT_PROGRESS_OFF;
   o.logdir = logdir;
   o.logdir_action = TPT_LOGDIR_KEEP;
+  if (scaled_trainer) o.loss_scaling.mode = TPT_LOSS_SCALING_ON;
   tpt_trainer *t = NULL;
   ok(tpt_trainer_new(&t, &o));
   return t;
@@ -394,6 +402,38 @@ static void towers_gan_equals_one_tower_of_the_concatenated_batches(void **state
   tpt_model_free(m);
 }
 
+/* Loss scaling with train ops: each op decides on its own gradients
+ * (GradScaler's step per optimizer): d_loss overflowing at run 1 skips only
+ * D's update, g_loss at run 3 only G's; the scale backs off at each (one
+ * update of the scale per run). On one tower, 2 replicated towers and a
+ * parameter server. */
+static void loss_scaling_skips_each_op_on_its_own(void **state) {
+  (void)state;
+  scaled_trainer = 1, overflow_d_at = 1, overflow_g_at = 3;
+  for (int c = 0; c < 3; ++c) {
+    ok(tpt_manual_seed(3));
+    tpt_model *m = new_model(1);
+    tpt_trainer *t = new_trainer(5, NULL);
+    tpt_gan_options g = TPT_GAN_OPTIONS_INIT;
+    tpt_towers_options to = TPT_TOWERS_OPTIONS_INIT; /* 2 towers */
+    to.strategy = c == 1 ? TPT_STRATEGY_REPLICATED : TPT_STRATEGY_PARAMETER_SERVER;
+    if (c > 0) g.towers = &to;
+    ok(tpt_trainer_set_gan(t, m, new_input(), &g));
+    watch w = {.model = m};
+    add_watch(t, &w);
+    ok(tpt_trainer_run(t));
+    w.runs[w.n_runs] = '\0';
+    assert_string_equal(w.runs, "BGBDB");
+    double scale = 0, skipped = 0;
+    ok(tpt_trainer_scalar_latest(&scale, NULL, t, "loss_scale"));
+    ok(tpt_trainer_scalar_latest(&skipped, NULL, t, "skipped_updates"));
+    assert_true(scale == 16384 && skipped == 2);
+    tpt_trainer_free(t);
+    tpt_model_free(m);
+  }
+  scaled_trainer = 0, overflow_d_at = overflow_g_at = -1;
+}
+
 /* tpt_trainer_set_train_ops: the default step becomes the named ops, no
  * run_step of our own; and an op's optimizer of its own follows a
  * hyper-parameter schedule. */
@@ -507,6 +547,7 @@ int main(void) {
       cmocka_unit_test(hooked_and_raw_runs_and_each_op_its_variables),
       cmocka_unit_test(resume_is_exact_with_both_optimizers),
       cmocka_unit_test(towers_gan_equals_one_tower_of_the_concatenated_batches),
+      cmocka_unit_test(loss_scaling_skips_each_op_on_its_own),
       cmocka_unit_test(train_ops_replace_the_default_step),
       cmocka_unit_test(errors_name_what_is_wrong),
   };

@@ -231,6 +231,35 @@ def started_by_hand_with_torchruns_variables(job):
 
 
 @test
+def loss_scaled_ranks_skip_together(job):
+    """Loss scaling on, and only rank 1's gradients overflow, at steps 3 and 10
+    (its cost times 1e36): the all-reduced gradients are not finite on any
+    rank, so every rank skips those updates and backs off: the ranks stay
+    bit-identical with the same scale at every step, and equal one process fed
+    the concatenated batches whose steps 3 and 10 overflow."""
+    out = job.out("scaled")
+    port = free_port()
+    procs = [subprocess.Popen([PROGRAM, job.data, out, str(STEPS), str(BATCH), "--dist", "--loss-scaling"],
+                              env=dict(torchrun_env(r, 2, port), **({"TPT_PARITY_OVERFLOW": "3,10"} if r == 1 else {})),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    for r, p in enumerate(procs):
+        assert p.returncode == 0, "rank %d: rc %d\n%s" % (r, p.returncode, logs[r])
+    identical(params(out, 1), params(out, 0), "loss-scaled: rank 1 vs rank 0")
+    s0, s1 = [read(os.path.join(out, "r%d_scales.bin" % r), (-1,)) for r in (0, 1)]
+    assert s0.numel() == STEPS and torch.equal(s0, s1), "the ranks' scales differ"
+    assert s0[3] == s0[2] / 2 and s0[10] == s0[9] / 2, "steps 3 and 10 did not back off: %s" % s0[:12].tolist()
+    single = job.out("scaled_single")
+    rc, log = run([PROGRAM, job.data, single, str(STEPS), str(BATCH * 2), "--loss-scaling"],
+                  env=dict(os.environ, TPT_PARITY_OVERFLOW="3,10"))
+    assert rc == 0, log
+    assert torch.equal(read(os.path.join(single, "r0_scales.bin"), (-1,)), s0), "one process's scales differ"
+    close(params(out), params(single), "loss-scaled: 2 ranks vs one process")
+    moved = max((a - b).abs().max().item() for a, b in zip(params(out), job.single(2)))
+    assert moved > 1e-3, "skipping two updates changed nothing (%.3g)" % moved
+
+
+@test
 def a_killed_rank_is_named_by_the_others_within_the_timeout(job):
     out = job.out("killed")
     port = free_port()

@@ -2219,9 +2219,12 @@ mod tests {
     #[test]
     fn init_constants_match_the_header_defaults() {
         let o = TPT_TRAINER_OPTIONS_INIT;
-        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (5, 1, 1, 99999999, -1));
+        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (6, 1, 1, 99999999, -1));
         assert_eq!((o.scalar_history, o.summary_period, o.auto_resume, o.stop_on_signals), (1000, 0, 0, 0));
         assert_eq!(o.precision, TPT_PRECISION_FP32);
+        let l = o.loss_scaling;
+        assert_eq!((l.mode, l.init_scale, l.growth_factor), (TPT_LOSS_SCALING_AUTO, 65536.0, 2.0));
+        assert_eq!((l.backoff_factor, l.growth_interval), (0.5, 2000));
         assert!(o.logdir.is_null());
         assert_eq!((o.logdir_action, o.progress), (TPT_LOGDIR_REFUSE, TPT_PROGRESS_AUTO));
         assert_eq!((o.console, o.default_callbacks, o.default_monitors), (1, 1, 1));

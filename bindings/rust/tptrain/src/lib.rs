@@ -144,8 +144,8 @@ pub use strategy::{Distributed, Gan, Strategy, Towers};
 pub use tensor::{DType, Element, Tensor, TensorOptions};
 pub use tower::{Init, Tower, VariableOptions};
 pub use trainer::{
-    Context, HookedContext, LogdirAction, LossScaling, LossScalingMode, Precision, Progress, Run, RunOutcome, Scalar, StepContext, StopHandle,
-    StopOnSignals, Trainer, TrainerOptions,
+    Context, HookedContext, LogdirAction, LossScaling, LossScalingMode, Precision, Progress, Run, RunOutcome, Scalar,
+    StepContext, StopHandle, StopOnSignals, Trainer, TrainerOptions,
 };
 
 /// The raw FFI crate, for what the safe API does not cover yet.
