@@ -118,6 +118,10 @@ TPT_API const char *tpt_status_message(const tpt_status *status);
 /* Releases a status. NULL is a no-op. Any thread. */
 TPT_API void tpt_status_free(tpt_status *status);
 
+/* Releases an array of `count` strings that the library allocated (e.g.
+ * tpt_model_variable_list's), the strings and the array. NULL is a no-op. */
+TPT_API void tpt_strings_free(char **strings, size_t count);
+
 /* Makes a status, for hosts that report errors back to tptrain (callbacks in
  * later sections return these). `message` is copied; NULL means "". Returns
  * NULL for TPT_OK. Never fails: if memory runs out, a static out-of-memory

@@ -81,6 +81,11 @@ TPT_API TPT_NODISCARD tpt_status *tpt_model_set_variable(tpt_model *model, const
 TPT_API TPT_NODISCARD tpt_status *tpt_model_variable_names(char *buf, size_t size, size_t *needed,
                                                            const tpt_model *model);
 
+/* The same names as an allocated array: *names receives *count
+ * NUL-terminated strings in creation order (NULL when there are none); free
+ * it with tpt_strings_free(*names, *count). */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_variable_list(char ***names, size_t *count, const tpt_model *model);
+
 /* Runs the tower function as an inference tower ("InferenceTower": not
  * training, no gradients, no variable is created or changed) on `inputs`
  * and returns the named outputs it published, in the order of `names`
@@ -142,6 +147,17 @@ TPT_API TPT_NODISCARD tpt_status *tpt_model_save_torchscript(const tpt_model *mo
 /* The model's optimizer. The model takes its own reference. Before training. */
 TPT_API TPT_NODISCARD tpt_status *tpt_model_set_optimizer(tpt_model *model,
                                                           tpt_optimizer *optimizer);
+
+/* What the model's optimizer keeps for trainable variable `variable`: its
+ * slot `slot` as PyTorch's optimizers name them ("momentum_buffer",
+ * "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "square_avg", "grad_avg",
+ * "sum"), or "step" (a 0-d int64 tensor: the updates it took), as a new
+ * tensor (a copy; tower 0's in the replicated strategy). TPT_ERR_NOT_FOUND
+ * naming the slots there are when it has no such slot (none before the
+ * first update) or no such variable. From the training thread (a callback)
+ * or when no run runs. */
+TPT_API TPT_NODISCARD tpt_status *tpt_model_optimizer_slot(tpt_tensor **out, const tpt_model *model,
+                                                           const char *variable, const char *slot);
 
 /* ---- Writing a trainer: train ops and the GAN trainers ---------------------
  * tensorpack: "If your task is fundamentally different from single-cost

@@ -53,6 +53,8 @@ typedef struct tpt_arg {
   const void *list;         /* lists and strings */
   size_t len;               /* number of list entries */
 } tpt_arg;
+/* An argument with every field zero: TPT_ARG_NONE, positional. */
+#define TPT_ARG_INIT { TPT_ARG_NONE, NULL, NULL, 0, 0.0, NULL, 0 }
 
 /* Calls operator `op` ("namespace::name"; a bare name means "aten::name"),
  * with `overload` ("Tensor", "Scalar", "out", ...; NULL or "" picks one as
@@ -89,6 +91,26 @@ TPT_API TPT_NODISCARD tpt_status *tpt_op_add_scalar(tpt_tensor **out, const tpt_
 TPT_API TPT_NODISCARD tpt_status *tpt_op_sub_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
 TPT_API TPT_NODISCARD tpt_status *tpt_op_mul_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
 TPT_API TPT_NODISCARD tpt_status *tpt_op_div_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
+
+/* Element-wise comparisons, with broadcasting as above: *out is a bool
+ * tensor of a == b, a > b, a >= b, a < b, a <= b (aten::eq, gt, ge, lt, le),
+ * or of the same against a number b. */
+TPT_API TPT_NODISCARD tpt_status *tpt_op_eq(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_gt(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_ge(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_lt(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_le(tpt_tensor **out, const tpt_tensor *a, const tpt_tensor *b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_eq_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_gt_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_ge_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_lt_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
+TPT_API TPT_NODISCARD tpt_status *tpt_op_le_scalar(tpt_tensor **out, const tpt_tensor *a, double b);
+
+/* *out = cond ? a : b element-wise (aten::where): cond is a bool tensor (a
+ * comparison's result), the three broadcast, a and b promote to a common
+ * dtype. A cond of another dtype is TPT_ERR_INVALID_ARGUMENT naming it. */
+TPT_API TPT_NODISCARD tpt_status *tpt_op_where(tpt_tensor **out, const tpt_tensor *cond, const tpt_tensor *a,
+                                               const tpt_tensor *b);
 
 TPT_END_DECL
 

@@ -86,8 +86,10 @@ typedef struct tpt_towers_options {
 #define TPT_DISTRIBUTED_OPTIONS_VERSION 1
 typedef struct tpt_distributed_options {
   uint32_t version;          /* TPT_DISTRIBUTED_OPTIONS_VERSION */
-  const char *master_addr;   /* rank 0's host; NULL (default): MASTER_ADDR */
-  int32_t master_port;       /* its port; 0 (default): MASTER_PORT */
+  const char *master_addr;   /* rank 0's host; NULL (default): MASTER_ADDR, else 127.0.0.1
+                                for a one-process job (world size 1) */
+  int32_t master_port;       /* its port; 0 (default): MASTER_PORT, else (or MASTER_PORT=0)
+                                any free port for a one-process job */
   int32_t world_size;        /* 0 (default): WORLD_SIZE, RANK and LOCAL_RANK from the environment;
                                 else the number of processes, with rank and local_rank below */
   int32_t rank;              /* with world_size: this process's, 0 to world_size - 1 */

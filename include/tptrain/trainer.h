@@ -127,9 +127,11 @@ typedef struct tpt_trainer_options {
   /* version 3: */
   int32_t auto_resume;         /* nonzero: when logdir holds a checkpoint index (a ModelSaver's),
                                   the run resumes exactly from its latest checkpoint
-                                  (tpt_trainer_resume) and the directory is kept whatever
-                                  logdir_action says; tensorpack's AutoResumeTrainConfig.
-                                  Default 0 */
+                                  (tpt_trainer_resume); the directory is the run's and kept
+                                  whatever logdir_action says, also when it holds no
+                                  checkpoint yet (a run killed before its first one: the run
+                                  starts from the beginning); tensorpack's
+                                  AutoResumeTrainConfig. Default 0 */
   /* version 4: */
   int32_t stop_on_signals;     /* 1: while tpt_trainer_run runs, SIGTERM and SIGINT stop training
                                   gracefully at the next step boundary (stop reason "SIGTERM" /
@@ -226,6 +228,18 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_stop_reason(const char **out,
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_epoch_num(int64_t *out, const tpt_trainer *trainer);
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_local_step(int64_t *out, const tpt_trainer *trainer);
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_global_step(int64_t *out, const tpt_trainer *trainer);
+
+/* The steps per epoch the loop runs: the options', or the input's size (by
+ * the towers) that tpt_trainer_set_model and the like filled in; -1 while
+ * neither has set it. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_steps_per_epoch(int64_t *out, const tpt_trainer *trainer);
+
+/* The checkpoint the run resumes from: the path given to tpt_trainer_resume
+ * (a directory resolved to its latest checkpoint) or the one auto_resume
+ * found (known once tpt_trainer_run has begun); "rank 0's checkpoint" on
+ * the other ranks of a distributed job. *out is NULL when the run starts
+ * afresh. The string lives as long as the trainer. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_resumed_from(const char **out, const tpt_trainer *trainer);
 
 /* Sets global_step, e.g. after restoring a checkpoint. Before run, or from a
  * SETUP or BEFORE_TRAIN callback (the loop reads it again after BEFORE_TRAIN). */

@@ -1,5 +1,6 @@
 // Versions and tpt_status (include/tptrain/common.h): the C API's common
 // module.
+#include <cstdlib>
 #include <new>
 
 #include "base/error.hpp"
@@ -53,6 +54,12 @@ const char *tpt_status_message(const tpt_status *status) {
 void tpt_status_free(tpt_status *status) {
   if (status == nullptr || status == &g_out_of_memory) return;
   delete status;
+}
+
+void tpt_strings_free(char **strings, size_t count) {
+  if (!strings) return;
+  for (size_t i = 0; i < count; ++i) std::free(strings[i]);
+  std::free(strings);
 }
 
 tpt_status *tpt_status_new(tpt_code code, const char *message) {

@@ -3,12 +3,15 @@
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/SmallVector.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,8 +19,10 @@
 #include "capi/args.hpp"
 #include "capi/model_handle.hpp"
 #include "capi/trainer_handle.hpp"
+#include "base/optimizer_state.hpp"
 #include "model/dtype.hpp"
 #include "model/model.hpp"
+#include "model/optimizer.hpp"
 #include "model/restore.hpp"
 #include "model/torchscript.hpp"
 
@@ -183,6 +188,30 @@ tpt_status *tpt_model_variable_names(char *buf, size_t size, size_t *needed, con
   });
 }
 
+tpt_status *tpt_model_variable_list(char ***names, size_t *count, const tpt_model *model) {
+  return guard(__func__, [&] {
+    require(names, "names");
+    require(count, "count");
+    *names = nullptr;
+    *count = 0;
+    const auto vars = model_arg(model).variables().all();
+    if (vars.empty()) return;
+    // malloc'ed (tpt_strings_free), everything or nothing
+    char **out = static_cast<char **>(std::calloc(vars.size(), sizeof(char *)));
+    if (!out) throw std::bad_alloc();
+    for (size_t i = 0; i < vars.size(); ++i) {
+      out[i] = static_cast<char *>(std::malloc(vars[i].name.size() + 1));
+      if (!out[i]) {
+        tpt_strings_free(out, i);
+        throw std::bad_alloc();
+      }
+      std::memcpy(out[i], vars[i].name.c_str(), vars[i].name.size() + 1);
+    }
+    *names = out;
+    *count = vars.size();
+  });
+}
+
 tpt_status *tpt_model_infer(tpt_tensor **outputs, tpt_model *model, const tpt_tensor *const *inputs, size_t n_inputs,
                             const char *const *names, size_t n_names) {
   return guard(__func__, [&] {
@@ -208,6 +237,47 @@ tpt_status *tpt_model_set_optimizer(tpt_model *model, tpt_optimizer *optimizer) 
   return guard(__func__, [&] {
     tpt::model::Model &m = model_arg(model);
     m.set_optimizer(live(optimizer, kOptimizerMagic, "optimizer", "tpt_optimizer").optimizer);
+  });
+}
+
+tpt_status *tpt_model_optimizer_slot(tpt_tensor **out, const tpt_model *model, const char *variable,
+                                     const char *slot) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    const tpt::model::Model &m = model_arg(model);
+    const std::string var = name_arg(variable, "variable"), name = name_arg(slot, "slot");
+    if (!m.optimizer()) tpt::fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
+    const std::vector<tpt::model::Variable> vars = m.variables().all();
+    std::string trainable;
+    bool found = false;
+    for (const auto &v : vars)
+      if (v.trainable) {
+        trainable += (trainable.empty() ? "" : ", ") + v.name;
+        found = found || v.name == var;
+      }
+    if (!found)
+      tpt::fail(TPT_ERR_NOT_FOUND, "no trainable variable '" + var + "'" +
+                                       (trainable.empty() ? std::string(" (the model is not built yet)")
+                                                          : "; the trainable ones: " + trainable));
+    const tpt::OptimizerState st = m.optimizer()->state(vars);
+    auto slots = st.slots.find(var);
+    auto step = st.steps.find(var);
+    if (name == "step" && step != st.steps.end()) {
+      tpt::capi::give(out, at::scalar_tensor(step->second, at::kLong));
+      return;
+    }
+    if (slots != st.slots.end())
+      if (auto it = slots->second.find(name); it != slots->second.end()) {
+        tpt::capi::give(out, it->second.clone());
+        return;
+      }
+    std::string have;
+    if (slots != st.slots.end())
+      for (const auto &kv : slots->second) have += (have.empty() ? "" : ", ") + kv.first;
+    if (step != st.steps.end()) have += (have.empty() ? "" : ", ") + std::string("step");
+    tpt::fail(TPT_ERR_NOT_FOUND, "the " + st.kind + " optimizer keeps no '" + name + "' for '" + var + "'" +
+                                     (have.empty() ? std::string(" (it has not updated it yet)") : "; it keeps: " + have));
   });
 }
 

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "capi/args.hpp"
@@ -114,35 +115,32 @@ tpt::ops::Arg convert_arg(const tpt_arg &a, size_t i) {
 
 // a and b broadcast (LibTorch's rule: aligned from the right, each pair equal
 // or one of them 1), or an error naming both shapes.
-void check_broadcast(const at::Tensor &a, const at::Tensor &b) {
+void check_broadcast(const at::Tensor &a, const at::Tensor &b, const char *a_name = "a", const char *b_name = "b") {
   int64_t na = a.dim(), nb = b.dim();
   for (int64_t i = 1; i <= std::min(na, nb); ++i) {
     int64_t x = a.size(na - i), y = b.size(nb - i);
     if (x != y && x != 1 && y != 1)
-      tpt::invalid_argument("a is " + tpt::shape_text(a.sizes()) + " and b is " +
+      tpt::invalid_argument(std::string(a_name) + " is " + tpt::shape_text(a.sizes()) + " and " + b_name + " is " +
                             tpt::shape_text(b.sizes()) + ": the shapes do not broadcast");
   }
 }
 
-enum class Arith { Add, Sub, Mul, Div };
+enum class Arith { Add, Sub, Mul, Div, Eq, Gt, Ge, Lt, Le };
 
-at::Tensor arith(Arith op, const at::Tensor &a, const at::Tensor &b) {
-  check_broadcast(a, b);
+// b: a tensor or a number.
+template <class B>
+at::Tensor arith(Arith op, const at::Tensor &a, const B &b) {
+  if constexpr (std::is_same_v<B, at::Tensor>) check_broadcast(a, b);
   switch (op) {
     case Arith::Add: return a.add(b);
     case Arith::Sub: return a.sub(b);
     case Arith::Mul: return a.mul(b);
     case Arith::Div: return a.div(b);
-  }
-  return {};
-}
-
-at::Tensor arith(Arith op, const at::Tensor &a, double b) {
-  switch (op) {
-    case Arith::Add: return a.add(b);
-    case Arith::Sub: return a.sub(b);
-    case Arith::Mul: return a.mul(b);
-    case Arith::Div: return a.div(b);
+    case Arith::Eq: return a.eq(b);
+    case Arith::Gt: return a.gt(b);
+    case Arith::Ge: return a.ge(b);
+    case Arith::Lt: return a.lt(b);
+    case Arith::Le: return a.le(b);
   }
   return {};
 }
@@ -240,4 +238,23 @@ TPT_ARITH(tpt_op_add, Add)
 TPT_ARITH(tpt_op_sub, Sub)
 TPT_ARITH(tpt_op_mul, Mul)
 TPT_ARITH(tpt_op_div, Div)
+TPT_ARITH(tpt_op_eq, Eq)
+TPT_ARITH(tpt_op_gt, Gt)
+TPT_ARITH(tpt_op_ge, Ge)
+TPT_ARITH(tpt_op_lt, Lt)
+TPT_ARITH(tpt_op_le, Le)
 #undef TPT_ARITH
+
+tpt_status *tpt_op_where(tpt_tensor **out, const tpt_tensor *cond, const tpt_tensor *a, const tpt_tensor *b) {
+  return guard(__func__, [&] {
+    clear(out);
+    const at::Tensor &c = tensor_arg(cond, "cond"), &x = tensor_arg(a, "a"), &y = tensor_arg(b, "b");
+    if (c.scalar_type() != at::kBool)
+      tpt::invalid_argument(std::string("cond is a ") + c10::toString(c.scalar_type()) +
+                            " tensor; where takes a bool one (a comparison's result, e.g. tpt_op_gt)");
+    check_broadcast(c, x, "cond", "a");
+    check_broadcast(c, y, "cond", "b");
+    check_broadcast(x, y);
+    give(out, x.where(c, y));
+  });
+}

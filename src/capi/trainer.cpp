@@ -118,7 +118,8 @@ std::shared_ptr<tpt::parallel::Distributed> join(const tpt_distributed_options *
   tpt::dist::WorldOptions wo;
   if (o.master_addr) wo.master_addr = o.master_addr;
   if (o.master_port < 0 || o.master_port > 65535)
-    tpt::invalid_argument(name + "->master_port is " + std::to_string(o.master_port) + ": it must be in [1, 65535] (0: MASTER_PORT)");
+    tpt::invalid_argument(name + "->master_port is " + std::to_string(o.master_port) +
+                          ": it must be in [1, 65535] (0: MASTER_PORT, or any free port for a one-process job)");
   if (o.master_port) wo.master_port = o.master_port;
   if (o.world_size < 0) tpt::invalid_argument(name + "->world_size is " + std::to_string(o.world_size) + ": it must be at least 1 (0: WORLD_SIZE)");
   if (o.world_size) {
@@ -600,6 +601,22 @@ tpt_status *tpt_trainer_stop_reason(const char **out, const tpt_trainer *trainer
     require(out, "out");
     *out = nullptr;
     const std::string *r = trainer_arg(trainer).stop_reason();
+    *out = r ? r->c_str() : nullptr;
+  });
+}
+
+tpt_status *tpt_trainer_steps_per_epoch(int64_t *out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = trainer_arg(trainer).steps_per_epoch();
+  });
+}
+
+tpt_status *tpt_trainer_resumed_from(const char **out, const tpt_trainer *trainer) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    const std::string *r = trainer_arg(trainer).resumed_from();
     *out = r ? r->c_str() : nullptr;
   });
 }

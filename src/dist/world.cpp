@@ -69,13 +69,21 @@ Rendezvous rendezvous(const WorldOptions &o, const std::function<const char *(co
     return fallback;
   };
   Rendezvous r;
+  // A one-process job needs no address or port of its own choosing: its
+  // store is on this machine, at any free port (0) unless one is given.
+  const char *world = env("WORLD_SIZE");
+  const bool one_process = o.world_size == 1 || (o.world_size == -1 && world && std::string(world) == "1");
   if (!o.master_addr.empty()) r.master_addr = o.master_addr;
   else if (const char *v = env("MASTER_ADDR")) r.master_addr = v;
+  else if (one_process) r.master_addr = "127.0.0.1";
   else
     invalid_argument("the master address is not known: set MASTER_ADDR (tools/tptrain-run and torchrun set it) or "
                      "the option master_addr");
-  r.master_port = number(o.master_port, "master_port", "MASTER_PORT", 1, 65535, INT_MIN);
+  r.master_port = number(o.master_port, "master_port", "MASTER_PORT", 0, 65535, one_process ? 0 : INT_MIN);
   r.world_size = number(o.world_size, "world_size", "WORLD_SIZE", 1, 1 << 20, INT_MIN);
+  if (r.master_port == 0 && r.world_size > 1)
+    invalid_argument("the master port is 0 (any free port), which only a one-process job can use: the other " +
+                     std::to_string(r.world_size - 1) + " rank(s) could not find it; give rank 0's port");
   r.rank = number(o.rank, "rank", "RANK", 0, r.world_size - 1, INT_MIN);
   // Without LOCAL_WORLD_SIZE: 1, or the world when the local rank is an option.
   r.local_world_size = number(-1, "local_world_size", "LOCAL_WORLD_SIZE", 1, r.world_size, o.local_rank != -1 ? r.world_size : 1);
@@ -332,6 +340,7 @@ World::World(const Rendezvous &r)
                                     std::chrono::milliseconds(1));
               compat::classic_tcp_store(so);
               auto tcp = c10::make_intrusive<c10d::TCPStore>(r.master_addr, so);
+              if (impl_->r.master_port == 0) impl_->r.master_port = tcp->getPort();  // the free port it took
               impl_->store = c10::make_intrusive<c10d::PrefixStore>(impl_->prefix, tcp);
               // The first beat before the process group forms: every rank's key
               // exists once it has.

@@ -71,6 +71,14 @@ void Trainer::resume_from(std::shared_ptr<const Checkpoint> ck) {
   resume_ = std::move(ck);
 }
 
+const std::string *Trainer::resumed_from() const {
+  if (!resume_) return nullptr;
+  const std::string prefix = "checkpoint ";
+  const std::string &s = resume_->source;
+  resumed_from_ = s.compare(0, prefix.size(), prefix) == 0 ? s.substr(prefix.size()) : s;
+  return &resumed_from_;
+}
+
 bool Trainer::find_auto_resume(const std::string &dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec) || !read_index(dir)) return false;

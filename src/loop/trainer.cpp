@@ -296,10 +296,13 @@ void Trainer::open_logdir() {
   if (!config_.logdir.empty() && rank_ != 0) {
     log_.info("Rank " + std::to_string(rank_) + " keeps no log directory: the chief's (rank 0's) is the job's.");
   } else if (!config_.logdir.empty()) {
-    // auto_resume: a directory with a checkpoint index is kept and resumed from.
+    // auto_resume: a directory with a checkpoint index is kept and resumed
+    // from; one without (a run killed before its first checkpoint left its
+    // log.log) is this run's too: kept, and the run starts afresh in it.
     bool resuming = config_.auto_resume && !resume_ && find_auto_resume(config_.logdir);
     try {
-      logdir_ = prepare_logdir(config_.logdir, resuming ? TPT_LOGDIR_KEEP : config_.logdir_action, log_, logdir_lock_);
+      logdir_ = prepare_logdir(config_.logdir, config_.auto_resume ? TPT_LOGDIR_KEEP : config_.logdir_action, log_,
+                               logdir_lock_);
       log_.open_file(logdir_ + "/log.log");
     } catch (...) {
       logdir_lock_.release();
@@ -308,6 +311,8 @@ void Trainer::open_logdir() {
     log_.info("Log directory: " + logdir_);
     if (!logdir_lock_.warning().empty()) log_.warn(logdir_lock_.warning());
     if (resuming) log_.info("Auto-resume: continuing from " + auto_resumed_from_ + ".");
+    else if (config_.auto_resume && !resume_)
+      log_.info("Auto-resume: no checkpoint in " + logdir_ + " yet; starting from the beginning.");
     // What killed runs left: this run owns the directory now (unlocked,
     // only the temporaries of processes that are gone).
     if (int n = remove_stale_temporaries(logdir_, /*owned=*/logdir_lock_.held()))

@@ -149,6 +149,9 @@ class Trainer {
   // Once per callback: a chief-only callback changed a hyper-parameter in a distributed job.
   void warn_chief_only_hyperparam(const Callback &cb);
   const Checkpoint *resume_checkpoint() const { return resume_.get(); }
+  // The checkpoint's path (its source without "checkpoint "); nullptr: no
+  // resume. Valid until the next call.
+  const std::string *resumed_from() const;
   // Where the loop goes on after the run_step in progress or just ended.
   int64_t next_epoch() const { return next_epoch_; }
   int64_t next_step() const { return next_step_; }
@@ -186,6 +189,7 @@ class Trainer {
   Logger log_;
   DirLock logdir_lock_;  // the log directory is this run's while it runs
   std::string auto_resumed_from_;  // the checkpoint auto_resume found
+  mutable std::string resumed_from_;  // resumed_from()'s
   std::function<void(Trainer &)> run_step_;
   std::array<std::vector<std::unique_ptr<Callback>>, static_cast<size_t>(Group::Count)> groups_;
   std::vector<Callback *> order_;                  // every callback, in event order

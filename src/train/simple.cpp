@@ -33,6 +33,7 @@ class Simple final : public SingleCost {
   }
 
   bool runs_train_ops() const override { return true; }
+  std::string describe() const override { return "Training with the simple trainer: one tower, on cpu"; }
 
   void run_ops(Trainer &t, const std::vector<std::string> &names, bool hooked) override {
     selected_ = select_train_ops(ops_, *model_, names);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/model.hpp"
@@ -35,6 +36,9 @@ class SingleCost : public Strategy {
   // `cpu_towers`: whether a tower computes on the CPU (for the precision's
   // check: bfloat16 without the CPU's native support is slow, and said so).
   const Checkpoint *setup_model(Trainer &t, bool cpu_towers);
+  // The log's first line about the training: the strategy, its towers and
+  // their devices, the rank.
+  virtual std::string describe() const = 0;
 
   std::shared_ptr<model::Model> model_;
   std::unique_ptr<input::Input> input_;

@@ -60,6 +60,7 @@ void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy) {
 
 const Checkpoint *SingleCost::setup_model(Trainer &t, bool cpu_towers) {
   if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
+  t.log().info(describe());
   precision_ = t.config().precision;
   if (precision_ == TPT_PRECISION_FP16_MIXED && cpu_towers)
     fail(TPT_ERR_UNSUPPORTED,

@@ -97,6 +97,17 @@ void MultiTower::setup(Trainer &t) {
   input_->setup();
 }
 
+std::string MultiTower::describe() const {
+  static const char *const kinds[] = {"simple", "replicated", "parameter-server", "async"};
+  std::string s = std::string("Training with the ") + kinds[static_cast<int>(o_.kind)] + " strategy: " +
+                  std::to_string(towers()) + (towers() == 1 ? " tower" : " towers") + ", on ";
+  for (int k = 0; k < towers(); ++k) s += (k ? ", " : "") + o_.devices[static_cast<size_t>(k)].str();
+  if (o_.world)
+    s += "; rank " + std::to_string(o_.world->rank()) + " of " + std::to_string(o_.world->size()) +
+         " (each rank with as many towers)";
+  return s;
+}
+
 void MultiTower::broadcast_variables(bool all) {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> values;

@@ -69,6 +69,7 @@ class MultiTower : public SingleCost {
   // strategy. Not the async strategy.
   void run_ops(Trainer &t, const std::vector<std::string> &ops, bool hooked) override;
   bool runs_train_ops() const override { return reduces(); }
+  std::string describe() const override;
 
   int towers() const { return static_cast<int>(o_.devices.size()); }
   // Tower k's variables, all (its replica's in the replicated strategy),

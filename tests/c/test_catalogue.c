@@ -831,6 +831,10 @@ static int write_tensorboard_resumed(const char *where) {
     tpt_trainer *t = NULL;
     if (!st) st = tpt_trainer_from_config(&t, &c);
     if (!st) st = tpt_trainer_run(t);
+    const char *from = NULL; /* auto_resume's checkpoint: none in run 1, run 1's last in run 2 */
+    if (!st) st = tpt_trainer_resumed_from(&from, t);
+    if (!st && (run == 1 ? from != NULL : !from || !strstr(from, "/model-")))
+      st = tpt_status_new(TPT_ERR_INTERNAL, from ? from : "tpt_trainer_resumed_from gave NULL after auto-resume");
     tpt_trainer_free(t);
     tpt_dataflow_free(c.dataflow);
     tpt_optimizer_free(opt);

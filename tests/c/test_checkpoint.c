@@ -171,6 +171,14 @@ static void variable(float *out, size_t n, tpt_model *m, const char *name) {
   tpt_tensor_free(v);
 }
 
+/* An optimizer slot's values (tpt_model_optimizer_slot). */
+static void slot_values(float *out, size_t n, tpt_model *m, const char *var, const char *slot) {
+  tpt_tensor *v = NULL;
+  ok(tpt_model_optimizer_slot(&v, m, var, slot));
+  ok(tpt_tensor_copy_to(out, n * sizeof *out, v));
+  tpt_tensor_free(v);
+}
+
 static int exists(const char *name) {
   struct stat s;
   return stat(path_in(name), &s) == 0;
@@ -197,8 +205,12 @@ static void resume_equals_uninterrupted(tpt_precision precision, float w[12]) {
   ok(tpt_manual_seed(5));
   tpt_model *a = model_of(3);
   tpt_trainer *ta = train(a, 3, NULL, NULL, NULL, NULL);
-  float wb[12];
+  const char *from = "?";
+  ok(tpt_trainer_resumed_from(&from, ta));
+  assert_null(from); /* started afresh */
+  float wb[12], mb[12], mc[12];
   variable(w, 12, a, "fc0/W");
+  slot_values(mb, 12, a, "fc0/W", "momentum_buffer");
   tpt_trainer_free(ta);
   tpt_model_free(a);
 
@@ -216,8 +228,13 @@ static void resume_equals_uninterrupted(tpt_precision precision, float w[12]) {
   int64_t gs = 0;
   ok(tpt_trainer_global_step(&gs, tc));
   assert_int_equal(gs, 15);
+  ok(tpt_trainer_resumed_from(&from, tc)); /* the directory, resolved to its latest checkpoint */
+  assert_non_null(from);
+  assert_string_equal(from, path_in("model-6"));
   variable(wb, 12, c, "fc0/W");
   assert_memory_equal(w, wb, sizeof wb); /* bit for bit */
+  slot_values(mc, 12, c, "fc0/W", "momentum_buffer"); /* the optimizer's state too */
+  assert_memory_equal(mb, mc, sizeof mc);
   tpt_trainer_free(tc);
   tpt_model_free(c);
   remove_dir();
@@ -265,6 +282,116 @@ static void resume_with_loss_scaling_equals_uninterrupted(void **state) {
   resume_equals_uninterrupted(TPT_PRECISION_FP32, plain);
   assert_memory_not_equal(w, plain, sizeof w);
   scaling = 0;
+}
+
+/* auto_resume on the log directory a run killed before its first
+ * checkpoint left (its log.log, no checkpoint index): with the default
+ * logdir_action (REFUSE) the run starts from the beginning in it, keeps what
+ * is there and says so; without auto_resume the directory is refused. */
+static tpt_status *run_in_dir(int auto_resume, int64_t *global_step, const char **resumed_from) {
+  tpt_model *m = model_of(3);
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = 1;
+  o.steps_per_epoch = 5;
+  o.logdir = dir;
+  o.auto_resume = auto_resume;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+  c.options = &o;
+  c.model = m;
+  c.dataflow = data();
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_from_config(&t, &c));
+  tpt_dataflow_free(c.dataflow);
+  tpt_status *st = tpt_trainer_run(t);
+  ok(tpt_trainer_global_step(global_step, t));
+  ok(tpt_trainer_resumed_from(resumed_from, t));
+  tpt_trainer_free(t);
+  tpt_model_free(m);
+  return st;
+}
+
+static void auto_resume_without_a_checkpoint_starts_afresh(void **state) {
+  (void)state;
+  fresh_dir();
+  FILE *f = fopen(path_in("log.log"), "w");
+  assert_non_null(f);
+  fputs("a killed run's line\n", f);
+  fclose(f);
+  int64_t gs = -1;
+  const char *from = "?";
+  tpt_status *refused = run_in_dir(0, &gs, &from);
+  assert_non_null(refused); /* TPT_LOGDIR_REFUSE: not empty */
+  tpt_status_free(refused);
+  ok(run_in_dir(1, &gs, &from));
+  assert_int_equal(gs, 5);
+  assert_null(from);
+  char text[8192] = "";
+  f = fopen(path_in("log.log"), "r");
+  assert_non_null(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  assert_null(strstr(text, "a killed run's line")); /* moved aside, as tensorpack's logger does */
+  assert_non_null(strstr(text, "Auto-resume: no checkpoint in"));
+  assert_non_null(strstr(text, "Training with the simple trainer: one tower, on cpu"));
+  int backups = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strncmp(e->d_name, "log.log.", 8) == 0) {
+      f = fopen(path_in(e->d_name), "r");
+      assert_non_null(f);
+      n = fread(text, 1, sizeof text - 1, f);
+      fclose(f);
+      text[n] = '\0';
+      backups += strstr(text, "a killed run's line") != NULL;
+    }
+  if (d) closedir(d);
+  assert_int_equal(backups, 1);
+  remove_dir();
+}
+
+/* tpt_model_optimizer_slot: SGD with momentum keeps momentum_buffer (= the
+ * first gradient after one update: buffer = g), Adam its moments and step;
+ * what is not there is TPT_ERR_NOT_FOUND naming what is. */
+static void optimizer_slots(void **state) {
+  (void)state;
+  fresh_dir();
+  tpt_model *m = model_of(3);
+  tpt_tensor *v = NULL;
+  expect_code(tpt_model_optimizer_slot(&v, m, "fc0/W", "momentum_buffer"), TPT_ERR_NOT_FOUND,
+              "no trainable variable 'fc0/W' (the model is not built yet)");
+  ok(tpt_model_build(m));
+  expect_code(tpt_model_optimizer_slot(&v, m, "fc0/W", "momentum_buffer"), TPT_ERR_NOT_FOUND,
+              "the sgd optimizer keeps no 'momentum_buffer' for 'fc0/W' (it has not updated it yet)");
+  tpt_trainer_free(train(m, 1, NULL, NULL, NULL, NULL));
+  float buf[12];
+  slot_values(buf, 12, m, "fc0/W", "momentum_buffer");
+  double norm = 0;
+  for (int i = 0; i < 12; ++i) norm += fabs(buf[i]);
+  assert_true(norm > 0);
+  expect_code(tpt_model_optimizer_slot(&v, m, "fc0/W", "step"), TPT_ERR_NOT_FOUND, "it keeps: momentum_buffer");
+  expect_code(tpt_model_optimizer_slot(&v, m, "fc9/W", "momentum_buffer"), TPT_ERR_NOT_FOUND,
+              "no trainable variable 'fc9/W'; the trainable ones: fc0/W, fc0/b, fc1/W, fc1/b");
+  tpt_model_free(m);
+  /* Adam: the step count after 5 updates, and its moments */
+  m = model_of(3);
+  tpt_optimizer *o = NULL;
+  ok(tpt_optimizer_new(&o, "adam"));
+  ok(tpt_model_set_optimizer(m, o));
+  tpt_optimizer_free(o);
+  tpt_trainer_free(train(m, 1, NULL, NULL, NULL, NULL));
+  ok(tpt_model_optimizer_slot(&v, m, "fc1/b", "step"));
+  int64_t step = 0;
+  ok(tpt_tensor_copy_to(&step, sizeof step, v));
+  tpt_tensor_free(v);
+  assert_int_equal(step, 5);
+  slot_values(buf, 1, m, "fc1/b", "exp_avg_sq");
+  assert_true(buf[0] > 0);
+  EXPECT_NULL_ARG(tpt_model_optimizer_slot(&v, m, NULL, "step"), "tpt_model_optimizer_slot", "variable");
+  tpt_model_free(m);
+  remove_dir();
 }
 
 static void saver_rotates_and_keeps_hourly(void **state) {
@@ -645,6 +772,8 @@ int main(void) {
       cmocka_unit_test(resume_mid_epoch_equals_uninterrupted),
       cmocka_unit_test(resume_mid_epoch_equals_uninterrupted_bf16),
       cmocka_unit_test(resume_with_loss_scaling_equals_uninterrupted),
+      cmocka_unit_test(auto_resume_without_a_checkpoint_starts_afresh),
+      cmocka_unit_test(optimizer_slots),
       cmocka_unit_test(saver_rotates_and_keeps_hourly),
       cmocka_unit_test(min_and_max_savers),
       cmocka_unit_test(failed_restores_change_nothing),

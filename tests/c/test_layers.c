@@ -187,10 +187,22 @@ static void var_shape(tpt_model *m, const char *name, size_t ndim, const int64_t
   tpt_tensor_free(v);
 }
 
+/* Both getters: the lines of tpt_model_variable_names, and the allocated
+ * array of tpt_model_variable_list joined the same way. */
 static void names_are(tpt_model *m, const char *want) {
   char buf[512];
   ok(tpt_model_variable_names(buf, sizeof buf, NULL, m));
   assert_string_equal(buf, want);
+  char **list = NULL, joined[512] = "";
+  size_t n = 999;
+  ok(tpt_model_variable_list(&list, &n, m));
+  for (size_t i = 0; i < n; ++i) {
+    assert_true(strlen(joined) + strlen(list[i]) + 2 < sizeof joined);
+    strcat(joined, list[i]);
+    strcat(joined, "\n");
+  }
+  assert_string_equal(joined, want);
+  tpt_strings_free(list, n);
 }
 
 /* `steps` SGD steps (learning rate lr) on the rows of x, in order. */
@@ -1163,9 +1175,30 @@ static void test_bad_input_without_tower(void **state) {
   tpt_tensor_free(labels);
 }
 
+/* tpt_model_variable_list of a model not built yet (no variables: NULL and
+ * 0), its NULL arguments, and tpt_strings_free(NULL). */
+static void test_variable_list_edges(void **state) {
+  (void)state;
+  ctx c = {0};
+  const int64_t shape[] = {-1, 3};
+  tpt_model *m = harness(&c, shape, 2);
+  char **list = (char **)1;
+  size_t n = 7;
+  ok(tpt_model_variable_list(&list, &n, m));
+  assert_null(list);
+  assert_int_equal(n, 0);
+  size_t n2 = 0;
+  expect_code(tpt_model_variable_list(NULL, &n2, m), TPT_ERR_INVALID_ARGUMENT, "names");
+  expect_code(tpt_model_variable_list(&list, NULL, m), TPT_ERR_INVALID_ARGUMENT, "count");
+  expect_code(tpt_model_variable_list(&list, &n2, NULL), TPT_ERR_INVALID_ARGUMENT, "model");
+  tpt_strings_free(NULL, 3);
+  tpt_model_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fc_values_and_variables),
+      cmocka_unit_test(test_variable_list_edges),
       cmocka_unit_test(test_fc_flattens_and_no_bias),
       cmocka_unit_test(test_conv2d_shapes),
       cmocka_unit_test(test_conv2d_variables),

@@ -316,6 +316,57 @@ static void test_arithmetic_functions(void **state) {
   free_all();
 }
 
+/* tpt_op_eq ... tpt_op_le_scalar and tpt_op_where: bool results by hand,
+ * broadcasting, a where over them, the errors; and TPT_ARG_INIT. */
+static void test_comparison_functions(void **state) {
+  (void)state;
+  tpt_tensor *x = F32(SHAPE(2, 3), VALS(1, 2, 3, 4, 5, 6)), *row = F32(SHAPE(3), VALS(2, 2, 5));
+  tpt_tensor *o = NULL;
+  tpt_dtype dt = TPT_DTYPE_F32;
+  ok(tpt_op_eq(&o, x, row));
+  keep(o);
+  ok(tpt_tensor_dtype(&dt, o));
+  assert_int_equal(dt, TPT_DTYPE_BOOL);
+  check_tensor("eq", o, SHAPE(2, 3), VALS(0, 1, 0, 0, 0, 0));
+  ok(tpt_op_gt(&o, x, row));
+  check_tensor("gt", keep(o), SHAPE(2, 3), VALS(0, 0, 0, 1, 1, 1));
+  ok(tpt_op_ge(&o, x, row));
+  check_tensor("ge", keep(o), SHAPE(2, 3), VALS(0, 1, 0, 1, 1, 1));
+  ok(tpt_op_lt(&o, x, row));
+  check_tensor("lt", keep(o), SHAPE(2, 3), VALS(1, 0, 1, 0, 0, 0));
+  ok(tpt_op_le(&o, x, row));
+  check_tensor("le", keep(o), SHAPE(2, 3), VALS(1, 1, 1, 0, 0, 0));
+  ok(tpt_op_eq_scalar(&o, x, 3));
+  check_tensor("eq_scalar", keep(o), SHAPE(2, 3), VALS(0, 0, 1, 0, 0, 0));
+  ok(tpt_op_gt_scalar(&o, x, 3));
+  check_tensor("gt_scalar", keep(o), SHAPE(2, 3), VALS(0, 0, 0, 1, 1, 1));
+  ok(tpt_op_ge_scalar(&o, x, 3));
+  check_tensor("ge_scalar", keep(o), SHAPE(2, 3), VALS(0, 0, 1, 1, 1, 1));
+  ok(tpt_op_lt_scalar(&o, x, 3));
+  check_tensor("lt_scalar", keep(o), SHAPE(2, 3), VALS(1, 1, 0, 0, 0, 0));
+  ok(tpt_op_le_scalar(&o, x, 3));
+  tpt_tensor *le3 = keep(o);
+  check_tensor("le_scalar", le3, SHAPE(2, 3), VALS(1, 1, 1, 0, 0, 0));
+  /* where: x where x <= 3, else the row (broadcast), as torch.where */
+  ok(tpt_op_where(&o, le3, x, row));
+  check_tensor("where", keep(o), SHAPE(2, 3), VALS(1, 2, 3, 2, 2, 5));
+  tpt_tensor *four = F32(SHAPE(4), VALS(1, 2, 3, 4));
+  o = (tpt_tensor *)1;
+  expect_code(tpt_op_ge(&o, x, four), TPT_ERR_INVALID_ARGUMENT,
+              "tpt_op_ge: a is [2, 3] and b is [4]: the shapes do not broadcast");
+  assert_null(o);
+  expect_code(tpt_op_where(&o, x, x, row), TPT_ERR_INVALID_ARGUMENT,
+              "cond is a Float tensor; where takes a bool one");
+  expect_code(tpt_op_where(&o, le3, four, x), TPT_ERR_INVALID_ARGUMENT,
+              "tpt_op_where: cond is [2, 3] and a is [4]: the shapes do not broadcast");
+  EXPECT_NULL_ARG(tpt_op_where(&o, NULL, x, x), "tpt_op_where", "cond");
+  EXPECT_NULL_ARG(tpt_op_lt(&o, x, NULL), "tpt_op_lt", "b");
+  /* TPT_ARG_INIT: a positional None, every field zero */
+  tpt_arg a = TPT_ARG_INIT;
+  assert_true(a.kind == TPT_ARG_NONE && !a.name && !a.tensor && a.i == 0 && a.d == 0 && !a.list && a.len == 0);
+  free_all();
+}
+
 static void test_reductions(void **state) {
   (void)state;
   make_fixture();
@@ -817,6 +868,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_elementwise),
       cmocka_unit_test(test_arithmetic_functions),
+      cmocka_unit_test(test_comparison_functions),
       cmocka_unit_test(test_reductions),
       cmocka_unit_test(test_shapes_and_indexing),
       cmocka_unit_test(test_nn),

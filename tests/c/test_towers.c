@@ -405,6 +405,19 @@ static void resume_is_exact(void **state) {
     assert_non_null(mkdtemp(dir));
     stop_at = -1;
     tpt_model *whole = run_resumable(&o, dir, 0);
+    { /* the log says how it trains */
+      static const char *const want[] = {"Training with the replicated strategy: 2 towers, on cpu, cpu",
+                                         "Training with the parameter-server strategy: 2 towers, on cpu, cpu",
+                                         "Training with the async strategy: 2 towers, on cpu, cpu"};
+      char path[128], text[16384];
+      snprintf(path, sizeof path, "%s/log.log", dir);
+      FILE *f = fopen(path, "r");
+      assert_non_null(f);
+      size_t n = fread(text, 1, sizeof text - 1, f);
+      fclose(f);
+      text[n] = '\0';
+      if (!strstr(text, want[s])) fail_msg("log.log lacks \"%s\":\n%s", want[s], text);
+    }
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf %s/*", dir);
     assert_int_equal(system(cmd), 0);
@@ -434,10 +447,15 @@ static void defaults_and_errors(void **state) {
   to.progress = TPT_PROGRESS_OFF;
   tpt_trainer *t = NULL;
   ok(tpt_trainer_new(&t, &to));
+  int64_t spe = 0;
+  ok(tpt_trainer_steps_per_epoch(&spe, t));
+  assert_int_equal(spe, -1); /* not set yet */
   tpt_input *in = NULL;
   tpt_dataflow *df = data(4);
   ok(tpt_input_from_dataflow(&in, df, NULL));
   ok(tpt_trainer_set_towers(t, m, in, NULL));
+  ok(tpt_trainer_steps_per_epoch(&spe, t));
+  assert_int_equal(spe, 40); /* the effective one: the input's size by the towers */
   memset(calls, 0, sizeof calls);
   ok(tpt_trainer_run(t));
   int64_t gs = 0;
@@ -531,9 +549,8 @@ static void distributed_one_rank_and_errors(void **state) {
     assert_int_equal(rank, 0);
     assert_int_equal(world, 1);
     if (dist) {
+      /* a one-process job: no address or port needed (this machine, any free port) */
       tpt_distributed_options d = TPT_DISTRIBUTED_OPTIONS_INIT;
-      d.master_addr = "127.0.0.1";
-      d.master_port = free_port();
       d.world_size = 1;
       d.timeout_ms = 20000;
       ok(tpt_trainer_set_distributed(t, &d));

@@ -112,6 +112,40 @@ TEST(Rendezvous, NamesWhatIsMissingOrWrong) {
   EXPECT_NE(error_of(good, bad).find("rank is 7: it must be from 0 to 1"), std::string::npos);
 }
 
+// A one-process job needs neither MASTER_ADDR nor MASTER_PORT: this machine,
+// any free port (0); MASTER_PORT=0 asks for that too, and a job of several
+// processes cannot use it (the others could not find the port).
+TEST(Rendezvous, AOneProcessJobNeedsNoAddressOrPort) {
+  Rendezvous r = from({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  EXPECT_EQ(r.master_addr, "127.0.0.1");
+  EXPECT_EQ(r.master_port, 0);
+  WorldOptions o;
+  o.world_size = 1;
+  o.rank = 0;
+  EXPECT_EQ(from({}, o).master_port, 0);
+  EXPECT_EQ(from({{"MASTER_PORT", "29555"}}, o).master_port, 29555);
+  EXPECT_NE(error_of({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "0"}, {"RANK", "0"}, {"WORLD_SIZE", "2"}})
+                .find("the master port is 0 (any free port), which only a one-process job can use: the other 1 rank(s)"),
+            std::string::npos);
+  EXPECT_NE(error_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "29555"}}).find("set MASTER_ADDR"),
+            std::string::npos);
+}
+
+// Two one-process jobs at once, each on a free port of its own.
+TEST(World, OneProcessJobsTakeAnyFreePort) {
+  WorldOptions o;
+  o.world_size = 1;
+  o.rank = 0;
+  o.timeout = std::chrono::milliseconds(20000);
+  auto none = [](const char *) -> const char * { return nullptr; };
+  World a(tpt::dist::rendezvous(o, none)), b(tpt::dist::rendezvous(o, none));
+  at::Tensor t = at::full({2}, 3.0f);
+  a.all_reduce(t);
+  b.all_reduce(t);
+  a.barrier();
+  EXPECT_TRUE(t.equal(at::full({2}, 3.0f))) << t;
+}
+
 TEST(World, TwoRanksAllReduceAndBroadcast) {
   const int port = free_port();
   std::vector<at::Tensor> sums(2), casts(2);

@@ -78,6 +78,15 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 	ok(t, ManualSeed(3))
 	ref, _ := trainRegression(t, checkpointOptions(t.TempDir(), 3), "")
 	want := weightsOf(t, ref)
+	slot := func(m *Model, name string) []float32 {
+		t.Helper()
+		s := must(m.OptimizerSlot("W", name)).of(t)
+		defer s.Close()
+		return must(s.Float32s()).of(t)
+	}
+	wantMoment := slot(ref, "exp_avg")
+	_, err := ref.OptimizerSlot("W", "momentum_buffer")
+	wantError(t, err, CodeNotFound, "it keeps: exp_avg, exp_avg_sq, step")
 
 	dir := t.TempDir()
 	ok(t, ManualSeed(3))
@@ -100,8 +109,17 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 	if counter2.seen != 15 {
 		t.Fatalf("the callback's state: %d steps seen, want 6 + 9", counter2.seen)
 	}
+	if from := tr.ResumedFrom(); from != filepath.Join(dir, "model-6") {
+		t.Fatalf("ResumedFrom() = %q, want the directory's latest checkpoint", from)
+	}
+	if spe := must(tr.StepsPerEpoch()).of(t); spe != 5 {
+		t.Fatalf("StepsPerEpoch() = %d, want the options' 5", spe)
+	}
 	if got := weightsOf(t, m); !reflect.DeepEqual(got, want) {
 		t.Fatalf("resumed %v, uninterrupted %v", got, want)
+	}
+	if got := slot(m, "exp_avg"); !reflect.DeepEqual(got, wantMoment) {
+		t.Fatalf("the optimizer's state: resumed %v, uninterrupted %v", got, wantMoment)
 	}
 
 	// AutoResume from the finished run's last checkpoint: nothing left to do.
@@ -111,6 +129,13 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 	m, tr = trainRegression(t, opts, "", saver)
 	if gs := must(tr.GlobalStep()).of(t); gs != 15 || !reflect.DeepEqual(weightsOf(t, m), want) {
 		t.Fatalf("auto-resume: global step %d", gs)
+	}
+	if from := tr.ResumedFrom(); from != filepath.Join(dir, "model-6") { // the latest checkpoint
+		t.Fatalf("ResumedFrom() after auto-resume = %q", from)
+	}
+	_, fresh := trainRegression(t, checkpointOptions(t.TempDir(), 1), "")
+	if from := fresh.ResumedFrom(); from != "" {
+		t.Fatalf("ResumedFrom() of a fresh run = %q", from)
 	}
 }
 

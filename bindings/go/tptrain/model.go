@@ -185,6 +185,29 @@ func (m *Model) Variable(name string) (*Tensor, error) {
 	return newTensor(out), nil
 }
 
+// OptimizerSlot returns what the model's optimizer keeps for trainable
+// variable `variable`: its slot as PyTorch names them ("momentum_buffer",
+// "exp_avg", "exp_avg_sq", ...) or "step" (a 0-d int64 tensor), a copy
+// (tpt_model_optimizer_slot). CodeNotFound names the slots there are (none
+// before the first update). Close the tensor.
+func (m *Model) OptimizerSlot(variable, slot string) (*Tensor, error) {
+	ptr, err := m.rlock("OptimizerSlot")
+	if err != nil {
+		return nil, err
+	}
+	defer m.mu.RUnlock()
+	cvar, cslot := C.CString(variable), C.CString(slot)
+	defer C.free(unsafe.Pointer(cvar))
+	defer C.free(unsafe.Pointer(cslot))
+	var out *C.tpt_tensor
+	st := C.tpt_model_optimizer_slot(&out, ptr, cvar, cslot)
+	runtime.KeepAlive(m)
+	if err := statusError(st); err != nil {
+		return nil, err
+	}
+	return newTensor(out), nil
+}
+
 // SetVariable copies value into a variable, e.g. to initialise or restore it
 // (tpt_model_set_variable). The shape must match; the dtype is converted.
 // Not while a step runs.

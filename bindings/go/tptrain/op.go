@@ -282,6 +282,87 @@ func (t *Tensor) DivScalar(x float64) (*Tensor, error) {
 	})
 }
 
+// ---- Element-wise comparisons (tpt_op_eq, ...): bool tensors, with
+// broadcasting; and Where.
+
+// Eq returns the bool tensor t == b, element-wise.
+func (t *Tensor) Eq(b *Tensor) (*Tensor, error) {
+	return tensorCall("Eq", []string{"t", "b"}, []*Tensor{t, b}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_eq(out, xs[0], xs[1])
+	})
+}
+
+// EqScalar returns the bool tensor t == x, element-wise.
+func (t *Tensor) EqScalar(x float64) (*Tensor, error) {
+	return tensorCall("EqScalar", []string{"t"}, []*Tensor{t}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_eq_scalar(out, xs[0], C.double(x))
+	})
+}
+
+// Gt returns the bool tensor t > b, element-wise.
+func (t *Tensor) Gt(b *Tensor) (*Tensor, error) {
+	return tensorCall("Gt", []string{"t", "b"}, []*Tensor{t, b}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_gt(out, xs[0], xs[1])
+	})
+}
+
+// GtScalar returns the bool tensor t > x, element-wise.
+func (t *Tensor) GtScalar(x float64) (*Tensor, error) {
+	return tensorCall("GtScalar", []string{"t"}, []*Tensor{t}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_gt_scalar(out, xs[0], C.double(x))
+	})
+}
+
+// Ge returns the bool tensor t >= b, element-wise.
+func (t *Tensor) Ge(b *Tensor) (*Tensor, error) {
+	return tensorCall("Ge", []string{"t", "b"}, []*Tensor{t, b}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_ge(out, xs[0], xs[1])
+	})
+}
+
+// GeScalar returns the bool tensor t >= x, element-wise.
+func (t *Tensor) GeScalar(x float64) (*Tensor, error) {
+	return tensorCall("GeScalar", []string{"t"}, []*Tensor{t}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_ge_scalar(out, xs[0], C.double(x))
+	})
+}
+
+// Lt returns the bool tensor t < b, element-wise.
+func (t *Tensor) Lt(b *Tensor) (*Tensor, error) {
+	return tensorCall("Lt", []string{"t", "b"}, []*Tensor{t, b}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_lt(out, xs[0], xs[1])
+	})
+}
+
+// LtScalar returns the bool tensor t < x, element-wise.
+func (t *Tensor) LtScalar(x float64) (*Tensor, error) {
+	return tensorCall("LtScalar", []string{"t"}, []*Tensor{t}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_lt_scalar(out, xs[0], C.double(x))
+	})
+}
+
+// Le returns the bool tensor t <= b, element-wise.
+func (t *Tensor) Le(b *Tensor) (*Tensor, error) {
+	return tensorCall("Le", []string{"t", "b"}, []*Tensor{t, b}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_le(out, xs[0], xs[1])
+	})
+}
+
+// LeScalar returns the bool tensor t <= x, element-wise.
+func (t *Tensor) LeScalar(x float64) (*Tensor, error) {
+	return tensorCall("LeScalar", []string{"t"}, []*Tensor{t}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_le_scalar(out, xs[0], C.double(x))
+	})
+}
+
+// Where returns cond ? a : b element-wise (tpt_op_where, torch.where): cond
+// is a bool tensor (a comparison's result), the three broadcast.
+func Where(cond, a, b *Tensor) (*Tensor, error) {
+	return tensorCall("Where", []string{"cond", "a", "b"}, []*Tensor{cond, a, b}, func(out **C.tpt_tensor, xs []*C.tpt_tensor) *C.tpt_status {
+		return C.tpt_op_where(out, xs[0], xs[1], xs[2])
+	})
+}
+
 // ---- C memory for argument structures.
 
 // cArena is one C allocation carved into 8-byte aligned pieces: argument

@@ -234,3 +234,51 @@ func TestArithmeticMethods(t *testing.T) {
 	_, err = x.Add(nil)
 	wantError(t, err, CodeInvalidArgument, "Add: b is nil")
 }
+
+func TestComparisonsAndWhere(t *testing.T) {
+	checkHandles(t)
+	x := must(FromFloat32([]float32{1, 2, 3, 4, 5, 6}, 2, 3)).of(t)
+	defer closeT(t, x)
+	row := must(FromFloat32([]float32{2, 2, 5}, 3)).of(t)
+	defer closeT(t, row)
+	check := func(name string, got *Tensor, err error, want []bool) {
+		t.Helper()
+		ok(t, err)
+		defer closeT(t, got)
+		if d := must(got.DType()).of(t); d != DTypeBool {
+			t.Errorf("%s: dtype %v, want bool", name, d)
+		}
+		if v := must(got.Bools()).of(t); !reflect.DeepEqual(v, want) {
+			t.Errorf("%s = %v, want %v", name, v, want)
+		}
+	}
+	y, err := x.Eq(row)
+	check("x.Eq(row)", y, err, []bool{false, true, false, false, false, false})
+	y, err = x.Gt(row)
+	check("x.Gt(row)", y, err, []bool{false, false, false, true, true, true})
+	y, err = x.Ge(row)
+	check("x.Ge(row)", y, err, []bool{false, true, false, true, true, true})
+	y, err = x.Lt(row)
+	check("x.Lt(row)", y, err, []bool{true, false, true, false, false, false})
+	y, err = x.Le(row)
+	check("x.Le(row)", y, err, []bool{true, true, true, false, false, false})
+	y, err = x.EqScalar(3)
+	check("x.EqScalar(3)", y, err, []bool{false, false, true, false, false, false})
+	y, err = x.GtScalar(3)
+	check("x.GtScalar(3)", y, err, []bool{false, false, false, true, true, true})
+	y, err = x.GeScalar(3)
+	check("x.GeScalar(3)", y, err, []bool{false, false, true, true, true, true})
+	y, err = x.LtScalar(3)
+	check("x.LtScalar(3)", y, err, []bool{true, true, false, false, false, false})
+	small := must(x.LeScalar(3)).of(t)
+	defer closeT(t, small)
+	w := must(Where(small, x, row)).of(t)
+	defer closeT(t, w)
+	if v := must(w.Float32s()).of(t); !reflect.DeepEqual(v, []float32{1, 2, 3, 2, 2, 5}) {
+		t.Errorf("Where(x <= 3, x, row) = %v", v)
+	}
+	_, err = Where(x, x, row)
+	wantError(t, err, CodeInvalidArgument, "where takes a bool one")
+	_, err = Where(nil, x, row)
+	wantError(t, err, CodeInvalidArgument, "Where: cond is nil")
+}

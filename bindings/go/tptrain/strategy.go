@@ -204,9 +204,10 @@ const (
 // the monitors getting rank 0's cost and scalars.
 type DistributedOptions struct {
 	// MasterAddr is rank 0's host, the address of the job's rendezvous; ""
-	// means MASTER_ADDR.
+	// means MASTER_ADDR, else this machine in a one-process job.
 	MasterAddr string
-	// MasterPort is its port, 1 to 65535; 0 means MASTER_PORT.
+	// MasterPort is its port, 1 to 65535; 0 means MASTER_PORT, else (or
+	// with MASTER_PORT=0) any free port in a one-process job.
 	MasterPort int
 	// WorldSize is the number of processes of the job, 1 to 2^20. 0 means
 	// WORLD_SIZE, and then Rank and LocalRank come from RANK and LOCAL_RANK

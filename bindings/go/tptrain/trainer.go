@@ -81,8 +81,10 @@ type TrainerOptions struct {
 	// steps when > 0 (default 0).
 	SummaryPeriod int64
 	// AutoResume: when Logdir holds a checkpoint index (a ModelSaver's), the
-	// run resumes exactly from its latest checkpoint and the directory is
-	// kept whatever LogdirAction says (tensorpack's AutoResumeTrainConfig).
+	// run resumes exactly from its latest checkpoint; the directory is the
+	// run's and kept whatever LogdirAction says, also before its first
+	// checkpoint (a run killed early starts again from the beginning in it)
+	// (tensorpack's AutoResumeTrainConfig).
 	AutoResume bool
 	// StopOnSignals: whether SIGTERM and SIGINT stop a run gracefully, at
 	// the next step boundary with a checkpoint from a ModelSaver there, so
@@ -582,6 +584,35 @@ func (t *Trainer) Logdir() string {
 	}
 	defer t.mu.Unlock()
 	return logdir(ptr)
+}
+
+// StepsPerEpoch is Context.StepsPerEpoch (tpt_trainer_steps_per_epoch).
+func (t *Trainer) StepsPerEpoch() (int64, error) {
+	return t.counter("StepsPerEpoch", stepsPerEpoch)
+}
+
+// ResumedFrom is Context.ResumedFrom, e.g. after Run (tpt_trainer_resumed_from).
+func (t *Trainer) ResumedFrom() string {
+	ptr, err := t.lock("ResumedFrom")
+	if err != nil {
+		return ""
+	}
+	defer t.mu.Unlock()
+	return resumedFrom(ptr)
+}
+
+func stepsPerEpoch(ptr *C.tpt_trainer) (int64, error) {
+	var v C.int64_t
+	err := statusError(C.tpt_trainer_steps_per_epoch(&v, ptr))
+	return int64(v), err
+}
+
+func resumedFrom(ptr *C.tpt_trainer) string {
+	var out *C.char
+	if statusError(C.tpt_trainer_resumed_from(&out, ptr)) != nil || out == nil {
+		return ""
+	}
+	return C.GoString(out)
 }
 
 func epochNum(ptr *C.tpt_trainer) (int64, error) {

@@ -66,6 +66,16 @@ func (c *Context) SetGlobalStep(step int64) error {
 // (tpt_trainer_logdir).
 func (c *Context) Logdir() string { return logdir(c.ptr) }
 
+// StepsPerEpoch returns the steps per epoch the loop runs: the options', or
+// the input's size (by the towers); -1 while neither has set it
+// (tpt_trainer_steps_per_epoch).
+func (c *Context) StepsPerEpoch() int64 { return mustCount(stepsPerEpoch(c.ptr)) }
+
+// ResumedFrom returns the checkpoint the run resumes from (Trainer.Resume's
+// path, or the one AutoResume found once the run has begun); "" when it
+// starts afresh (tpt_trainer_resumed_from).
+func (c *Context) ResumedFrom() string { return resumedFrom(c.ptr) }
+
 // Log writes a line to the trainer's log: stdout when Console is on, and
 // log.log in the log directory (tpt_trainer_log).
 func (c *Context) Log(message string) error {

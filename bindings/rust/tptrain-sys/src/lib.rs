@@ -958,6 +958,22 @@ extern "C" {
     pub fn tpt_op_sub_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
     pub fn tpt_op_mul_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
     pub fn tpt_op_div_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
+    pub fn tpt_op_eq(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_op_gt(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_op_ge(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_op_lt(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_op_le(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: *const tpt_tensor) -> *mut tpt_status;
+    pub fn tpt_op_eq_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
+    pub fn tpt_op_gt_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
+    pub fn tpt_op_ge_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
+    pub fn tpt_op_lt_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
+    pub fn tpt_op_le_scalar(out: *mut *mut tpt_tensor, a: *const tpt_tensor, b: f64) -> *mut tpt_status;
+    pub fn tpt_op_where(
+        out: *mut *mut tpt_tensor,
+        cond: *const tpt_tensor,
+        a: *const tpt_tensor,
+        b: *const tpt_tensor,
+    ) -> *mut tpt_status;
 
     // Trainer
     pub fn tpt_trainer_new(out: *mut *mut tpt_trainer, options: *const tpt_trainer_options) -> *mut tpt_status;
@@ -980,6 +996,20 @@ extern "C" {
     pub fn tpt_trainer_epoch_num(out: *mut i64, trainer: *const tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_local_step(out: *mut i64, trainer: *const tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_global_step(out: *mut i64, trainer: *const tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_model_optimizer_slot(
+        out: *mut *mut tpt_tensor,
+        model: *const tpt_model,
+        variable: *const c_char,
+        slot: *const c_char,
+    ) -> *mut tpt_status;
+    pub fn tpt_model_variable_list(
+        names: *mut *mut *mut c_char,
+        count: *mut usize,
+        model: *const tpt_model,
+    ) -> *mut tpt_status;
+    pub fn tpt_strings_free(strings: *mut *mut c_char, count: usize);
+    pub fn tpt_trainer_steps_per_epoch(out: *mut i64, trainer: *const tpt_trainer) -> *mut tpt_status;
+    pub fn tpt_trainer_resumed_from(out: *mut *const c_char, trainer: *const tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_set_global_step(trainer: *mut tpt_trainer, step: i64) -> *mut tpt_status;
     pub fn tpt_trainer_logdir(out: *mut *const c_char, trainer: *const tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_log(trainer: *mut tpt_trainer, message: *const c_char) -> *mut tpt_status;

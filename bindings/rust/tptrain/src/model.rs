@@ -377,6 +377,19 @@ impl<'a> Model<'a> {
         Tensor::wrap(out)
     }
 
+    /// What the model's optimizer keeps for trainable variable `variable`:
+    /// its slot `slot` as PyTorch names them (`"momentum_buffer"`,
+    /// `"exp_avg"`, `"exp_avg_sq"`, ...) or `"step"` (a 0-d i64 tensor), a
+    /// copy (`tpt_model_optimizer_slot`). [`Code::NotFound`](crate::Code::NotFound) names the
+    /// slots there are (none before the first update).
+    pub fn optimizer_slot(&self, variable: &str, slot: &str) -> Result<Tensor> {
+        let mut out = ptr::null_mut();
+        with_cstr(variable, "variable", |v| {
+            with_cstr(slot, "slot", |s| call!(sys::tpt_model_optimizer_slot(&mut out, self.as_ptr(), v, s)))
+        })???;
+        Tensor::wrap(out)
+    }
+
     /// Copies `value` into a variable (same shape; converted to its dtype),
     /// e.g. to initialise or restore it. Not while a step runs
     /// (`tpt_model_set_variable`).

@@ -19,7 +19,8 @@
 //! # Ok::<(), tptrain::Error>(())
 //! ```
 
-use crate::common::{Code, Error, Result};
+use crate::binding::Binding;
+use crate::common::{call, Code, Error, Result};
 use crate::cstr::with_cstr;
 use crate::tensor::{DType, Tensor};
 use std::ffi::CString;
@@ -300,6 +301,50 @@ pub fn schemas(op: &str) -> Result<String> {
             }
         }
     })?
+}
+
+macro_rules! comparison {
+    ($tensor_method:ident, $scalar_method:ident, $tensor_fn:ident, $scalar_fn:ident, $what:literal) => {
+        #[doc = concat!("`self ", $what, " other` element-wise, a bool tensor (`", stringify!($tensor_fn), "`), broadcasting.")]
+        pub fn $tensor_method(&self, other: &Tensor) -> Result<Tensor> {
+            let mut out = ptr::null_mut();
+            call!(sys::$tensor_fn(&mut out, self.as_ptr(), other.as_ptr()))?;
+            Tensor::wrap(out)
+        }
+        #[doc = concat!("`self ", $what, " x` element-wise against a number, a bool tensor (`", stringify!($scalar_fn), "`).")]
+        pub fn $scalar_method(&self, x: f64) -> Result<Tensor> {
+            let mut out = ptr::null_mut();
+            call!(sys::$scalar_fn(&mut out, self.as_ptr(), x))?;
+            Tensor::wrap(out)
+        }
+    };
+}
+
+/// Element-wise comparisons (as tch-rs names them: `ge(2.0)` against a
+/// number, `ge_tensor(&b)` against a tensor) and `where`.
+///
+/// ```
+/// use tptrain::Tensor;
+/// let x = Tensor::from_slice(&[1.0f32, 5.0, 3.0], &[3])?;
+/// let big = x.gt(2.0)?;
+/// let clipped = Tensor::from_slice(&[2.0f32; 3], &[3])?.where_self(&big, &x)?; // x > 2 ? 2 : x
+/// assert_eq!(clipped.to_vec::<f32>()?, vec![1.0, 2.0, 2.0]);
+/// # Ok::<(), tptrain::Error>(())
+/// ```
+impl Tensor {
+    comparison!(eq_tensor, eq, tpt_op_eq, tpt_op_eq_scalar, "==");
+    comparison!(gt_tensor, gt, tpt_op_gt, tpt_op_gt_scalar, ">");
+    comparison!(ge_tensor, ge, tpt_op_ge, tpt_op_ge_scalar, ">=");
+    comparison!(lt_tensor, lt, tpt_op_lt, tpt_op_lt_scalar, "<");
+    comparison!(le_tensor, le, tpt_op_le, tpt_op_le_scalar, "<=");
+
+    /// `condition ? self : other` element-wise (`tpt_op_where`, tch-rs's
+    /// `where_self`): `condition` is a bool tensor, the three broadcast.
+    pub fn where_self(&self, condition: &Tensor, other: &Tensor) -> Result<Tensor> {
+        let mut out = ptr::null_mut();
+        call!(sys::tpt_op_where(&mut out, condition.as_ptr(), self.as_ptr(), other.as_ptr()))?;
+        Tensor::wrap(out)
+    }
 }
 
 /// A few common operators as methods; everything else through [`call`].

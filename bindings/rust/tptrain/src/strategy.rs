@@ -383,15 +383,17 @@ impl Distributed {
     /// Everything from the environment that tptrain-run and torchrun set:
     /// MASTER_ADDR and MASTER_PORT (rank 0's address), WORLD_SIZE, RANK and
     /// LOCAL_RANK. A variable that is missing or bad is a
-    /// [`Code::InvalidArgument`] error naming it when the trainer joins.
-    /// The same as `Distributed::default()`.
+    /// [`Code::InvalidArgument`] error naming it when the trainer joins; a
+    /// one-process job (world size 1) needs no address or port (this
+    /// machine, any free port). The same as `Distributed::default()`.
     pub fn from_env() -> Distributed {
         Distributed::default()
     }
 
     /// Rank 0's host and port, instead of MASTER_ADDR and MASTER_PORT (a
-    /// port of 0 still takes MASTER_PORT). Rank 0 serves the rendezvous
-    /// there; the others connect to it.
+    /// port of 0 still takes MASTER_PORT, else any free port in a
+    /// one-process job). Rank 0 serves the rendezvous there; the others
+    /// connect to it.
     pub fn master(mut self, addr: &str, port: u16) -> Distributed {
         self.master = Some((addr.to_owned(), port));
         self

@@ -250,9 +250,10 @@ pub struct TrainerOptions {
     /// Default `None`.
     pub summary_period: Option<u64>,
     /// When the log directory holds a checkpoint index (a [`ModelSaver`](crate::ModelSaver)'s),
-    /// the run resumes exactly from its latest checkpoint and the directory
-    /// is kept whatever `logdir_action` says (tensorpack's
-    /// AutoResumeTrainConfig). Default false.
+    /// the run resumes exactly from its latest checkpoint; the directory is
+    /// the run's and kept whatever `logdir_action` says, also before its
+    /// first checkpoint (a run killed early starts again from the beginning
+    /// in it) (tensorpack's AutoResumeTrainConfig). Default false.
     pub auto_resume: bool,
     /// SIGTERM and SIGINT as a graceful stop that saves (default: from the
     /// environment, see [`StopOnSignals`]).

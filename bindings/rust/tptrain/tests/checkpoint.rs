@@ -98,6 +98,12 @@ fn resume_mid_epoch_equals_an_uninterrupted_run() {
     t.set_model(&a, input()).unwrap();
     assert_eq!(t.run().unwrap(), RunOutcome::Finished);
     let want = weights(&a);
+    let slot = |m: &Model<'_>, s: &str| m.optimizer_slot("fc/W", s).unwrap().to_vec::<f32>().unwrap();
+    let want_moment = slot(&a, "exp_avg");
+    assert_eq!(a.optimizer_slot("fc/W", "step").unwrap().to_vec::<i64>().unwrap(), vec![15]);
+    let e = a.optimizer_slot("fc/W", "momentum_buffer").unwrap_err();
+    assert_eq!(e.code(), tptrain::Code::NotFound);
+    assert!(e.message().contains("it keeps: exp_avg, exp_avg_sq, step"), "{e}");
 
     // Stopped at step 8, with a checkpoint every 3 steps (the last at 6).
     manual_seed(3).unwrap();
@@ -118,11 +124,15 @@ fn resume_mid_epoch_equals_an_uninterrupted_run() {
     let mut t = Trainer::new(&options(&dir, 3)).unwrap();
     t.set_model(&c, input()).unwrap();
     t.add_callback(counter(&seen, -1)).unwrap();
+    assert_eq!(t.steps_per_epoch(), 5, "the options'");
+    assert_eq!(t.resumed_from(), None);
     t.resume(&dir).unwrap();
+    assert_eq!(t.resumed_from(), Some(dir.join("model-6")), "the directory's latest checkpoint");
     assert_eq!(t.run().unwrap(), RunOutcome::Finished);
     assert_eq!(t.global_step(), 15);
     assert_eq!(seen.get(), 15, "6 steps before the checkpoint, 9 after");
     assert_eq!(weights(&c), want, "bit for bit");
+    assert_eq!(slot(&c, "exp_avg"), want_moment, "the optimizer's state too");
     drop(t);
 
     // auto_resume from the last checkpoint of the finished run (step 15):
@@ -134,6 +144,7 @@ fn resume_mid_epoch_equals_an_uninterrupted_run() {
     t.run().unwrap();
     assert_eq!(t.global_step(), 15);
     assert_eq!(weights(&d), want);
+    assert_eq!(t.resumed_from(), Some(dir.join("model-6")), "auto_resume's: the latest checkpoint");
 }
 
 #[test]

@@ -235,3 +235,28 @@ fn arithmetic_operators_broadcast_and_promote() -> Result<(), tptrain::Error> {
     assert_eq!(e.message(), "tpt_op_add: a is [2, 3] and b is [4]: the shapes do not broadcast");
     Ok(())
 }
+
+#[test]
+fn comparisons_and_where() -> Result<(), tptrain::Error> {
+    let x = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3]);
+    let row = t(&[2.0, 2.0, 5.0], &[3]);
+    let bools = |t: &Tensor| t.to_vec::<bool>().unwrap();
+    let eq = x.eq_tensor(&row)?;
+    assert_eq!(eq.dtype(), DType::Bool);
+    assert_eq!(bools(&eq), vec![false, true, false, false, false, false]);
+    assert_eq!(bools(&x.gt_tensor(&row)?), vec![false, false, false, true, true, true]);
+    assert_eq!(bools(&x.ge_tensor(&row)?), vec![false, true, false, true, true, true]);
+    assert_eq!(bools(&x.lt_tensor(&row)?), vec![true, false, true, false, false, false]);
+    assert_eq!(bools(&x.le_tensor(&row)?), vec![true, true, true, false, false, false]);
+    assert_eq!(bools(&x.eq(3.0)?), vec![false, false, true, false, false, false]);
+    assert_eq!(bools(&x.gt(3.0)?), vec![false, false, false, true, true, true]);
+    assert_eq!(bools(&x.ge(3.0)?), vec![false, false, true, true, true, true]);
+    assert_eq!(bools(&x.lt(3.0)?), vec![true, true, false, false, false, false]);
+    let small = x.le(3.0)?;
+    assert_eq!(bools(&small), vec![true, true, true, false, false, false]);
+    assert_eq!(f32s(&x.where_self(&small, &row)?), vec![1.0, 2.0, 3.0, 2.0, 2.0, 5.0]);
+    let e = x.where_self(&x, &row).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("where takes a bool one"), "{e}");
+    Ok(())
+}

@@ -103,6 +103,20 @@ impl Context {
         call!(sys::tpt_trainer_set_global_step(self.as_ptr(), step))
     }
 
+    /// The steps per epoch the loop runs: the options', or the input's size
+    /// (by the towers) that `set_model` and the like filled in; -1 while
+    /// neither has set it (`tpt_trainer_steps_per_epoch`).
+    pub fn steps_per_epoch(&self) -> i64 {
+        counter(sys::tpt_trainer_steps_per_epoch, self)
+    }
+
+    /// The checkpoint the run resumes from: the path given to
+    /// [`Trainer::resume`](crate::Trainer::resume) or the one auto-resume found (once the run has
+    /// begun); `None` when it starts afresh (`tpt_trainer_resumed_from`).
+    pub fn resumed_from(&self) -> Option<PathBuf> {
+        string_out(sys::tpt_trainer_resumed_from, self).map(PathBuf::from)
+    }
+
     /// The log directory in use, once run has set it up (`tpt_trainer_logdir`).
     pub fn logdir(&self) -> Option<PathBuf> {
         string_out(sys::tpt_trainer_logdir, self).map(PathBuf::from)
