@@ -210,6 +210,12 @@ TPT_API TPT_NODISCARD tpt_status *tpt_trainer_run(tpt_trainer *trainer);
  * runs, run returns NULL). Safe from any thread and from a signal handler. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_request_stop(tpt_trainer *trainer);
 
+/* The same stop with a reason of the caller's (copied, not empty): what
+ * tpt_trainer_stop_reason and the log's "Training was stopped by:" give, e.g.
+ * "context canceled" for a host's cancelled context. Any thread, not a
+ * signal handler; the first stop request of a run wins. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_request_stop_because(tpt_trainer *trainer, const char *reason);
+
 /* The same stop for the signal `signo`, as stop_on_signals makes it: the stop
  * reason is the signal's name ("SIGTERM") and a ModelSaver saves a checkpoint
  * at the stop. For hosts with signal handlers of their own: call it from the

@@ -589,6 +589,13 @@ tpt_status *tpt_trainer_request_stop(tpt_trainer *trainer) {
   return guard(__func__, [&] { trainer_arg(trainer).request_stop(); });
 }
 
+tpt_status *tpt_trainer_request_stop_because(tpt_trainer *trainer, const char *reason) {
+  return guard(__func__, [&] {
+    tpt::Trainer &t = trainer_arg(trainer);
+    t.request_stop(name_arg(reason, "reason"));
+  });
+}
+
 void tpt_trainer_signal_stop(tpt_trainer *trainer, int signo) {
   // Async-signal-safe: no allocation, no lock, only the handle's magic word
   // and an atomic.

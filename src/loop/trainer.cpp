@@ -209,6 +209,14 @@ void Trainer::throw_if_stop_requested() {
   switch (stop_requested_.load(std::memory_order_relaxed)) {
     case 0: return;
     case static_cast<int>(StopBy::Free): throw StopTraining("tpt_trainer_free");
+    case static_cast<int>(StopBy::Reason): {
+      std::string reason;
+      {
+        std::lock_guard<std::mutex> lock(stop_mu_);  // written with the request, under the lock
+        reason = requested_reason_;
+      }
+      throw StopTraining(reason);
+    }
     default: throw StopTraining("tpt_trainer_request_stop");
   }
 }

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -99,10 +100,18 @@ class Trainer {
   }
   // The signal that stopped the last run; 0: none did.
   int stop_signal() const { return stop_signal_; }
-  enum class StopBy : int { None = 0, Request = 1, Free = 2 };
+  enum class StopBy : int { None = 0, Request = 1, Free = 2, Reason = 3 };
   void request_stop(StopBy by) noexcept {
     int none = 0;
     stop_requested_.compare_exchange_strong(none, static_cast<int>(by), std::memory_order_relaxed);
+  }
+  // A stop request whose stop_reason() is `reason` (any thread, not a
+  // signal handler); the first request of a run wins.
+  void request_stop(const std::string &reason) {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    int none = 0;
+    if (stop_requested_.compare_exchange_strong(none, static_cast<int>(StopBy::Reason), std::memory_order_relaxed))
+      requested_reason_ = reason;
   }
 
   // ---- state
@@ -208,6 +217,8 @@ class Trainer {
   std::atomic<std::thread::id> run_thread_{};
   std::exception_ptr pending_;  // what ended a hooked step, until run_step returns
   std::atomic<int> stop_requested_{0};  // a StopBy
+  std::mutex stop_mu_;                  // guards requested_reason_
+  std::string requested_reason_;        // StopBy::Reason's
   std::atomic<int> signal_requested_{0};  // request_signal_stop's signal
   static_assert(std::atomic<int>::is_always_lock_free, "request_signal_stop runs in signal handlers");
   bool signals_ = false;                  // this run stops on SIGTERM/SIGINT

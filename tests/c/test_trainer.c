@@ -587,6 +587,32 @@ static void test_request_stop_from_another_thread(void **state) {
   tpt_trainer_free(t);
 }
 
+static void *stopper_because(void *arg) {
+  struct timespec ts = {0, 50000000};
+  nanosleep(&ts, NULL);
+  ok(tpt_trainer_request_stop_because(arg, "preempted by the scheduler"));
+  ok(tpt_trainer_request_stop_because(arg, "a second reason")); /* the first request wins */
+  return NULL;
+}
+
+/* tpt_trainer_request_stop_because: the reason given is the run's stop
+ * reason (and the log's); an empty or NULL reason is refused. */
+static void test_request_stop_because(void **state) {
+  (void)state;
+  tpt_trainer *t = make_trainer(1, 1000000, 1000);
+  ok(tpt_trainer_set_run_step(t, slow_run_step, NULL, NULL));
+  expect_code(tpt_trainer_request_stop_because(t, ""), TPT_ERR_INVALID_ARGUMENT, "argument 'reason' is empty");
+  EXPECT_NULL_ARG(tpt_trainer_request_stop_because(t, NULL), "tpt_trainer_request_stop_because", "reason");
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, stopper_because, t), 0);
+  ok(tpt_trainer_run(t));
+  pthread_join(th, NULL);
+  const char *reason = NULL;
+  ok(tpt_trainer_stop_reason(&reason, t));
+  assert_string_equal(reason, "preempted by the scheduler");
+  tpt_trainer_free(t);
+}
+
 /* ------------------------------------------------------------ stop on signals */
 
 /* A trainer with stop_on_signals = `mode` whose callback, at global step 3,
@@ -1253,6 +1279,7 @@ int main(void) {
       cmocka_unit_test(test_options_validation),
       cmocka_unit_test(test_precision),
       cmocka_unit_test(test_loss_scaling_options),
+      cmocka_unit_test(test_request_stop_because),
       cmocka_unit_test(test_null_arguments),
   };
   return cmocka_run_group_tests_name("trainer", tests, NULL, NULL);

@@ -468,9 +468,10 @@ func (t *Trainer) Run() error {
 }
 
 // RunContext is Run with a context: when ctx is done, training stops at the
-// next step boundary as after RequestStop (AFTER_TRAIN runs as always) and
-// RunContext returns ctx.Err() (context.Canceled or DeadlineExceeded). A ctx
-// already done returns its error without running.
+// next step boundary as after RequestStop (AFTER_TRAIN runs as always), with
+// ctx.Err()'s text as the stop reason ("context canceled", "context deadline
+// exceeded"; StopReason and the log say it), and RunContext returns
+// ctx.Err(). A ctx already done returns its error without running.
 func (t *Trainer) RunContext(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -486,7 +487,7 @@ func (t *Trainer) RunContext(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			byCtx.Store(true)
-			t.requestStop() // no-op once Run has returned
+			t.requestStop(ctx.Err().Error()) // no-op once Run has returned
 		case <-finished:
 		}
 	}()
@@ -494,7 +495,7 @@ func (t *Trainer) RunContext(ctx context.Context) error {
 	close(finished)
 	<-watched
 	if err == nil && byCtx.Load() {
-		if reason, stopped := t.StopReason(); stopped && reason == "tpt_trainer_request_stop" {
+		if reason, stopped := t.StopReason(); stopped && reason == ctx.Err().Error() {
 			return ctx.Err()
 		}
 	}
@@ -514,9 +515,19 @@ func (t *Trainer) RequestStop() error {
 	return statusError(C.tpt_trainer_request_stop(ptr))
 }
 
-// requestStop is RequestStop for RunContext's watcher, which may come after
-// Close: there is nothing left to stop then.
-func (t *Trainer) requestStop() { _ = t.RequestStop() }
+// requestStop is RequestStop with a reason, for RunContext's watcher, which
+// may come after Close: there is nothing left to stop then
+// (tpt_trainer_request_stop_because).
+func (t *Trainer) requestStop(reason string) {
+	ptr, err := t.lock("RunContext")
+	if err != nil {
+		return
+	}
+	defer t.mu.Unlock()
+	creason := C.CString(reason)
+	defer C.free(unsafe.Pointer(creason))
+	_ = statusError(C.tpt_trainer_request_stop_because(ptr, creason))
+}
 
 // StopReason says why the last run stopped early: the reason given to Stop,
 // or "tpt_trainer_request_stop" after RequestStop (tpt_trainer_stop_reason).

@@ -1177,6 +1177,9 @@ func TestRunContextCancel(t *testing.T) {
 	if afterTrain != 1 {
 		t.Errorf("AFTER_TRAIN ran %d times, want 1", afterTrain)
 	}
+	if r, stopped := tr.StopReason(); !stopped || r != "context canceled" {
+		t.Errorf("StopReason() = %q, %v; want the context's error as the reason", r, stopped)
+	}
 	// A context already done: nothing runs.
 	tr2 := newQuietTrainer(t, 1, 1, 1)
 	ok(t, tr2.SetRunStep(func(*Context) error { t.Error("ran"); return nil }))

@@ -7,7 +7,7 @@ pub use context::{Context, HookedContext, Run, Scalar, StepContext};
 use crate::binding::call_dropping;
 use crate::callback::{Callback, IntoCallback};
 use crate::common::{call, Code, Error, Result};
-use crate::cstr::{cstrings, path_to_cstring};
+use crate::cstr::{cstrings, path_to_cstring, with_cstr};
 use crate::dataflow::DataFlow;
 use crate::input::Input;
 use crate::launch::{init_trampoline, InitHook, TrainConfig};
@@ -689,6 +689,25 @@ impl StopHandle {
                 true
             }
             None => false,
+        }
+    }
+
+    /// [`request_stop`](Self::request_stop) with a reason of your own, which
+    /// [`RunOutcome::Stopped`] and the log give (`tpt_trainer_request_stop_because`;
+    /// the first request of a run wins). Returns false if the trainer is
+    /// gone; an empty reason or one with a NUL byte is an error.
+    pub fn request_stop_because(&self, reason: &str) -> Result<bool> {
+        if reason.is_empty() {
+            return Err(Error::new(Code::InvalidArgument, "StopHandle::request_stop_because: the reason is empty"));
+        }
+        let guard = self.shared.trainer.lock().unwrap_or_else(|e| e.into_inner());
+        match &*guard {
+            Some(p) => {
+                // SAFETY: the trainer lives while the lock is held (Drop takes it).
+                with_cstr(reason, "reason", |r| call!(sys::tpt_trainer_request_stop_because(p.0.as_ptr(), r)))??;
+                Ok(true)
+            }
+            None => Ok(false),
         }
     }
 }

@@ -797,6 +797,26 @@ fn request_stop_from_another_thread() {
     drop(t);
     assert!(!late.request_stop());
     assert!(!std::thread::spawn(move || clone.request_stop()).join().unwrap());
+    assert_eq!(late.request_stop_because("gone").unwrap(), false);
+}
+
+/// `StopHandle::request_stop_because`: the run's stop reason is the one given.
+#[test]
+fn stop_handle_with_a_reason() {
+    let mut t = Trainer::new(&options(1, 1_000_000, 1000)).unwrap();
+    t.set_run_step(|ctx| {
+        std::thread::sleep(Duration::from_millis(1));
+        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
+    })
+    .unwrap();
+    let handle = t.stop_handle();
+    assert_eq!(handle.request_stop_because("").unwrap_err().code(), Code::InvalidArgument);
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        handle.request_stop_because("preempted").unwrap()
+    });
+    assert_eq!(t.run().unwrap(), RunOutcome::Stopped("preempted".into()));
+    assert!(stopper.join().unwrap());
 }
 
 #[test]
