@@ -75,18 +75,21 @@ struct Run {
   std::vector<at::Tensor> params;
 };
 
-Run through_c_api(const at::Tensor &x, const at::Tensor &y, const std::vector<at::Tensor> &init,
-                  const std::string &kind) {
-  Run run;
+const char *const kNames[] = {"w1", "b1", "w2", "b2"};
+
+// The MLP of tower function `fn`, built, with the initial values `init` and
+// an optimizer of `kind` ("sgd": lr 0.05, momentum 0.9; "adam": lr 0.01)
+// accumulating `accumulate` steps.
+tpt_model *new_mlp(tpt_tower_fn fn, const std::vector<at::Tensor> &init, const std::string &kind,
+                   int64_t accumulate = 1) {
   const int64_t sx[] = {-1, D}, sy[] = {-1, 1};
   tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 2}, {"y", TPT_DTYPE_F32, sy, 2}};
   tpt_model *model = nullptr;
-  EXPECT_EQ(tpt_model_new(&model, spec, 2, tower, nullptr, nullptr), nullptr);
+  EXPECT_EQ(tpt_model_new(&model, spec, 2, fn, nullptr, nullptr), nullptr);
   EXPECT_EQ(tpt_model_build(model), nullptr);
-  const char *names[] = {"w1", "b1", "w2", "b2"};
   for (int i = 0; i < 4; ++i) {
-    tpt_tensor v(init[i]);
-    EXPECT_EQ(tpt_model_set_variable(model, names[i], &v), nullptr);
+    tpt_tensor v(init[static_cast<size_t>(i)]);
+    EXPECT_EQ(tpt_model_set_variable(model, kNames[i], &v), nullptr);
   }
   tpt_optimizer *opt = nullptr;
   EXPECT_EQ(tpt_optimizer_new(&opt, kind.c_str()), nullptr);
@@ -94,8 +97,29 @@ Run through_c_api(const at::Tensor &x, const at::Tensor &y, const std::vector<at
   if (kind == "sgd") {
     EXPECT_EQ(tpt_optimizer_set(opt, "momentum", 0.9), nullptr);
   }
+  EXPECT_EQ(tpt_optimizer_set(opt, "accumulate_steps", static_cast<double>(accumulate)), nullptr);
   EXPECT_EQ(tpt_model_set_optimizer(model, opt), nullptr);
   tpt_optimizer_free(opt);
+  return model;
+}
+
+// The model's final values, and frees it.
+std::vector<at::Tensor> final_values(tpt_model *model) {
+  std::vector<at::Tensor> out;
+  for (const char *name : kNames) {
+    tpt_tensor *v = nullptr;
+    EXPECT_EQ(tpt_model_variable(&v, model, name), nullptr);
+    out.push_back(v->value.detach().clone());
+    tpt_tensor_free(v);
+  }
+  tpt_model_free(model);
+  return out;
+}
+
+Run through_c_api(const at::Tensor &x, const at::Tensor &y, const std::vector<at::Tensor> &init,
+                  const std::string &kind) {
+  Run run;
+  tpt_model *model = new_mlp(tower, init, kind);
   tpt_tensor tx(x), ty(y);
   const tpt_tensor *both[] = {&tx, &ty};
   tpt_input *input = nullptr;
@@ -124,13 +148,7 @@ Run through_c_api(const at::Tensor &x, const at::Tensor &y, const std::vector<at
   EXPECT_EQ(tpt_trainer_add_callback(t, cb), nullptr);
   EXPECT_EQ(tpt_trainer_run(t), nullptr);
   tpt_trainer_free(t);
-  for (const char *name : names) {
-    tpt_tensor *v = nullptr;
-    EXPECT_EQ(tpt_model_variable(&v, model, name), nullptr);
-    run.params.push_back(v->value.detach().clone());
-    tpt_tensor_free(v);
-  }
-  tpt_model_free(model);
+  run.params = final_values(model);
   return run;
 }
 
@@ -243,22 +261,7 @@ Result through_c_api(const at::Tensor &x, const at::Tensor &y, const std::vector
   overflow_at.clear();
   for (int64_t step : s.overflow_steps) overflow_at.insert({s.overflow_tower, step});
   calls[0] = calls[1] = 0;
-  const int64_t sx[] = {-1, D}, sy[] = {-1, 1};
-  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, sx, 2}, {"y", TPT_DTYPE_F32, sy, 2}};
-  tpt_model *model = nullptr;
-  EXPECT_EQ(tpt_model_new(&model, spec, 2, tower, nullptr, nullptr), nullptr);
-  EXPECT_EQ(tpt_model_build(model), nullptr);
-  const char *names[] = {"w1", "b1", "w2", "b2"};
-  for (int i = 0; i < 4; ++i) {
-    tpt_tensor v(init[i]);
-    EXPECT_EQ(tpt_model_set_variable(model, names[i], &v), nullptr);
-  }
-  tpt_optimizer *opt = nullptr;
-  EXPECT_EQ(tpt_optimizer_new(&opt, "adam"), nullptr);
-  EXPECT_EQ(tpt_optimizer_set(opt, "learning_rate", 0.01), nullptr);
-  EXPECT_EQ(tpt_optimizer_set(opt, "accumulate_steps", static_cast<double>(s.accumulate)), nullptr);
-  EXPECT_EQ(tpt_model_set_optimizer(model, opt), nullptr);
-  tpt_optimizer_free(opt);
+  tpt_model *model = new_mlp(tower, init, "adam", s.accumulate);
   tpt_tensor tx(x), ty(y);
   const tpt_tensor *both[] = {&tx, &ty};
   tpt_input *input = nullptr;
@@ -296,13 +299,7 @@ Result through_c_api(const at::Tensor &x, const at::Tensor &y, const std::vector
   EXPECT_EQ(st, nullptr) << (st ? tpt_status_message(st) : "");
   tpt_status_free(st);
   tpt_trainer_free(t);
-  for (const char *name : names) {
-    tpt_tensor *v = nullptr;
-    EXPECT_EQ(tpt_model_variable(&v, model, name), nullptr);
-    run.params.push_back(v->value.detach().clone());
-    tpt_tensor_free(v);
-  }
-  tpt_model_free(model);
+  run.params = final_values(model);
   return run;
 }
 

@@ -71,7 +71,10 @@ def reference(x, y, params, kind):
     return torch.tensor(losses), [w1.detach(), b1.detach(), w2.detach(), b2.detach()]
 
 
-def parity(kind):
+def mlp_run(kind, env=None, scales=False):
+    """The MLP's data and initial values (seed 7), and parity_mlp's run of
+    `kind` on them: (x, y, params, its losses, its final parameters, and
+    with `scales` its loss scale after each step)."""
     torch.manual_seed(7)
     torch.set_num_threads(1)
     x = torch.randn(N, D)
@@ -82,11 +85,18 @@ def parity(kind):
             write(os.path.join(d, name + ".bin"), t)
         with open(os.path.join(d, "dims.txt"), "w") as f:
             f.write("%d %d %d\n" % (N, D, H))
-        p = subprocess.run([PROGRAM, d, kind, str(STEPS), str(BATCH)], capture_output=True, text=True, timeout=300)
+        p = subprocess.run([PROGRAM, d, kind, str(STEPS), str(BATCH)], capture_output=True, text=True, timeout=300,
+                           env=env)
         if p.returncode != 0:
             raise AssertionError("parity_mlp failed: " + p.stderr[-2000:])
         got_losses = read(os.path.join(d, "losses.bin"), (STEPS,))
         got = [read(os.path.join(d, n + ".out"), t.shape) for n, t in zip(["w1", "b1", "w2", "b2"], params)]
+        got_scales = read(os.path.join(d, "scales.bin"), (STEPS,)) if scales else None
+    return x, y, params, got_losses, got, got_scales
+
+
+def parity(kind):
+    x, y, params, got_losses, got, _ = mlp_run(kind)
     want_losses, want = reference(x, y, params, kind)
     dl = (got_losses - want_losses).abs().max().item()
     dp = max((g - w).abs().max().item() for g, w in zip(got, want))
@@ -118,24 +128,8 @@ def grad_scaler_parity():
                                       growth_interval=3)
     except (AttributeError, TypeError, RuntimeError) as e:
         raise Skip("torch %s has no CPU GradScaler (%s)" % (torch.__version__, e))
-    torch.manual_seed(7)
-    torch.set_num_threads(1)
-    x = torch.randn(N, D)
-    y = (x[:, :1] * 2 - x[:, 1:2] + 0.1 * torch.randn(N, 1))
-    params = [torch.randn(H, D) * 0.3, torch.randn(H) * 0.1, torch.randn(1, H) * 0.3, torch.randn(1) * 0.1]
-    with tempfile.TemporaryDirectory() as d:
-        for name, t in zip(["x", "y", "w1", "b1", "w2", "b2"], [x, y] + params):
-            write(os.path.join(d, name + ".bin"), t)
-        with open(os.path.join(d, "dims.txt"), "w") as f:
-            f.write("%d %d %d\n" % (N, D, H))
-        env = dict(os.environ, TPT_PARITY_OVERFLOW=",".join(map(str, OVERFLOW)))
-        p = subprocess.run([PROGRAM, d, "adam_scaled", str(STEPS), str(BATCH)], capture_output=True, text=True,
-                           timeout=300, env=env)
-        if p.returncode != 0:
-            raise AssertionError("parity_mlp failed: " + p.stderr[-2000:])
-        got_losses = read(os.path.join(d, "losses.bin"), (STEPS,))
-        got_scales = read(os.path.join(d, "scales.bin"), (STEPS,))
-        got = [read(os.path.join(d, n + ".out"), t.shape) for n, t in zip(["w1", "b1", "w2", "b2"], params)]
+    env = dict(os.environ, TPT_PARITY_OVERFLOW=",".join(map(str, OVERFLOW)))
+    x, y, params, got_losses, got, got_scales = mlp_run("adam_scaled", env=env, scales=True)
     w1, b1, w2, b2 = [q.clone().requires_grad_(True) for q in params]
     opt = torch.optim.Adam([w1, b1, w2, b2], lr=0.01)
     losses, scales = [], []
