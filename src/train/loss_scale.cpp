@@ -43,6 +43,7 @@ bool LossScaler::all_finite(const std::vector<at::Tensor> &grads) {
   for (const auto &g : grads) {
     if (!g.defined()) continue;
     at::Tensor f = at::isfinite(g).all();
+    if (all.defined() && f.device() != all.device()) f = f.to(all.device());  // towers on several devices
     all = all.defined() ? all.logical_and(f) : f;
   }
   return !all.defined() || all.item<bool>();
