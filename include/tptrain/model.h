@@ -214,7 +214,8 @@ typedef struct tpt_restore_options {
 } tpt_restore_options;
 #define TPT_RESTORE_OPTIONS_INIT { TPT_RESTORE_OPTIONS_VERSION, 0, 1, 0, NULL, NULL, 0 }
 
-/* Restores a built model's variables by name from a tptrain checkpoint (or a
+/* Restores a model's variables by name (building it first when it is not
+ * built yet, as tpt_model_infer does) from a tptrain checkpoint (or a
  * directory's latest), a state_dict saved with torch.save (PyTorch's dotted
  * names, "fc.weight", are read as "fc/weight"), or a TorchScript module's
  * parameters and buffers: tensorpack's SaverRestore. All or nothing: on any

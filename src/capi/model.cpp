@@ -325,7 +325,7 @@ tpt_status *tpt_model_restore(size_t *n_restored, tpt_model *model, const char *
         ro.name_map[from] = to;
       }
     }
-    if (!m->built()) tpt::fail(TPT_ERR_STATE, "the model is not built: tpt_model_build first, then restore");
+    m->build();  // once: a model not built yet is built first, as tpt_model_infer does
     std::vector<std::string> done = tpt::restore_variables(*m, p, ro);
     if (n_restored) *n_restored = done.size();
   });

@@ -152,8 +152,7 @@ func TestMinSaverAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	other := newRegressionModel(t, &regression{})
-	ok(t, other.Build())
+	other := newRegressionModel(t, &regression{}) // not built: Restore builds it
 	if n := must(other.Restore(filepath.Join(dir, "min-val"), RestoreOptions{})).of(t); n != 2 {
 		t.Fatalf("restored %d variables", n)
 	}

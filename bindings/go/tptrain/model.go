@@ -556,8 +556,9 @@ type RestoreOptions struct {
 	NameMap map[string]string
 }
 
-// Restore copies tensors into the built model's variables by name
-// (tpt_model_restore, tensorpack's SaverRestore) from a tptrain checkpoint
+// Restore copies tensors into the model's variables by name, building it
+// first when it is not built yet (tpt_model_restore, tensorpack's
+// SaverRestore) from a tptrain checkpoint
 // (or a directory's latest), a state_dict saved by python3-torch (dotted
 // names such as "fc.weight" are read as "fc/weight") or a TorchScript
 // module. All or nothing: the error lists the missing and mismatched

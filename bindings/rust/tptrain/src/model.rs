@@ -338,8 +338,8 @@ impl<'a> Model<'a> {
         self.raw.as_ptr()
     }
 
-    /// Copies tensors into the built model's variables by name
-    /// (`tpt_model_restore`, tensorpack's SaverRestore) from a tptrain
+    /// Copies tensors into the model's variables by name (building it first
+    /// when it is not built yet) (`tpt_model_restore`, tensorpack's SaverRestore) from a tptrain
     /// checkpoint (or a directory's latest), a `state_dict` saved by
     /// python3-torch (dotted names such as `fc.weight` read as `fc/weight`)
     /// or a TorchScript module. All or nothing: the error lists the missing
