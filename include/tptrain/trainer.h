@@ -230,6 +230,15 @@ TPT_API void tpt_trainer_signal_stop(tpt_trainer *trainer, int signo);
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_stop_reason(const char **out,
                                                           const tpt_trainer *trainer);
 
+/* The best checkpoint the trainer's MinSaver or MaxSaver of `stat` has kept
+ * (tpt_callback_min_saver / _max_saver; PyTorch Lightning's
+ * best_model_path): its path, or *out NULL before one was kept; after a
+ * resume, the earlier run's. TPT_ERR_NOT_FOUND, naming the stats of the best
+ * savers it has, when it has none of `stat`. The string lives as long as the
+ * trainer. */
+TPT_API TPT_NODISCARD tpt_status *tpt_trainer_best_checkpoint(const char **out, const tpt_trainer *trainer,
+                                                              const char *stat);
+
 /* The loop counters (see above). Readable at any time from the training thread. */
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_epoch_num(int64_t *out, const tpt_trainer *trainer);
 TPT_API TPT_NODISCARD tpt_status *tpt_trainer_local_step(int64_t *out, const tpt_trainer *trainer);

@@ -29,6 +29,7 @@
 #include "capi/trainer_handle.hpp"
 #include "dist/world.hpp"
 #include "loop/checkpoint.hpp"
+#include "loop/savers.hpp"
 #include "model/model.hpp"
 #include "model/optimizer.hpp"
 #include "train/input.hpp"
@@ -609,6 +610,15 @@ tpt_status *tpt_trainer_stop_reason(const char **out, const tpt_trainer *trainer
     *out = nullptr;
     const std::string *r = trainer_arg(trainer).stop_reason();
     *out = r ? r->c_str() : nullptr;
+  });
+}
+
+tpt_status *tpt_trainer_best_checkpoint(const char **out, const tpt_trainer *trainer, const char *stat) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    const std::string *p = tpt::best_checkpoint(trainer_arg(trainer), name_arg(stat, "stat"));
+    *out = p ? p->c_str() : nullptr;
   });
 }
 

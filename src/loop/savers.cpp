@@ -226,6 +226,17 @@ class BestSaver final : public Callback {
     std::memcpy(&best_, s.data(), sizeof best_);
   }
 
+  const std::string &stat() const { return stat_; }
+  // The best checkpoint's path once one was kept (by this run or, after a
+  // resume, an earlier one); nullptr before. Lives as long as the saver.
+  const std::string *kept(const Trainer &t) const {
+    if (std::isinf(best_)) return nullptr;
+    if (!dir_.empty()) kept_ = dir_ + "/" + filename_;
+    else if (t.has_logdir()) kept_ = t.logdir() + "/" + filename_;
+    else return nullptr;
+    return &kept_;
+  }
+
  private:
   std::string stat_;
   bool maximize_;
@@ -233,9 +244,21 @@ class BestSaver final : public Callback {
   std::string dir_;
   double best_;
   FailureReport report_;
+  mutable std::string kept_;
 };
 
 }  // namespace
+
+const std::string *best_checkpoint(const Trainer &t, const std::string &stat) {
+  std::string stats;
+  for (const Callback *cb : t.callbacks())
+    if (const auto *b = dynamic_cast<const BestSaver *>(cb)) {
+      if (b->stat() == stat) return b->kept(t);
+      stats += (stats.empty() ? "" : ", ") + b->stat();
+    }
+  fail(TPT_ERR_NOT_FOUND, "the trainer has no MinSaver or MaxSaver of '" + stat + "'" +
+                              (stats.empty() ? std::string(" (it has none)") : "; it has them of: " + stats));
+}
 
 std::unique_ptr<Callback> make_model_saver(ModelSaverOptions o) {
   if (o.max_to_keep < 0) invalid_argument("max_to_keep must be >= 0 (0 keeps all), got " + std::to_string(o.max_to_keep));

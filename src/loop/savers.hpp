@@ -27,4 +27,11 @@ std::unique_ptr<Callback> make_model_saver(ModelSaverOptions options);
 std::unique_ptr<Callback> make_best_saver(const std::string &stat, bool maximize, const std::string &filename,
                                           const std::string &dir);
 
+class Trainer;
+// The best checkpoint the trainer's MinSaver / MaxSaver of `stat` has kept
+// (its path; nullptr: none yet), tensorpack's min-<stat> file, Lightning's
+// best_model_path. TPT_ERR_NOT_FOUND, naming the stats it has, when no such
+// saver was added.
+const std::string *best_checkpoint(const Trainer &t, const std::string &stat);
+
 }  // namespace tpt

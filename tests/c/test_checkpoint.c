@@ -439,8 +439,16 @@ static void min_and_max_savers(void **state) {
   ok(tpt_callback_max_saver(&mx, "val", "best", NULL));
   tpt_callback *saver = saver_every(0, 10, 0);
   /* two best savers: add the second as a plain user callback after the first */
-  tpt_trainer_free(train(m, 4, saver, mn, NULL, NULL));
+  tpt_trainer *t = train(m, 4, saver, mn, NULL, NULL);
   assert_int_equal(step_of(path_in("min-val")), 10); /* epoch 2 (val 1) */
+  const char *best = NULL;
+  ok(tpt_trainer_best_checkpoint(&best, t, "val")); /* the getter: Lightning's best_model_path */
+  assert_non_null(best);
+  assert_string_equal(best, path_in("min-val"));
+  expect_code(tpt_trainer_best_checkpoint(&best, t, "loss"), TPT_ERR_NOT_FOUND,
+              "no MinSaver or MaxSaver of 'loss'; it has them of: val");
+  assert_null(best);
+  tpt_trainer_free(t);
   remove_dir();
   fresh_dir();
   tpt_trainer_free(train(m, 4, saver_every(0, 10, 0), mx, NULL, NULL));

@@ -147,17 +147,22 @@ func TestMinSaverAndRestore(t *testing.T) {
 	})).of(t)
 	saver := must(ModelSaver(ModelSaverOptions{})).of(t)
 	best := must(MinSaver("val", BestSaverOptions{})).of(t)
-	trainRegression(t, checkpointOptions(dir, 3), "", saver, put, best)
+	_, tr := trainRegression(t, checkpointOptions(dir, 3), "", saver, put, best)
 	if _, err := os.Stat(filepath.Join(dir, "min-val")); err != nil {
 		t.Fatal(err)
 	}
+	if p, err := tr.BestCheckpoint("val"); err != nil || p != filepath.Join(dir, "min-val") {
+		t.Fatalf("BestCheckpoint(\"val\") = %q, %v", p, err)
+	}
+	_, err := tr.BestCheckpoint("loss")
+	wantError(t, err, CodeNotFound, "no MinSaver or MaxSaver of 'loss'")
 
 	other := newRegressionModel(t, &regression{}) // not built: Restore builds it
 	if n := must(other.Restore(filepath.Join(dir, "min-val"), RestoreOptions{})).of(t); n != 2 {
 		t.Fatalf("restored %d variables", n)
 	}
 	before := weightsOf(t, other)
-	_, err := other.Restore(dir, RestoreOptions{Prefix: "tower1/"})
+	_, err = other.Restore(dir, RestoreOptions{Prefix: "tower1/"})
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeInvalidArgument || !strings.Contains(e.Message, "missing from the file: W (as 'tower1/W')") {
 		t.Fatalf("got %v", err)

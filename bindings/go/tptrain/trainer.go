@@ -612,6 +612,26 @@ func (t *Trainer) ResumedFrom() string {
 	return resumedFrom(ptr)
 }
 
+// BestCheckpoint is Context.BestCheckpoint, e.g. after Run.
+func (t *Trainer) BestCheckpoint(stat string) (string, error) {
+	ptr, err := t.lock("BestCheckpoint")
+	if err != nil {
+		return "", err
+	}
+	defer t.mu.Unlock()
+	return bestCheckpoint(ptr, stat)
+}
+
+func bestCheckpoint(ptr *C.tpt_trainer, stat string) (string, error) {
+	cstat := C.CString(stat)
+	defer C.free(unsafe.Pointer(cstat))
+	var out *C.char
+	if err := statusError(C.tpt_trainer_best_checkpoint(&out, ptr, cstat)); err != nil || out == nil {
+		return "", err
+	}
+	return C.GoString(out), nil
+}
+
 func stepsPerEpoch(ptr *C.tpt_trainer) (int64, error) {
 	var v C.int64_t
 	err := statusError(C.tpt_trainer_steps_per_epoch(&v, ptr))

@@ -66,6 +66,12 @@ func (c *Context) SetGlobalStep(step int64) error {
 // (tpt_trainer_logdir).
 func (c *Context) Logdir() string { return logdir(c.ptr) }
 
+// BestCheckpoint returns the best checkpoint the trainer's MinSaver or
+// MaxSaver of stat has kept (Lightning's best_model_path), "" before one was
+// kept; CodeNotFound when it has no best saver of stat
+// (tpt_trainer_best_checkpoint).
+func (c *Context) BestCheckpoint(stat string) (string, error) { return bestCheckpoint(c.ptr, stat) }
+
 // StepsPerEpoch returns the steps per epoch the loop runs: the options', or
 // the input's size (by the towers); -1 while neither has set it
 // (tpt_trainer_steps_per_epoch).

@@ -1008,6 +1008,11 @@ extern "C" {
         model: *const tpt_model,
     ) -> *mut tpt_status;
     pub fn tpt_strings_free(strings: *mut *mut c_char, count: usize);
+    pub fn tpt_trainer_best_checkpoint(
+        out: *mut *const c_char,
+        trainer: *const tpt_trainer,
+        stat: *const c_char,
+    ) -> *mut tpt_status;
     pub fn tpt_trainer_request_stop_because(trainer: *mut tpt_trainer, reason: *const c_char) -> *mut tpt_status;
     pub fn tpt_trainer_steps_per_epoch(out: *mut i64, trainer: *const tpt_trainer) -> *mut tpt_status;
     pub fn tpt_trainer_resumed_from(out: *mut *const c_char, trainer: *const tpt_trainer) -> *mut tpt_status;

@@ -163,6 +163,8 @@ fn best_saver_and_restore_by_name() {
     t.add_callback(BestSaver::min("val")).unwrap();
     t.run().unwrap();
     assert!(dir.join("min-val").exists());
+    assert_eq!(t.best_checkpoint("val").unwrap(), Some(dir.join("min-val")), "Lightning's best_model_path");
+    assert_eq!(t.best_checkpoint("loss").unwrap_err().code(), Code::NotFound);
 
     // the best checkpoint (epoch 2, step 10) restores into a model, which the
     // restore builds first

@@ -117,6 +117,18 @@ impl Context {
         string_out(sys::tpt_trainer_resumed_from, self).map(PathBuf::from)
     }
 
+    /// The best checkpoint the trainer's [`BestSaver`](crate::BestSaver) of
+    /// `stat` has kept (Lightning's `best_model_path`): `None` before one was
+    /// kept; [`Code::NotFound`](crate::Code::NotFound) when there is no best
+    /// saver of `stat` (`tpt_trainer_best_checkpoint`).
+    pub fn best_checkpoint(&self, stat: &str) -> Result<Option<PathBuf>> {
+        let mut out = std::ptr::null();
+        crate::cstr::with_cstr(stat, "stat", |s| call!(sys::tpt_trainer_best_checkpoint(&mut out, self.as_ptr(), s)))??;
+        // SAFETY: the string lives as long as the trainer.
+        Ok((!out.is_null())
+            .then(|| PathBuf::from(unsafe { std::ffi::CStr::from_ptr(out) }.to_string_lossy().into_owned())))
+    }
+
     /// The log directory in use, once run has set it up (`tpt_trainer_logdir`).
     pub fn logdir(&self) -> Option<PathBuf> {
         string_out(sys::tpt_trainer_logdir, self).map(PathBuf::from)
