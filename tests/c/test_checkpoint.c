@@ -327,12 +327,8 @@ static void auto_resume_without_a_checkpoint_starts_afresh(void **state) {
   ok(run_in_dir(1, &gs, &from));
   assert_int_equal(gs, 5);
   assert_null(from);
-  char text[8192] = "";
-  f = fopen(path_in("log.log"), "r");
-  assert_non_null(f);
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = '\0';
+  char text[8192];
+  read_text(path_in("log.log"), text, sizeof text);
   assert_null(strstr(text, "a killed run's line")); /* moved aside, as tensorpack's logger does */
   assert_non_null(strstr(text, "Auto-resume: no checkpoint in"));
   assert_non_null(strstr(text, "Training with the simple trainer: one tower, on cpu"));
@@ -340,11 +336,7 @@ static void auto_resume_without_a_checkpoint_starts_afresh(void **state) {
   DIR *d = opendir(dir);
   for (struct dirent *e; d && (e = readdir(d));)
     if (strncmp(e->d_name, "log.log.", 8) == 0) {
-      f = fopen(path_in(e->d_name), "r");
-      assert_non_null(f);
-      n = fread(text, 1, sizeof text - 1, f);
-      fclose(f);
-      text[n] = '\0';
+      read_text(path_in(e->d_name), text, sizeof text);
       backups += strstr(text, "a killed run's line") != NULL;
     }
   if (d) closedir(d);
@@ -607,12 +599,9 @@ static void resume_errors(void **state) {
   ok(tpt_trainer_global_step(&gs, bare));
   assert_int_equal(gs, 6); /* 5 from the checkpoint, then epoch 2's one step */
   tpt_trainer_free(bare);
-  unsigned char *log = NULL;
-  size_t n = read_file(path_in("log.log"), &log);
-  log = realloc(log, n + 1);
-  log[n] = 0;
-  assert_non_null(strstr((char *)log, "this trainer has no model"));
-  free(log);
+  char log[16384];
+  read_text(path_in("log.log"), log, sizeof log);
+  assert_non_null(strstr(log, "this trainer has no model"));
 
   tpt_trainer *t = new_trainer();
   expect_code(tpt_trainer_resume(t, path_in("model-77")), TPT_ERR_IO, "model-77");

@@ -41,6 +41,16 @@ static inline void expect_code2(tpt_status *st, tpt_code code, const char *a, co
 /* A NULL argument's error: "fn: argument 'arg' is NULL". */
 #define EXPECT_NULL_ARG(call, fn, arg) expect_code((call), TPT_ERR_INVALID_ARGUMENT, fn ": argument '" arg "' is NULL")
 
+/* The text of file `path` (a log), NUL-terminated, into buf (at most
+ * size - 1 bytes of it). */
+static inline void read_text(const char *path, char *buf, size_t size) {
+  FILE *f = fopen(path, "r");
+  if (!f) fail_msg("cannot open %s", path);
+  const size_t n = fread(buf, 1, size - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+}
+
 /* A tensor argument of tpt_op_call. */
 static inline tpt_arg T(const tpt_tensor *t) {
   tpt_arg a;

@@ -411,11 +411,7 @@ static void resume_is_exact(void **state) {
                                          "Training with the async strategy: 2 towers, on cpu, cpu"};
       char path[128], text[16384];
       snprintf(path, sizeof path, "%s/log.log", dir);
-      FILE *f = fopen(path, "r");
-      assert_non_null(f);
-      size_t n = fread(text, 1, sizeof text - 1, f);
-      fclose(f);
-      text[n] = '\0';
+      read_text(path, text, sizeof text);
       if (!strstr(text, want[s])) fail_msg("log.log lacks \"%s\":\n%s", want[s], text);
     }
     char cmd[160];
@@ -743,11 +739,7 @@ static void chief_only_hyperparam_changes_are_warned_about(void **state) {
   tpt_model_free(m);
   char path[128], text[1 << 16];
   snprintf(path, sizeof path, "%s/log.log", dir);
-  FILE *f = fopen(path, "r");
-  assert_non_null(f);
-  const size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = 0;
+  read_text(path, text, sizeof text);
   const char *warning = strstr(text, "Callback 'lr-on-the-chief' is chief-only and changed an optimizer's hyper-parameter");
   if (!warning) fail_msg("no warning about the chief-only callback in log.log:\n%s", text);
   assert_null(strstr(warning + 1, "Callback 'lr-on-the-chief' is chief-only and changed")); /* once */

@@ -1237,26 +1237,37 @@ func TestCloseInsideRun(t *testing.T) {
 // the MSE loss in float32, the variables stay float32 and the model trains;
 // PrecisionFP16Mixed is refused when the run starts (no loss scaler in this
 // build), an unknown value at once.
+// fcRegressionModel is one FC layer with an MSE cost on regressionSpec;
+// seen (may be nil) gets the layer's output and the cost of every call.
+func fcRegressionModel(t *testing.T, seen func(tw *Tower, y, cost *Tensor)) *Model {
+	t.Helper()
+	return must(NewModel(regressionSpec(), func(tw *Tower, in []*Tensor) error {
+		y, err := tw.FC("fc", in[0], 1, nil)
+		if err != nil {
+			return err
+		}
+		defer y.Close()
+		c, err := MSELoss(y, in[1])
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if seen != nil {
+			seen(tw, y, c)
+		}
+		return tw.SetCost(c)
+	})).of(t)
+}
+
 func TestPrecision(t *testing.T) {
 	checkHandles(t)
 	train := func(p Precision) (fc, cost DType, err error) {
-		m := must(NewModel(regressionSpec(), func(tw *Tower, in []*Tensor) error {
-			y, err := tw.FC("fc", in[0], 1, nil)
-			if err != nil {
-				return err
-			}
-			defer y.Close()
-			c, err := MSELoss(y, in[1])
-			if err != nil {
-				return err
-			}
-			defer c.Close()
+		m := fcRegressionModel(t, func(tw *Tower, y, c *Tensor) {
 			if !tw.IsBuilding() {
 				fc, _ = y.DType()
 				cost, _ = c.DType()
 			}
-			return tw.SetCost(c)
-		})).of(t)
+		})
 		defer m.Close()
 		setOptimizer(t, m, "sgd", 0.1)
 		o := quietOptions(1, 2, 50)
@@ -1298,19 +1309,7 @@ func TestPrecision(t *testing.T) {
 // first scale 65536); a field out of range is refused with its name.
 func TestLossScaling(t *testing.T) {
 	checkHandles(t)
-	m := must(NewModel(regressionSpec(), func(tw *Tower, in []*Tensor) error {
-		y, err := tw.FC("fc", in[0], 1, nil)
-		if err != nil {
-			return err
-		}
-		defer y.Close()
-		c, err := MSELoss(y, in[1])
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		return tw.SetCost(c)
-	})).of(t)
+	m := fcRegressionModel(t, nil)
 	defer m.Close()
 	setOptimizer(t, m, "sgd", 0.1)
 	o := quietOptions(1, 1, 4)
