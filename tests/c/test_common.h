@@ -4,12 +4,14 @@
 #ifndef TPT_TEST_COMMON_H
 #define TPT_TEST_COMMON_H
 
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <threads.h>
 
 #include <cmocka.h>
 
@@ -49,6 +51,51 @@ static inline void read_text(const char *path, char *buf, size_t size) {
   const size_t n = fread(buf, 1, size - 1, f);
   fclose(f);
   buf[n] = '\0';
+}
+
+/* ---- threads: the tests that no thread is left behind.
+ * The kernel lists a thread in /proc/self/task a moment after pthread_join
+ * returned for it, so a count is only compared once it has settled. */
+
+/* The number of threads of this process now (-1 where /proc is missing). */
+static inline int thread_count(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
+static inline void sleep_10ms(void) {
+  const struct timespec ts = {0, 10 * 1000 * 1000};
+  thrd_sleep(&ts, NULL);
+}
+
+/* A baseline: the count once it has read the same 5 times 10 ms apart
+ * (threads that a finished run joined have gone from the list), or what it
+ * is after 2 s. */
+static inline int steady_thread_count(void) {
+  int n = thread_count(), same = 0;
+  for (int i = 0; i < 200 && same < 5; ++i) {
+    sleep_10ms();
+    const int m = thread_count();
+    same = m == n ? same + 1 : 0;
+    n = m;
+  }
+  return n;
+}
+
+/* The count once it has come down to `want`, or what it is after 2 s. */
+static inline int settled_thread_count(int want) {
+  int n = thread_count();
+  for (int i = 0; i < 200 && n > want; ++i) {
+    sleep_10ms();
+    n = thread_count();
+  }
+  return n;
 }
 
 /* A tensor argument of tpt_op_call. */

@@ -3088,28 +3088,6 @@ static void test_train_errors(void **state) {
 
 /* ---- threads: none is left behind */
 
-static int thread_count(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n;
-}
-
-/* The count, once it has come down to `want` (an exiting thread may be
- * listed a moment after it was joined), or what it is after 2 s. */
-static int settled_thread_count(int want) {
-  int n = thread_count();
-  for (int i = 0; i < 200 && n > want; ++i) {
-    sleep_us(10000);
-    n = thread_count();
-  }
-  return n;
-}
-
 static tpt_status *counting_fn(tpt_datapoint *dp, void *ud) {
   (void)dp;
   pm_state *s = ud;
@@ -3214,7 +3192,7 @@ static void threaded_training(ending how, int baseline) {
 static void test_train_threads(void **state) {
   (void)state;
   threaded_training(END_NORMALLY, -1); /* warm-up: LibTorch's own pools exist after it */
-  const int baseline = thread_count();
+  const int baseline = steady_thread_count();
   assert_true(baseline >= 1);
   threaded_training(END_NORMALLY, baseline);
   threaded_training(FAIL_IN_MAP, baseline);

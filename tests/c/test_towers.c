@@ -312,28 +312,18 @@ static void async_with_one_tower_is_simple(void **state) {
   tpt_model_free(sync2);
 }
 
-static int threads_now(void) {
-  DIR *d = opendir("/proc/self/task");
-  int n = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d)))
-    if (e->d_name[0] != '.') ++n;
-  if (d) closedir(d);
-  return n;
-}
-
 static void tower_errors_end_training(void **state) {
   (void)state;
   tpt_model *m = NULL;
   tpt_towers_options o = towers_of(TPT_STRATEGY_REPLICATED, 4);
   ok(train(&m, &o, 4, 2)); /* warm: LibTorch's own threads exist now */
   tpt_model_free(m);
-  int before = threads_now();
+  int before = steady_thread_count();
   fail_tower = 2, fail_call = 5, fail_code = TPT_ERR_CALLBACK;
   expect_code(train(&m, &o, 4, 50), TPT_ERR_CALLBACK, "tower function refused");
   assert_int_equal(calls[0], 6); /* the failing step's other towers finished their call */
   tpt_model_free(m);
-  assert_int_equal(threads_now(), before);
+  assert_int_equal(settled_thread_count(before), before);
   /* STOP from tower 1: a graceful end */
   fail_tower = 1, fail_call = 3, fail_code = TPT_STOP;
   ok(train(&m, &o, 4, 50));
@@ -345,7 +335,7 @@ static void tower_errors_end_training(void **state) {
   expect_code(train(&m, &o, 4, 50), TPT_ERR_IO, "second tower failed");
   tpt_model_free(m);
   fail_tower = fail_tower2 = -1;
-  assert_int_equal(threads_now(), before);
+  assert_int_equal(settled_thread_count(before), before);
 }
 
 /* Exact resume with towers: a run stopped after step 5 (checkpoints every
