@@ -219,7 +219,10 @@ typedef struct tpt_stat_monitor_options {
  * values. When the window is full and its first value was not beaten by more
  * than threshold (min >= first - threshold; maximize: max <= first +
  * threshold), it sets current * factor and empties the window. Nothing in
- * BEFORE_TRAIN. The window is saved in checkpoints. `options` may be NULL. */
+ * BEFORE_TRAIN. The window is saved in checkpoints. `options` may be NULL.
+ * It runs after the callbacks that put scalars, whatever the order they were
+ * added in; a `stat` never put by the end of an epoch it runs at fails the
+ * run (TPT_ERR_NOT_FOUND, naming the scalars put, the closest first). */
 TPT_API TPT_NODISCARD tpt_status *tpt_callback_stat_monitor_param(
     tpt_callback **out, tpt_optimizer *optimizer, const char *param, const char *stat,
     const tpt_stat_monitor_options *options);
@@ -270,8 +273,12 @@ TPT_API TPT_NODISCARD tpt_status *tpt_callback_model_saver(tpt_callback **out,
 /* tensorpack's MinSaver / MaxSaver: when the latest value of the scalar
  * `stat` is the lowest (highest) so far, the newest checkpoint, which must
  * be of that step, is copied to `filename` (NULL: min-<stat> / max-<stat>) in
- * `dir` (NULL: the log directory). Register it after the ModelSaver and the
- * callback that puts `stat`. The best value is saved in checkpoints. */
+ * `dir` (NULL: the log directory). The best value is saved in checkpoints.
+ * Whatever the order they were added in, a trainer runs its callbacks that
+ * put scalars first, then those that read them (EarlyStopping), then the
+ * ModelSaver, then the best savers (docs/callbacks.md, "Order"); a `stat`
+ * never put by the end of an epoch it runs at fails the run
+ * (TPT_ERR_NOT_FOUND, naming the scalars put, the closest first). */
 TPT_API TPT_NODISCARD tpt_status *tpt_callback_min_saver(tpt_callback **out, const char *stat,
                                                          const char *filename, const char *dir);
 TPT_API TPT_NODISCARD tpt_status *tpt_callback_max_saver(tpt_callback **out, const char *stat,
@@ -295,12 +302,16 @@ typedef struct tpt_early_stopping_options {
 
 /* Early stopping (Keras' EarlyStopping; tensorpack has none): at every
  * TRIGGER (after each epoch) it reads the newest value of the scalar `stat`
- * (a step it has seen does not count; a stat never put is a warning). After
- * `patience` new values without an improvement on the best by more than
- * min_delta, training stops gracefully with a reason that names the stat,
- * its best value and the step of the best. Its best value and count are
- * saved in checkpoints. `options` may be NULL. Register it after the
- * callback that puts `stat`. */
+ * (a step it has seen does not count). After `patience` new values without
+ * an improvement on the best by more than min_delta, training stops
+ * gracefully with a reason that names the stat, its best value and the step
+ * of the best; the savers of that epoch still save it, and the checkpoint
+ * records the stop, so auto_resume leaves the run stopped. Its best value
+ * and count are saved in checkpoints. `options` may be NULL. It runs after
+ * the callbacks that put scalars, whatever the order they were added in; a
+ * `stat` never put by the end of an epoch it runs at fails the run
+ * (TPT_ERR_NOT_FOUND, naming the scalars put, the closest first: a
+ * misspelt name). */
 TPT_API TPT_NODISCARD tpt_status *tpt_callback_early_stopping(
     tpt_callback **out, const char *stat, const tpt_early_stopping_options *options);
 

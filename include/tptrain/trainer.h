@@ -102,7 +102,7 @@ typedef struct tpt_loss_scaling {
 #define TPT_LOSS_SCALING_INIT { TPT_LOSS_SCALING_AUTO, 65536.0, 2.0, 0.5, 2000 }
 
 /* Options of a trainer. Initialise with TPT_TRAINER_OPTIONS_INIT. */
-#define TPT_TRAINER_OPTIONS_VERSION 6
+#define TPT_TRAINER_OPTIONS_VERSION 7
 typedef struct tpt_trainer_options {
   uint32_t version;            /* TPT_TRAINER_OPTIONS_VERSION */
   int32_t is_chief;            /* nonzero (default): chief-only callbacks are kept */
@@ -131,7 +131,14 @@ typedef struct tpt_trainer_options {
                                   whatever logdir_action says, also when it holds no
                                   checkpoint yet (a run killed before its first one: the run
                                   starts from the beginning); tensorpack's
-                                  AutoResumeTrainConfig. Default 0 */
+                                  AutoResumeTrainConfig. A run that ended stays ended (the
+                                  checkpoint records how it ended, see "How a run ends" in
+                                  docs/trainer.md): after a finished run nothing is left
+                                  unless max_epoch was raised; after a run a callback or
+                                  run_step stopped (EarlyStopping) tpt_trainer_run trains
+                                  nothing and returns NULL with that stop's reason, unless
+                                  continue_stopped; an interrupted run (a stop request, a
+                                  signal, a failure) goes on. Default 0 */
   /* version 4: */
   int32_t stop_on_signals;     /* 1: while tpt_trainer_run runs, SIGTERM and SIGINT stop training
                                   gracefully at the next step boundary (stop reason "SIGTERM" /
@@ -149,10 +156,14 @@ typedef struct tpt_trainer_options {
                                   inference runners (default TPT_PRECISION_FP32) */
   /* version 6: */
   tpt_loss_scaling loss_scaling; /* default TPT_LOSS_SCALING_INIT: on for fp16-mixed */
+  /* version 7: */
+  int32_t continue_stopped;    /* nonzero: auto_resume trains on after a run that a callback or
+                                  run_step stopped (its checkpoint's run_end is "stopped");
+                                  default 0: such a run stays stopped */
 } tpt_trainer_options;
 #define TPT_TRAINER_OPTIONS_INIT \
   { TPT_TRAINER_OPTIONS_VERSION, 1, 1, 99999999, -1, NULL, TPT_LOGDIR_REFUSE, \
-    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0, 0, 0, TPT_PRECISION_FP32, TPT_LOSS_SCALING_INIT }
+    TPT_PROGRESS_AUTO, 1, 1, 1, 1000, 0, 0, 0, TPT_PRECISION_FP32, TPT_LOSS_SCALING_INIT, 0 }
 
 /* Creates a trainer. `options` may be NULL (defaults; steps_per_epoch must then
  * be given before run through a later section's input). The strings in

@@ -281,6 +281,13 @@ GenericDict to_dict(const Checkpoint &ck) {
     ls.insert("_growth_tracker", ck.loss_scaler->growth_tracker);
     d.insert("loss_scaler", ls);
   }
+  if (ck.run_end) {  // how the run ended (auto_resume leaves a finished or stopped run ended)
+    GenericDict e = any_dict();
+    e.insert("how", std::string(RunEnd::name(ck.run_end->how)));
+    e.insert("by", ck.run_end->by);
+    e.insert("reason", ck.run_end->reason);
+    d.insert("run_end", e);
+  }
   return d;
 }
 
@@ -505,6 +512,20 @@ Checkpoint decode(std::vector<char> file, const std::string &what) {
     s.growth_tracker = r.int_(r.get(ls, "loss_scaler._growth_tracker", "_growth_tracker"),
                               "loss_scaler._growth_tracker", 0, s.growth_interval - 1);
     ck.loss_scaler = s;
+  }
+  if (const Value *v = r.find(d, "run_end")) {
+    Fields e = r.dict(*v, "run_end");
+    RunEnd end;
+    const std::string how = r.str(r.get(e, "run_end.how", "how"), "run_end.how");
+    if (how == "finished") end.how = RunEnd::How::Finished;
+    else if (how == "stopped") end.how = RunEnd::How::Stopped;
+    else if (how == "interrupted") end.how = RunEnd::How::Interrupted;
+    else r.bad("run_end.how", "is '" + how.substr(0, 64) + "', not finished, stopped or interrupted");
+    end.by = r.str(r.get(e, "run_end.by", "by"), "run_end.by");
+    end.reason = r.str(r.get(e, "run_end.reason", "reason"), "run_end.reason");
+    for (const std::string *text : {&end.by, &end.reason})
+      if (text->size() > 4096) r.bad(text == &end.by ? "run_end.by" : "run_end.reason", "is longer than 4096 bytes");
+    ck.run_end = std::move(end);
   }
   return ck;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/optimizer_state.hpp"
+#include "base/run_end.hpp"
 
 namespace tpt {
 
@@ -57,6 +58,7 @@ struct Checkpoint {
   // the step); none: another strategy.
   std::optional<int64_t> tower_seed;
   std::optional<LossScaleState> loss_scaler;                   // none: no loss scaling
+  std::optional<RunEnd> run_end;                               // none: the run went on after it
 };
 
 // The file's bytes, and back. decode validates every field against the

@@ -28,11 +28,25 @@ class Error : public std::runtime_error {
 // stop, a tower's, the loop's).
 class StopTraining : public std::exception {
  public:
-  explicit StopTraining(std::string reason) : reason_(std::move(reason)) {}
+  // `interrupt`: the stop came from outside the run (a stop request, a
+  // signal): a checkpoint records the run as interrupted, and auto_resume
+  // goes on from it. Otherwise a callback or run_step ended the run: it
+  // stays stopped (loop/trainer.hpp's RunEnd).
+  explicit StopTraining(std::string reason, bool interrupt = false)
+      : reason_(std::move(reason)), interrupt_(interrupt) {}
   const char *what() const noexcept override { return reason_.c_str(); }
+  bool interrupt() const noexcept { return interrupt_; }
+  // Who raised it: the callback's name, "run_step"; empty until the loop
+  // that caught it first names it.
+  const std::string &by() const noexcept { return by_; }
+  void set_by(const std::string &by) {
+    if (by_.empty()) by_ = by;
+  }
 
  private:
   std::string reason_;
+  bool interrupt_;
+  std::string by_;
 };
 
 [[noreturn]] inline void fail(tpt_code code, const std::string &message) {

@@ -227,6 +227,8 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
       std::memcpy(&o, options, offsetof(tpt_trainer_options, precision));
     else if (options->version == 5)  // version 5 ends before loss_scaling
       std::memcpy(&o, options, offsetof(tpt_trainer_options, loss_scaling));
+    else if (options->version == 6)  // version 6 ends before continue_stopped
+      std::memcpy(&o, options, offsetof(tpt_trainer_options, continue_stopped));
     else
       o = *options;
   }
@@ -286,6 +288,7 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
   c.scalar_history = o.scalar_history;
   c.summary_period = o.summary_period;
   c.auto_resume = o.auto_resume != 0;
+  c.continue_stopped = o.continue_stopped != 0;
   c.stop_on_signals = o.stop_on_signals;
   c.precision = o.precision;
   c.loss_scaling = o.loss_scaling;

@@ -41,6 +41,14 @@ class Callback {
   const std::string &name() const { return name_; }
   bool chief_only() const { return chief_only_; }
 
+  // Where the callback's trigger_step, trigger_epoch (trigger) and
+  // after_train run among the other callbacks', whatever order they were
+  // added in: those that read the epoch's scalars (EarlyStopping) after
+  // those that put them, the checkpoint after both (so it records a stop
+  // they asked for), the best checkpoint's copy after the checkpoint.
+  enum class Place : int { Any = 0, ReadsScalars = 1, SavesCheckpoint = 2, KeepsBest = 3 };
+  virtual Place place() const { return Place::Any; }
+
   // The tpt_event bits this callback wants. Read once, when the trainer
   // freezes its callback list.
   virtual uint32_t events() const = 0;

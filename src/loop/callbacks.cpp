@@ -217,6 +217,7 @@ class PeriodicTrigger final : public Callback {
   bool save_state(std::vector<uint8_t> &out) override { return inner_->save_state(out); }
   void check_state(const std::vector<uint8_t> &state) const override { inner_->check_state(state); }
   void restore_state(const std::vector<uint8_t> &state) override { inner_->restore_state(state); }
+  Place place() const override { return inner_->place(); }
 
  private:
   void trigger(Trainer &t) {
@@ -257,6 +258,7 @@ class EnableCallbackIf final : public Callback {
   bool save_state(std::vector<uint8_t> &out) override { return inner_->save_state(out); }
   void check_state(const std::vector<uint8_t> &state) const override { inner_->check_state(state); }
   void restore_state(const std::vector<uint8_t> &state) override { inner_->restore_state(state); }
+  Place place() const override { return inner_->place(); }
 
  private:
   std::unique_ptr<Callback> inner_;

@@ -38,10 +38,11 @@ class EarlyStopping final : public Callback {
   EarlyStopping(std::string stat, EarlyStoppingOptions o)
       : Callback("EarlyStopping(" + stat + ")", false), stat_(std::move(stat)), o_(o) {}
   uint32_t events() const override { return TPT_EVENT_TRIGGER; }
+  Place place() const override { return Place::ReadsScalars; }
   void on_event(Trainer &t, tpt_event, const Record *) override {
-    const ScalarHistory *h = t.monitors().history(stat_);
-    if (!h || h->values.empty()) {
-      t.log().warn(name() + ": the scalar " + stat_ + " has not been put; register EarlyStopping after its callback");
+    const ScalarHistory *h = watched_scalar(t, name(), stat_);
+    if (!h) {
+      t.log().warn(name() + ": the scalar " + stat_ + " has not been put yet");
       return;
     }
     int64_t step = h->steps.back();

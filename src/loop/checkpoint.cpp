@@ -63,12 +63,30 @@ Checkpoint take_checkpoint(Trainer &t) {
   for (const MovingSummary &m : t.monitors().moving_summaries())
     ck.summaries.push_back(MovingSummaryState{m.name, m.decay, m.biased, m.value, m.count});
   ck.rng_cpu = cpu_rng_state();
+  ck.run_end = t.run_end();
   return ck;
+}
+
+std::optional<RunEnd> Trainer::run_end() const {
+  if (pending_stop_) return RunEnd{RunEnd::How::Stopped, pending_stop_->by(), pending_stop_->what()};
+  if (phase_ == Phase::AfterTrain || phase_ == Phase::Done) {
+    if (failed_) return std::nullopt;
+    if (!stopped_) return RunEnd{};
+    if (interrupted_) return RunEnd{RunEnd::How::Interrupted, "", stop_reason_};
+    return RunEnd{RunEnd::How::Stopped, stop_by_, stop_reason_};
+  }
+  if (phase_ == Phase::Loop) {
+    int64_t next = next_epoch_;
+    if (config_.steps_per_epoch > 0 && next_step_ >= config_.steps_per_epoch) ++next;
+    if (next > config_.max_epoch) return RunEnd{};  // the last epoch's last events: nothing is left
+  }
+  return std::nullopt;
 }
 
 void Trainer::resume_from(std::shared_ptr<const Checkpoint> ck) {
   if (phase_ != Phase::Idle) fail(TPT_ERR_STATE, "a resume is set before the run");
   resume_ = std::move(ck);
+  explicit_resume_ = true;
 }
 
 const std::string *Trainer::resumed_from() const {
@@ -107,9 +125,32 @@ void Trainer::check_resume() {
       bad("callbacks['" + key + "']", std::string("is not a state this callback takes: ") + e.what());
     }
   }
-  if (ck.next_epoch > config_.max_epoch)
-    log_.info("The checkpoint goes on at epoch " + std::to_string(ck.next_epoch) + ", after max_epoch " +
-              std::to_string(config_.max_epoch) + ": there is nothing left to train.");
+  const std::string at = " at epoch " + std::to_string(ck.epoch_num) + " (global_step " + std::to_string(ck.global_step) + ")";
+  // "stopped at epoch 4 (global_step 20) by EarlyStopping(val): <reason>"
+  auto ended = [&](const RunEnd &e) {
+    return RunEnd::name(e.how) + at + (e.by.empty() ? "" : " by " + e.by) + (e.reason.empty() ? "" : ": " + e.reason);
+  };
+  const bool automatic = config_.auto_resume && !explicit_resume_;
+  if (ck.run_end && ck.run_end->how == RunEnd::How::Stopped) {
+    if (automatic && !config_.continue_stopped) {
+      // A rerun of a run that a callback stopped (EarlyStopping) leaves it
+      // stopped: training on would change what it kept (its best checkpoint).
+      log_.info("Auto-resume: the run was " + ended(*ck.run_end) +
+                ". There is nothing to train: it stays stopped (set continue_stopped to train on).");
+      StopTraining stop(ck.run_end->reason.empty() ? ck.run_end->text() : ck.run_end->reason);
+      stop.set_by(ck.run_end->by);
+      ended_before_ = stop;
+    } else {
+      log_.info("The checkpoint's run was " + ended(*ck.run_end) + "; this run goes on from it (" +
+                (automatic ? "continue_stopped" : "an explicit resume") + ").");
+    }
+  } else if (ck.run_end && ck.run_end->how == RunEnd::How::Interrupted) {
+    log_.info("The checkpoint's run was " + ended(*ck.run_end) + "; this run goes on from it.");
+  }
+  if (!ended_before_ && ck.next_epoch > config_.max_epoch)
+    log_.info(std::string(ck.run_end && ck.run_end->how == RunEnd::How::Finished ? "The checkpoint's run finished" : "The checkpoint was taken") +
+              at + "; it goes on at epoch " + std::to_string(ck.next_epoch) + ", after max_epoch " +
+              std::to_string(config_.max_epoch) + ": there is nothing left to train (raise max_epoch to train more).");
 }
 
 void Trainer::apply_resume() {

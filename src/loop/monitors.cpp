@@ -17,6 +17,7 @@
 #include "base/error.hpp"
 #include "base/files.hpp"
 #include "base/json.hpp"
+#include "base/names.hpp"
 #include "loop/monitors.hpp"
 #include "loop/trainer.hpp"
 
@@ -91,6 +92,24 @@ const MovingSummary *Monitors::moving_summary(const std::string &name) const {
 const ScalarHistory *Monitors::history(const std::string &name) const {
   auto it = history_.find(name);
   return it == history_.end() ? nullptr : &it->second;
+}
+
+const ScalarHistory *watched_scalar(const Trainer &t, const std::string &who, const std::string &stat) {
+  const ScalarHistory *h = t.monitors().history(stat);
+  if (h && !h->values.empty()) return h;
+  // Mid-epoch, or on a rank without the chief-only callbacks that put it,
+  // it may come later; by an epoch's end on the chief it is a wrong name.
+  if (!t.at_epoch_end() || !t.config().is_chief) return nullptr;
+  std::vector<std::string> names;
+  for (const auto &kv : t.monitors().histories())
+    if (!kv.second.values.empty()) names.push_back(kv.first);
+  std::string list;
+  for (const std::string &n : closest_first(stat, names)) list += (list.empty() ? "" : ", ") + n;
+  fail(TPT_ERR_NOT_FOUND, who + ": no callback or monitor has put the scalar '" + stat + "' by the end of epoch " +
+                              std::to_string(t.epoch_num()) + "; the scalars put are: " +
+                              (list.empty() ? std::string("none") : list) +
+                              " (closest first). If its callback puts it every k epochs, give " + who +
+                              " the same schedule.");
 }
 
 namespace {

@@ -50,6 +50,7 @@ class Monitors {
   // Brings a uint8 N x H x W x C image to the monitors (not kept).
   void put_image(const std::string &name, const at::Tensor &image);
   const ScalarHistory *history(const std::string &name) const;
+  const std::map<std::string, ScalarHistory> &histories() const { return history_; }
 
   // Updates the moving average `name` (tensorpack's add_moving_summary); it
   // reaches the monitors when put_summaries runs (MergeAllSummaries: the
@@ -70,5 +71,11 @@ class Monitors {
   std::vector<MovingSummary> summaries_;
   bool summaries_pending_ = false;
 };
+
+// The history of the scalar `stat` that the callback `who` watches
+// (EarlyStopping, a best saver, StatMonitorParamSetter); nullptr while none
+// has been put. At an epoch's end on the chief, a scalar never put is a
+// wrong name: TPT_ERR_NOT_FOUND naming the scalars put, the closest first.
+const ScalarHistory *watched_scalar(const Trainer &t, const std::string &who, const std::string &stat);
 
 }  // namespace tpt

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "base/error.hpp"
 #include "base/files.hpp"
@@ -46,17 +47,25 @@ class ModelSaver final : public Callback {
   uint32_t events() const override {
     return TPT_EVENT_BEFORE_TRAIN | TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH | TPT_EVENT_AFTER_TRAIN;
   }
+  Place place() const override { return Place::SavesCheckpoint; }
   void on_event(Trainer &t, tpt_event e, const Record *) override {
     switch (e) {
       case TPT_EVENT_BEFORE_TRAIN: start(t); break;
-      case TPT_EVENT_AFTER_TRAIN:
-        // A run stopped by SIGTERM/SIGINT (a preempted job) is saved where
-        // it stopped, so that its resume loses no step.
-        if (t.stop_signal() != 0 && !dir_.empty()) {
+      case TPT_EVENT_AFTER_TRAIN: {
+        // The end of a run that did not fail is saved, with how it ended:
+        // a stopped or finished run stays ended under auto_resume, and an
+        // interrupted one (SIGTERM, a preempted job; a stop request) goes
+        // on from where it stopped, losing no step.
+        std::optional<RunEnd> end = t.run_end();
+        if (dir_.empty() || !end || !t.ran_a_step()) break;
+        if (t.global_step() == last_step_ && end == last_end_) break;  // saved as it is
+        if (t.stop_signal() != 0)
           t.log().info("ModelSaver: saving at the stop by " + std::string(signal_name(t.stop_signal())) + ".");
-          save(t);
-        }
+        else
+          t.log().info("ModelSaver: saving at the end of the run (" + end->text() + ").");
+        save(t, /*again=*/true);
         break;
+      }
       case TPT_EVENT_TRIGGER_STEP:
         if (o_.every_k_steps > 0 && t.global_step() % o_.every_k_steps == 0) save(t);
         break;
@@ -87,13 +96,16 @@ class ModelSaver final : public Callback {
     last_step_ = -1;
   }
 
-  void save(Trainer &t) {
-    if (t.global_step() == last_step_) return;  // a step's save and its epoch's save are one checkpoint
+  // again: also when this step was saved (the end of the run, recorded).
+  void save(Trainer &t, bool again = false) {
+    if (t.global_step() == last_step_ && !again) return;  // a step's save and its epoch's save are one checkpoint
     last_step_ = t.global_step();
     std::string name = "model-" + std::to_string(t.global_step());
     std::string path = dir_ + "/" + name;
+    std::optional<RunEnd> end;
     try {
       Checkpoint ck = take_checkpoint(t);
+      end = ck.run_end;
       // A diverged model is not saved over good checkpoints (TerminateOnNaN
       // relies on it): the last checkpoint stays the last good one.
       for (const auto &v : ck.variables) {
@@ -147,6 +159,7 @@ class ModelSaver final : public Callback {
       return;
     }
     index_ = std::move(next);
+    last_end_ = std::move(end);
     last_kept_ = kept;
     made_[name] = SysClock::now();
     std::error_code ec;
@@ -164,6 +177,7 @@ class ModelSaver final : public Callback {
   std::map<std::string, SysClock::time_point> made_;
   SysClock::time_point last_kept_;
   int64_t last_step_ = -1;
+  std::optional<RunEnd> last_end_;  // how the run ended, as the last checkpoint records it
   FailureReport report_;
 };
 
@@ -177,9 +191,10 @@ class BestSaver final : public Callback {
         dir_(std::move(dir)),
         best_(maximize ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()) {}
   uint32_t events() const override { return TPT_EVENT_TRIGGER; }
+  Place place() const override { return Place::KeepsBest; }
   void on_event(Trainer &t, tpt_event, const Record *) override {
-    const ScalarHistory *h = t.monitors().history(stat_);
-    if (!h || h->values.empty()) {
+    const ScalarHistory *h = watched_scalar(t, name(), stat_);
+    if (!h) {
       t.log().warn(name() + ": no value of '" + stat_ + "' yet.");
       return;
     }
@@ -191,8 +206,8 @@ class BestSaver final : public Callback {
     std::string want = "model-" + std::to_string(step);
     if (!idx || idx->latest != want) {
       // tensorpack: the newest checkpoint must be the one of that step
-      t.log().warn(name() + ": the newest checkpoint is not " + want + " (put " + name() +
-                   " after ModelSaver, saving at the same steps, or see ModelSaver's error if its save failed); '" +
+      t.log().warn(name() + ": the newest checkpoint is not " + want + " (give the trainer a ModelSaver that saves at "
+                   "the steps " + name() + " runs, or see ModelSaver's error if its save failed); '" +
                    stat_ + "' = " + std::to_string(v) + " was not kept.");
       return;
     }

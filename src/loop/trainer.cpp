@@ -1,5 +1,6 @@
 #include "loop/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -63,7 +64,12 @@ bool deliver(Callback &cb, Trainer &trainer, tpt_event event, const Record *reco
   }
   const bool watch = trainer.distributed() && cb.chief_only();
   const uint64_t before = watch ? hyperparam_changes().load(std::memory_order_relaxed) : 0;
-  cb.on_event(trainer, event, record);
+  try {
+    cb.on_event(trainer, event, record);
+  } catch (StopTraining &stop) {
+    stop.set_by(cb.name());  // the innermost callback (a wrapper's inner one) names it first
+    throw;
+  }
   if (watch && hyperparam_changes().load(std::memory_order_relaxed) != before) trainer.warn_chief_only_hyperparam(cb);
   return true;
 }
@@ -157,6 +163,11 @@ void Trainer::freeze() {
       if (wants(mask, e)) by_event_[event_index(e)].push_back(cb);
     }
   }
+  // The events that save checkpoints: the callbacks in their places
+  // (Callback::place), in the order added within a place.
+  for (tpt_event e : {TPT_EVENT_TRIGGER_STEP, TPT_EVENT_TRIGGER_EPOCH, TPT_EVENT_AFTER_TRAIN})
+    std::stable_sort(by_event_[event_index(e)].begin(), by_event_[event_index(e)].end(),
+                     [](const Callback *a, const Callback *b) { return a->place() < b->place(); });
   for (auto &cb : monitors)
     if (cb->events() & TPT_EVENT_RECORD) by_event_[event_index(TPT_EVENT_RECORD)].push_back(cb.get());
   frozen_ = true;
@@ -166,12 +177,37 @@ void Trainer::dispatch(tpt_event event) {
   for (Callback *cb : by_event_[event_index(event)]) deliver(*cb, *this, event);
 }
 
+// A stop a callback raises at a step's or an epoch's end waits for the
+// event's other callbacks, as a stop request would (tensorpack's
+// should_stop, Keras's stop_training): the savers still save that step or
+// epoch, and the checkpoint records the stop.
+void Trainer::dispatch_to_all(tpt_event event) {
+  for (Callback *cb : by_event_[event_index(event)]) {
+    try {
+      deliver(*cb, *this, event);
+    } catch (const StopTraining &stop) {
+      if (!pending_stop_) pending_stop_ = stop;
+    }
+  }
+}
+
+void Trainer::throw_pending_stop() {
+  if (!pending_stop_) return;
+  StopTraining stop = *pending_stop_;
+  pending_stop_.reset();
+  throw stop;
+}
+
 void Trainer::trigger_epoch_timed() {
   std::vector<std::pair<Callback *, double>> times;
   double total = 0;
   for (Callback *cb : by_event_[event_index(TPT_EVENT_TRIGGER_EPOCH)]) {
     auto t0 = Clock::now();
-    deliver(*cb, *this, TPT_EVENT_TRIGGER_EPOCH);
+    try {
+      deliver(*cb, *this, TPT_EVENT_TRIGGER_EPOCH);
+    } catch (const StopTraining &stop) {
+      if (!pending_stop_) pending_stop_ = stop;  // dispatch_to_all's rule
+    }
     double dt = seconds_since(t0);
     total += dt;
     times.emplace_back(cb, dt);
@@ -204,20 +240,20 @@ void Trainer::throw_if_stop_requested() {
   }
   if (sig) {
     stop_signal_ = sig;
-    throw StopTraining(signal_name(sig));
+    throw StopTraining(signal_name(sig), /*interrupt=*/true);
   }
   switch (stop_requested_.load(std::memory_order_relaxed)) {
     case 0: return;
-    case static_cast<int>(StopBy::Free): throw StopTraining("tpt_trainer_free");
+    case static_cast<int>(StopBy::Free): throw StopTraining("tpt_trainer_free", /*interrupt=*/true);
     case static_cast<int>(StopBy::Reason): {
       std::string reason;
       {
         std::lock_guard<std::mutex> lock(stop_mu_);  // written with the request, under the lock
         reason = requested_reason_;
       }
-      throw StopTraining(reason);
+      throw StopTraining(reason, /*interrupt=*/true);
     }
-    default: throw StopTraining("tpt_trainer_request_stop");
+    default: throw StopTraining("tpt_trainer_request_stop", /*interrupt=*/true);
   }
 }
 
@@ -270,10 +306,11 @@ void Trainer::run_epoch(int64_t epoch) {
   auto t0 = Clock::now();
   for (int64_t k = first_step; k < config_.steps_per_epoch; ++k) run_one_step(k);
   next_epoch_ = epoch + 1, next_step_ = 0;
-  dispatch(TPT_EVENT_AFTER_EPOCH);
+  dispatch_to_all(TPT_EVENT_AFTER_EPOCH);
   log_.info("Epoch " + std::to_string(epoch) + " (global_step " + std::to_string(global_step_) +
             ") finished, time: " + fmt_seconds(seconds_since(t0)) + " sec.");
   trigger_epoch_timed();
+  throw_pending_stop();  // a stop in after_epoch or trigger_epoch: the epoch's events all ran
 }
 
 // One step: run_step, then TRIGGER_STEP.
@@ -283,6 +320,11 @@ void Trainer::run_one_step(int64_t k) {
   in_run_step_ = true;
   try {
     run_step_(*this);
+  } catch (StopTraining &stop) {
+    stop.set_by("run_step");  // unless a hooked step's callback raised it
+    in_run_step_ = false;
+    pending_ = nullptr;
+    throw;
   } catch (...) {
     in_run_step_ = false;
     pending_ = nullptr;
@@ -290,12 +332,14 @@ void Trainer::run_one_step(int64_t k) {
   }
   in_run_step_ = false;
   next_step_ = k + 1;
+  ++loop_steps_;
   if (pending_) {  // run_step swallowed the outcome of a hooked step
     std::exception_ptr p = pending_;
     pending_ = nullptr;
     std::rethrow_exception(p);
   }
-  dispatch(TPT_EVENT_TRIGGER_STEP);
+  dispatch_to_all(TPT_EVENT_TRIGGER_STEP);
+  throw_pending_stop();
 }
 
 // Opens the log directory (the chief's: the lock, log.log, stale
@@ -359,21 +403,27 @@ void Trainer::run() {
     phase_ = Phase::BeforeTrain;
     dispatch(TPT_EVENT_BEFORE_TRAIN);
     phase_ = Phase::Loop;
+    if (ended_before_) throw *ended_before_;  // auto_resume of a stopped run: it stays stopped
     // global_step is read again here: BEFORE_TRAIN (a restore) may have set it.
     for (int64_t epoch = first_epoch_; epoch <= config_.max_epoch; ++epoch) run_epoch(epoch);
     log_.info("Training has finished!");
   } catch (const StopTraining &stop) {
     stopped_ = true;
     stop_reason_ = stop.what();
+    stop_by_ = stop.by();
+    interrupted_ = stop.interrupt();
     log_.info("Training was stopped by: " + stop_reason_);
   } catch (const std::exception &e) {
+    failed_ = true;
     error = std::current_exception();
     log_.error("Training failed at global_step=" + std::to_string(global_step_) + ": " + e.what());
   } catch (...) {
+    failed_ = true;
     error = std::current_exception();
     log_.error("Training failed at global_step=" + std::to_string(global_step_));
   }
   in_run_step_ = false;
+  pending_stop_.reset();
   after_train(error);
   phase_ = Phase::Done;
   run_thread_.store(std::thread::id(), std::memory_order_relaxed);

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "base/log.hpp"
+#include "base/run_end.hpp"
 #include "loop/callback.hpp"
 #include "loop/monitors.hpp"
 #include "tptrain/trainer.h"
@@ -40,6 +42,7 @@ struct TrainerConfig {
   int64_t scalar_history = 1000; // entries kept per scalar name; 0: all
   int64_t summary_period = 0;    // MergeAllSummaries' period: 0, once per epoch (its last step)
   bool auto_resume = false;      // resume from the log directory's latest checkpoint, if any
+  bool continue_stopped = false; // auto_resume goes on after a run that a callback or run_step stopped
   int stop_on_signals = 0;       // 1: SIGTERM/SIGINT stop gracefully; 0: when TPTRAIN_STOP_ON_SIGNALS=1; -1: never
   tpt_precision precision = TPT_PRECISION_FP32;  // the tower functions' arithmetic (autocast)
   tpt_loss_scaling loss_scaling = TPT_LOSS_SCALING_INIT;  // train/loss_scale.hpp
@@ -131,6 +134,16 @@ class Trainer {
   }
   // Non-null when the last run stopped gracefully.
   const std::string *stop_reason() const { return stopped_ ? &stop_reason_ : nullptr; }
+  // How the run ends, as a checkpoint taken now records it: a stop a
+  // callback raised in this event (it takes effect once the event's other
+  // callbacks ran); after the loop, how it ended (none when it failed);
+  // in the loop, finished once nothing is left to train. None: it goes on.
+  std::optional<RunEnd> run_end() const;
+  // Whether this run has run a step (a resumed run that found nothing left
+  // to train has not).
+  bool ran_a_step() const { return loop_steps_ > 0; }
+  // In the events that end an epoch (after_epoch, trigger_epoch).
+  bool at_epoch_end() const { return phase_ == Phase::Loop && next_step_ == 0 && next_epoch_ == epoch_num_ + 1; }
   bool has_logdir() const { return !logdir_.empty(); }
   const std::string &logdir() const { return logdir_; }
   Logger &log() { return log_; }
@@ -185,6 +198,10 @@ class Trainer {
   void open_logdir();              // log.log, the lock, auto-resume's checkpoint (run's first part)
   void freeze();
   void dispatch(tpt_event event);
+  // The event's callbacks, every one of them: a stop one raises waits in
+  // pending_stop_ until throw_pending_stop (the epoch's or step's end).
+  void dispatch_to_all(tpt_event event);
+  void throw_pending_stop();
   void run_epoch(int64_t epoch);   // BEFORE_EPOCH, the steps, AFTER_EPOCH, TRIGGER_EPOCH
   void run_one_step(int64_t k);    // one run_step and its TRIGGER_STEP
   void trigger_epoch_timed();
@@ -227,6 +244,13 @@ class Trainer {
   void throw_if_stop_requested();
   bool stopped_ = false;
   std::string stop_reason_;
+  std::string stop_by_;
+  bool interrupted_ = false;
+  bool failed_ = false;
+  std::optional<StopTraining> pending_stop_;
+  std::optional<StopTraining> ended_before_;  // auto_resume found a stopped run: what stopped it
+  bool explicit_resume_ = false;              // resume_from, not auto_resume
+  int64_t loop_steps_ = 0;
   std::string logdir_;
 
   void *handle_ = nullptr;

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "base/error.hpp"
+#include "base/names.hpp"
 #include "model/dtype.hpp"
 #include "model/model.hpp"
 
@@ -138,21 +139,6 @@ std::string schema_text(const c10::FunctionSchema &schema) {
   std::ostringstream s;
   s << schema;
   return s.str();
-}
-
-size_t edit_distance(const std::string &a, const std::string &b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 std::string base_of(const std::string &qualified) {

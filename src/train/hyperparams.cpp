@@ -140,9 +140,10 @@ class StatMonitorParam final : public Callback {
       : Callback("StatMonitorParamSetter(" + param + ")", false), opt_(std::move(opt)), param_(std::move(param)),
         stat_(std::move(stat)), o_(o) {}
   uint32_t events() const override { return TPT_EVENT_TRIGGER; }  // not in BEFORE_TRAIN (tensorpack)
+  Place place() const override { return Place::ReadsScalars; }
   void on_event(Trainer &t, tpt_event, const Record *) override {
-    const ScalarHistory *h = t.monitors().history(stat_);
-    if (!h || h->values.empty()) {
+    const ScalarHistory *h = watched_scalar(t, name(), stat_);
+    if (!h) {
       t.log().warn(name() + ": the scalar " + stat_ + " has not been put; nothing to monitor");
       return;
     }

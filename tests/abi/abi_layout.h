@@ -95,7 +95,7 @@ static int abi_run(const char *lang) {
   ABI_EQ(TPT_PRECISION_FP32, 0);
   ABI_EQ(TPT_PRECISION_BF16_MIXED, 1);
   ABI_EQ(TPT_PRECISION_FP16_MIXED, 2);
-  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 6);
+  ABI_EQ(TPT_TRAINER_OPTIONS_VERSION, 7);
   ABI_EQ(offsetof(tpt_trainer_options, version), 0);
   ABI_EQ(offsetof(tpt_trainer_options, is_chief), 4);
   ABI_EQ(offsetof(tpt_trainer_options, starting_epoch), 8);
@@ -113,7 +113,8 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_trainer_options, stop_on_signals), 76 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, precision), 80 + sizeof(void *));
   ABI_EQ(offsetof(tpt_trainer_options, loss_scaling), 88 + sizeof(void *));
-  ABI_EQ(sizeof(tpt_trainer_options), 128 + sizeof(void *));
+  ABI_EQ(offsetof(tpt_trainer_options, continue_stopped), 128 + sizeof(void *));
+  ABI_EQ(sizeof(tpt_trainer_options), 136 + sizeof(void *));
   ABI_EQ(offsetof(tpt_loss_scaling, mode), 0);
   ABI_EQ(offsetof(tpt_loss_scaling, init_scale), 8);
   ABI_EQ(offsetof(tpt_loss_scaling, growth_factor), 16);
@@ -146,6 +147,7 @@ static int abi_run(const char *lang) {
                   o.loss_scaling.backoff_factor == 0.5,
               "TPT_LOSS_SCALING_INIT is GradScaler's defaults");
     ABI_EQ(o.loss_scaling.growth_interval, 2000);
+    ABI_EQ(o.continue_stopped, 0);
   }
   /* tpt_callback_desc */
   ABI_EQ(TPT_CALLBACK_DESC_VERSION, 2);

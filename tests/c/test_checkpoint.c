@@ -216,11 +216,11 @@ static void resume_equals_uninterrupted(tpt_precision precision, float w[12]) {
 
   ok(tpt_manual_seed(5));
   tpt_model *b = model_of(3);
-  stop_at = 8; /* mid epoch 2; the saver saved at step 6 */
+  stop_at = 8; /* interrupted mid epoch 2: the saver saved at step 6, and at the stop (8) */
   tpt_trainer_free(train(b, 3, saver_every(3, 10, 0), NULL, NULL, NULL));
   stop_at = -1;
   tpt_model_free(b);
-  assert_true(exists("model-6") && exists("checkpoint"));
+  assert_true(exists("model-6") && exists("model-8") && exists("checkpoint"));
 
   ok(tpt_manual_seed(99)); /* the resume restores the random state, whatever it is now */
   tpt_model *c = model_of(3);
@@ -230,7 +230,7 @@ static void resume_equals_uninterrupted(tpt_precision precision, float w[12]) {
   assert_int_equal(gs, 15);
   ok(tpt_trainer_resumed_from(&from, tc)); /* the directory, resolved to its latest checkpoint */
   assert_non_null(from);
-  assert_string_equal(from, path_in("model-6"));
+  assert_string_equal(from, path_in("model-8"));
   variable(wb, 12, c, "fc0/W");
   assert_memory_equal(w, wb, sizeof wb); /* bit for bit */
   slot_values(mc, 12, c, "fc0/W", "momentum_buffer"); /* the optimizer's state too */
@@ -449,6 +449,238 @@ static void min_and_max_savers(void **state) {
   remove_dir();
   expect_code(tpt_callback_min_saver(&mn, "", NULL, NULL), TPT_ERR_INVALID_ARGUMENT, "stat");
   expect_code(tpt_callback_max_saver(&mx, "val", "a/b", NULL), TPT_ERR_INVALID_ARGUMENT, "a/b");
+}
+
+/* ---- how a run ends: recorded in checkpoints, kept by auto_resume */
+
+static char end_reason[512]; /* the last ending_run's stop reason ("" when none) */
+static char end_from[512];   /* and the checkpoint it resumed from ("" when none) */
+
+/* One run of `epochs` x 5 steps in `dir` with auto_resume (and
+ * continue_stopped), the callbacks in `cbs` (taken) after `events` (which
+ * puts "val" from val_by_epoch at each epoch's end, or after them when
+ * events_last); the run's global step in *gs; returns the run's status. */
+static tpt_status *ending_run(tpt_model *m, int64_t epochs, int continue_stopped, tpt_callback **cbs, size_t n,
+                              int events_last, int64_t *gs) {
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = epochs;
+  o.steps_per_epoch = 5;
+  o.logdir = dir;
+  o.auto_resume = 1;
+  o.continue_stopped = continue_stopped;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_TRIGGER_STEP | TPT_EVENT_TRIGGER_EPOCH;
+  d.fn = events;
+  d.chief_only = 0;
+  d.name = "events";
+  tpt_callback *all[8];
+  size_t k = 0;
+  if (!events_last) ok(tpt_callback_new(&all[k++], &d));
+  for (size_t i = 0; i < n; ++i) all[k++] = cbs[i];
+  if (events_last) ok(tpt_callback_new(&all[k++], &d));
+  tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+  c.options = &o;
+  c.model = m;
+  c.dataflow = data();
+  c.callbacks = all;
+  c.n_callbacks = k;
+  tpt_trainer *t = NULL;
+  ok(tpt_trainer_from_config(&t, &c));
+  tpt_dataflow_free(c.dataflow);
+  tpt_status *st = tpt_trainer_run(t);
+  ok(tpt_trainer_global_step(gs, t));
+  const char *why = NULL, *from = NULL;
+  ok(tpt_trainer_stop_reason(&why, t));
+  ok(tpt_trainer_resumed_from(&from, t));
+  snprintf(end_reason, sizeof end_reason, "%s", why ? why : "");
+  snprintf(end_from, sizeof end_from, "%s", from ? from : "");
+  tpt_trainer_free(t);
+  return st;
+}
+
+static tpt_callback *early_stop_of(const char *stat) {
+  tpt_early_stopping_options eo = TPT_EARLY_STOPPING_OPTIONS_INIT;
+  eo.patience = 2;
+  eo.maximize = 1;
+  tpt_callback *e = NULL;
+  ok(tpt_callback_early_stopping(&e, stat, &eo));
+  return e;
+}
+
+static tpt_callback *max_saver_of(const char *stat) {
+  tpt_callback *b = NULL;
+  ok(tpt_callback_max_saver(&b, stat, NULL, NULL));
+  return b;
+}
+
+/* EarlyStopping, a ModelSaver (each epoch) and a MaxSaver, in `order` 0
+ * (the producer of "val", the saver, the best saver, EarlyStopping) or 1
+ * (all of them the other way round). */
+static tpt_status *stopping_run(tpt_model *m, int64_t epochs, int order, int continue_stopped, int64_t *gs) {
+  tpt_callback *cbs[3];
+  if (order == 0) {
+    cbs[0] = saver_every(0, 0, 0), cbs[1] = max_saver_of("val"), cbs[2] = early_stop_of("val");
+  } else {
+    cbs[0] = early_stop_of("val"), cbs[1] = max_saver_of("val"), cbs[2] = saver_every(0, 0, 0);
+  }
+  return ending_run(m, epochs, continue_stopped, cbs, 3, order == 1, gs);
+}
+
+static int64_t latest_step(void) {
+  char text[4096];
+  read_text(path_in("checkpoint"), text, sizeof text);
+  const char *p = strstr(text, "model-");
+  return p ? strtoll(p + 6, NULL, 10) : -1;
+}
+
+static char *file_bytes(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  *n = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc(*n ? *n : 1);
+  assert_int_equal(fread(b, 1, *n, f), *n);
+  fclose(f);
+  return b;
+}
+
+/* Issue 34's rerun: EarlyStopping stops at epoch 4 of 6; the epoch is saved
+ * and its checkpoint records the stop whatever the callbacks' order (both
+ * orders train the same variables and keep the same files); a rerun with
+ * auto_resume trains nothing, writes nothing and gives the same stop
+ * reason; continue_stopped trains on; a finished run's rerun trains nothing
+ * until max_epoch is raised. */
+static void a_stopped_run_stays_stopped(void **state) {
+  (void)state;
+  const double vals[8] = {0, 0.5, 0.7, 0.6, 0.65, 0.9, 0.9, 0.9}; /* best 0.7 at epoch 2; stops after epoch 4 */
+  memcpy(val_by_epoch, vals, sizeof vals);
+  float w_first[12];
+  for (int order = 0; order < 2; ++order) {
+    fresh_dir();
+    ok(tpt_manual_seed(5));
+    tpt_model *m = model_of(3);
+    int64_t gs = 0;
+    ok(stopping_run(m, 6, order, 0, &gs));
+    assert_int_equal(gs, 20);
+    assert_non_null(strstr(end_reason, "EarlyStopping: val has not risen above its best, 0.7 at global_step 10"));
+    assert_int_equal(latest_step(), 20); /* the stopping epoch was saved */
+    assert_int_equal(step_of(path_in("max-val")), 10);
+    float w[12];
+    variable(w, 12, m, "fc0/W");
+    if (order == 0) memcpy(w_first, w, sizeof w);
+    else assert_memory_equal(w, w_first, sizeof w); /* the order of the callbacks changes nothing */
+    size_t n = 0, n2 = 0;
+    char *saved = file_bytes(path_in("model-20"), &n);
+    tpt_model_free(m);
+
+    /* the rerun: nothing trained, the same reason, nothing written */
+    m = model_of(3);
+    ok(stopping_run(m, 6, order, 0, &gs));
+    assert_int_equal(gs, 20);
+    assert_non_null(strstr(end_reason, "EarlyStopping: val has not risen above its best, 0.7 at global_step 10"));
+    assert_string_equal(end_from, path_in("model-20"));
+    char text[16384];
+    read_text(path_in("log.log"), text, sizeof text);
+    assert_non_null(strstr(text, "Auto-resume: the run was stopped at epoch 4 (global_step 20) by EarlyStopping(val): EarlyStopping: val has not"));
+    assert_non_null(strstr(text, "it stays stopped (set continue_stopped to train on)"));
+    assert_int_equal(latest_step(), 20);
+    char *again = file_bytes(path_in("model-20"), &n2);
+    assert_int_equal(n2, n);
+    assert_memory_equal(again, saved, n);
+    free(again);
+    free(saved);
+    variable(w, 12, m, "fc0/W");
+    assert_memory_equal(w, w_first, sizeof w); /* the checkpoint's variables, untrained */
+    tpt_model_free(m);
+
+    /* continue_stopped: epoch 5 improves (0.9), epoch 6 does not; max_epoch ends it */
+    m = model_of(3);
+    ok(stopping_run(m, 6, order, 1, &gs));
+    assert_int_equal(gs, 30);
+    assert_string_equal(end_reason, "");
+    assert_int_equal(step_of(path_in("max-val")), 25);
+    tpt_model_free(m);
+    /* finished: nothing left; raised max_epoch: epoch 7 is the second without improvement */
+    m = model_of(3);
+    ok(stopping_run(m, 6, order, 0, &gs));
+    assert_int_equal(gs, 30);
+    read_text(path_in("log.log"), text, sizeof text);
+    assert_non_null(strstr(text, "The checkpoint's run finished at epoch 6 (global_step 30)"));
+    assert_non_null(strstr(text, "there is nothing left to train (raise max_epoch to train more)"));
+    tpt_model_free(m);
+    m = model_of(3);
+    ok(stopping_run(m, 8, order, 0, &gs));
+    assert_int_equal(gs, 35);
+    assert_non_null(strstr(end_reason, "EarlyStopping: val has not risen above its best, 0.9 at global_step 25"));
+    tpt_model_free(m);
+    remove_dir();
+  }
+}
+
+/* The ends the savers did not see: a finished run whose last epoch had no
+ * save, and a run stopped from outside mid-epoch, are saved at their end;
+ * the first rerun trains nothing, the second goes on where it stopped. */
+static void run_ends_are_saved(void **state) {
+  (void)state;
+  fresh_dir();
+  tpt_model *m = model_of(3);
+  tpt_model_saver_options so = TPT_MODEL_SAVER_OPTIONS_INIT;
+  so.every_k_epochs = 2;
+  tpt_callback *s = NULL;
+  ok(tpt_callback_model_saver(&s, &so));
+  int64_t gs = 0;
+  ok(ending_run(m, 3, 0, &s, 1, 0, &gs));
+  assert_int_equal(gs, 15);
+  assert_int_equal(latest_step(), 15); /* epoch 2's, then the end's */
+  ok(tpt_callback_model_saver(&s, &so));
+  ok(ending_run(m, 3, 0, &s, 1, 0, &gs));
+  assert_int_equal(gs, 15);
+  assert_string_equal(end_from, path_in("model-15"));
+  tpt_model_free(m);
+  remove_dir();
+
+  fresh_dir();
+  m = model_of(3);
+  stop_at = 7; /* a stop request mid-epoch 2: interrupted */
+  ok(tpt_callback_model_saver(&s, &so));
+  ok(ending_run(m, 3, 0, &s, 1, 0, &gs));
+  stop_at = -1;
+  assert_int_equal(gs, 7);
+  assert_string_equal(end_reason, "tpt_trainer_request_stop");
+  assert_int_equal(latest_step(), 7);
+  ok(tpt_callback_model_saver(&s, &so));
+  ok(ending_run(m, 3, 0, &s, 1, 0, &gs));
+  assert_int_equal(gs, 15); /* went on from step 7 */
+  assert_string_equal(end_from, path_in("model-7"));
+  char text[16384];
+  read_text(path_in("log.log"), text, sizeof text);
+  assert_non_null(strstr(text, "The checkpoint's run was interrupted at epoch 2 (global_step 7): tpt_trainer_request_stop"));
+  tpt_model_free(m);
+  remove_dir();
+}
+
+/* A watched scalar nobody puts: the run fails at the first epoch's end,
+ * naming the scalars there are, the closest first. */
+static void misspelt_watched_names_fail(void **state) {
+  (void)state;
+  const double vals[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  memcpy(val_by_epoch, vals, sizeof vals);
+  const char *who[] = {"EarlyStopping(vall)", "MaxSaver"};
+  for (int i = 0; i < 2; ++i) {
+    fresh_dir();
+    tpt_model *m = model_of(3);
+    tpt_callback *cbs[2] = {saver_every(0, 0, 0), i == 0 ? early_stop_of("vall") : max_saver_of("vall")};
+    int64_t gs = 0;
+    tpt_status *st = ending_run(m, 3, 0, cbs, 2, 0, &gs);
+    expect_code2(st, TPT_ERR_NOT_FOUND, who[i],
+                 "no callback or monitor has put the scalar 'vall' by the end of epoch 1; the scalars put are: val, ");
+    assert_int_equal(gs, 5);
+    tpt_model_free(m);
+    remove_dir();
+  }
 }
 
 /* ---- restores that must fail and change nothing */
@@ -781,6 +1013,9 @@ int main(void) {
       cmocka_unit_test(optimizer_slots),
       cmocka_unit_test(saver_rotates_and_keeps_hourly),
       cmocka_unit_test(min_and_max_savers),
+      cmocka_unit_test(a_stopped_run_stays_stopped),
+      cmocka_unit_test(run_ends_are_saved),
+      cmocka_unit_test(misspelt_watched_names_fail),
       cmocka_unit_test(failed_restores_change_nothing),
       cmocka_unit_test(resume_errors),
       cmocka_unit_test(options_and_placement),

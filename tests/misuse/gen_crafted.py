@@ -280,6 +280,7 @@ def cases():
     add("valid.ckpt", "restore", ok, ckpt())
     add("valid-resume.ckpt", "resume", ok, ckpt())
     add("valid-loss-scaler.ckpt", "resume", ok, ckpt(base(loss_scaler=scaler(scale=1024.0, _growth_tracker=7))))
+    add("valid-run-end.ckpt", "resume", ok, ckpt(base(run_end={"how": "stopped", "by": "EarlyStopping(val)", "reason": "r"})))
     add("valid-read-limit-0.ckpt", "read-limit", bad, ckpt(), INV, "read limit")
     wt = [W[0], W[3], W[1], W[4], W[2], W[5]]  # W stored transposed, viewed with strides (1, 2)
     add("strided-view.ckpt", "restore", ok, ckpt(base(
@@ -414,6 +415,13 @@ def cases():
         ("loss-scale-tracker-negative", base(loss_scaler=scaler(_growth_tracker=-1)), "loss_scaler._growth_tracker"),
         ("loss-scale-missing", base(loss_scaler={"scale": 1.0}), "is missing"),
         ("loss-scale-list", base(loss_scaler=[1.0]), "not a dict"),
+        # how the run ended
+        ("run-end-how", base(run_end={"how": "paused", "by": "", "reason": ""}), "run_end.how"),
+        ("run-end-how-int", base(run_end={"how": 1, "by": "", "reason": ""}), "run_end.how"),
+        ("run-end-by-list", base(run_end={"how": "stopped", "by": [], "reason": ""}), "run_end.by"),
+        ("run-end-reason-missing", base(run_end={"how": "stopped", "by": ""}), "run_end.reason"),
+        ("run-end-reason-long", base(run_end={"how": "stopped", "by": "", "reason": "x" * 5000}), "run_end.reason"),
+        ("run-end-string", base(run_end="finished"), "not a dict"),
         ("key-twice", None, "twice"),
         ("format-missing", base(format=DELETE), "not a tptrain checkpoint"),
     ]:

@@ -153,12 +153,16 @@ type EarlyStoppingOptions struct {
 
 // EarlyStopping makes an early-stopping callback (Keras' EarlyStopping;
 // tpt_callback_early_stopping): after each epoch it reads the newest value
-// of the scalar stat (a step it has already seen does not count; a stat
-// never put is a warning). After Patience new values without an improvement
-// on the best by more than MinDelta, training stops gracefully: Run returns
-// nil and StopReason names the stat, its best value and the step of the
-// best. Its best value and count are kept in checkpoints. Register it after
-// the callback that puts stat.
+// of the scalar stat (a step it has already seen does not count). After
+// Patience new values without an improvement on the best by more than
+// MinDelta, training stops gracefully: Run returns nil and StopReason names
+// the stat, its best value and the step of the best. The savers still save
+// that epoch, and its checkpoint records the stop, so a rerun with
+// AutoResume leaves the run stopped. Its best value and count are kept in
+// checkpoints. It runs after the callbacks that put scalars, whatever the
+// order they were added in; a stat nobody has put by the end of an epoch
+// it runs at (a misspelt name) fails the run with CodeNotFound, naming the
+// scalars put, the closest first.
 func EarlyStopping(stat string, o EarlyStoppingOptions) (*Callback, error) {
 	c := defaultEarlyStoppingOptions()
 	c.min_delta, c.maximize = C.double(o.MinDelta), cBool(o.Maximize)
@@ -310,8 +314,10 @@ type BestSaverOptions struct {
 
 // MinSaver makes tensorpack's MinSaver (tpt_callback_min_saver): when the
 // latest value of the scalar stat is the lowest so far, the newest
-// checkpoint, which must be of that step, is copied to min-<stat>. Add it
-// after the ModelSaver and after the callback that puts stat.
+// checkpoint, which must be of that step, is copied to min-<stat>. The
+// trainer runs it after the ModelSaver and the callbacks that put scalars,
+// whatever the order they were added in; a stat nobody has put by the end
+// of an epoch it runs at fails the run with CodeNotFound.
 func MinSaver(stat string, o BestSaverOptions) (*Callback, error) { return bestSaver(stat, o, false) }
 
 // MaxSaver is MinSaver for the highest value, copied to max-<stat>

@@ -22,7 +22,7 @@ func checkpointOptions(dir string, epochs int64) *TrainerOptions {
 }
 
 // stepCounter counts the steps it sees, across resumes (its state), and
-// stops training at global step stopAt.
+// interrupts training at global step stopAt (a stop request: a rerun goes on).
 type stepCounter struct {
 	seen   uint64
 	stopAt int64
@@ -44,7 +44,7 @@ func (s *stepCounter) callback(t *testing.T) *Callback {
 	return must(NewStatefulCallback("counter", EventTriggerStep, false, func(ctx *Context, _ Event, _ *Record) error {
 		s.seen++
 		if ctx.GlobalStep() == s.stopAt {
-			return Stop("interrupted")
+			ctx.RequestStop()
 		}
 		return nil
 	}, s)).of(t)
@@ -93,11 +93,13 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 	counter := &stepCounter{stopAt: 8}
 	saver := must(ModelSaver(ModelSaverOptions{EveryKSteps: 3})).of(t)
 	_, tr := trainRegression(t, checkpointOptions(dir, 3), "", counter.callback(t), saver)
-	if r, _ := tr.StopReason(); r != "interrupted" {
+	if r, _ := tr.StopReason(); r != "tpt_trainer_request_stop" {
 		t.Fatalf("stop reason %q", r)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "model-6")); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"model-6", "model-8"} { // every 3 steps, and where it was interrupted
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	ok(t, ManualSeed(77)) // the random state comes from the checkpoint
@@ -107,9 +109,9 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 		t.Fatalf("global step %d", gs)
 	}
 	if counter2.seen != 15 {
-		t.Fatalf("the callback's state: %d steps seen, want 6 + 9", counter2.seen)
+		t.Fatalf("the callback's state: %d steps seen, want 8 + 7", counter2.seen)
 	}
-	if from := tr.ResumedFrom(); from != filepath.Join(dir, "model-6") {
+	if from := tr.ResumedFrom(); from != filepath.Join(dir, "model-8") {
 		t.Fatalf("ResumedFrom() = %q, want the directory's latest checkpoint", from)
 	}
 	if spe := must(tr.StepsPerEpoch()).of(t); spe != 5 {
@@ -122,7 +124,8 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 		t.Fatalf("the optimizer's state: resumed %v, uninterrupted %v", got, wantMoment)
 	}
 
-	// AutoResume from the finished run's last checkpoint: nothing left to do.
+	// AutoResume from the interrupted run's checkpoint goes on (the resumed
+	// run above had no saver).
 	opts := checkpointOptions(dir, 3)
 	opts.AutoResume = true
 	saver = must(ModelSaver(ModelSaverOptions{EveryKSteps: 3})).of(t)
@@ -130,7 +133,7 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 	if gs := must(tr.GlobalStep()).of(t); gs != 15 || !reflect.DeepEqual(weightsOf(t, m), want) {
 		t.Fatalf("auto-resume: global step %d", gs)
 	}
-	if from := tr.ResumedFrom(); from != filepath.Join(dir, "model-6") { // the latest checkpoint
+	if from := tr.ResumedFrom(); from != filepath.Join(dir, "model-8") { // the latest checkpoint
 		t.Fatalf("ResumedFrom() after auto-resume = %q", from)
 	}
 	_, fresh := trainRegression(t, checkpointOptions(t.TempDir(), 1), "")
@@ -248,4 +251,72 @@ func TestScheduledHyperParam(t *testing.T) {
 	if _, err := ScheduledHyperParam(opt, "lr", []SchedulePoint{{1, 0.1}}, ScheduleOptions{}); err == nil {
 		t.Fatal("an unknown hyper-parameter was taken")
 	}
+}
+
+// TestStoppedRunStaysStopped: EarlyStopping ends a run at epoch 3 of 5 and
+// the epoch is saved whatever the callbacks' order (MaxSaver and
+// EarlyStopping added before the ModelSaver and the producer of "val"); a
+// rerun with AutoResume trains nothing and gives the same stop reason;
+// ContinueStopped trains on. The C twin is a_stopped_run_stays_stopped.
+func TestStoppedRunStaysStopped(t *testing.T) {
+	dir := t.TempDir()
+	vals := []float64{0, 0.5, 0.4, 0.45, 0.9, 0.9, 0.9}
+	run := func(continueStopped bool) (*Trainer, error) {
+		put := must(NewCallback("val", EventTriggerEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+			return ctx.PutScalar("val", vals[ctx.EpochNum()])
+		})).of(t)
+		early := must(EarlyStopping("val", EarlyStoppingOptions{Patience: 2, Maximize: true})).of(t)
+		best := must(MaxSaver("val", BestSaverOptions{})).of(t)
+		saver := must(ModelSaver(ModelSaverOptions{})).of(t)
+		opts := checkpointOptions(dir, 5)
+		opts.AutoResume, opts.ContinueStopped = true, continueStopped
+		m := newRegressionModel(t, &regression{})
+		setOptimizer(t, m, "adam", 0.05)
+		tr := must(NewTrainer(opts)).of(t)
+		t.Cleanup(func() { tr.Close() })
+		ok(t, tr.SetModel(m, regressionInput(t, 4, 20)))
+		for _, cb := range []*Callback{early, best, saver, put} {
+			ok(t, tr.AddCallback(cb))
+		}
+		return tr, tr.Run()
+	}
+	tr, err := run(false)
+	ok(t, err)
+	reason, stopped := tr.StopReason()
+	if gs := must(tr.GlobalStep()).of(t); gs != 15 || !stopped || !strings.Contains(reason, "EarlyStopping: val has not risen above its best, 0.5") {
+		t.Fatalf("first run: global step %d, stop reason %q", gs, reason)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model-15")); err != nil { // the stopping epoch was saved
+		t.Fatal(err)
+	}
+	tr, err = run(false)
+	ok(t, err)
+	if r, _ := tr.StopReason(); must(tr.GlobalStep()).of(t) != 15 || r != reason {
+		t.Fatalf("rerun: global step %d, stop reason %q, want 15 and %q", must(tr.GlobalStep()).of(t), r, reason)
+	}
+	if from := tr.ResumedFrom(); from != filepath.Join(dir, "model-15") {
+		t.Fatalf("ResumedFrom() = %q", from)
+	}
+	tr, err = run(true)
+	ok(t, err)
+	if r, stopped := tr.StopReason(); must(tr.GlobalStep()).of(t) != 25 || stopped {
+		t.Fatalf("continued: global step %d, stop reason %q", must(tr.GlobalStep()).of(t), r)
+	}
+	if p, err := tr.BestCheckpoint("val"); err != nil || p != filepath.Join(dir, "max-val") {
+		t.Fatalf("BestCheckpoint(\"val\") = %q, %v", p, err)
+	}
+
+	// A misspelt watched name fails the run at the first epoch's end.
+	typo := must(EarlyStopping("vall", EarlyStoppingOptions{})).of(t)
+	put := must(NewCallback("val", EventTriggerEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+		return ctx.PutScalar("val", 1)
+	})).of(t)
+	m := newRegressionModel(t, &regression{})
+	setOptimizer(t, m, "adam", 0.05)
+	tr = must(NewTrainer(checkpointOptions(t.TempDir(), 3))).of(t)
+	t.Cleanup(func() { tr.Close() })
+	ok(t, tr.SetModel(m, regressionInput(t, 4, 20)))
+	ok(t, tr.AddCallback(typo))
+	ok(t, tr.AddCallback(put))
+	wantError(t, tr.Run(), CodeNotFound, "no callback or monitor has put the scalar 'vall' by the end of epoch 1; the scalars put are: val")
 }

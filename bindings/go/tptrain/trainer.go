@@ -84,8 +84,16 @@ type TrainerOptions struct {
 	// run resumes exactly from its latest checkpoint; the directory is the
 	// run's and kept whatever LogdirAction says, also before its first
 	// checkpoint (a run killed early starts again from the beginning in it)
-	// (tensorpack's AutoResumeTrainConfig).
+	// (tensorpack's AutoResumeTrainConfig). A run that ended stays ended
+	// (its checkpoint records how): after a finished run nothing is left
+	// unless MaxEpoch was raised; after a run a callback or the run step
+	// stopped (EarlyStopping) the run trains nothing and ends with that
+	// stop's reason, unless ContinueStopped. An interrupted run (a stop
+	// request, a cancelled context, a signal, a failure) goes on.
 	AutoResume bool
+	// ContinueStopped: with AutoResume, train on after a run that a
+	// callback or the run step stopped.
+	ContinueStopped bool
 	// StopOnSignals: whether SIGTERM and SIGINT stop a run gracefully, at
 	// the next step boundary with a checkpoint from a ModelSaver there, so
 	// that a preempted job loses no step (a second signal ends the process
@@ -286,6 +294,7 @@ func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func(), error) {
 	copts.default_monitors = cBool(!o.NoDefaultMonitors)
 	copts.summary_period = C.int64_t(o.SummaryPeriod)
 	copts.auto_resume = cBool(o.AutoResume)
+	copts.continue_stopped = cBool(o.ContinueStopped)
 	copts.stop_on_signals = C.int32_t(o.StopOnSignals)
 	if o.Precision < PrecisionFP32 || o.Precision > PrecisionFP16Mixed {
 		return C.tpt_trainer_options{}, nil, &Error{Code: CodeInvalidArgument,

@@ -56,6 +56,13 @@ func (c *Context) LocalStep() int64 { return mustCount(localStep(c.ptr)) }
 // TRIGGER_STEP.
 func (c *Context) GlobalStep() int64 { return mustCount(globalStep(c.ptr)) }
 
+// RequestStop asks the run to stop before its next step, as
+// Trainer.RequestStop does (tpt_trainer_request_stop): the run is
+// interrupted, and a rerun with AutoResume goes on from where it stopped.
+// Returning Stop from a callback instead ends the run as stopped, which
+// such a rerun leaves stopped (TrainerOptions.AutoResume).
+func (c *Context) RequestStop() { C.tpt_status_free(C.tpt_trainer_request_stop(c.ptr)) }
+
 // SetGlobalStep sets the global step from a SETUP or BEFORE_TRAIN callback,
 // e.g. after restoring a checkpoint (tpt_trainer_set_global_step).
 func (c *Context) SetGlobalStep(step int64) error {

@@ -182,7 +182,7 @@ pub const TPT_LOSS_SCALING_INIT: tpt_loss_scaling = tpt_loss_scaling {
     growth_interval: 2000,
 };
 
-pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 6;
+pub const TPT_TRAINER_OPTIONS_VERSION: u32 = 7;
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tpt_trainer_options {
@@ -208,6 +208,8 @@ pub struct tpt_trainer_options {
     pub precision: tpt_precision,
     // version 6
     pub loss_scaling: tpt_loss_scaling,
+    // version 7
+    pub continue_stopped: i32,
 }
 /// `TPT_TRAINER_OPTIONS_INIT`
 pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
@@ -228,6 +230,7 @@ pub const TPT_TRAINER_OPTIONS_INIT: tpt_trainer_options = tpt_trainer_options {
     stop_on_signals: 0,
     precision: TPT_PRECISION_FP32,
     loss_scaling: TPT_LOSS_SCALING_INIT,
+    continue_stopped: 0,
 };
 
 /// `tpt_run_step_fn`
@@ -1768,7 +1771,8 @@ mod tests {
         assert_eq!(offset_of!(tpt_trainer_options, stop_on_signals), 84);
         assert_eq!(offset_of!(tpt_trainer_options, precision), 88);
         assert_eq!(offset_of!(tpt_trainer_options, loss_scaling), 96);
-        assert_eq!(size_of::<tpt_trainer_options>(), 136);
+        assert_eq!(offset_of!(tpt_trainer_options, continue_stopped), 136);
+        assert_eq!(size_of::<tpt_trainer_options>(), 144);
         assert_eq!(offset_of!(tpt_loss_scaling, init_scale), 8);
         assert_eq!(offset_of!(tpt_loss_scaling, growth_interval), 32);
         assert_eq!(size_of::<tpt_loss_scaling>(), 40);
@@ -2255,9 +2259,9 @@ mod tests {
     #[test]
     fn init_constants_match_the_header_defaults() {
         let o = TPT_TRAINER_OPTIONS_INIT;
-        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (6, 1, 1, 99999999, -1));
+        assert_eq!((o.version, o.is_chief, o.starting_epoch, o.max_epoch, o.steps_per_epoch), (7, 1, 1, 99999999, -1));
         assert_eq!((o.scalar_history, o.summary_period, o.auto_resume, o.stop_on_signals), (1000, 0, 0, 0));
-        assert_eq!(o.precision, TPT_PRECISION_FP32);
+        assert_eq!((o.precision, o.continue_stopped), (TPT_PRECISION_FP32, 0));
         let l = o.loss_scaling;
         assert_eq!((l.mode, l.init_scale, l.growth_factor), (TPT_LOSS_SCALING_AUTO, 65536.0, 2.0));
         assert_eq!((l.backoff_factor, l.growth_interval), (0.5, 2000));

@@ -254,7 +254,17 @@ pub struct TrainerOptions {
     /// the run's and kept whatever `logdir_action` says, also before its
     /// first checkpoint (a run killed early starts again from the beginning
     /// in it) (tensorpack's AutoResumeTrainConfig). Default false.
+    ///
+    /// A run that ended stays ended (its checkpoint records how): after a
+    /// finished run nothing is left unless `max_epoch` was raised; after a
+    /// run a callback or the run step stopped (an [`EarlyStopping`](crate::EarlyStopping))
+    /// the run trains nothing and ends with that stop's reason, unless
+    /// `continue_stopped`. An interrupted run (a stop request, a signal, a
+    /// failure) goes on.
     pub auto_resume: bool,
+    /// With `auto_resume`: train on after a run that a callback or the run
+    /// step stopped (default false: it stays stopped).
+    pub continue_stopped: bool,
     /// SIGTERM and SIGINT as a graceful stop that saves (default: from the
     /// environment, see [`StopOnSignals`]).
     pub stop_on_signals: StopOnSignals,
@@ -280,6 +290,7 @@ impl Default for TrainerOptions {
             default_monitors: c.default_monitors != 0,
             summary_period: None,
             auto_resume: false,
+            continue_stopped: c.continue_stopped != 0,
             stop_on_signals: StopOnSignals::default(),
             precision: Precision::default(),
             loss_scaling: LossScaling::default(),
@@ -377,6 +388,7 @@ impl TrainerOptions {
             None => 0,
         };
         o.auto_resume = self.auto_resume as i32;
+        o.continue_stopped = self.continue_stopped as i32;
         o.stop_on_signals = self.stop_on_signals.to_raw();
         o.precision = self.precision.to_raw();
         o.loss_scaling = self.loss_scaling.to_raw()?;

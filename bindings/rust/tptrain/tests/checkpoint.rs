@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use tptrain::ops::{self, Arg};
 use tptrain::{
-    manual_seed, BestSaver, Callback, Code, DType, Events, Flow, Input, InputSpec, Model, ModelSaver, Optimizer,
-    Progress, RestoreOptions, Result, RunOutcome, ScheduledHyperParam, Tensor, Trainer, TrainerOptions,
+    manual_seed, BestSaver, Callback, Code, DType, EarlyStopping, Events, Flow, Input, InputSpec, Model, ModelSaver,
+    Optimizer, Progress, RestoreOptions, Result, RunOutcome, ScheduledHyperParam, Tensor, Trainer, TrainerOptions,
     VariableOptions,
 };
 
@@ -67,12 +67,16 @@ fn weights(m: &Model<'_>) -> Vec<f32> {
     m.variable("fc/W").unwrap().to_vec::<f32>().unwrap()
 }
 
-/// A callback with state: the steps it saw, kept across resumes.
+/// A callback with state: the steps it saw, kept across resumes; it
+/// interrupts the run at `stop_at` (a stop request: a rerun goes on).
 fn counter(seen: &Rc<Cell<u64>>, stop_at: i64) -> Callback<'static> {
     let (a, b, c) = (seen.clone(), seen.clone(), seen.clone());
     Callback::on(Events::TRIGGER_STEP, move |ctx, _, _| -> Result<Flow> {
         a.set(a.get() + 1);
-        Ok(if ctx.global_step() == stop_at { Flow::stop("interrupted") } else { Flow::Continue })
+        if ctx.global_step() == stop_at {
+            ctx.request_stop();
+        }
+        Ok(Flow::Continue)
     })
     .name("counter")
     .all_workers()
@@ -105,7 +109,8 @@ fn resume_mid_epoch_equals_an_uninterrupted_run() {
     assert_eq!(e.code(), tptrain::Code::NotFound);
     assert!(e.message().contains("it keeps: exp_avg, exp_avg_sq, step"), "{e}");
 
-    // Stopped at step 8, with a checkpoint every 3 steps (the last at 6).
+    // Interrupted at step 8, with a checkpoint every 3 steps (6) and one at
+    // the interruption (8).
     manual_seed(3).unwrap();
     let seen = Rc::new(Cell::new(0));
     let b = model(4);
@@ -114,7 +119,7 @@ fn resume_mid_epoch_equals_an_uninterrupted_run() {
     t.add_callback(counter(&seen, 8)).unwrap();
     t.add_callback(ModelSaver::new().every_k_steps(3)).unwrap();
     assert!(matches!(t.run().unwrap(), RunOutcome::Stopped(_)));
-    assert!(dir.join("model-6").exists() && dir.join("checkpoint").exists());
+    assert!(dir.join("model-6").exists() && dir.join("model-8").exists() && dir.join("checkpoint").exists());
     drop(t);
 
     // A new process would start here: resume from the directory.
@@ -127,16 +132,16 @@ fn resume_mid_epoch_equals_an_uninterrupted_run() {
     assert_eq!(t.steps_per_epoch(), 5, "the options'");
     assert_eq!(t.resumed_from(), None);
     t.resume(&dir).unwrap();
-    assert_eq!(t.resumed_from(), Some(dir.join("model-6")), "the directory's latest checkpoint");
+    assert_eq!(t.resumed_from(), Some(dir.join("model-8")), "the directory's latest checkpoint");
     assert_eq!(t.run().unwrap(), RunOutcome::Finished);
     assert_eq!(t.global_step(), 15);
-    assert_eq!(seen.get(), 15, "6 steps before the checkpoint, 9 after");
+    assert_eq!(seen.get(), 15, "8 steps before the checkpoint, 7 after");
     assert_eq!(weights(&c), want, "bit for bit");
     assert_eq!(slot(&c, "exp_avg"), want_moment, "the optimizer's state too");
     drop(t);
 
-    // auto_resume from the last checkpoint of the finished run (step 15):
-    // nothing is left to do, and the variables are the final ones.
+    // auto_resume from the interrupted run's checkpoint (the resumed run had
+    // no saver) goes on to the same end.
     let d = model(4);
     let mut t = Trainer::new(&TrainerOptions { auto_resume: true, ..options(&dir, 3) }).unwrap();
     t.set_model(&d, input()).unwrap();
@@ -144,7 +149,69 @@ fn resume_mid_epoch_equals_an_uninterrupted_run() {
     t.run().unwrap();
     assert_eq!(t.global_step(), 15);
     assert_eq!(weights(&d), want);
-    assert_eq!(t.resumed_from(), Some(dir.join("model-6")), "auto_resume's: the latest checkpoint");
+    assert_eq!(t.resumed_from(), Some(dir.join("model-8")), "auto_resume's: the latest checkpoint");
+}
+
+/// EarlyStopping ends a run at epoch 3 of 5 and that epoch is saved, with
+/// the best saver and EarlyStopping added before the ModelSaver and the
+/// producer of "val"; a rerun with `auto_resume` trains nothing and ends
+/// with the same reason; `continue_stopped` trains on; a misspelt watched
+/// name fails at the first epoch's end. The C twin is
+/// a_stopped_run_stays_stopped.
+#[test]
+fn a_stopped_run_stays_stopped() {
+    let dir = tempdir("stopped");
+    let run = |continue_stopped: bool| -> (Trainer<'static>, RunOutcome, Model<'static>) {
+        let m = model(4);
+        let mut t = Trainer::new(&TrainerOptions { auto_resume: true, continue_stopped, ..options(&dir, 5) }).unwrap();
+        t.set_model(&m, input()).unwrap();
+        let vals = [0.0, 0.5, 0.4, 0.45, 0.9, 0.9];
+        t.add_callback(EarlyStopping::new("val").patience(2).maximize()).unwrap();
+        t.add_callback(BestSaver::max("val")).unwrap();
+        t.add_callback(ModelSaver::new()).unwrap();
+        t.add_callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
+            ctx.put_scalar("val", vals[ctx.epoch_num() as usize])?;
+            Ok(Flow::Continue)
+        }))
+        .unwrap();
+        let outcome = t.run().unwrap();
+        (t, outcome, m)
+    };
+    let (t, first, _m) = run(false);
+    let reason = first.stop_reason().expect("stopped").to_string();
+    assert!(reason.contains("EarlyStopping: val has not risen above its best, 0.5"), "{reason}");
+    assert_eq!(t.global_step(), 15);
+    assert!(dir.join("model-15").exists(), "the stopping epoch was saved");
+    drop(t);
+    let (t, again, _m) = run(false);
+    assert_eq!(again, first, "the rerun trains nothing and gives the same reason");
+    assert_eq!(t.global_step(), 15);
+    assert_eq!(t.resumed_from(), Some(dir.join("model-15")));
+    drop(t);
+    let (t, on, _m) = run(true);
+    assert_eq!(on, RunOutcome::Finished);
+    assert_eq!(t.global_step(), 25);
+    assert_eq!(t.best_checkpoint("val").unwrap(), Some(dir.join("max-val")));
+    drop(t);
+
+    let m = model(4);
+    let mut t = Trainer::new(&options(&tempdir("typo"), 3)).unwrap();
+    t.set_model(&m, input()).unwrap();
+    t.add_callback(EarlyStopping::new("vall")).unwrap();
+    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| -> Result<Flow> {
+        ctx.put_scalar("val", 1.0)?;
+        Ok(Flow::Continue)
+    }))
+    .unwrap();
+    let e = t.run().unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(
+        e.message().contains(
+            "no callback or monitor has put the scalar 'vall' by the end of epoch 1; the scalars put are: val"
+        ),
+        "{}",
+        e.message()
+    );
 }
 
 #[test]

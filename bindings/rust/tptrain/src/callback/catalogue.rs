@@ -179,8 +179,10 @@ impl fmt::Debug for HyperParamFunc<'_, '_> {
 /// beaten by more than [`threshold`](Self::threshold), it multiplies the
 /// hyper-parameter by [`factor`](Self::factor) (not past
 /// [`limit`](Self::limit)) and empties the window. Nothing happens in
-/// BEFORE_TRAIN. The window is saved in checkpoints. Register it after the
-/// callback that puts `stat`.
+/// BEFORE_TRAIN. The window is saved in checkpoints. It runs after the
+/// callbacks that put scalars, whatever the order they were added in; a
+/// `stat` nobody has put by the end of an epoch it runs at fails the run
+/// ([`Code::NotFound`](crate::Code::NotFound)).
 ///
 /// ```
 /// # fn f(optimizer: &tptrain::Optimizer, trainer: &mut tptrain::Trainer) -> tptrain::Result<()> {
@@ -333,15 +335,21 @@ into_callback!(HumanHyperParam<'_>);
 
 /// Early stopping, as Keras' EarlyStopping (`tpt_callback_early_stopping`;
 /// tensorpack has none): after each epoch it reads the newest value of the
-/// scalar `stat` (a value of a step it has seen does not count; a stat never
-/// put is a warning), and after [`patience`](Self::patience) new values
+/// scalar `stat` (a value of a step it has seen does not count), and after
+/// [`patience`](Self::patience) new values
 /// without an improvement on the best by more than
 /// [`min_delta`](Self::min_delta) it stops training gracefully:
 /// [`Trainer::run`](crate::Trainer::run) returns
 /// [`RunOutcome::Stopped`](crate::RunOutcome::Stopped) with a reason that
-/// names the stat, its best value and the step of the best. Its best value
-/// and count are saved in checkpoints. Register it after the callback that
-/// puts `stat` (an [`InferenceRunner`](crate::InferenceRunner)).
+/// names the stat, its best value and the step of the best. The savers still
+/// save that epoch, and its checkpoint records the stop, so a rerun with
+/// [`auto_resume`](crate::TrainerOptions::auto_resume) leaves the run
+/// stopped. Its best value and count are saved in checkpoints. It runs after
+/// the callbacks that put scalars (an [`InferenceRunner`](crate::InferenceRunner)),
+/// whatever the order they were added in; a `stat` nobody has put by the end
+/// of an epoch it runs at (a misspelt name) fails the run with
+/// [`Code::NotFound`](crate::Code::NotFound), naming the scalars put, the
+/// closest first.
 ///
 /// ```
 /// # fn f(trainer: &mut tptrain::Trainer) -> tptrain::Result<()> {
@@ -694,8 +702,11 @@ impl<'a> IntoCallback<'a> for ModelSaver {
 /// tensorpack's MinSaver / MaxSaver (`tpt_callback_min_saver`,
 /// `tpt_callback_max_saver`): when the latest value of a scalar is the best
 /// so far, the newest checkpoint (which must be of that step) is copied to
-/// `min-<stat>` / `max-<stat>` (or [`filename`](Self::filename)). Add it
-/// after the [`ModelSaver`] and after the callback that puts the scalar.
+/// `min-<stat>` / `max-<stat>` (or [`filename`](Self::filename)). The
+/// trainer runs it after the [`ModelSaver`] and the callbacks that put
+/// scalars, whatever the order they were added in; a scalar nobody has put
+/// by the end of an epoch it runs at fails the run
+/// ([`Code::NotFound`](crate::Code::NotFound)).
 #[derive(Debug, Clone)]
 #[must_use = "a BestSaver does nothing until it is added to a trainer"]
 pub struct BestSaver {
