@@ -150,6 +150,7 @@ typedef struct tpt_dataflow tpt_dataflow;
 typedef struct tpt_datapoint tpt_datapoint;
 typedef struct tpt_input tpt_input;
 typedef struct tpt_inferencer tpt_inferencer;
+typedef struct tpt_predictor tpt_predictor;
 
 TPT_END_DECL
 

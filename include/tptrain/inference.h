@@ -93,6 +93,51 @@ TPT_API TPT_NODISCARD tpt_status *tpt_inference_runner_new(tpt_callback **out, t
                                                            const char *const *outputs,
                                                            size_t n_outputs);
 
+/* ---- Predictors ------------------------------------------------------------
+ * tensorpack's OfflinePredictor and its PredictConfig(input_names,
+ * output_names, session_init): a model's tower function run as an inference
+ * tower on some of its inputs, by name, returning some of its outputs, by
+ * name. The inputs a predictor is not given (the labels) reach the tower
+ * function as zeros of the batch's size, so a tower function that computes
+ * its loss from them runs unchanged (the loss is computed and dropped). */
+
+/* Options of tpt_predictor_new. Initialise with TPT_PREDICTOR_OPTIONS_INIT. */
+#define TPT_PREDICTOR_OPTIONS_VERSION 1
+typedef struct tpt_predictor_options {
+  uint32_t version;                /* TPT_PREDICTOR_OPTIONS_VERSION */
+  const char *const *input_names;  /* the inputs tpt_predictor_run takes, in its order; NULL
+                                      (default, with n_input_names 0): every input of the
+                                      signature, in its order */
+  size_t n_input_names;
+  const char *checkpoint;          /* NULL (default): the model's variables as they are; else
+                                      a checkpoint file or directory (its latest) or a
+                                      state_dict, restored now as tpt_model_restore does
+                                      (building the model first), e.g. a MaxSaver's file */
+} tpt_predictor_options;
+#define TPT_PREDICTOR_OPTIONS_INIT { TPT_PREDICTOR_OPTIONS_VERSION, NULL, 0, NULL }
+
+/* Makes a predictor of `model` returning the outputs `output_names` (at
+ * least one; "cost" is the cost). Builds the model when it is not built.
+ * Each input left out must have a known shape past its first (batch)
+ * dimension: TPT_ERR_INVALID_ARGUMENT names one that has not, as it names
+ * an input or output name the model lacks (with the ones it has). The
+ * predictor keeps a reference to the model; the caller owns *out. */
+TPT_API TPT_NODISCARD tpt_status *tpt_predictor_new(tpt_predictor **out, tpt_model *model,
+                                                    const char *const *output_names, size_t n_outputs,
+                                                    const tpt_predictor_options *options);
+
+/* Runs the predictor on `inputs` (n_inputs of them, in the predictor's input
+ * order, with the same first dimension) and stores its outputs, in the order
+ * of output_names, in outputs[0..n_outputs), which the caller owns. Any
+ * number of threads may run one predictor at once (the tower function must
+ * allow that, as tptrain's layers do), but not while a trainer trains the
+ * model. */
+TPT_API TPT_NODISCARD tpt_status *tpt_predictor_run(tpt_tensor **outputs, const tpt_predictor *predictor,
+                                                    const tpt_tensor *const *inputs, size_t n_inputs);
+
+/* Releases a predictor (not its model). NULL is a no-op. */
+TPT_API void tpt_predictor_free(tpt_predictor *predictor);
+
 TPT_END_DECL
 
 #endif /* TPTRAIN_INFERENCE_H */

@@ -2,6 +2,7 @@
 // (include/tptrain/inference.h).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <cstring>
@@ -10,10 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "capi/args.hpp"
 #include "capi/data_handle.hpp"
 #include "capi/model_handle.hpp"
 #include "capi/trainer_handle.hpp"
 #include "loop/trainer.hpp"
+#include "model/restore.hpp"
 #include "train/inference.hpp"
 
 using tpt::capi::dataflow_arg;
@@ -21,6 +24,7 @@ using tpt::capi::guard;
 using tpt::capi::live;
 using tpt::capi::raise_status;
 using tpt::capi::require;
+using tpt::capi::tensors_arg;
 using tpt::capi::UserData;
 using tpt::data::DataFlowPtr;
 
@@ -182,4 +186,124 @@ tpt_status *tpt_inference_runner_new(tpt_callback **out, tpt_model *model, tpt_d
     infs.push_back(tpt::make_scalar_stats(names_arg(outputs, n_outputs, "outputs"), "validation"));
     tpt::capi::give_callback(out, tpt::make_inference_runner(std::move(m), std::move(d), std::move(infs)));
   });
+}
+
+// ---- predictors (tensorpack's OfflinePredictor)
+
+namespace {
+constexpr uint64_t kPredictorMagic = 0x7470745072656469ull;  // "tptPredi"
+}
+
+struct tpt_predictor {
+  uint64_t magic = kPredictorMagic;
+  std::shared_ptr<tpt::model::Model> model;
+  std::vector<size_t> given;                    // the signature index of each input run takes
+  std::vector<std::vector<int64_t>> left_out;   // per signature input: its zeros' shape past the batch, if left out
+  std::vector<bool> is_left_out;
+  std::vector<std::string> outputs;
+};
+
+namespace {
+
+std::string names_of_inputs(const tpt::model::Model &m) {
+  std::string s;
+  for (const auto &spec : m.inputs()) s += (s.empty() ? "" : ", ") + spec.name;
+  return s;
+}
+
+}  // namespace
+
+tpt_status *tpt_predictor_new(tpt_predictor **out, tpt_model *model, const char *const *output_names, size_t n_outputs,
+                              const tpt_predictor_options *options) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = nullptr;
+    auto p = std::make_unique<tpt_predictor>();
+    p->model = tpt::capi::model_arg_ptr(model);
+    tpt::model::Model &m = *p->model;
+    if (n_outputs == 0) tpt::invalid_argument("n_outputs is 0: a predictor returns at least one output");
+    require(output_names, "output_names");
+    p->outputs = names_arg(output_names, n_outputs, "output_names");
+    tpt_predictor_options o = TPT_PREDICTOR_OPTIONS_INIT;
+    if (options) {
+      tpt::capi::check_options_version(options->version, TPT_PREDICTOR_OPTIONS_VERSION, "options",
+                                       "TPT_PREDICTOR_OPTIONS_INIT");
+      o = *options;
+    }
+    const auto &specs = m.inputs();
+    if (o.n_input_names == 0) {
+      for (size_t i = 0; i < specs.size(); ++i) p->given.push_back(i);
+    } else {
+      require(o.input_names, "options->input_names");
+      for (const std::string &name : names_arg(o.input_names, o.n_input_names, "options->input_names")) {
+        size_t i = 0;
+        while (i < specs.size() && specs[i].name != name) ++i;
+        if (i == specs.size())
+          tpt::invalid_argument("options->input_names: the model has no input '" + name + "'; its inputs: " +
+                                names_of_inputs(m));
+        for (size_t j : p->given)
+          if (j == i) tpt::invalid_argument("options->input_names names '" + name + "' twice");
+        p->given.push_back(i);
+      }
+    }
+    p->is_left_out.assign(specs.size(), true);
+    p->left_out.resize(specs.size());
+    for (size_t i : p->given) p->is_left_out[i] = false;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (!p->is_left_out[i]) continue;
+      const auto &shape = specs[i].shape;
+      for (size_t d = 1; d < shape.size(); ++d) {
+        if (shape[d] < 0)
+          tpt::invalid_argument("the input '" + specs[i].name + "', which the predictor is not given, has an unknown "
+                                "dimension " + std::to_string(d) + " (its zeros could not be made): give it in "
+                                "options->input_names");
+        p->left_out[i].push_back(shape[d]);
+      }
+      if (shape.empty())
+        tpt::invalid_argument("the input '" + specs[i].name + "', which the predictor is not given, has no batch "
+                              "dimension: give it in options->input_names");
+    }
+    m.build();  // once, as tpt_model_infer and tpt_model_restore do
+    if (o.checkpoint) tpt::restore_variables(m, tpt::capi::path_arg(o.checkpoint, "options->checkpoint"), {});
+    *out = p.release();
+  });
+}
+
+tpt_status *tpt_predictor_run(tpt_tensor **outputs, const tpt_predictor *predictor, const tpt_tensor *const *inputs,
+                              size_t n_inputs) {
+  return guard(__func__, [&] {
+    require(outputs, "outputs");
+    const tpt_predictor &p = live(const_cast<tpt_predictor *>(predictor), kPredictorMagic, "predictor", "tpt_predictor");
+    for (size_t i = 0; i < p.outputs.size(); ++i) outputs[i] = nullptr;
+    std::shared_ptr<tpt::model::Model> keep = p.model;
+    const auto &specs = keep->inputs();
+    if (n_inputs != p.given.size()) {
+      std::string names;
+      for (size_t i : p.given) names += (names.empty() ? "" : ", ") + specs[i].name;
+      tpt::invalid_argument("n_inputs is " + std::to_string(n_inputs) + "; the predictor takes " +
+                            std::to_string(p.given.size()) + " (" + names + ")");
+    }
+    std::vector<at::Tensor> given = tensors_arg(inputs, n_inputs, "inputs");
+    if (given.empty() || given[0].dim() == 0)
+      tpt::invalid_argument("inputs[0] has no batch dimension");
+    const int64_t rows = given[0].size(0);
+    std::vector<at::Tensor> batch(specs.size());
+    for (size_t k = 0; k < p.given.size(); ++k) batch[p.given[k]] = given[k];
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (!p.is_left_out[i]) continue;
+      std::vector<int64_t> shape{specs[i].shape[0] < 0 ? rows : specs[i].shape[0]};
+      shape.insert(shape.end(), p.left_out[i].begin(), p.left_out[i].end());
+      batch[i] = at::zeros(shape, at::TensorOptions().dtype(specs[i].dtype));
+    }
+    std::vector<at::Tensor> results = keep->infer(batch, p.outputs);
+    std::vector<std::unique_ptr<tpt_tensor>> made;
+    for (auto &r : results) made.push_back(std::make_unique<tpt_tensor>(r));
+    for (size_t i = 0; i < made.size(); ++i) outputs[i] = tpt::capi::adopt(made[i].release());
+  });
+}
+
+void tpt_predictor_free(tpt_predictor *predictor) {
+  if (predictor == nullptr || predictor->magic != kPredictorMagic) return;
+  predictor->magic = 0;
+  delete predictor;
 }

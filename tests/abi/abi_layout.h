@@ -184,6 +184,18 @@ static int abi_run(const char *lang) {
     abi_check(o.keep_every_n_hours == 0.5 && o.every_k_steps == 0 && o.every_k_epochs == 1 && o.dir == NULL,
               "TPT_MODEL_SAVER_OPTIONS_INIT defaults");
   }
+  /* tpt_predictor_options */
+  ABI_EQ(TPT_PREDICTOR_OPTIONS_VERSION, 1);
+  ABI_EQ(offsetof(tpt_predictor_options, input_names), sizeof(void *));
+  ABI_EQ(offsetof(tpt_predictor_options, n_input_names), 2 * sizeof(void *));
+  ABI_EQ(offsetof(tpt_predictor_options, checkpoint), 3 * sizeof(void *));
+  ABI_EQ(sizeof(tpt_predictor_options), 4 * sizeof(void *));
+  {
+    tpt_predictor_options o = TPT_PREDICTOR_OPTIONS_INIT;
+    abi_check(o.version == TPT_PREDICTOR_OPTIONS_VERSION && o.input_names == NULL && o.n_input_names == 0 &&
+                  o.checkpoint == NULL,
+              "TPT_PREDICTOR_OPTIONS_INIT defaults");
+  }
   /* tpt_restore_options */
   ABI_EQ(TPT_RESTORE_OPTIONS_VERSION, 1);
   ABI_EQ(offsetof(tpt_restore_options, ignore_missing), 4);

@@ -27,6 +27,7 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
   if (!st) st = tpt_loss_mse(&cost, y, in[1]);
   if (!st && overflow_now) st = tpt_op_mul_scalar(&cost, cost, 1e36);
   if (!st) st = tpt_tower_set_cost(tw, cost);
+  if (!st) st = tpt_tower_set_output(tw, "y", y);
   return st;
 }
 
@@ -683,6 +684,105 @@ static void misspelt_watched_names_fail(void **state) {
   }
 }
 
+/* ---- predictors */
+
+/* A tensor of the rows 0..n of data()'s x (the first n) or y. */
+static tpt_tensor *rows_of(int which, int n) {
+  float x[40 * 4], y[40];
+  for (int i = 0; i < 40; ++i) {
+    for (int j = 0; j < 4; ++j) x[i * 4 + j] = (float)((i * 3 + j * 5) % 11) / 11.0f;
+    y[i] = (float)(i % 7) / 7.0f;
+  }
+  const int64_t xs[] = {n, 4}, ys[] = {n, 1};
+  tpt_tensor *t = NULL;
+  if (which == 0) ok(tpt_tensor_from_data(&t, x, (size_t)n * 4 * sizeof(float), xs, 2, NULL));
+  else ok(tpt_tensor_from_data(&t, y, (size_t)n * sizeof(float), ys, 2, NULL));
+  return t;
+}
+
+/* A predictor of x alone from the MaxSaver's file, made on an unbuilt
+ * model in one call, equals tpt_model_restore + tpt_model_infer with the
+ * labels (the independent path), and is not the final model's; it keeps
+ * its model alive; its errors name what is wrong. */
+static void predictor_from_the_best_checkpoint(void **state) {
+  (void)state;
+  fresh_dir();
+  double vals[] = {0, 3, 1, 2, 1}; /* the best: epoch 1 (step 5) */
+  memcpy(val_by_epoch, vals, sizeof vals);
+  tpt_model *trained = model_of(3);
+  tpt_callback *mx = NULL;
+  ok(tpt_callback_max_saver(&mx, "val", NULL, NULL));
+  tpt_trainer_free(train(trained, 4, saver_every(0, 10, 0), mx, NULL, NULL));
+  assert_int_equal(step_of(path_in("max-val")), 5);
+
+  tpt_tensor *x = rows_of(0, 6), *y = rows_of(1, 6);
+  const tpt_tensor *both[] = {x, y};
+  const char *out_names[] = {"y"};
+  tpt_model *ref = model_of(3);
+  ok(tpt_model_restore(NULL, ref, path_in("max-val"), NULL));
+  tpt_tensor *want = NULL, *final = NULL, *got = NULL;
+  ok(tpt_model_infer(&want, ref, both, 2, out_names, 1));
+  ok(tpt_model_infer(&final, trained, both, 2, out_names, 1));
+
+  tpt_model *m = model_of(3); /* not built */
+  const char *inputs[] = {"x"};
+  tpt_predictor_options po = TPT_PREDICTOR_OPTIONS_INIT;
+  po.input_names = inputs;
+  po.n_input_names = 1;
+  po.checkpoint = path_in("max-val");
+  tpt_predictor *p = NULL;
+  ok(tpt_predictor_new(&p, m, out_names, 1, &po));
+  tpt_model_free(m); /* the predictor keeps it */
+  ok(tpt_predictor_run(&got, p, (const tpt_tensor *const *)&x, 1));
+  float a[6], b[6], c[6];
+  ok(tpt_tensor_copy_to(a, sizeof a, got));
+  ok(tpt_tensor_copy_to(b, sizeof b, want));
+  ok(tpt_tensor_copy_to(c, sizeof c, final));
+  assert_memory_equal(a, b, sizeof a);
+  double diff = 0;
+  for (int i = 0; i < 6; ++i) diff += fabs(a[i] - c[i]);
+  assert_true(diff > 1e-4); /* the best checkpoint, not the last */
+  tpt_tensor_free(got);
+
+  /* errors */
+  expect_code(tpt_predictor_run(&got, p, both, 2), TPT_ERR_INVALID_ARGUMENT, "n_inputs is 2; the predictor takes 1 (x)");
+  EXPECT_NULL_ARG(tpt_predictor_run(&got, NULL, both, 1), "tpt_predictor_run", "predictor");
+  tpt_predictor_free(p);
+  tpt_predictor_free(NULL);
+  const char *bad_in[] = {"x", "z"}, *twice[] = {"x", "x"}, *bad_out[] = {"nope"};
+  po.checkpoint = NULL;
+  po.input_names = bad_in;
+  po.n_input_names = 2;
+  expect_code(tpt_predictor_new(&p, ref, out_names, 1, &po), TPT_ERR_INVALID_ARGUMENT,
+              "the model has no input 'z'; its inputs: x, y");
+  po.input_names = twice;
+  expect_code(tpt_predictor_new(&p, ref, out_names, 1, &po), TPT_ERR_INVALID_ARGUMENT, "names 'x' twice");
+  expect_code(tpt_predictor_new(&p, ref, out_names, 0, NULL), TPT_ERR_INVALID_ARGUMENT, "n_outputs is 0");
+  po.n_input_names = 1;
+  po.checkpoint = path_in("no-such-file");
+  expect_code(tpt_predictor_new(&p, ref, out_names, 1, &po), TPT_ERR_IO, "no-such-file");
+  assert_null(p);
+  ok(tpt_predictor_new(&p, ref, bad_out, 1, NULL)); /* all inputs; the output is checked at run */
+  expect_code(tpt_predictor_run(&got, p, both, 2), TPT_ERR_NOT_FOUND, "published no output 'nope'");
+  tpt_predictor_free(p);
+  /* an input left out must have a known shape past the batch */
+  const int64_t xs[] = {-1, 4}, ys[] = {-1, -1};
+  tpt_input_spec spec[] = {{"x", TPT_DTYPE_F32, xs, 2}, {"y", TPT_DTYPE_F32, ys, 2}};
+  tpt_model *free_y = NULL;
+  ok(tpt_model_new(&free_y, spec, 2, tower, NULL, NULL));
+  po.checkpoint = NULL;
+  expect_code(tpt_predictor_new(&p, free_y, out_names, 1, &po), TPT_ERR_INVALID_ARGUMENT,
+              "the input 'y', which the predictor is not given, has an unknown dimension 1");
+  tpt_model_free(free_y);
+  tpt_tensor_free(x);
+  tpt_tensor_free(y);
+  tpt_tensor_free(want);
+  tpt_tensor_free(final);
+  tpt_model_free(ref);
+  tpt_model_free(trained);
+  remove_dir();
+}
+
 /* ---- restores that must fail and change nothing */
 
 static tpt_model *built(int64_t w) {
@@ -1016,6 +1116,7 @@ int main(void) {
       cmocka_unit_test(a_stopped_run_stays_stopped),
       cmocka_unit_test(run_ends_are_saved),
       cmocka_unit_test(misspelt_watched_names_fail),
+      cmocka_unit_test(predictor_from_the_best_checkpoint),
       cmocka_unit_test(failed_restores_change_nothing),
       cmocka_unit_test(resume_errors),
       cmocka_unit_test(options_and_placement),

@@ -1112,6 +1112,7 @@ enum { kInferThreads = 4, kInferCalls = 40, kInferRows = 16 };
 
 typedef struct {
   tpt_model *model;
+  const tpt_predictor *predictor; /* set: the threads run it instead of tpt_model_infer */
   const tpt_tensor *x;
   float want[kInferRows * 2]; /* the single-threaded result */
   int have_want;
@@ -1124,7 +1125,8 @@ static void *infer_worker(void *arg) {
   const char *names[] = {"logits"};
   for (int i = 0; i < kInferCalls; ++i) {
     tpt_tensor *out = NULL;
-    tpt_status *st = tpt_model_infer(&out, j->model, &j->x, 1, names, 1);
+    tpt_status *st = j->predictor ? tpt_predictor_run(&out, j->predictor, &j->x, 1)
+                                  : tpt_model_infer(&out, j->model, &j->x, 1, names, 1);
     if (st) {
       snprintf(j->error, sizeof j->error, "%s", tpt_status_message(st));
       tpt_status_free(st);
@@ -1196,6 +1198,22 @@ static void test_infer_from_threads(void **state) {
     assert_int_equal(jobs[t].calls_ok, kInferCalls);
     assert_int_equal(jobs[t].mismatches, 0);
   }
+  /* Round 3: a predictor (tensorpack's OfflinePredictor) from the same
+   * threads gives the same results. */
+  tpt_predictor *pred = NULL;
+  ok(tpt_predictor_new(&pred, m, out_names, 1, NULL));
+  for (int t = 0; t < kInferThreads; ++t) {
+    jobs[t].predictor = pred;
+    jobs[t].calls_ok = 0;
+    assert_int_equal(pthread_create(&th[t], NULL, infer_worker, &jobs[t]), 0);
+  }
+  for (int t = 0; t < kInferThreads; ++t) assert_int_equal(pthread_join(th[t], NULL), 0);
+  for (int t = 0; t < kInferThreads; ++t) {
+    if (jobs[t].error[0]) fail_msg("predictor, thread %d: %s", t, jobs[t].error);
+    assert_int_equal(jobs[t].calls_ok, kInferCalls);
+    assert_int_equal(jobs[t].mismatches, 0);
+  }
+  tpt_predictor_free(pred);
   /* Inference leaves the moving averages at their initial values. */
   float mean[8], var[8];
   tpt_tensor *v = NULL;

@@ -43,6 +43,7 @@ NULLABLE = {
     "tpt_callback_min_saver": {"filename", "dir"},    # "NULL: min-<stat>", "NULL: the log directory"
     "tpt_callback_max_saver": {"filename", "dir"},
     "tpt_model_restore": {"n_restored", "options"},   # "may be NULL", "options may be NULL (defaults)"
+    "tpt_predictor_new": {"options"},                 # "options may be NULL (defaults)"
     "tpt_monitor_tensorboard": {"dir"},               # "NULL: the trainer's log directory"
     "tpt_inferencer_scalar_stats": {"prefix"},        # "prefix NULL: validation"
     "tpt_inferencer_classification_error": {"wrong_output", "summary_name"},  # "NULL: wrong", "NULL: validation_error"

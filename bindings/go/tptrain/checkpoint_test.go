@@ -320,3 +320,74 @@ func TestStoppedRunStaysStopped(t *testing.T) {
 	ok(t, tr.AddCallback(put))
 	wantError(t, tr.Run(), CodeNotFound, "no callback or monitor has put the scalar 'vall' by the end of epoch 1; the scalars put are: val")
 }
+
+// TestPredictorFromTheBestCheckpoint: a predictor of x alone, made from the
+// MinSaver's file on a model not built yet, equals Restore + Infer with the
+// labels, also from several goroutines at once. The C twin is
+// predictor_from_the_best_checkpoint.
+func TestPredictorFromTheBestCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	vals := []float64{0, 1, 2, 3} // the best (lowest): epoch 1
+	put := must(NewCallback("val", EventTriggerEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+		return ctx.PutScalar("val", vals[ctx.EpochNum()])
+	})).of(t)
+	best := must(MinSaver("val", BestSaverOptions{})).of(t)
+	saver := must(ModelSaver(ModelSaverOptions{})).of(t)
+	last, tr := trainRegression(t, checkpointOptions(dir, 3), "", best, saver, put)
+	path := must(tr.BestCheckpoint("val")).of(t)
+
+	xs, ys := regressionData(6)
+	x := must(FromFloat32(xs, 6, 3)).of(t)
+	defer x.Close()
+	y := must(FromFloat32(ys, 6, 1)).of(t)
+	defer y.Close()
+	infer := func(m *Model) []float32 {
+		outs := must(m.Infer([]*Tensor{x, y}, []string{"prediction"})).of(t)
+		defer outs[0].Close()
+		return must(outs[0].Float32s()).of(t)
+	}
+	ref := newRegressionModel(t, &regression{})
+	must(ref.Restore(path, RestoreOptions{})).of(t)
+	want := infer(ref)
+	if reflect.DeepEqual(want, infer(last)) {
+		t.Fatal("the best checkpoint (epoch 1) predicts as the last")
+	}
+
+	m := newRegressionModel(t, &regression{}) // not built: NewPredictor builds it
+	p := must(NewPredictor(m, []string{"prediction"}, &PredictorOptions{Inputs: []string{"x"}, Checkpoint: path})).of(t)
+	defer p.Close()
+	done := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			for i := 0; i < 10; i++ {
+				outs, err := p.Predict(x)
+				if err != nil {
+					done <- err
+					return
+				}
+				got, err := outs[0].Float32s()
+				outs[0].Close()
+				if err == nil && !reflect.DeepEqual(got, want) {
+					err = errors.New("a prediction differs from Restore + Infer")
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		ok(t, <-done)
+	}
+	_, err := p.Predict(x, y)
+	wantError(t, err, CodeInvalidArgument, "n_inputs is 2; the predictor takes 1 (x)")
+	_, err = NewPredictor(m, []string{"prediction"}, &PredictorOptions{Inputs: []string{"z"}})
+	wantError(t, err, CodeInvalidArgument, "the model has no input 'z'; its inputs: x, y")
+	_, err = NewPredictor(m, nil, nil)
+	wantError(t, err, CodeInvalidArgument, "n_outputs is 0")
+	ok(t, p.Close())
+	_, err = p.Predict(x)
+	wantError(t, err, CodeInvalidArgument, "Predictor.Predict: use of closed Predictor")
+}

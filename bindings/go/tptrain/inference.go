@@ -339,3 +339,133 @@ func NewInferenceRunner(model *Model, df *DataFlow, outputs ...string) (*Callbac
 	f := &hostFunc{name: "InferenceRunner", stashes: append([]*stash{model.st}, df.stashes...)}
 	return newCallback(out, []*hostFunc{f}, "InferenceRunner"), nil
 }
+
+// ---- predictors
+
+// Predictor is tensorpack's OfflinePredictor (tpt_predictor): the model's
+// tower function run as an inference tower on some of its inputs, by name,
+// returning some of its outputs, by name. The inputs it is not given (the
+// labels) reach the tower function as zeros of the batch's size, so a
+// tower function that computes its loss runs unchanged. Any number of
+// goroutines may call Predict at once (not while a trainer trains the
+// model); the Model must stay open. Close releases it.
+type Predictor struct {
+	handle[*C.tpt_predictor]
+	model   *Model
+	outputs int
+}
+
+// PredictorOptions are the options of NewPredictor; nil, or the zero
+// value, means every input of the signature and the model's variables as
+// they are.
+type PredictorOptions struct {
+	// Inputs are the inputs Predict takes, by name, in its order; nil:
+	// every input of the signature, in its order.
+	Inputs []string
+	// Checkpoint is a checkpoint file or directory (its latest), or a
+	// state_dict, whose variables are restored now, as Model.Restore does
+	// with its defaults (the model is built first): e.g. a MaxSaver's file,
+	// Trainer.BestCheckpoint. "": the model's variables as they are.
+	Checkpoint string
+}
+
+// NewPredictor makes a predictor of m that returns the outputs named in
+// outputs (at least one; "cost" is the cost), building m when it is not
+// built (tpt_predictor_new). An unknown input name, an input left out whose
+// shape past the batch is not known, or an unreadable checkpoint is an
+// *Error that names it.
+func NewPredictor(m *Model, outputs []string, o *PredictorOptions) (*Predictor, error) {
+	if o == nil {
+		o = &PredictorOptions{}
+	}
+	ptr, err := m.rlock("NewPredictor")
+	if err != nil {
+		return nil, err
+	}
+	defer m.enter()() // the build call runs the tower function
+	defer m.mu.RUnlock()
+	// Every string and array the library reads lives in C memory: the
+	// options struct holds pointers to them.
+	size := arenaSize(uintptr(len(outputs)+len(o.Inputs))*unsafe.Sizeof((*C.char)(nil))) + arenaSize(uintptr(len(o.Checkpoint))+1)
+	for _, s := range append(append([]string(nil), outputs...), o.Inputs...) {
+		size += arenaSize(uintptr(len(s)) + 1)
+	}
+	a := newArena(size)
+	defer a.free()
+	strs := func(names []string) **C.char {
+		if len(names) == 0 {
+			return nil
+		}
+		arr := unsafe.Slice((**C.char)(a.alloc(uintptr(len(names))*unsafe.Sizeof((*C.char)(nil)))), len(names))
+		for i, s := range names {
+			arr[i] = a.str(s)
+		}
+		return &arr[0]
+	}
+	c := defaultPredictorOptions()
+	c.input_names, c.n_input_names = strs(o.Inputs), C.size_t(len(o.Inputs))
+	if o.Checkpoint != "" {
+		c.checkpoint = a.str(o.Checkpoint)
+	}
+	outp := strs(outputs)
+	var out *C.tpt_predictor
+	st := C.tpt_predictor_new(&out, ptr, outp, C.size_t(len(outputs)), &c)
+	runtime.KeepAlive(m)
+	if err := m.st.result(st); err != nil {
+		return nil, err
+	}
+	p := &Predictor{model: m, outputs: len(outputs)}
+	p.ptr = out
+	runtime.SetFinalizer(p, (*Predictor).Close)
+	return p, nil
+}
+
+// Predict runs the tower function on inputs (in the order of
+// PredictorOptions.Inputs, all with the same first dimension) and returns
+// the outputs, in the order NewPredictor was given them
+// (tpt_predictor_run). Close each.
+func (p *Predictor) Predict(inputs ...*Tensor) ([]*Tensor, error) {
+	ptr, err := p.acquire(true, "Predictor", "Predictor.Predict")
+	if err != nil {
+		return nil, err
+	}
+	defer p.mu.RUnlock()
+	m := p.model
+	if _, err := m.rlock("Predict (the Predictor's model)"); err != nil {
+		return nil, err
+	}
+	defer m.enter()()
+	defer m.mu.RUnlock()
+	ins, unlock, err := lockTensors(inputs, false, func(i int) string { return "Predictor.Predict: inputs[" + strconv.Itoa(i) + "]" })
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	outs := make([]*C.tpt_tensor, p.outputs)
+	var inp **C.tpt_tensor
+	if len(ins) > 0 {
+		inp = &ins[0]
+	}
+	st := C.tpt_predictor_run(&outs[0], ptr, inp, C.size_t(len(ins)))
+	runtime.KeepAlive(p)
+	if err := m.st.result(st); err != nil {
+		return nil, err
+	}
+	res := make([]*Tensor, len(outs))
+	for i, o := range outs {
+		res[i] = newTensor(o)
+	}
+	return res, nil
+}
+
+// Close releases the predictor (tpt_predictor_free), not its model. It is
+// idempotent, waits for calls in progress, and always returns nil.
+func (p *Predictor) Close() error {
+	if p == nil {
+		return nil
+	}
+	if p.release(func(c *C.tpt_predictor) { C.tpt_predictor_free(c) }) {
+		runtime.SetFinalizer(p, nil)
+	}
+	return nil
+}

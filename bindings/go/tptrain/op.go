@@ -222,6 +222,16 @@ func OpSchemas(op string) ([]string, error) {
 	return splitLines(text), nil
 }
 
+// Argmax returns the indices (int64) of the largest values of t along dim
+// (aten::argmax, through OpCall), e.g. the classes of logits.
+func (t *Tensor) Argmax(dim int64) (*Tensor, error) {
+	outs, err := OpCall("aten::argmax", "", TensorArg(t), IntArg(dim))
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
+}
+
 // ---- Element-wise arithmetic (tpt_op_add, ...), with LibTorch's
 // broadcasting and type promotion; shapes that do not broadcast are an
 // error naming both.

@@ -282,3 +282,16 @@ func TestComparisonsAndWhere(t *testing.T) {
 	_, err = Where(nil, x, row)
 	wantError(t, err, CodeInvalidArgument, "Where: cond is nil")
 }
+
+// TestArgmax: the classes of logits, by row, as int64.
+func TestArgmax(t *testing.T) {
+	logits := must(FromFloat32([]float32{0.1, 2, -1, 3, 0, 1, -2, -1, -3}, 3, 3)).of(t)
+	defer logits.Close()
+	classes := must(logits.Argmax(1)).of(t)
+	defer classes.Close()
+	if got := must(classes.Int64s()).of(t); !reflect.DeepEqual(got, []int64{1, 0, 1}) {
+		t.Fatalf("Argmax(1) = %v", got)
+	}
+	_, err := logits.Argmax(5)
+	wantError(t, err, CodeBackend, "Dimension out of range")
+}

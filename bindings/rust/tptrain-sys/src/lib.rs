@@ -327,6 +327,30 @@ pub struct tpt_inferencer {
     _private: [u8; 0],
 }
 
+/// Opaque (`tpt_predictor`): tensorpack's OfflinePredictor.
+#[repr(C)]
+pub struct tpt_predictor {
+    _private: [u8; 0],
+}
+
+pub const TPT_PREDICTOR_OPTIONS_VERSION: u32 = 1;
+/// Options of `tpt_predictor_new` (`tpt_predictor_options`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tpt_predictor_options {
+    pub version: u32,
+    pub input_names: *const *const c_char,
+    pub n_input_names: usize,
+    pub checkpoint: *const c_char,
+}
+/// `TPT_PREDICTOR_OPTIONS_INIT`
+pub const TPT_PREDICTOR_OPTIONS_INIT: tpt_predictor_options = tpt_predictor_options {
+    version: TPT_PREDICTOR_OPTIONS_VERSION,
+    input_names: std::ptr::null(),
+    n_input_names: 0,
+    checkpoint: std::ptr::null(),
+};
+
 pub const TPT_INFERENCER_DESC_VERSION: u32 = 1;
 /// An inferencer written by the host (`tpt_inferencer_desc`).
 #[repr(C)]
@@ -1565,6 +1589,20 @@ extern "C" {
         outputs: *const *const c_char,
         n_outputs: usize,
     ) -> *mut tpt_status;
+    pub fn tpt_predictor_new(
+        out: *mut *mut tpt_predictor,
+        model: *mut tpt_model,
+        output_names: *const *const c_char,
+        n_outputs: usize,
+        options: *const tpt_predictor_options,
+    ) -> *mut tpt_status;
+    pub fn tpt_predictor_run(
+        outputs: *mut *mut tpt_tensor,
+        predictor: *const tpt_predictor,
+        inputs: *const *const tpt_tensor,
+        n_inputs: usize,
+    ) -> *mut tpt_status;
+    pub fn tpt_predictor_free(predictor: *mut tpt_predictor);
 
     // TrainConfig and launch
     pub fn tpt_trainer_model(out: *mut *mut tpt_model, trainer: *const tpt_trainer) -> *mut tpt_status;
@@ -1772,6 +1810,9 @@ mod tests {
         assert_eq!(offset_of!(tpt_trainer_options, precision), 88);
         assert_eq!(offset_of!(tpt_trainer_options, loss_scaling), 96);
         assert_eq!(offset_of!(tpt_trainer_options, continue_stopped), 136);
+        assert_eq!(offset_of!(tpt_predictor_options, input_names), 8);
+        assert_eq!(offset_of!(tpt_predictor_options, checkpoint), 24);
+        assert_eq!(size_of::<tpt_predictor_options>(), 32);
         assert_eq!(size_of::<tpt_trainer_options>(), 144);
         assert_eq!(offset_of!(tpt_loss_scaling, init_scale), 8);
         assert_eq!(offset_of!(tpt_loss_scaling, growth_interval), 32);
@@ -2268,6 +2309,9 @@ mod tests {
         assert!(o.logdir.is_null());
         assert_eq!((o.logdir_action, o.progress), (TPT_LOGDIR_REFUSE, TPT_PROGRESS_AUTO));
         assert_eq!((o.console, o.default_callbacks, o.default_monitors), (1, 1, 1));
+        let p = TPT_PREDICTOR_OPTIONS_INIT;
+        assert_eq!((p.version, p.n_input_names), (1, 0));
+        assert!(p.input_names.is_null() && p.checkpoint.is_null());
         let d = TPT_CALLBACK_DESC_INIT;
         assert_eq!((d.version, d.events, d.chief_only), (2, 0, 1));
         assert!(d.name.is_null() && d.fn_.is_none() && d.user_data.is_null() && d.destroy.is_none());

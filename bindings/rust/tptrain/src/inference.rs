@@ -30,7 +30,7 @@
 use crate::binding::{make, Binding};
 use crate::callback::{Callback, IntoCallback};
 use crate::common::{call, Code, Error, Result};
-use crate::cstr::{cstring, cstrings, ptrs_or_null};
+use crate::cstr::{cstring, cstrings, path_to_cstring, ptrs_or_null};
 use crate::dataflow::DataFlow;
 use crate::model::Model;
 use crate::panic;
@@ -533,4 +533,144 @@ pub(crate) fn short_runner<'a>(model: &Model<'a>, df: &DataFlow<'a>, outputs: &[
     let mut out = ptr::null_mut();
     call!(sys::tpt_inference_runner_new(&mut out, model.as_ptr(), df.as_ptr(), ptrs.as_ptr(), ptrs.len()))?;
     Callback::wrap(out)
+}
+
+// ------------------------------------------------------ predictors
+
+/// tensorpack's OfflinePredictor (`tpt_predictor`): a model's tower function
+/// run as an inference tower on some of its inputs, by name, returning some
+/// of its outputs, by name. The inputs it is not given (the labels) reach
+/// the tower function as zeros of the batch's size, so a tower function that
+/// computes its loss runs unchanged. Made by [`Predictor::builder`].
+///
+/// It keeps the model alive and may be shared by threads
+/// ([`predict`](Self::predict) takes `&self`; the tower closure is
+/// `Send + Sync`), but not used while a trainer trains the model.
+///
+/// ```no_run
+/// use tptrain::{Model, Predictor, Tensor};
+/// # fn f(model: &Model<'static>, x: &Tensor) -> tptrain::Result<()> {
+/// // build, restore the best checkpoint, and predict from x alone
+/// let predictor = Predictor::builder(model)
+///     .inputs(&["x"])
+///     .outputs(&["probabilities"])
+///     .checkpoint("train_log/max-validation_accuracy")
+///     .build()?;
+/// let probabilities = &predictor.predict(&[x])?[0];
+/// # let _ = probabilities; Ok(()) }
+/// ```
+pub struct Predictor<'a> {
+    raw: NonNull<sys::tpt_predictor>,
+    outputs: usize,
+    _marker: PhantomData<&'a ()>,
+}
+
+// SAFETY: tpt_predictor_run is safe from any number of threads at once on
+// one predictor; the tower closure it calls is Send + Sync (Model::new);
+// the outputs are new tensors owned by the caller.
+unsafe impl Send for Predictor<'_> {}
+unsafe impl Sync for Predictor<'_> {}
+
+impl<'a> Predictor<'a> {
+    /// A predictor of `model`: name its [`outputs`](PredictorBuilder::outputs),
+    /// and optionally its [`inputs`](PredictorBuilder::inputs) and the
+    /// [`checkpoint`](PredictorBuilder::checkpoint) to restore.
+    pub fn builder<'m>(model: &'m Model<'a>) -> PredictorBuilder<'m, 'a> {
+        PredictorBuilder { model, inputs: None, outputs: Vec::new(), checkpoint: None }
+    }
+
+    /// Runs the tower function on `inputs` (in the order of the builder's
+    /// inputs, all with the same first dimension) and returns the outputs,
+    /// in the order of the builder's outputs (`tpt_predictor_run`).
+    ///
+    /// # Panics
+    /// Resumes a panic of the tower function.
+    pub fn predict(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let ins: Vec<*const sys::tpt_tensor> = inputs.iter().map(|t| t.as_ptr()).collect();
+        let mut outs: Vec<*mut sys::tpt_tensor> = vec![ptr::null_mut(); self.outputs];
+        // SAFETY: a live predictor; outs has a slot per output; ins lives for the call.
+        let st = panic::call_resuming(|| unsafe {
+            sys::tpt_predictor_run(outs.as_mut_ptr(), self.raw.as_ptr(), ins.as_ptr(), ins.len())
+        });
+        // SAFETY: a status the library returned, owned here.
+        unsafe { Error::check(st) }?;
+        outs.into_iter().map(Tensor::wrap).collect()
+    }
+}
+
+impl Drop for Predictor<'_> {
+    fn drop(&mut self) {
+        // SAFETY: owned, freed once.
+        unsafe { sys::tpt_predictor_free(self.raw.as_ptr()) }
+    }
+}
+
+impl fmt::Debug for Predictor<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Predictor").field("outputs", &self.outputs).finish()
+    }
+}
+
+/// The builder of a [`Predictor`] (tensorpack's PredictConfig).
+#[must_use = "a PredictorBuilder does nothing until built"]
+pub struct PredictorBuilder<'m, 'a> {
+    model: &'m Model<'a>,
+    inputs: Option<Vec<String>>,
+    outputs: Vec<String>,
+    checkpoint: Option<std::path::PathBuf>,
+}
+
+impl<'m, 'a> PredictorBuilder<'m, 'a> {
+    /// The inputs [`Predictor::predict`] takes, by name, in its order
+    /// (default: every input of the model's signature).
+    pub fn inputs(mut self, names: &[&str]) -> Self {
+        self.inputs = Some(names.iter().map(|s| (*s).to_owned()).collect());
+        self
+    }
+
+    /// The outputs it returns, by name, in this order (at least one; "cost"
+    /// is the cost).
+    pub fn outputs(mut self, names: &[&str]) -> Self {
+        self.outputs = names.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    /// A checkpoint file or directory (its latest), or a state_dict, whose
+    /// variables are restored now (the model is built first), as
+    /// [`Model::restore`] does with its defaults; e.g. a
+    /// [`BestSaver`](crate::BestSaver)'s file. Default: the model's
+    /// variables as they are.
+    pub fn checkpoint(mut self, path: impl AsRef<std::path::Path>) -> Self {
+        self.checkpoint = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Makes the predictor (`tpt_predictor_new`), building the model when it
+    /// is not built. An unknown input name, an input left out whose shape
+    /// past the batch is not known, no outputs or an unreadable checkpoint
+    /// are errors that name them.
+    ///
+    /// # Panics
+    /// Resumes a panic of the tower function (in the build call).
+    pub fn build(self) -> Result<Predictor<'a>> {
+        let outputs = cstrings(&self.outputs, "PredictorBuilder::outputs")?;
+        let out_ptrs: Vec<*const c_char> = outputs.iter().map(|c| c.as_ptr()).collect();
+        let inputs = self.inputs.as_deref().map(|i| cstrings(i, "PredictorBuilder::inputs")).transpose()?;
+        let in_ptrs: Vec<*const c_char> = inputs.iter().flatten().map(|c| c.as_ptr()).collect();
+        let checkpoint =
+            self.checkpoint.as_deref().map(|p| path_to_cstring(p, "PredictorBuilder::checkpoint")).transpose()?;
+        let mut o = sys::TPT_PREDICTOR_OPTIONS_INIT;
+        o.input_names = ptrs_or_null(&in_ptrs);
+        o.n_input_names = in_ptrs.len();
+        o.checkpoint = checkpoint.as_ref().map_or(ptr::null(), |c| c.as_ptr());
+        let mut out = ptr::null_mut();
+        // SAFETY: a live model; every array and string lives for the call.
+        let st = panic::call_resuming(|| unsafe {
+            sys::tpt_predictor_new(&mut out, self.model.as_ptr(), ptrs_or_null(&out_ptrs), out_ptrs.len(), &o)
+        });
+        // SAFETY: a status the library returned, owned here.
+        unsafe { Error::check(st) }?;
+        let raw = NonNull::new(out).ok_or_else(|| Error::new(Code::Internal, "the library returned no predictor"))?;
+        Ok(Predictor { raw, outputs: out_ptrs.len(), _marker: PhantomData })
+    }
 }

@@ -131,7 +131,10 @@ pub use common::{abi_version, version, version_string, Code, Error, Result};
 pub use dataflow::{
     Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, IterItem, ParallelMapOptions, Source, StatefulSource,
 };
-pub use inference::{ClassificationError, InferenceRunner, Inferencer, InferencerBuilder, IntoInferencer, ScalarStats};
+pub use inference::{
+    ClassificationError, InferenceRunner, Inferencer, InferencerBuilder, IntoInferencer, Predictor, PredictorBuilder,
+    ScalarStats,
+};
 pub use input::{Input, InputKind, InputOptions, END_OF_DATA};
 pub use launch::{launch_train, InitFn, TrainConfig};
 pub use model::{InputSpec, Model, RestoreOptions, TorchScriptParam, TrainOp};

@@ -10,8 +10,8 @@ use std::rc::Rc;
 use tptrain::ops::{self, Arg};
 use tptrain::{
     manual_seed, BestSaver, Callback, Code, DType, EarlyStopping, Events, Flow, Input, InputSpec, Model, ModelSaver,
-    Optimizer, Progress, RestoreOptions, Result, RunOutcome, ScheduledHyperParam, Tensor, Trainer, TrainerOptions,
-    VariableOptions,
+    Optimizer, Predictor, Progress, RestoreOptions, Result, RunOutcome, ScheduledHyperParam, Tensor, Trainer,
+    TrainerOptions, VariableOptions,
 };
 
 fn signature() -> Vec<InputSpec> {
@@ -26,6 +26,7 @@ fn model(width: i64) -> Model<'static> {
         let h = tower.dropout(&h, 0.25)?;
         let p = ops::call1("aten::sum", &[Arg::Tensor(&h), Arg::IntList(&[1]), Arg::Bool(true)])?;
         let cost = ops::call1("aten::mse_loss", &[Arg::Tensor(&p), Arg::Tensor(&inputs[1])])?;
+        tower.set_output("p", &p)?;
         tower.set_cost(&cost)
     })
     .unwrap();
@@ -212,6 +213,56 @@ fn a_stopped_run_stays_stopped() {
         "{}",
         e.message()
     );
+}
+
+/// A predictor of x alone, made from the best checkpoint on a model not
+/// built yet, equals `restore` + `infer` with the labels, and gives the same
+/// from several threads at once. The C twin is
+/// predictor_from_the_best_checkpoint.
+#[test]
+fn predictor_from_the_best_checkpoint() {
+    let dir = tempdir("predictor");
+    let m = model(4);
+    let mut t = Trainer::new(&options(&dir, 3)).unwrap();
+    t.set_model(&m, input()).unwrap();
+    let vals = [0.0, 3.0, 1.0, 2.0];
+    t.add_callback(BestSaver::max("val")).unwrap();
+    t.add_callback(ModelSaver::new()).unwrap();
+    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
+        ctx.put_scalar("val", vals[ctx.epoch_num() as usize])?;
+        Ok(Flow::Continue)
+    }))
+    .unwrap();
+    t.run().unwrap();
+    let best = t.best_checkpoint("val").unwrap().expect("kept");
+
+    let x = Tensor::from_vec((0..15).map(|i| (i as f32) / 15.0 - 0.3).collect(), &[5, 3]).unwrap();
+    let y = Tensor::from_vec(vec![0.0f32; 5], &[5, 1]).unwrap();
+    let reference = model(4);
+    reference.restore(&best, &RestoreOptions::new()).unwrap();
+    let want = reference.infer(&[&x, &y], &["p"]).unwrap()[0].to_vec::<f32>().unwrap();
+    let last = m.infer(&[&x, &y], &["p"]).unwrap()[0].to_vec::<f32>().unwrap();
+    assert_ne!(want, last, "the best checkpoint (epoch 1) is not the last");
+
+    let fresh = model(4);
+    let p = Predictor::builder(&fresh).inputs(&["x"]).outputs(&["p"]).checkpoint(&best).build().unwrap();
+    assert_eq!(p.predict(&[&x]).unwrap()[0].to_vec::<f32>().unwrap(), want);
+    std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| {
+                for _ in 0..10 {
+                    assert_eq!(p.predict(&[&x]).unwrap()[0].to_vec::<f32>().unwrap(), want);
+                }
+            });
+        }
+    });
+    let e = p.predict(&[&x, &y]).unwrap_err();
+    assert!(e.message().contains("n_inputs is 2; the predictor takes 1 (x)"), "{}", e.message());
+    let e = Predictor::builder(&fresh).inputs(&["z"]).outputs(&["p"]).build().unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("the model has no input 'z'; its inputs: x, y"), "{}", e.message());
+    let e = Predictor::builder(&fresh).build().unwrap_err();
+    assert!(e.message().contains("n_outputs is 0"), "{}", e.message());
 }
 
 #[test]
