@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use tptrain::ops::{self, Arg};
 use tptrain::{
-    manual_seed, BestSaver, Callback, Code, DType, EarlyStopping, Events, Flow, Input, InputSpec, Model, ModelSaver,
-    Optimizer, Predictor, Progress, RestoreOptions, Result, RunOutcome, ScheduledHyperParam, Tensor, Trainer,
-    TrainerOptions, VariableOptions,
+    manual_seed, BestSaver, Callback, CallbackBuilder, Code, DType, EarlyStopping, Events, Flow, Input, InputSpec,
+    Model, ModelSaver, Optimizer, Predictor, Progress, RestoreOptions, Result, RunOutcome, ScheduledHyperParam, Tensor,
+    Trainer, TrainerOptions, VariableOptions,
 };
 
 fn signature() -> Vec<InputSpec> {
@@ -66,6 +66,15 @@ fn tempdir(name: &str) -> PathBuf {
 
 fn weights(m: &Model<'_>) -> Vec<f32> {
     m.variable("fc/W").unwrap().to_vec::<f32>().unwrap()
+}
+
+/// A callback that puts the scalar "val" after each epoch: `vals[epoch]`.
+fn put_val(vals: &[f64]) -> CallbackBuilder<'static> {
+    let vals = vals.to_vec();
+    Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
+        ctx.put_scalar("val", vals[ctx.epoch_num() as usize])?;
+        Ok(Flow::Continue)
+    })
 }
 
 /// A callback with state: the steps it saw, kept across resumes; it
@@ -170,11 +179,7 @@ fn a_stopped_run_stays_stopped() {
         t.add_callback(EarlyStopping::new("val").patience(2).maximize()).unwrap();
         t.add_callback(BestSaver::max("val")).unwrap();
         t.add_callback(ModelSaver::new()).unwrap();
-        t.add_callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
-            ctx.put_scalar("val", vals[ctx.epoch_num() as usize])?;
-            Ok(Flow::Continue)
-        }))
-        .unwrap();
+        t.add_callback(put_val(&vals)).unwrap();
         let outcome = t.run().unwrap();
         (t, outcome, m)
     };
@@ -228,11 +233,7 @@ fn predictor_from_the_best_checkpoint() {
     let vals = [0.0, 3.0, 1.0, 2.0];
     t.add_callback(BestSaver::max("val")).unwrap();
     t.add_callback(ModelSaver::new()).unwrap();
-    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
-        ctx.put_scalar("val", vals[ctx.epoch_num() as usize])?;
-        Ok(Flow::Continue)
-    }))
-    .unwrap();
+    t.add_callback(put_val(&vals)).unwrap();
     t.run().unwrap();
     let best = t.best_checkpoint("val").unwrap().expect("kept");
 
@@ -273,11 +274,7 @@ fn best_saver_and_restore_by_name() {
     t.set_model(&m, input()).unwrap();
     let vals = [0.0, 2.0, 1.0, 3.0];
     t.add_callback(ModelSaver::new()).unwrap();
-    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
-        ctx.put_scalar("val", vals[ctx.epoch_num() as usize])?;
-        Ok(Flow::Continue)
-    }))
-    .unwrap();
+    t.add_callback(put_val(&vals)).unwrap();
     t.add_callback(BestSaver::min("val")).unwrap();
     t.run().unwrap();
     assert!(dir.join("min-val").exists());
