@@ -241,6 +241,12 @@ type Outcome struct {
 	Stopped bool
 	// Reason is why it stopped (StopReason; "" when it ran to MaxEpoch).
 	Reason string
+	// GlobalStep and EpochNum are the trainer's counters at the end (also
+	// when an error ended the run): the steps run, and the last epoch.
+	GlobalStep, EpochNum int64
+	// ResumedFrom is the checkpoint the run resumed from (ResumedFrom);
+	// "" for a fresh start.
+	ResumedFrom string
 }
 
 // LaunchTrain is tensorpack's launch_train_with_config: it makes the trainer
@@ -261,6 +267,9 @@ func LaunchTrain(ctx context.Context, cfg *TrainConfig) (Outcome, error) {
 	defer t.Close()
 	err = t.RunContext(ctx)
 	var out Outcome
+	out.GlobalStep, _ = t.GlobalStep()
+	out.EpochNum, _ = t.EpochNum()
+	out.ResumedFrom = t.ResumedFrom()
 	if err == nil || err == ctx.Err() {
 		out.Reason, out.Stopped = t.StopReason()
 	}

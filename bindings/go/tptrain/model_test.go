@@ -1010,7 +1010,7 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 	outcome, err := LaunchTrain(context.Background(), &TrainConfig{Options: quietOptions(1, 5, -1), Model: m,
 		Input: regressionInput(t, 16, 64), Callbacks: []*Callback{stopper}, Init: init})
 	ok(t, err)
-	if want := (Outcome{Stopped: true, Reason: "one epoch is enough"}); outcome != want {
+	if want := (Outcome{Stopped: true, Reason: "one epoch is enough", GlobalStep: 4, EpochNum: 1}); outcome != want {
 		t.Errorf("LaunchTrain() = %+v, want %+v", outcome, want)
 	}
 	if initCalls != 2 {

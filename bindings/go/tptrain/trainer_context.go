@@ -177,7 +177,9 @@ func (c *Context) Model() *Model { return c.model }
 
 // Optimizer returns the optimizer of the trainer's model
 // (tpt_trainer_optimizer), e.g. to set the learning rate from a callback;
-// an *Error of CodeNotFound when there is none. Close it when done.
+// an *Error of CodeNotFound when there is none. The model keeps its own
+// reference: nothing needs closing (the garbage collector releases this
+// one; Close releases it at once).
 func (c *Context) Optimizer() (*Optimizer, error) {
 	var out *C.tpt_optimizer
 	if err := statusError(C.tpt_trainer_optimizer(&out, c.ptr)); err != nil {
