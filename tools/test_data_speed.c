@@ -66,11 +66,12 @@ int main(int argc, char **argv) {
   tpt_dataflow *df = NULL, *next = NULL;
   TPT_CHECK_OR_DIE(tpt_dataflow_mnist(&df, dir, split, 1));
   const double mean = 0.5, std = 0.5;
-  tpt_augmentor augs[3] = {
-      {TPT_AUGMENT_NORMALIZE, 1, &mean, &std, 1, 0, 0, 0, 0},
-      {TPT_AUGMENT_RANDOM_CROP, 1, NULL, NULL, 0, 28, 28, 2, 0},
-      {TPT_AUGMENT_FLIP, 1, NULL, NULL, 0, 0, 0, 0, 0.5},
-  };
+  tpt_augmentor augs[3] = {TPT_AUGMENTOR_INIT, TPT_AUGMENTOR_INIT, TPT_AUGMENTOR_INIT};
+  augs[0].kind = TPT_AUGMENT_NORMALIZE;
+  augs[0].mean = &mean, augs[0].std = &std, augs[0].n_channels = 1;
+  augs[1].kind = TPT_AUGMENT_RANDOM_CROP;
+  augs[1].height = augs[1].width = 28, augs[1].padding = 2;
+  augs[2].kind = TPT_AUGMENT_FLIP; /* probability 0.5 */
   TPT_CHECK_OR_DIE(tpt_dataflow_augment(&next, df, 0, augs, augment ? 3 : 1, threads));
   tpt_dataflow_free(df);
   df = next;

@@ -79,7 +79,9 @@ static tpt_dataflow *pipeline(const char *dir, const char *split, int train) {
   tpt_dataflow *raw = NULL, *norm = NULL, *batched = NULL;
   TPT_CHECK_OR_DIE(tpt_dataflow_mnist(&raw, dir, split, train));
   const double mean = 0.5, std = 0.5;
-  tpt_augmentor a = {TPT_AUGMENT_NORMALIZE, 1, &mean, &std, 1, 0, 0, 0, 0};
+  tpt_augmentor a = TPT_AUGMENTOR_INIT;
+  a.kind = TPT_AUGMENT_NORMALIZE;
+  a.mean = &mean, a.std = &std, a.n_channels = 1;
   TPT_CHECK_OR_DIE(tpt_dataflow_augment(&norm, raw, 0, &a, 1, 0));
   TPT_CHECK_OR_DIE(tpt_dataflow_batch(&batched, norm, BATCH, !train));
   tpt_dataflow_free(raw);

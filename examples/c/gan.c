@@ -136,7 +136,9 @@ static tpt_dataflow *pipeline(const char *dir) {
   tpt_dataflow *mnist = NULL, *norm = NULL, *noise = NULL, *joined = NULL, *picked = NULL, *batched = NULL;
   TPT_CHECK_OR_DIE(tpt_dataflow_mnist(&mnist, dir, "train", 1));
   const double mean = 0.5, std = 0.5;
-  tpt_augmentor a = {TPT_AUGMENT_NORMALIZE, 1, &mean, &std, 1, 0, 0, 0, 0};
+  tpt_augmentor a = TPT_AUGMENTOR_INIT;
+  a.kind = TPT_AUGMENT_NORMALIZE;
+  a.mean = &mean, a.std = &std, a.n_channels = 1;
   TPT_CHECK_OR_DIE(tpt_dataflow_augment(&norm, mnist, 0, &a, 1, 0));
   const int64_t zshape[] = {Z};
   tpt_input_spec zspec = {"z", TPT_DTYPE_F32, zshape, 1};

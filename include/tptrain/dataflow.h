@@ -58,6 +58,14 @@ TPT_API TPT_NODISCARD tpt_status *tpt_datapoint_set(tpt_datapoint *dp, size_t in
 /* Keeps the first `size` components (0 empties it: a map callback that
  * leaves the datapoint empty drops it). */
 TPT_API TPT_NODISCARD tpt_status *tpt_datapoint_truncate(tpt_datapoint *dp, size_t size);
+/* In a map function (tpt_dataflow_map, tpt_dataflow_parallel_map): a seed
+ * for this datapoint's randomness (a random crop, a noise), drawn in input
+ * order from the map's generator, which tpt_dataflow_set_seed seeds and
+ * checkpoints save, as the augmentors' are: the results do not depend on
+ * n_threads or on the order the workers finish in, and a resumed run draws
+ * the seeds the uninterrupted one would. Seed a generator of your own with
+ * it. TPT_ERR_STATE for a datapoint that is not a map function's. */
+TPT_API TPT_NODISCARD tpt_status *tpt_datapoint_seed(uint64_t *out, const tpt_datapoint *dp);
 
 /* ---- Sources ------------------------------------------------------------ */
 
@@ -261,16 +269,22 @@ typedef enum tpt_augment_kind {
   TPT_AUGMENT_FORCE32 = 0x7fffffff
 } tpt_augment_kind;
 
-/* One augmentor: the fields its kind uses (see tpt_augment_kind). */
+/* One augmentor: the fields its kind uses (see tpt_augment_kind).
+ * Initialise with TPT_AUGMENTOR_INIT (a to-float by 1, the defaults of the
+ * other fields) and set the kind and its fields. Every element of one array
+ * has the same version; a later version only appends fields. */
+#define TPT_AUGMENTOR_VERSION 1
 typedef struct tpt_augmentor {
+  uint32_t version;   /* TPT_AUGMENTOR_VERSION; 0 (the struct before it had one) is refused */
   tpt_augment_kind kind;
-  double scale;
-  const double *mean; /* copied */
-  const double *std;  /* copied */
+  double scale;       /* TO_FLOAT: default 1 */
+  const double *mean; /* NORMALIZE: n_channels values, copied */
+  const double *std;  /* NORMALIZE: n_channels values, copied */
   size_t n_channels;
-  int64_t height, width, padding;
-  double probability;
+  int64_t height, width, padding; /* RANDOM_CROP */
+  double probability; /* FLIP: default 0.5 */
 } tpt_augmentor;
+#define TPT_AUGMENTOR_INIT { TPT_AUGMENTOR_VERSION, TPT_AUGMENT_TO_FLOAT, 1.0, NULL, NULL, 0, 0, 0, 0, 0.5 }
 
 /* Applies `augmentors` to component `index` of every datapoint (tensorpack's
  * AugmentImageComponent). Each datapoint's randomness is drawn in input

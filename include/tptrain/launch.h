@@ -7,6 +7,7 @@
 #define TPTRAIN_LAUNCH_H
 
 #include "trainer.h"
+#include "input.h"
 #include "strategy.h"
 
 TPT_BEGIN_DECL
@@ -22,7 +23,7 @@ TPT_BEGIN_DECL
 typedef tpt_status *(*tpt_init_fn)(tpt_model *model, void *user_data);
 
 /* Initialise with TPT_TRAIN_CONFIG_INIT. */
-#define TPT_TRAIN_CONFIG_VERSION 4
+#define TPT_TRAIN_CONFIG_VERSION 5
 typedef struct tpt_train_config {
   uint32_t version;                      /* TPT_TRAIN_CONFIG_VERSION */
   const tpt_trainer_options *options;    /* NULL: defaults (steps_per_epoch from the input) */
@@ -44,9 +45,15 @@ typedef struct tpt_train_config {
   /* version 4: */
   const tpt_distributed_options *distributed; /* NULL: one process; else this process is one
                                             rank of a job (tpt_trainer_set_distributed) */
+  /* version 5: */
+  const tpt_input_options *input_options; /* with dataflow: the input made from it (its kind,
+                                            queue capacity in batches, repeat), as
+                                            tpt_input_from_dataflow takes them; NULL: the
+                                            defaults (a queue of 50 that repeats). An error
+                                            with input */
 } tpt_train_config;
 #define TPT_TRAIN_CONFIG_INIT \
-  { TPT_TRAIN_CONFIG_VERSION, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL, NULL }
+  { TPT_TRAIN_CONFIG_VERSION, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL, NULL, NULL }
 
 /* tensorpack's launch_train_with_config: tpt_trainer_from_config, run, free.
  * Returns what the run returned. */

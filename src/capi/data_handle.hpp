@@ -51,4 +51,23 @@ inline void check_taken(const std::unique_ptr<tpt::input::Input> &in, const tpt_
   throw_not_live(name, "tpt_input");
 }
 
+// The input of dataflow `d` that `options` describe (NULL: the defaults, a
+// queue of 50 batches that repeats); `name` names the options in errors
+// (tpt_input_from_dataflow, the train config).
+inline std::unique_ptr<tpt::input::Input> input_of(tpt::data::DataFlowPtr d, const tpt_input_options *options,
+                                                   const std::string &name) {
+  tpt_input_options o = TPT_INPUT_OPTIONS_INIT;
+  if (options) {
+    if (options->version < 1 || options->version > TPT_INPUT_OPTIONS_VERSION)
+      tpt::invalid_argument(name + "->version is " + std::to_string(options->version) +
+                            " (initialise with TPT_INPUT_OPTIONS_INIT)");
+    o = *options;
+  }
+  if (o.kind == TPT_INPUT_QUEUE && o.capacity < 1)
+    tpt::invalid_argument(name + "->capacity must be >= 1, got " + std::to_string(o.capacity) + " (batches)");
+  if (o.kind == TPT_INPUT_QUEUE) return tpt::input::queue(std::move(d), o.capacity, o.repeat != 0);
+  if (o.kind == TPT_INPUT_FEED) return tpt::input::feed(std::move(d), o.repeat != 0);
+  tpt::invalid_argument(name + "->kind " + std::to_string(static_cast<int>(o.kind)) + " is not a tpt_input_kind");
+}
+
 }  // namespace tpt::capi

@@ -31,6 +31,8 @@ struct tpt_datapoint {
   uint64_t magic = kDatapointMagic;
   tpt::data::Datapoint dp;
   bool lent = false;  // lent to a callback for one call: tpt_datapoint_free ignores it
+  bool has_seed = false;  // lent to a map function: tpt_datapoint_seed's
+  uint64_t seed = 0;
 };
 
 namespace {
@@ -80,9 +82,10 @@ void give(tpt_dataflow **out, DataFlowPtr df) {
 
 // Lends `dp` to host code as a tpt_datapoint for one call.
 template <class F>
-tpt_status *with_datapoint(Datapoint &dp, F &&call) {
+tpt_status *with_datapoint(Datapoint &dp, F &&call, const uint64_t *seed = nullptr) {
   tpt_datapoint h;
   h.lent = true;
+  if (seed) h.has_seed = true, h.seed = *seed;
   h.dp = std::move(dp);
   // Dataflow callbacks are not scoped: their tensors go to the library.
   tpt_status *st = tpt::capi::scoped_call(TPT_SCOPE_OFF, [&] { return call(&h); });
@@ -114,9 +117,12 @@ void raise_callback_status(tpt_status *st, const char *what) {
   raise_status(st);
 }
 
-tpt::data::MapFn map_fn(tpt_map_fn fn, std::shared_ptr<UserData> ud) {
-  return [fn, ud](Datapoint &dp) {
-    raise_callback_status(with_datapoint(dp, [&](tpt_datapoint *h) { return fn(h, ud->data); }), "a map callback");
+// A map function of the host's, given the datapoint's seed (tpt_datapoint_seed).
+tpt::data::SeededMapFn map_fn(tpt_map_fn fn, std::shared_ptr<UserData> ud) {
+  return [fn, ud](Datapoint &dp, uint64_t seed) {
+    raise_callback_status(with_datapoint(
+                              dp, [&](tpt_datapoint *h) { return fn(h, ud->data); }, &seed),
+                          "a map callback");
   };
 }
 
@@ -168,6 +174,18 @@ tpt_status *tpt_datapoint_truncate(tpt_datapoint *dp, size_t size) {
   return guard(__func__, [&] {
     Datapoint &d = dp_arg(dp).dp;
     if (size < d.size()) d.resize(size);
+  });
+}
+
+tpt_status *tpt_datapoint_seed(uint64_t *out, const tpt_datapoint *dp) {
+  return guard(__func__, [&] {
+    require(out, "out");
+    *out = 0;
+    const tpt_datapoint &d = dp_arg(dp);
+    if (!d.has_seed)
+      tpt::fail(TPT_ERR_STATE, "the datapoint has no seed: only the datapoint a map function (tpt_dataflow_map, "
+                               "tpt_dataflow_parallel_map) is given has one");
+    *out = d.seed;
   });
 }
 
@@ -345,7 +363,7 @@ tpt_status *tpt_dataflow_map(tpt_dataflow **out, tpt_dataflow *df, tpt_map_fn fn
     *out = nullptr;
     DataFlowPtr in = df_arg(df);
     require(reinterpret_cast<void *>(fn), "fn");
-    give(out, tpt::data::map(std::move(in), map_fn(fn, ud)));
+    give(out, tpt::data::seeded_map(std::move(in), map_fn(fn, ud), "MapData"));
   });
 }
 
@@ -403,9 +421,7 @@ tpt_status *tpt_dataflow_parallel_map(tpt_dataflow **out, tpt_dataflow *df, tpt_
     po.buffer_size = o.buffer_size;
     po.ordered = o.ordered != 0;
     po.strict = o.strict != 0;
-    tpt::data::MapFn f = map_fn(fn, ud);
-    give(out, tpt::data::parallel_map(
-                  std::move(in), [f](Datapoint &dp, uint64_t) { f(dp); }, po));
+    give(out, tpt::data::parallel_map(std::move(in), map_fn(fn, ud), po));
   });
 }
 
@@ -494,6 +510,11 @@ tpt_status *tpt_dataflow_augment(tpt_dataflow **out, tpt_dataflow *df, size_t in
     for (size_t i = 0; i < n_augmentors; ++i) {
       const tpt_augmentor &a = augmentors[i];
       const std::string entry = "augmentors[" + std::to_string(i) + "]";
+      // One version for the array (its elements' stride); only 1 so far.
+      if (a.version != TPT_AUGMENTOR_VERSION)
+        tpt::invalid_argument(entry + ".version is " + std::to_string(a.version) + (a.version == 0 ? " (an unversioned struct)" : "") +
+                              ": initialise each augmentor with TPT_AUGMENTOR_INIT (version " +
+                              std::to_string(TPT_AUGMENTOR_VERSION) + ")");
       // Checked before the cast: a value outside Augmentor::Kind's range is undefined behaviour.
       if (a.kind < TPT_AUGMENT_TO_FLOAT || a.kind > TPT_AUGMENT_FLIP)
         tpt::invalid_argument(entry + ": unknown kind " + std::to_string(static_cast<int64_t>(a.kind)));

@@ -79,17 +79,7 @@ tpt_status *tpt_input_from_dataflow(tpt_input **out, tpt_dataflow *df, const tpt
     require(out, "out");
     *out = nullptr;
     DataFlowPtr d = dataflow_arg(df);
-    tpt_input_options o = TPT_INPUT_OPTIONS_INIT;
-    if (options) {
-      if (options->version < 1 || options->version > TPT_INPUT_OPTIONS_VERSION)
-        tpt::invalid_argument("options->version is " + std::to_string(options->version) +
-                              " (initialise with TPT_INPUT_OPTIONS_INIT)");
-      o = *options;
-    }
-    std::unique_ptr<tpt::input::Input> in;
-    if (o.kind == TPT_INPUT_QUEUE) in = tpt::input::queue(std::move(d), o.capacity, o.repeat != 0);
-    else if (o.kind == TPT_INPUT_FEED) in = tpt::input::feed(std::move(d), o.repeat != 0);
-    else tpt::invalid_argument("options->kind " + std::to_string(static_cast<int>(o.kind)) + " is not a tpt_input_kind");
+    std::unique_ptr<tpt::input::Input> in = tpt::capi::input_of(std::move(d), options, "options");
     auto *h = new tpt_input;
     h->input = std::move(in);
     *out = h;

@@ -478,11 +478,14 @@ tpt_status *tpt_trainer_from_config(tpt_trainer **out, const tpt_train_config *c
     tpt_dataflow *df = config->version >= 2 ? config->dataflow : nullptr;
     if (config->input && df) tpt::invalid_argument("config->input and config->dataflow are both set (give one)");
     if (!config->input && !df) tpt::invalid_argument("config->input and config->dataflow are both NULL (give one)");
+    const tpt_input_options *io = config->version >= 5 ? config->input_options : nullptr;
     if (config->input) {
       check_taken(in, config->input, "config->input");
+      if (io)
+        tpt::invalid_argument("config->input_options is set with config->input: it shapes the input made from "
+                              "config->dataflow (give the input's options to tpt_input_from_dataflow)");
     } else {  // tensorpack's automatic QueueInput around a dataflow
-      const tpt_input_options io = TPT_INPUT_OPTIONS_INIT;
-      in = tpt::input::queue(tpt::capi::dataflow_arg(df, "config->dataflow"), io.capacity, io.repeat != 0);
+      in = tpt::capi::input_of(tpt::capi::dataflow_arg(df, "config->dataflow"), io, "config->input_options");
     }
     if (!bad_callback.empty())
       about(bad_callback, [&] { tpt::capi::throw_not_live("callback", "tpt_callback"); });

@@ -338,7 +338,7 @@ static int abi_run(const char *lang) {
     ABI_EQ(l.kernel_init, TPT_INIT_HE_NORMAL);
   }
   /* TrainConfig */
-  ABI_EQ(TPT_TRAIN_CONFIG_VERSION, 4);
+  ABI_EQ(TPT_TRAIN_CONFIG_VERSION, 5);
   ABI_EQ(offsetof(tpt_train_config, version), 0);
   ABI_EQ(offsetof(tpt_train_config, options), 8);
   ABI_EQ(offsetof(tpt_train_config, model), 8 + sizeof(void *));
@@ -352,7 +352,8 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_train_config, dataflow), 8 + 7 * sizeof(void *) + 2 * sizeof(size_t));
   ABI_EQ(offsetof(tpt_train_config, towers), 8 + 8 * sizeof(void *) + 2 * sizeof(size_t));
   ABI_EQ(offsetof(tpt_train_config, distributed), 8 + 9 * sizeof(void *) + 2 * sizeof(size_t));
-  ABI_EQ(sizeof(tpt_train_config), 8 + 10 * sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(offsetof(tpt_train_config, input_options), 8 + 10 * sizeof(void *) + 2 * sizeof(size_t));
+  ABI_EQ(sizeof(tpt_train_config), 8 + 11 * sizeof(void *) + 2 * sizeof(size_t));
   /* towers */
   ABI_EQ(TPT_STRATEGY_SIMPLE, 0);
   ABI_EQ(TPT_STRATEGY_REPLICATED, 1);
@@ -449,7 +450,9 @@ static int abi_run(const char *lang) {
   }
   ABI_EQ(TPT_AUGMENT_TO_FLOAT, 1);
   ABI_EQ(TPT_AUGMENT_FLIP, 4);
-  ABI_EQ(offsetof(tpt_augmentor, kind), 0);
+  ABI_EQ(TPT_AUGMENTOR_VERSION, 1);
+  ABI_EQ(offsetof(tpt_augmentor, version), 0);
+  ABI_EQ(offsetof(tpt_augmentor, kind), 4);
   ABI_EQ(offsetof(tpt_augmentor, scale), 8);
   ABI_EQ(offsetof(tpt_augmentor, mean), 16);
   ABI_EQ(offsetof(tpt_augmentor, std), 16 + sizeof(void *));
@@ -459,6 +462,13 @@ static int abi_run(const char *lang) {
   ABI_EQ(offsetof(tpt_augmentor, padding), 32 + 2 * sizeof(void *) + sizeof(size_t));
   ABI_EQ(offsetof(tpt_augmentor, probability), 40 + 2 * sizeof(void *) + sizeof(size_t));
   ABI_EQ(sizeof(tpt_augmentor), 48 + 2 * sizeof(void *) + sizeof(size_t));
+  {
+    tpt_augmentor a = TPT_AUGMENTOR_INIT;
+    abi_check(a.version == TPT_AUGMENTOR_VERSION && a.kind == TPT_AUGMENT_TO_FLOAT && a.scale == 1.0 && a.mean == NULL &&
+                  a.std == NULL && a.n_channels == 0 && a.height == 0 && a.width == 0 && a.padding == 0 &&
+                  a.probability == 0.5,
+              "TPT_AUGMENTOR_INIT defaults");
+  }
   /* Inputs */
   ABI_EQ(TPT_INPUT_QUEUE, 1);
   ABI_EQ(TPT_INPUT_FEED, 2);

@@ -678,6 +678,107 @@ static tpt_dataflow *pm_df(tpt_dataflow *src, pm_state *s, int32_t threads, int3
   return df;
 }
 
+/* ---- tpt_datapoint_seed: map functions get a seed per datapoint */
+
+/* Appends the datapoint's seed as component 1 (an i64). */
+static tpt_status *append_seed(tpt_datapoint *dp, void *ud) {
+  (void)ud;
+  uint64_t seed = 0;
+  tpt_status *st = tpt_datapoint_seed(&seed, dp);
+  if (!st) st = set_i64(dp, 1, (int64_t)seed);
+  return st;
+}
+
+/* range_df(n) mapped by append_seed, in-thread (threads 0) or by a strict
+ * parallel map, seeded with `seed`. */
+static tpt_dataflow *seeding(int64_t n, int32_t threads, uint64_t seed) {
+  tpt_dataflow *src = range_df(n, 0, 0), *df = NULL;
+  if (threads == 0) {
+    ok(tpt_dataflow_map(&df, src, append_seed, NULL, NULL));
+  } else {
+    tpt_parallel_map_options o = TPT_PARALLEL_MAP_OPTIONS_INIT;
+    o.n_threads = threads;
+    o.strict = 1; /* unordered: the test files each seed by its datapoint */
+    ok(tpt_dataflow_parallel_map(&df, src, append_seed, NULL, NULL, &o));
+  }
+  tpt_dataflow_free(src);
+  ok(tpt_dataflow_set_seed(df, seed));
+  return df;
+}
+
+/* Reads `k` datapoints of df: seeds[value] = the seed it carried. */
+static void read_seeds(tpt_dataflow *df, int k, uint64_t *seeds) {
+  tpt_datapoint *dp = NULL;
+  ok(tpt_datapoint_new(&dp));
+  for (int i = 0; i < k; ++i) {
+    assert_int_equal(next_dp(df, dp), 1);
+    tpt_tensor *t = NULL;
+    int64_t s = 0;
+    ok(tpt_datapoint_get(&t, dp, 1));
+    ok(tpt_tensor_copy_to(&s, sizeof s, t));
+    tpt_tensor_free(t);
+    seeds[(int)comp(dp, 0)] = (uint64_t)s;
+  }
+  tpt_datapoint_free(dp);
+}
+
+/* The seeds are drawn in input order from the map's seeded generator: the
+ * same for the same seed (different for another, and all different within
+ * a pass), whatever the worker threads; a pipeline restored from a state
+ * taken mid-pass carries on with the uninterrupted run's seeds; outside a
+ * map function there is none. */
+static void test_map_seeds(void **state) {
+  (void)state;
+  enum { N = 24 };
+  uint64_t a[N], b[N], other[N], one[N], three[N];
+  tpt_dataflow *df = seeding(N, 0, 7);
+  read_seeds(df, N, a);
+  tpt_dataflow_free(df);
+  df = seeding(N, 0, 7);
+  read_seeds(df, N, b);
+  tpt_dataflow_free(df);
+  assert_memory_equal(a, b, sizeof a);
+  df = seeding(N, 0, 8);
+  read_seeds(df, N, other);
+  tpt_dataflow_free(df);
+  int same = 0;
+  for (int i = 0; i < N; ++i) {
+    same += a[i] == other[i];
+    for (int j = 0; j < i; ++j) assert_true(a[i] != a[j]);
+  }
+  assert_int_equal(same, 0);
+  /* parallel maps: 1 and 3 workers give each datapoint the same seed */
+  df = seeding(N, 1, 7);
+  read_seeds(df, N, one);
+  tpt_dataflow_free(df);
+  df = seeding(N, 3, 7);
+  read_seeds(df, N, three);
+  tpt_dataflow_free(df);
+  assert_memory_equal(one, three, sizeof one);
+  /* a resume mid-pass: the state after 9 datapoints, restored elsewhere */
+  df = seeding(N, 0, 7);
+  uint64_t first[N], rest[N];
+  memset(rest, 0, sizeof rest);
+  read_seeds(df, 9, first);
+  tpt_tensor *st = NULL;
+  ok(tpt_dataflow_get_state(&st, df));
+  tpt_dataflow_free(df);
+  df = seeding(N, 0, 99); /* the state's seed wins */
+  ok(tpt_dataflow_set_state(df, st));
+  tpt_tensor_free(st);
+  read_seeds(df, N - 9, rest);
+  tpt_dataflow_free(df);
+  for (int i = 9; i < N; ++i) assert_true(rest[i] == a[i]);
+  /* no map: no seed */
+  tpt_datapoint *dp = NULL;
+  ok(tpt_datapoint_new(&dp));
+  uint64_t seed = 1;
+  expect_code(tpt_datapoint_seed(&seed, dp), TPT_ERR_STATE, "only the datapoint a map function");
+  assert_true(seed == 0);
+  tpt_datapoint_free(dp);
+  EXPECT_NULL_ARG(tpt_datapoint_seed(&seed, NULL), "tpt_datapoint_seed", "dp");
+}
+
 static void test_parallel_map_strict(void **state) {
   (void)state;
   tpt_datapoint *dp = NULL;
@@ -1248,10 +1349,9 @@ static tpt_dataflow *image_df(tpt_dtype dtype, const void *data, const int64_t *
 }
 
 static tpt_augmentor augmentor(tpt_augment_kind kind) {
-  tpt_augmentor a;
-  memset(&a, 0, sizeof a);
+  tpt_augmentor a = TPT_AUGMENTOR_INIT;
   a.kind = kind;
-  a.scale = 1;
+  a.probability = 0; /* each test sets what it flips */
   return a;
 }
 
@@ -1403,6 +1503,17 @@ static void test_augment_values(void **state) {
   expect_code(tpt_dataflow_augment(&df, src, 0, &bad, 1, 0), TPT_ERR_INVALID_ARGUMENT, "augmentors[0].n_channels is 0");
   bad = augmentor(TPT_AUGMENT_RANDOM_CROP);
   expect_code(tpt_dataflow_augment(&df, src, 0, &bad, 1, 0), TPT_ERR_INVALID_ARGUMENT, "RANDOM_CROP needs height, width >= 1");
+  /* the struct's version: the unversioned one (0) and an unknown one are refused */
+  bad = augmentor(TPT_AUGMENT_FLIP);
+  bad.version = 0;
+  expect_code2(tpt_dataflow_augment(&df, src, 0, &bad, 1, 0), TPT_ERR_INVALID_ARGUMENT,
+               "augmentors[0].version is 0 (an unversioned struct)", "TPT_AUGMENTOR_INIT");
+  tpt_augmentor two[2] = {augmentor(TPT_AUGMENT_FLIP), augmentor(TPT_AUGMENT_FLIP)};
+  two[1].version = 7;
+  expect_code(tpt_dataflow_augment(&df, src, 0, two, 2, 0), TPT_ERR_INVALID_ARGUMENT, "augmentors[1].version is 7");
+  tpt_augmentor defaults = TPT_AUGMENTOR_INIT;
+  assert_true(defaults.version == TPT_AUGMENTOR_VERSION && defaults.kind == TPT_AUGMENT_TO_FLOAT &&
+              defaults.scale == 1.0 && defaults.probability == 0.5);
   expect_code(tpt_dataflow_augment(&df, src, 0, &crop, 0, 0), TPT_ERR_INVALID_ARGUMENT, "no augmentors given");
   expect_code(tpt_dataflow_augment(&df, src, 0, &crop, 1, -1), TPT_ERR_INVALID_ARGUMENT, "n_threads must be >= 0, got -1");
   ok(tpt_dataflow_augment(&df, src, 3, &crop, 1, 0)); /* a component that is not there */
@@ -3356,6 +3467,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_batch),
       cmocka_unit_test(test_datapoint),
       cmocka_unit_test(test_map),
+      cmocka_unit_test(test_map_seeds),
       cmocka_unit_test(test_parallel_map_strict),
       cmocka_unit_test(test_parallel_map_not_strict),
       cmocka_unit_test(test_prefetch),

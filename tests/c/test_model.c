@@ -716,6 +716,58 @@ static void test_train_config_and_launch(void **state) {
   ok(tpt_launch_train(&cfg));
   assert_int_equal(c.init_calls, 2);
 
+  /* a dataflow with input_options: a queue of 3 batches that does not
+   * repeat ends the run at the end of the first pass, in epoch 1 of 2 */
+  {
+    float x[64 * 3], y[64];
+    for (int i = 0; i < 64; ++i) {
+      for (int j = 0; j < 3; ++j) x[i * 3 + j] = (float)((i * 7 + j) % 5) - 2.0f;
+      y[i] = x[i * 3];
+    }
+    const int64_t sx[] = {64, 3}, sy[] = {64, 1};
+    tpt_tensor *tx = NULL, *ty = NULL;
+    ok(tpt_tensor_from_data(&tx, x, sizeof x, sx, 2, NULL));
+    ok(tpt_tensor_from_data(&ty, y, sizeof y, sy, 2, NULL));
+    const tpt_tensor *both[] = {tx, ty};
+    tpt_dataflow *rows = NULL, *batches = NULL;
+    ok(tpt_dataflow_from_tensors(&rows, both, 2, 0));
+    ok(tpt_dataflow_batch(&batches, rows, 16, 0));
+    tpt_input_options io = TPT_INPUT_OPTIONS_INIT;
+    io.capacity = 3;
+    io.repeat = 0;
+    tpt_train_config dcfg = TPT_TRAIN_CONFIG_INIT;
+    dcfg.options = &o;
+    dcfg.model = c.model;
+    dcfg.dataflow = batches;
+    dcfg.input_options = &io;
+    ok(tpt_trainer_from_config(&t, &dcfg));
+    ok(tpt_trainer_run(t));
+    const char *why = NULL;
+    ok(tpt_trainer_stop_reason(&why, t));
+    assert_non_null(why);
+    assert_non_null(strstr(why, "the input does not repeat"));
+    ok(tpt_trainer_global_step(&g, t));
+    assert_int_equal(g, 4); /* one pass of 64 / 16 */
+    tpt_trainer_free(t);
+    io.capacity = 0;
+    expect_code(tpt_trainer_from_config(&t, &dcfg), TPT_ERR_INVALID_ARGUMENT, "config->input_options->capacity must be >= 1, got 0");
+    io.capacity = 3;
+    io.kind = (tpt_input_kind)9;
+    expect_code(tpt_trainer_from_config(&t, &dcfg), TPT_ERR_INVALID_ARGUMENT, "config->input_options->kind 9");
+    io.kind = TPT_INPUT_QUEUE;
+    dcfg.dataflow = NULL;
+    dcfg.input = make_input(16, 64); /* input_options shape the dataflow's input only */
+    expect_code(tpt_trainer_from_config(&t, &dcfg), TPT_ERR_INVALID_ARGUMENT, "config->input_options is set with config->input");
+    dcfg.version = 4; /* before input_options: the field is not read */
+    dcfg.input = make_input(16, 64);
+    ok(tpt_trainer_from_config(&t, &dcfg));
+    tpt_trainer_free(t);
+    tpt_dataflow_free(rows);
+    tpt_dataflow_free(batches);
+    tpt_tensor_free(tx);
+    tpt_tensor_free(ty);
+  }
+
   /* a bad config: everything handed over is still taken */
   feed_state f = {0, 1, 0, 0};
   ok(tpt_callback_new(&cb, &d));

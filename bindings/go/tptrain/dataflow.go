@@ -211,6 +211,25 @@ func (dp *Datapoint) Truncate(n int) error {
 	return statusError(C.tpt_datapoint_truncate(ptr, C.size_t(n)))
 }
 
+// Seed returns, in a map function (Map, ParallelMap), a seed for this
+// datapoint's randomness, drawn in input order from the map's generator
+// (which SetSeed seeds and checkpoints save): the results do not depend on
+// the workers, and a resumed run draws what the uninterrupted one would.
+// Seed a generator of your own with it (tpt_datapoint_seed). CodeState
+// for a datapoint that is not a map function's.
+func (dp *Datapoint) Seed() (uint64, error) {
+	ptr, err := dp.lock("Seed")
+	if err != nil {
+		return 0, err
+	}
+	defer dp.mu.Unlock()
+	var out C.uint64_t
+	if err := statusError(C.tpt_datapoint_seed(&out, ptr)); err != nil {
+		return 0, err
+	}
+	return uint64(out), nil
+}
+
 // Tensors returns new Tensors on all components, owned by the caller.
 func (dp *Datapoint) Tensors() ([]*Tensor, error) {
 	ptr, err := dp.lock("Tensors")
@@ -852,17 +871,12 @@ func (df *DataFlow) Augment(index int, augmentors []Augmentor, threads int) (*Da
 	if len(augmentors) > 0 {
 		cs := unsafe.Slice((*C.tpt_augmentor)(arena.alloc(uintptr(len(augmentors))*unsafe.Sizeof(C.tpt_augmentor{}))), len(augmentors))
 		for i, a := range augmentors {
-			cs[i] = C.tpt_augmentor{
-				kind:        C.tpt_augment_kind(a.Kind),
-				scale:       C.double(a.Scale),
-				mean:        doubles(arena, a.Mean),
-				std:         doubles(arena, a.Std),
-				n_channels:  C.size_t(len(a.Mean)),
-				height:      C.int64_t(a.Height),
-				width:       C.int64_t(a.Width),
-				padding:     C.int64_t(a.Padding),
-				probability: C.double(a.Probability),
-			}
+			c := defaultAugmentor() // the version
+			c.kind, c.scale = C.tpt_augment_kind(a.Kind), C.double(a.Scale)
+			c.mean, c.std, c.n_channels = doubles(arena, a.Mean), doubles(arena, a.Std), C.size_t(len(a.Mean))
+			c.height, c.width, c.padding = C.int64_t(a.Height), C.int64_t(a.Width), C.int64_t(a.Padding)
+			c.probability = C.double(a.Probability)
+			cs[i] = c
 		}
 		first = &cs[0]
 	}

@@ -1395,3 +1395,75 @@ func TestSourceClosesItsDataFlow(t *testing.T) {
 	_, err := df.Next()
 	wantError(t, err, CodeInvalidArgument, "use of closed")
 }
+
+// TestMapSeeds: Datapoint.Seed gives a map function a seed per datapoint,
+// drawn in input order from the map's seeded generator: the same for the
+// same seed, and for each datapoint whatever the workers of a parallel map.
+// The C twin is test_map_seeds.
+func TestMapSeeds(t *testing.T) {
+	r8 := rowsT(t, 8)
+	defer r8.Close()
+	seeds := func(threads int, seed uint64) []uint64 {
+		var mu sync.Mutex
+		got := make([]uint64, 8)
+		fn := func(dp *Datapoint) error {
+			x, err := dp.Get(0)
+			if err != nil {
+				return err
+			}
+			defer x.Close()
+			v, err := x.Item()
+			if err != nil {
+				return err
+			}
+			s, err := dp.Seed()
+			mu.Lock()
+			got[int(v)] = s
+			mu.Unlock()
+			return err
+		}
+		src := closeDF(t, must(DataFlowFromTensors([]*Tensor{r8}, false)).of(t))
+		var df *DataFlow
+		if threads == 0 {
+			df = closeDF(t, must(src.Map(fn)).of(t))
+		} else {
+			df = closeDF(t, must(src.ParallelMap(&ParallelMapOptions{Threads: threads, BufferSize: 4, Strict: true}, fn)).of(t))
+		}
+		ok(t, df.SetSeed(seed))
+		if n := len(passValues(t, df)); n != 8 {
+			t.Fatalf("a pass of %d", n)
+		}
+		return got
+	}
+	if a, b := seeds(0, 7), seeds(0, 7); !reflect.DeepEqual(a, b) {
+		t.Errorf("the same seed: %v and %v", a, b)
+	}
+	if a, b := seeds(0, 7), seeds(0, 8); reflect.DeepEqual(a, b) {
+		t.Errorf("another seed, the same seeds %v", a)
+	}
+	if a, b := seeds(1, 7), seeds(3, 7); !reflect.DeepEqual(a, b) {
+		t.Errorf("1 worker %v, 3 workers %v", a, b)
+	}
+	dp := must(NewDatapoint()).of(t)
+	defer dp.Close()
+	_, err := dp.Seed()
+	wantError(t, err, CodeState, "only the datapoint a map function")
+}
+
+// TestTrainConfigInputOptions: InputOptions shape the input made from the
+// config's DataFlow: a queue that does not repeat ends the run after one
+// pass; with an Input they are an error.
+func TestTrainConfigInputOptions(t *testing.T) {
+	m := newRegressionModel(t, &regression{})
+	setOptimizer(t, m, "sgd", 0.01)
+	df := regressionDataFlow(t, 64, 16, false)
+	out, err := LaunchTrain(context.Background(), &TrainConfig{Options: quietOptions(1, 3, -1), Model: m, DataFlow: df,
+		InputOptions: &InputOptions{Capacity: 2, Once: true}})
+	ok(t, err)
+	if !out.Stopped || !strings.Contains(out.Reason, "the input does not repeat") || out.GlobalStep != 4 {
+		t.Errorf("LaunchTrain() = %+v, want a stop after the first pass of 4 batches", out)
+	}
+	_, err = NewTrainerFromConfig(&TrainConfig{Model: m, Input: regressionInput(t, 16, 64),
+		InputOptions: &InputOptions{Capacity: 2}})
+	wantError(t, err, CodeInvalidArgument, "config->input_options is set with config->input")
+}

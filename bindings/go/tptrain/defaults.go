@@ -17,6 +17,7 @@ TPTGO_INIT(tpt_early_stopping_options, TPT_EARLY_STOPPING_OPTIONS_INIT)
 TPTGO_INIT(tpt_model_saver_options, TPT_MODEL_SAVER_OPTIONS_INIT)
 TPTGO_INIT(tpt_restore_options, TPT_RESTORE_OPTIONS_INIT)
 TPTGO_INIT(tpt_predictor_options, TPT_PREDICTOR_OPTIONS_INIT)
+TPTGO_INIT(tpt_augmentor, TPT_AUGMENTOR_INIT)
 TPTGO_INIT(tpt_image_grid_options, TPT_IMAGE_GRID_OPTIONS_INIT)
 TPTGO_INIT(tpt_parallel_map_options, TPT_PARALLEL_MAP_OPTIONS_INIT)
 TPTGO_INIT(tpt_input_options, TPT_INPUT_OPTIONS_INIT)
@@ -41,6 +42,7 @@ func defaultModelSaverOptions() C.tpt_model_saver_options {
 	return C.tptgo_init_tpt_model_saver_options()
 }
 func defaultRestoreOptions() C.tpt_restore_options { return C.tptgo_init_tpt_restore_options() }
+func defaultAugmentor() C.tpt_augmentor            { return C.tptgo_init_tpt_augmentor() }
 func defaultPredictorOptions() C.tpt_predictor_options {
 	return C.tptgo_init_tpt_predictor_options()
 }

@@ -139,6 +139,22 @@ type InputOptions struct {
 	Once bool
 }
 
+// cInputOptions: o (nil: the defaults) as the library takes them.
+func cInputOptions(o *InputOptions) C.tpt_input_options {
+	copts := defaultInputOptions()
+	if o == nil {
+		return copts
+	}
+	copts.repeat = cBool(!o.Once)
+	if o.Kind != 0 {
+		copts.kind = C.tpt_input_kind(o.Kind)
+	}
+	if o.Capacity != 0 {
+		copts.capacity = C.int64_t(o.Capacity)
+	}
+	return copts
+}
+
 // InputFromDataFlow makes an input fed by a dataflow of batches, its
 // components in signature order (usually a Batch) (tpt_input_from_dataflow).
 // The input keeps a reference to df (the caller still owns df) and resets
@@ -148,18 +164,7 @@ type InputOptions struct {
 // pass that yields nothing ends it gracefully. Its size (the dataflow's) is
 // the trainer's default StepsPerEpoch.
 func InputFromDataFlow(df *DataFlow, opts *InputOptions) (*Input, error) {
-	o := InputOptions{}
-	if opts != nil {
-		o = *opts
-	}
-	copts := defaultInputOptions()
-	copts.repeat = cBool(!o.Once)
-	if o.Kind != 0 {
-		copts.kind = C.tpt_input_kind(o.Kind)
-	}
-	if o.Capacity != 0 {
-		copts.capacity = C.int64_t(o.Capacity)
-	}
+	copts := cInputOptions(opts)
 	ptr, err := df.lock("InputFromDataFlow")
 	if err != nil {
 		return nil, err

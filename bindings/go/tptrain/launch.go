@@ -37,6 +37,11 @@ type TrainConfig struct {
 	// DataFlow in a QueueInput; the trainer keeps its own reference (the
 	// caller still owns DataFlow). Its size is the default StepsPerEpoch.
 	DataFlow *DataFlow
+	// InputOptions, with DataFlow, shape the input made from it (its kind,
+	// the queue's capacity, Once), as InputFromDataFlow takes them; nil
+	// means the defaults (a queue of 50 batches that repeats). An error
+	// with Input.
+	InputOptions *InputOptions
 	// Callbacks are registered as user callbacks, in order; taken over.
 	Callbacks []*Callback
 	// Monitors are registered after the default monitors; taken over.
@@ -180,6 +185,11 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 		defer free()
 		distp = &cdist
 	}
+	var inputp *C.tpt_input_options
+	if cfg.InputOptions != nil {
+		copts := cInputOptions(cfg.InputOptions)
+		inputp = &copts
+	}
 	ctx := &Context{model: cfg.Model}
 	for _, f := range funcs {
 		f.ctx = ctx
@@ -194,7 +204,7 @@ func NewTrainerFromConfig(cfg *TrainConfig) (*Trainer, error) {
 	// when it fails). It only borrows h, which the trainer deletes when
 	// closed.
 	st := C.tptgo_trainer_from_config(&out, optp, mptr, iptr, dptr, firstCallback(callbacks), C.size_t(len(callbacks)),
-		firstCallback(monitors), C.size_t(len(monitors)), C.uintptr_t(h), towersp, distp)
+		firstCallback(monitors), C.size_t(len(monitors)), C.uintptr_t(h), towersp, distp, inputp)
 	runtime.KeepAlive(cfg.Model)
 	runtime.KeepAlive(cfg.DataFlow)
 	if err := statusError(st); err != nil {

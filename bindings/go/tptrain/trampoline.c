@@ -140,9 +140,10 @@ tpt_status *tptgo_trainer_from_config(tpt_trainer **out, const tpt_trainer_optio
                                       tpt_input *input, tpt_dataflow *dataflow, tpt_callback **callbacks,
                                       size_t n_callbacks, tpt_callback **monitors, size_t n_monitors,
                                       uintptr_t init_handle, const tpt_towers_options *towers,
-                                      const tpt_distributed_options *distributed) {
+                                      const tpt_distributed_options *distributed,
+                                      const tpt_input_options *input_options) {
   tpt_train_config config = TPT_TRAIN_CONFIG_INIT;
-  config.version = 4; /* the fields set here: up to distributed */
+  config.version = 5; /* the fields set here: up to input_options */
   config.options = options;
   config.model = model;
   config.input = input;
@@ -153,6 +154,7 @@ tpt_status *tptgo_trainer_from_config(tpt_trainer **out, const tpt_trainer_optio
   config.n_monitors = n_monitors;
   config.towers = towers;
   config.distributed = distributed;
+  config.input_options = input_options;
   if (init_handle != 0) {
     config.init = init_trampoline;
     config.init_user_data = (void *)init_handle;

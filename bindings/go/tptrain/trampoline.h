@@ -43,13 +43,14 @@ tpt_status *tptgo_input_from_feed(tpt_input **out, uintptr_t handle);
 /* tpt_trainer_from_config of a config made of these fields, with the init
  * trampoline when init_handle is not 0 (borrowed: the caller deletes it
  * after freeing the trainer); towers NULL: the simple trainer; distributed
- * NULL: one process. */
+ * NULL: one process; input_options NULL: the defaults. */
 tpt_status *tptgo_trainer_from_config(tpt_trainer **out, const tpt_trainer_options *options,
                                       tpt_model *model, tpt_input *input, tpt_dataflow *dataflow,
                                       tpt_callback **callbacks, size_t n_callbacks,
                                       tpt_callback **monitors, size_t n_monitors,
                                       uintptr_t init_handle, const tpt_towers_options *towers,
-                                      const tpt_distributed_options *distributed);
+                                      const tpt_distributed_options *distributed,
+                                      const tpt_input_options *input_options);
 
 /* ---- Dataflows: each deletes its handle through destroy (also when it
  * fails). */

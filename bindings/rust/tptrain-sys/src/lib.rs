@@ -638,10 +638,12 @@ pub const TPT_AUGMENT_NORMALIZE: tpt_augment_kind = 2;
 pub const TPT_AUGMENT_RANDOM_CROP: tpt_augment_kind = 3;
 pub const TPT_AUGMENT_FLIP: tpt_augment_kind = 4;
 
+pub const TPT_AUGMENTOR_VERSION: u32 = 1;
 /// One image augmentor: the fields its kind uses.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct tpt_augmentor {
+    pub version: u32,
     pub kind: tpt_augment_kind,
     pub scale: f64,
     /// Copied.
@@ -654,6 +656,19 @@ pub struct tpt_augmentor {
     pub padding: i64,
     pub probability: f64,
 }
+/// `TPT_AUGMENTOR_INIT`
+pub const TPT_AUGMENTOR_INIT: tpt_augmentor = tpt_augmentor {
+    version: TPT_AUGMENTOR_VERSION,
+    kind: TPT_AUGMENT_TO_FLOAT,
+    scale: 1.0,
+    mean: std::ptr::null(),
+    std: std::ptr::null(),
+    n_channels: 0,
+    height: 0,
+    width: 0,
+    padding: 0,
+    probability: 0.5,
+};
 
 // ---- Inputs and the simple trainer
 /// Opaque (`tpt_input`).
@@ -851,7 +866,7 @@ pub const TPT_GAN_OPTIONS_INIT: tpt_gan_options = tpt_gan_options {
 /// `tpt_init_fn`: the init / restore hook of a train config.
 pub type tpt_init_fn = Option<unsafe extern "C" fn(model: *mut tpt_model, user_data: *mut c_void) -> *mut tpt_status>;
 
-pub const TPT_TRAIN_CONFIG_VERSION: u32 = 4;
+pub const TPT_TRAIN_CONFIG_VERSION: u32 = 5;
 /// Describes a training for `tpt_trainer_from_config` and `tpt_launch_train`.
 /// The input, callbacks and monitors are taken (also on failure);
 /// `init_user_data` is borrowed and must outlive the trainer.
@@ -884,6 +899,9 @@ pub struct tpt_train_config {
     /// (version 4) NULL: one process; else this process is one rank of a
     /// job (`tpt_trainer_set_distributed`). Borrowed for the call.
     pub distributed: *const tpt_distributed_options,
+    /// (version 5) With `dataflow`: the input made from it; NULL: the
+    /// defaults. Borrowed for the call.
+    pub input_options: *const tpt_input_options,
 }
 /// `TPT_TRAIN_CONFIG_INIT`
 pub const TPT_TRAIN_CONFIG_INIT: tpt_train_config = tpt_train_config {
@@ -900,6 +918,7 @@ pub const TPT_TRAIN_CONFIG_INIT: tpt_train_config = tpt_train_config {
     dataflow: std::ptr::null_mut(),
     towers: std::ptr::null(),
     distributed: std::ptr::null(),
+    input_options: std::ptr::null(),
 };
 
 extern "C" {
@@ -1370,6 +1389,7 @@ extern "C" {
     pub fn tpt_datapoint_get(out: *mut *mut tpt_tensor, dp: *const tpt_datapoint, index: usize) -> *mut tpt_status;
     pub fn tpt_datapoint_set(dp: *mut tpt_datapoint, index: usize, value: *const tpt_tensor) -> *mut tpt_status;
     pub fn tpt_datapoint_truncate(dp: *mut tpt_datapoint, size: usize) -> *mut tpt_status;
+    pub fn tpt_datapoint_seed(out: *mut u64, dp: *const tpt_datapoint) -> *mut tpt_status;
 
     // Dataflows: sources
     pub fn tpt_dataflow_from_callbacks(
@@ -1941,12 +1961,13 @@ mod tests {
         assert_eq!(offset_of!(tpt_train_config, dataflow), 80);
         assert_eq!(offset_of!(tpt_train_config, towers), 88);
         assert_eq!(offset_of!(tpt_train_config, distributed), 96);
-        assert_eq!(size_of::<tpt_train_config>(), 104);
+        assert_eq!(offset_of!(tpt_train_config, input_options), 104);
+        assert_eq!(size_of::<tpt_train_config>(), 112);
         assert_eq!(size_of::<tpt_init_fn>(), size_of::<usize>());
         let c = TPT_TRAIN_CONFIG_INIT;
-        assert_eq!((c.version, c.n_callbacks, c.n_monitors), (4, 0, 0));
+        assert_eq!((c.version, c.n_callbacks, c.n_monitors), (5, 0, 0));
         assert!(c.options.is_null() && c.model.is_null() && c.input.is_null() && c.init.is_none());
-        assert!(c.dataflow.is_null() && c.towers.is_null() && c.distributed.is_null());
+        assert!(c.dataflow.is_null() && c.towers.is_null() && c.distributed.is_null() && c.input_options.is_null());
         assert!(c.callbacks.is_null() && c.monitors.is_null() && c.init_user_data.is_null());
     }
 
@@ -2143,7 +2164,8 @@ mod tests {
         assert_eq!(offset_of!(tpt_parallel_map_options, ordered), 12);
         assert_eq!(offset_of!(tpt_parallel_map_options, strict), 16);
         assert_eq!(size_of::<tpt_parallel_map_options>(), 20);
-        assert_eq!(offset_of!(tpt_augmentor, kind), 0);
+        assert_eq!(offset_of!(tpt_augmentor, version), 0);
+        assert_eq!(offset_of!(tpt_augmentor, kind), 4);
         assert_eq!(offset_of!(tpt_augmentor, scale), 8);
         assert_eq!(offset_of!(tpt_augmentor, mean), 16);
         assert_eq!(offset_of!(tpt_augmentor, std), 24);
@@ -2157,6 +2179,9 @@ mod tests {
         assert_eq!(offset_of!(tpt_input_options, capacity), 8);
         assert_eq!(offset_of!(tpt_input_options, repeat), 16);
         assert_eq!(size_of::<tpt_input_options>(), 24);
+        let a = TPT_AUGMENTOR_INIT;
+        assert_eq!((a.version, a.kind, a.scale, a.probability), (1, TPT_AUGMENT_TO_FLOAT, 1.0, 0.5));
+        assert!(a.mean.is_null() && a.std.is_null() && a.n_channels == 0 && a.height == 0);
         let p = TPT_PARALLEL_MAP_OPTIONS_INIT;
         assert_eq!((p.version, p.n_threads, p.buffer_size, p.ordered, p.strict), (1, 2, 200, 0, 0));
         let i = TPT_INPUT_OPTIONS_INIT;

@@ -164,6 +164,18 @@ impl DatapointRef {
         self.truncate(0)
     }
 
+    /// In a map closure ([`DataFlow::map`], [`DataFlow::parallel_map`]): a
+    /// seed for this datapoint's randomness, drawn in input order from the
+    /// map's generator (which [`DataFlow::set_seed`] seeds and checkpoints
+    /// save), so results do not depend on the threads and a resumed run
+    /// draws what the uninterrupted one would; seed a generator of your own
+    /// with it (`tpt_datapoint_seed`). [`Code::State`] elsewhere.
+    pub fn seed(&self) -> Result<u64> {
+        let mut out = 0u64;
+        call!(sys::tpt_datapoint_seed(&mut out, self.as_ptr()))?;
+        Ok(out)
+    }
+
     /// New handles on all components, in order.
     pub fn tensors(&self) -> Result<Vec<Tensor>> {
         (0..self.len()).map(|i| self.get(i)).collect()
@@ -301,17 +313,7 @@ pub enum Augmentor {
 impl Augmentor {
     /// The C augmentor; it points into `self`'s vectors.
     fn to_raw(&self, i: usize) -> Result<sys::tpt_augmentor> {
-        let mut a = sys::tpt_augmentor {
-            kind: 0,
-            scale: 1.0,
-            mean: ptr::null(),
-            std: ptr::null(),
-            n_channels: 0,
-            height: 0,
-            width: 0,
-            padding: 0,
-            probability: 0.5,
-        };
+        let mut a = sys::TPT_AUGMENTOR_INIT;
         match self {
             Augmentor::ToFloat { scale } => {
                 a.kind = sys::TPT_AUGMENT_TO_FLOAT;

@@ -162,6 +162,16 @@ impl Default for InputOptions {
     }
 }
 
+impl InputOptions {
+    pub(crate) fn to_raw(&self) -> sys::tpt_input_options {
+        let mut o = sys::TPT_INPUT_OPTIONS_INIT;
+        o.kind = self.kind.to_raw();
+        o.capacity = self.capacity;
+        o.repeat = self.repeat as i32;
+        o
+    }
+}
+
 impl<'a> Input<'a> {
     /// An input fed by a dataflow of batches, its components in signature
     /// order (usually a [`DataFlow::batch`](crate::DataFlow::batch)) (`tpt_input_from_dataflow`). The
@@ -171,10 +181,7 @@ impl<'a> Input<'a> {
     /// with its message; a pass that yields nothing ends it gracefully. Its
     /// size (the dataflow's) is the default steps_per_epoch.
     pub fn from_dataflow(df: &DataFlow<'a>, options: &InputOptions) -> Result<Input<'a>> {
-        let mut o = sys::TPT_INPUT_OPTIONS_INIT;
-        o.kind = options.kind.to_raw();
-        o.capacity = options.capacity;
-        o.repeat = options.repeat as i32;
+        let o = options.to_raw();
         let mut out = ptr::null_mut();
         call!(sys::tpt_input_from_dataflow(&mut out, df.as_ptr(), &o))?;
         Input::wrap(out)

@@ -5,7 +5,7 @@
 use crate::callback::Callback;
 use crate::common::{Code, Error, Result};
 use crate::dataflow::DataFlow;
-use crate::input::Input;
+use crate::input::{Input, InputOptions};
 use crate::model::Model;
 use crate::panic;
 use crate::strategy::{Distributed, Towers};
@@ -134,6 +134,11 @@ pub struct TrainConfig<'m, 'a> {
     /// in a queue input (tensorpack's automatic QueueInput); the trainer
     /// keeps its own reference.
     pub dataflow: Option<&'m DataFlow<'a>>,
+    /// With `dataflow`: the input made from it (its kind, queue capacity,
+    /// whether it repeats), as [`Input::from_dataflow`](crate::Input::from_dataflow)
+    /// takes them; `None`: the defaults (a queue of 50 batches that
+    /// repeats). An error with `input`.
+    pub input_options: Option<InputOptions>,
     /// Registered as user callbacks, in order; taken.
     pub callbacks: Vec<Callback<'a>>,
     /// Registered after the default monitors; taken.
@@ -172,6 +177,7 @@ impl<'m, 'a> TrainConfig<'m, 'a> {
             model,
             input: None,
             dataflow: None,
+            input_options: None,
             callbacks: Vec::new(),
             monitors: Vec::new(),
             init: None,
@@ -188,6 +194,7 @@ impl fmt::Debug for TrainConfig<'_, '_> {
             .field("model", &self.model)
             .field("input", &self.input)
             .field("dataflow", &self.dataflow)
+            .field("input_options", &self.input_options)
             .field("callbacks", &self.callbacks)
             .field("monitors", &self.monitors)
             .field("init", &self.init)

@@ -9,7 +9,7 @@ use crate::callback::{Callback, IntoCallback};
 use crate::common::{call, Code, Error, Result};
 use crate::cstr::{cstrings, path_to_cstring, with_cstr};
 use crate::dataflow::DataFlow;
-use crate::input::Input;
+use crate::input::{Input, InputOptions};
 use crate::launch::{init_trampoline, InitHook, TrainConfig};
 use crate::model::Model;
 use crate::panic;
@@ -421,7 +421,19 @@ impl<'a> Trainer<'a> {
     /// owns the init hook and drops it after the C trainer is freed; a
     /// failure drops it at once.
     pub fn from_config(config: TrainConfig<'_, 'a>) -> Result<Trainer<'a>> {
-        let TrainConfig { options, model, input, dataflow, callbacks, monitors, init, towers, distributed } = config;
+        let TrainConfig {
+            options,
+            model,
+            input,
+            dataflow,
+            input_options,
+            callbacks,
+            monitors,
+            init,
+            towers,
+            distributed,
+        } = config;
+        let input_options = input_options.as_ref().map(InputOptions::to_raw);
         // Everything that can fail in Rust first: on an error here the
         // config is dropped, which frees what C would have taken.
         let options = options.as_ref().map(TrainerOptions::to_raw).transpose()?;
@@ -437,6 +449,7 @@ impl<'a> Trainer<'a> {
         c.model = model.as_ptr();
         c.input = input;
         c.dataflow = dataflow.map_or(ptr::null_mut(), DataFlow::as_ptr);
+        c.input_options = input_options.as_ref().map_or(ptr::null(), |o| o as *const sys::tpt_input_options);
         c.callbacks = list(&callbacks);
         c.n_callbacks = callbacks.len();
         c.monitors = list(&monitors);

@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tptrain::nn;
 use tptrain::{
-    launch_train, Augmentor, Callback, Code, DType, DataFlow, Datapoint, Error, Events, Flow, Input, InputKind,
-    InputOptions, InputSpec, LayerOptions, Model, Optimizer, ParallelMapOptions, Progress, Result, RunOutcome, Source,
-    StatefulSource, Tensor, TrainConfig, Trainer, TrainerOptions,
+    launch_train, Augmentor, Callback, Code, DType, DataFlow, Datapoint, DatapointRef, Error, Events, Flow, Input,
+    InputKind, InputOptions, InputSpec, LayerOptions, Model, Optimizer, ParallelMapOptions, Progress, Result,
+    RunOutcome, Source, StatefulSource, Tensor, TrainConfig, Trainer, TrainerOptions,
 };
 
 // ------------------------------------------------------------ helpers
@@ -343,6 +343,41 @@ fn map_changes_appends_and_drops() {
         .unwrap()
         .unwrap_err();
     assert!(e.message().contains("component 4"), "{e}");
+}
+
+/// `DatapointRef::seed`: a map closure's seed per datapoint, drawn in input
+/// order from the map's seeded generator: the same for the same seed, and
+/// for each datapoint whatever the threads of a parallel map. The C twin
+/// is test_map_seeds.
+#[test]
+fn map_closures_get_a_seed_per_datapoint() {
+    let rows8 = rows(8);
+    let seeds = |threads: usize, seed: u64| -> Vec<u64> {
+        let got = Arc::new(Mutex::new(vec![0u64; 8]));
+        let g = Arc::clone(&got);
+        let f = move |dp: &mut DatapointRef| -> Result<()> {
+            let v = dp.get(0)?.item()? as usize;
+            g.lock().unwrap()[v] = dp.seed()?;
+            Ok(())
+        };
+        let src = DataFlow::from_tensors(&[&rows8], false).unwrap();
+        let df = if threads == 0 {
+            src.map(f).unwrap()
+        } else {
+            let o = ParallelMapOptions { n_threads: threads as i32, buffer_size: 4, ordered: false, strict: true };
+            src.parallel_map(&o, f).unwrap()
+        };
+        df.set_seed(seed).unwrap();
+        assert_eq!(pass_values(&df).len(), 8);
+        let out = got.lock().unwrap().clone();
+        out
+    };
+    assert_eq!(seeds(0, 7), seeds(0, 7));
+    assert_ne!(seeds(0, 7), seeds(0, 8));
+    assert_eq!(seeds(1, 7), seeds(3, 7), "the same seeds whatever the threads");
+    let mut dp = Datapoint::new().unwrap();
+    assert_eq!(dp.seed().unwrap_err().code(), Code::State, "no map, no seed");
+    dp.clear().unwrap();
 }
 
 #[test]
@@ -1052,6 +1087,31 @@ fn a_train_config_with_a_dataflow_trains_and_the_inference_runner_validates() {
     })
     .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
+}
+
+/// `TrainConfig::input_options` shape the input made from the dataflow: a
+/// queue that does not repeat ends the run after one pass; with an input
+/// they are an error.
+#[test]
+fn a_train_configs_input_options_shape_its_queue() {
+    let (x, y) = regression_data();
+    let model = regression_model();
+    let train = DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(16, false).unwrap();
+    let once = InputOptions { capacity: 2, repeat: false, ..InputOptions::default() };
+    let outcome = launch_train(TrainConfig {
+        options: Some(quiet(3)),
+        input_options: Some(once),
+        ..TrainConfig::from_dataflow(&model, &train)
+    })
+    .unwrap();
+    let reason = outcome.stop_reason().expect("stopped at the end of the pass");
+    assert!(reason.contains("the input does not repeat"), "{reason}");
+    let e = Trainer::from_config(TrainConfig {
+        input_options: Some(once),
+        ..TrainConfig::new(&model, Input::dummy(4).unwrap())
+    })
+    .unwrap_err();
+    assert!(e.message().contains("config->input_options is set with config->input"), "{e}");
 }
 
 #[test]
