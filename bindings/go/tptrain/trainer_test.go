@@ -1204,8 +1204,8 @@ func TestRunContextCancel(t *testing.T) {
 	outcome, err = LaunchTrain(context.Background(), &TrainConfig{Options: quietOptions(1, 2, -1), Model: m,
 		Input: regressionInput(t, 16, 64)})
 	ok(t, err)
-	if outcome != (Outcome{}) {
-		t.Errorf("LaunchTrain to MaxEpoch = %+v, want the zero Outcome", outcome)
+	if want := (Outcome{GlobalStep: 8, EpochNum: 2}); outcome != want {
+		t.Errorf("LaunchTrain to MaxEpoch = %+v, want %+v (not stopped)", outcome, want)
 	}
 }
 
