@@ -284,13 +284,14 @@ tpt_status *tpt_predictor_run(tpt_tensor **outputs, const tpt_predictor *predict
                             std::to_string(p.given.size()) + " (" + names + ")");
     }
     std::vector<at::Tensor> given = tensors_arg(inputs, n_inputs, "inputs");
-    if (given.empty() || given[0].dim() == 0)
-      tpt::invalid_argument("inputs[0] has no batch dimension");
-    const int64_t rows = given[0].size(0);
     std::vector<at::Tensor> batch(specs.size());
     for (size_t k = 0; k < p.given.size(); ++k) batch[p.given[k]] = given[k];
     for (size_t i = 0; i < specs.size(); ++i) {
       if (!p.is_left_out[i]) continue;
+      // The zeros take the batch size of the first input given.
+      if (given.empty() || given[0].dim() == 0)
+        tpt::invalid_argument("inputs[0] has no batch dimension to give the inputs left out (" + specs[i].name + ")");
+      const int64_t rows = given[0].size(0);
       std::vector<int64_t> shape{specs[i].shape[0] < 0 ? rows : specs[i].shape[0]};
       shape.insert(shape.end(), p.left_out[i].begin(), p.left_out[i].end());
       batch[i] = at::zeros(shape, at::TensorOptions().dtype(specs[i].dtype));
