@@ -344,16 +344,23 @@ impl<'a> Model<'a> {
     /// python3-torch (dotted names such as `fc.weight` read as `fc/weight`)
     /// or a TorchScript module. All or nothing: the error lists the missing
     /// and mismatched variables, and no variable changes. Returns how many
-    /// variables were restored.
+    /// variables were restored. `options`: `None` for the defaults, or
+    /// `&RestoreOptions`.
     ///
     /// ```no_run
     /// # fn f(model: &tptrain::Model) -> tptrain::Result<()> {
     /// use tptrain::RestoreOptions;
+    /// model.restore("train_log/max-validation_accuracy", None)?;
     /// model.restore("pretrained.pt", &RestoreOptions::new().ignore_missing(true))?;
     /// # Ok(()) }
     /// ```
-    pub fn restore(&self, path: impl AsRef<Path>, options: &crate::RestoreOptions) -> Result<usize> {
-        restore(self.as_ptr(), path.as_ref(), options)
+    pub fn restore<'o>(
+        &self,
+        path: impl AsRef<Path>,
+        options: impl Into<Option<&'o crate::RestoreOptions>>,
+    ) -> Result<usize> {
+        let defaults = crate::RestoreOptions::new();
+        restore(self.as_ptr(), path.as_ref(), options.into().unwrap_or(&defaults))
     }
 
     /// Builds the model now if it was not built yet: the build call of the

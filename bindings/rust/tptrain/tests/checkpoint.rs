@@ -284,6 +284,7 @@ fn best_saver_and_restore_by_name() {
     // the best checkpoint (epoch 2, step 10) restores into a model, which the
     // restore builds first
     let other = model(4);
+    assert_eq!(other.restore(dir.join("min-val"), None).unwrap(), 2, "None: the defaults");
     assert_eq!(other.restore(dir.join("min-val"), &RestoreOptions::new()).unwrap(), 2);
     // another architecture: an error naming the variable, nothing changed
     let wide = model(5);
