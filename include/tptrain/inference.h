@@ -120,8 +120,10 @@ typedef struct tpt_predictor_options {
  * least one; "cost" is the cost). Builds the model when it is not built.
  * Each input left out must have a known shape past its first (batch)
  * dimension: TPT_ERR_INVALID_ARGUMENT names one that has not, as it names
- * an input or output name the model lacks (with the ones it has). The
- * predictor keeps a reference to the model; the caller owns *out. */
+ * an input name the model lacks (with the ones it has); an output the tower
+ * function does not publish fails tpt_predictor_run (TPT_ERR_NOT_FOUND,
+ * naming it). The predictor keeps a reference to the model; the caller
+ * owns *out. */
 TPT_API TPT_NODISCARD tpt_status *tpt_predictor_new(tpt_predictor **out, tpt_model *model,
                                                     const char *const *output_names, size_t n_outputs,
                                                     const tpt_predictor_options *options);
