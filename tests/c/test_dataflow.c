@@ -722,6 +722,13 @@ static void read_seeds(tpt_dataflow *df, int k, uint64_t *seeds) {
   tpt_datapoint_free(dp);
 }
 
+/* One whole pass of seeding(n, threads, seed) into seeds. */
+static void pass_seeds(int64_t n, int32_t threads, uint64_t seed, uint64_t *seeds) {
+  tpt_dataflow *df = seeding(n, threads, seed);
+  read_seeds(df, (int)n, seeds);
+  tpt_dataflow_free(df);
+}
+
 /* The seeds are drawn in input order from the map's seeded generator: the
  * same for the same seed (different for another, and all different within
  * a pass), whatever the worker threads; a pipeline restored from a state
@@ -731,16 +738,10 @@ static void test_map_seeds(void **state) {
   (void)state;
   enum { N = 24 };
   uint64_t a[N], b[N], other[N], one[N], three[N];
-  tpt_dataflow *df = seeding(N, 0, 7);
-  read_seeds(df, N, a);
-  tpt_dataflow_free(df);
-  df = seeding(N, 0, 7);
-  read_seeds(df, N, b);
-  tpt_dataflow_free(df);
+  pass_seeds(N, 0, 7, a);
+  pass_seeds(N, 0, 7, b);
   assert_memory_equal(a, b, sizeof a);
-  df = seeding(N, 0, 8);
-  read_seeds(df, N, other);
-  tpt_dataflow_free(df);
+  pass_seeds(N, 0, 8, other);
   int same = 0;
   for (int i = 0; i < N; ++i) {
     same += a[i] == other[i];
@@ -748,15 +749,11 @@ static void test_map_seeds(void **state) {
   }
   assert_int_equal(same, 0);
   /* parallel maps: 1 and 3 workers give each datapoint the same seed */
-  df = seeding(N, 1, 7);
-  read_seeds(df, N, one);
-  tpt_dataflow_free(df);
-  df = seeding(N, 3, 7);
-  read_seeds(df, N, three);
-  tpt_dataflow_free(df);
+  pass_seeds(N, 1, 7, one);
+  pass_seeds(N, 3, 7, three);
   assert_memory_equal(one, three, sizeof one);
   /* a resume mid-pass: the state after 9 datapoints, restored elsewhere */
-  df = seeding(N, 0, 7);
+  tpt_dataflow *df = seeding(N, 0, 7);
   uint64_t first[N], rest[N];
   memset(rest, 0, sizeof rest);
   read_seeds(df, 9, first);
