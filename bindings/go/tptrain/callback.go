@@ -168,35 +168,34 @@ type Callback struct {
 	name  string
 }
 
+// CallbackOptions are the options of NewCallback; nil or the zero value is
+// the defaults: a chief-only callback (tensorpack's chief_only=True) without
+// state of its own.
+type CallbackOptions struct {
+	// AllWorkers runs the callback in every trainer, workers included; by
+	// default a trainer whose TrainerOptions.Role is RoleWorker drops it.
+	AllWorkers bool
+	// State is the callback's own state that checkpoints keep
+	// (tpt_callback_desc's save and restore): its SaveState runs when a
+	// checkpoint is taken, its RestoreState when a resumed run starts. The
+	// callback's name is its key in the checkpoint. nil: no state.
+	State CallbackStater
+}
+
 // NewCallback makes a callback (tpt_callback_new). fn receives each event of
 // the set events it asked for, with record non-nil for EventRecord only. It
 // returns nil to go on, Stop(reason) to end training gracefully, or an error
 // to fail training: Run returns that very error. (An error in AFTER_TRAIN is
 // logged and returned by Run if nothing failed before, and the other
 // callbacks still run; a stop there is ignored.) name is for logs and
-// messages ("" means "callback"). A chiefOnly callback is dropped by a
-// trainer whose options have IsChief false.
-func NewCallback(name string, events Event, chiefOnly bool,
+// messages ("" means "callback"); o nil means the defaults (CallbackOptions).
+func NewCallback(name string, events Event, o *CallbackOptions,
 	fn func(ctx *Context, event Event, record *Record) error) (*Callback, error) {
-	return newCallbackWith("NewCallback", name, events, chiefOnly, fn, nil)
-}
-
-// NewStatefulCallback is NewCallback for a callback with state of its own
-// that checkpoints keep (tpt_callback_desc's save and restore): state's
-// SaveState runs when a checkpoint is taken, its RestoreState when a resumed
-// run starts. The callback's name is its key in the checkpoint.
-func NewStatefulCallback(name string, events Event, chiefOnly bool,
-	fn func(ctx *Context, event Event, record *Record) error, state CallbackStater) (*Callback, error) {
-	if state == nil {
-		return nil, &Error{Code: CodeInvalidArgument, Message: "NewStatefulCallback: state is nil"}
+	if o == nil {
+		o = &CallbackOptions{}
 	}
-	return newCallbackWith("NewStatefulCallback", name, events, chiefOnly, fn, state)
-}
-
-func newCallbackWith(who, name string, events Event, chiefOnly bool,
-	fn func(ctx *Context, event Event, record *Record) error, state CallbackStater) (*Callback, error) {
 	if fn == nil {
-		return nil, &Error{Code: CodeInvalidArgument, Message: who + ": fn is nil"}
+		return nil, &Error{Code: CodeInvalidArgument, Message: "NewCallback: fn is nil"}
 	}
 	var cname *C.char
 	if name != "" {
@@ -205,11 +204,11 @@ func newCallbackWith(who, name string, events Event, chiefOnly bool,
 	} else {
 		name = "callback"
 	}
-	f := &hostFunc{name: name, callback: fn, state: state}
+	f := &hostFunc{name: name, callback: fn, state: o.State}
 	h := newHandle(f)
 	var out *C.tpt_callback
 	// The library deletes h (also when this fails).
-	st := C.tptgo_callback_new(&out, C.uint32_t(events), cname, cBool(chiefOnly), C.uintptr_t(h), cBool(state != nil))
+	st := C.tptgo_callback_new(&out, C.uint32_t(events), cname, cBool(!o.AllWorkers), C.uintptr_t(h), cBool(o.State != nil))
 	if err := statusError(st); err != nil {
 		return nil, err
 	}
@@ -256,19 +255,28 @@ func (cb *Callback) take(who string) (*C.tpt_callback, []*hostFunc, string, erro
 	return ptr, funcs, cb.name, nil
 }
 
-// PeriodicTrigger wraps inner so that it gets EventTrigger every everyKSteps
-// global steps (checked after each step), every everyKEpochs epochs, and,
-// with beforeTrain, in BEFORE_TRAIN (tpt_callback_periodic_trigger). Every
-// other event passes through, except TRIGGER_EPOCH, which this replaces. 0
-// disables a condition; at least one must be set. It takes inner over, also
-// when it fails.
-func PeriodicTrigger(inner *Callback, everyKSteps, everyKEpochs int64, beforeTrain bool) (*Callback, error) {
+// Every says when Periodic and PeriodicTrigger let a callback run: every
+// Steps global steps, every Epochs epochs, and (PeriodicTrigger only)
+// before training. The conditions add up; a condition left 0 (or false) is
+// off, and at least one must be on.
+type Every struct {
+	Steps       int64
+	Epochs      int64
+	BeforeTrain bool
+}
+
+// PeriodicTrigger wraps inner so that it gets EventTrigger every e.Steps
+// global steps (checked after each step), every e.Epochs epochs, and, with
+// e.BeforeTrain, in BEFORE_TRAIN (tpt_callback_periodic_trigger). Every
+// other event passes through, except TRIGGER_EPOCH, which this replaces. It
+// takes inner over, also when it fails.
+func PeriodicTrigger(inner *Callback, e Every) (*Callback, error) {
 	ptr, funcs, name, err := inner.take("PeriodicTrigger")
 	if err != nil {
 		return nil, err
 	}
 	var out *C.tpt_callback
-	st := C.tpt_callback_periodic_trigger(&out, ptr, C.int64_t(everyKSteps), C.int64_t(everyKEpochs), cBool(beforeTrain))
+	st := C.tpt_callback_periodic_trigger(&out, ptr, C.int64_t(e.Steps), C.int64_t(e.Epochs), cBool(e.BeforeTrain))
 	if err := statusError(st); err != nil {
 		return nil, err
 	}
@@ -276,17 +284,22 @@ func PeriodicTrigger(inner *Callback, everyKSteps, everyKEpochs int64, beforeTra
 }
 
 // Periodic wraps inner so that it runs less often: its per-epoch and per-step
-// events reach it only when the global step is a multiple of everyKSteps, or
-// the epoch number one of everyKEpochs, or (with everyKEpochs) at the last
-// step of the last epoch (tpt_callback_periodic). 0 disables a condition; at
-// least one must be set. It takes inner over, also when it fails.
-func Periodic(inner *Callback, everyKSteps, everyKEpochs int64) (*Callback, error) {
+// events reach it only when the global step is a multiple of e.Steps, or
+// the epoch number one of e.Epochs, or (with e.Epochs) at the last step of
+// the last epoch (tpt_callback_periodic). e.BeforeTrain is refused (that is
+// PeriodicTrigger's). It takes inner over, also when it fails.
+func Periodic(inner *Callback, e Every) (*Callback, error) {
 	ptr, funcs, name, err := inner.take("Periodic")
 	if err != nil {
 		return nil, err
 	}
+	if e.BeforeTrain {
+		C.tpt_callback_free(ptr)
+		return nil, &Error{Code: CodeInvalidArgument,
+			Message: "Periodic: Every.BeforeTrain is PeriodicTrigger's (Periodic only thins out the events inner gets)"}
+	}
 	var out *C.tpt_callback
-	if err := statusError(C.tpt_callback_periodic(&out, ptr, C.int64_t(everyKSteps), C.int64_t(everyKEpochs))); err != nil {
+	if err := statusError(C.tpt_callback_periodic(&out, ptr, C.int64_t(e.Steps), C.int64_t(e.Epochs))); err != nil {
 		return nil, err
 	}
 	return newCallback(out, funcs, name), nil
@@ -343,7 +356,7 @@ func TensorBoard(dir string) (*Callback, error) {
 // CallbackStater is the state of a callback of its own that checkpoints
 // keep (a schedule's position, a best value): SaveState when a checkpoint
 // is taken, RestoreState with those bytes when a resumed run starts (after
-// SETUP, before BEFORE_TRAIN). See NewStatefulCallback.
+// SETUP, before BEFORE_TRAIN). See CallbackOptions.State.
 type CallbackStater interface {
 	SaveState() ([]byte, error)
 	RestoreState(state []byte) error

@@ -14,6 +14,7 @@ package tptrain
 import "C"
 
 import (
+	"strconv"
 	"time"
 	"unsafe"
 )
@@ -60,7 +61,7 @@ func HyperParamFunc(opt *Optimizer, param string, fn func(epoch int64, current f
 }
 
 // StatMonitorOptions are the options of StatMonitorParam
-// (tpt_stat_monitor_options). The zero value is the defaults: compare the
+// (tpt_stat_monitor_options). nil or the zero value is the defaults: compare the
 // last 5 values, threshold 0, lower is better, multiply by 0.1, no limit.
 type StatMonitorOptions struct {
 	// LastK is how many values are compared, >= 2; 0 means 5.
@@ -84,7 +85,10 @@ type StatMonitorOptions struct {
 // optimizer's hyper-parameter param by Factor and empties the window. The
 // window is kept in checkpoints. Register it after the callback that puts
 // stat.
-func StatMonitorParam(opt *Optimizer, param, stat string, o StatMonitorOptions) (*Callback, error) {
+func StatMonitorParam(opt *Optimizer, param, stat string, o *StatMonitorOptions) (*Callback, error) {
+	if o == nil {
+		o = &StatMonitorOptions{}
+	}
 	ptr, err := opt.lock("StatMonitorParam")
 	if err != nil {
 		return nil, err
@@ -139,7 +143,7 @@ func HumanHyperParam(opt *Optimizer, param, file string) (*Callback, error) {
 // ---- More callbacks.
 
 // EarlyStoppingOptions are the options of EarlyStopping
-// (tpt_early_stopping_options). The zero value is the defaults: a patience
+// (tpt_early_stopping_options). nil or the zero value is the defaults: a patience
 // of 3, any improvement counts, lower is better.
 type EarlyStoppingOptions struct {
 	// Patience is how many new values without an improvement end
@@ -163,7 +167,10 @@ type EarlyStoppingOptions struct {
 // order they were added in; a stat nobody has put by the end of an epoch
 // it runs at (a misspelt name) fails the run with CodeNotFound, naming the
 // scalars put, the closest first.
-func EarlyStopping(stat string, o EarlyStoppingOptions) (*Callback, error) {
+func EarlyStopping(stat string, o *EarlyStoppingOptions) (*Callback, error) {
+	if o == nil {
+		o = &EarlyStoppingOptions{}
+	}
 	c := defaultEarlyStoppingOptions()
 	c.min_delta, c.maximize = C.double(o.MinDelta), cBool(o.Maximize)
 	if o.Patience != 0 {
@@ -241,25 +248,29 @@ func HostMemoryTracker() (*Callback, error) {
 	return newCallback(out, nil, "HostMemoryTracker"), nil
 }
 
+// Unlimited as ModelSaverOptions.MaxToKeep keeps every checkpoint.
+const Unlimited = -1
+
+// Never as ModelSaverOptions.KeepEveryNHours keeps no checkpoint for its
+// age; as ModelSaverOptions.EveryKEpochs it saves at no epoch's end.
+const Never = -1
+
 // ModelSaverOptions are the options of ModelSaver
-// (tpt_model_saver_options). The zero value is tensorpack's defaults: save
-// after every epoch into the log directory, keep the newest 10, and keep one
-// per half hour beyond them.
+// (tpt_model_saver_options). nil or the zero value is tensorpack's
+// defaults: save after every epoch into the log directory, keep the newest
+// 10, and keep one per half hour beyond them.
 type ModelSaverOptions struct {
-	// MaxToKeep is how many of the newest checkpoints stay; 0 means 10.
-	// KeepAll keeps every one.
+	// MaxToKeep is how many of the newest checkpoints stay; 0 means 10,
+	// Unlimited keeps every one.
 	MaxToKeep int
-	KeepAll   bool
 	// KeepEveryNHours: one checkpoint per this many hours is never deleted;
-	// 0 means 0.5, and NoHourlyKeep none.
+	// 0 means 0.5, Never keeps none for its age.
 	KeepEveryNHours float64
-	NoHourlyKeep    bool
 	// EveryKSteps also saves every k global steps (0: not step-based).
 	EveryKSteps int64
-	// EveryKEpochs saves after every k-th epoch; 0 means 1. NoEpochSaves
-	// turns epoch saves off (then EveryKSteps must be set).
+	// EveryKEpochs saves after every k-th epoch; 0 means 1, Never saves at
+	// no epoch's end (then EveryKSteps must be set).
 	EveryKEpochs int64
-	NoEpochSaves bool
 	// Dir is the checkpoint directory; "" means the trainer's log directory.
 	Dir string
 }
@@ -267,30 +278,33 @@ type ModelSaverOptions struct {
 // ModelSaver makes tensorpack's ModelSaver (tpt_callback_model_saver): a
 // chief-only callback that writes model-<global_step> and the index file
 // "checkpoint" atomically, deleting the oldest beyond MaxToKeep. An IO error
-// while saving is logged and training goes on.
-func ModelSaver(o ModelSaverOptions) (*Callback, error) {
+// while saving is logged and training goes on. o nil means the defaults.
+func ModelSaver(o *ModelSaverOptions) (*Callback, error) {
+	if o == nil {
+		o = &ModelSaverOptions{}
+	}
 	c := defaultModelSaverOptions()
 	c.every_k_steps = C.int64_t(o.EveryKSteps)
-	if o.MaxToKeep != 0 {
-		if o.MaxToKeep < 0 || o.MaxToKeep > 1<<30 {
-			return nil, &Error{Code: CodeInvalidArgument, Message: "ModelSaverOptions.MaxToKeep must be >= 0 (use KeepAll to keep all)"}
-		}
+	switch {
+	case o.MaxToKeep == Unlimited:
+		c.max_to_keep = 0
+	case o.MaxToKeep < 0 || o.MaxToKeep > 1<<30:
+		return nil, &Error{Code: CodeInvalidArgument,
+			Message: "ModelSaverOptions.MaxToKeep must be from 0 to 2^30, or Unlimited, got " + strconv.Itoa(o.MaxToKeep)}
+	case o.MaxToKeep != 0:
 		c.max_to_keep = C.int32_t(o.MaxToKeep)
 	}
-	if o.KeepAll {
-		c.max_to_keep = 0
-	}
-	if o.KeepEveryNHours != 0 {
+	switch {
+	case o.KeepEveryNHours == Never:
+		c.keep_every_n_hours = 0
+	case o.KeepEveryNHours != 0:
 		c.keep_every_n_hours = C.double(o.KeepEveryNHours)
 	}
-	if o.NoHourlyKeep {
-		c.keep_every_n_hours = 0
-	}
-	if o.EveryKEpochs != 0 {
-		c.every_k_epochs = C.int64_t(o.EveryKEpochs)
-	}
-	if o.NoEpochSaves {
+	switch {
+	case o.EveryKEpochs == Never:
 		c.every_k_epochs = 0
+	case o.EveryKEpochs != 0:
+		c.every_k_epochs = C.int64_t(o.EveryKEpochs)
 	}
 	if o.Dir != "" {
 		c.dir = C.CString(o.Dir)
@@ -303,7 +317,7 @@ func ModelSaver(o ModelSaverOptions) (*Callback, error) {
 	return newCallback(out, nil, "ModelSaver"), nil
 }
 
-// BestSaverOptions are the options of MinSaver and MaxSaver; the zero value
+// BestSaverOptions are the options of MinSaver and MaxSaver; nil or the zero value
 // is the defaults.
 type BestSaverOptions struct {
 	// Filename of the copy; "" means min-<stat> / max-<stat>.
@@ -318,13 +332,16 @@ type BestSaverOptions struct {
 // trainer runs it after the ModelSaver and the callbacks that put scalars,
 // whatever the order they were added in; a stat nobody has put by the end
 // of an epoch it runs at fails the run with CodeNotFound.
-func MinSaver(stat string, o BestSaverOptions) (*Callback, error) { return bestSaver(stat, o, false) }
+func MinSaver(stat string, o *BestSaverOptions) (*Callback, error) { return bestSaver(stat, o, false) }
 
 // MaxSaver is MinSaver for the highest value, copied to max-<stat>
 // (tpt_callback_max_saver).
-func MaxSaver(stat string, o BestSaverOptions) (*Callback, error) { return bestSaver(stat, o, true) }
+func MaxSaver(stat string, o *BestSaverOptions) (*Callback, error) { return bestSaver(stat, o, true) }
 
-func bestSaver(stat string, o BestSaverOptions, maximize bool) (*Callback, error) {
+func bestSaver(stat string, o *BestSaverOptions, maximize bool) (*Callback, error) {
+	if o == nil {
+		o = &BestSaverOptions{}
+	}
 	cstat := C.CString(stat)
 	defer C.free(unsafe.Pointer(cstat))
 	var file, dir *C.char
@@ -358,7 +375,7 @@ type SchedulePoint struct {
 	Value float64
 }
 
-// ScheduleOptions are the options of ScheduledHyperParam; the zero value is
+// ScheduleOptions are the options of ScheduledHyperParam; nil or the zero value is
 // tensorpack's defaults (epoch-based, no interpolation, set at the
 // beginning).
 type ScheduleOptions struct {
@@ -372,7 +389,10 @@ type ScheduleOptions struct {
 // hyper-parameter param after epoch At completes (0: before the first
 // epoch), or at global step At with StepBased; in BEFORE_TRAIN it sets what
 // the schedule says for the epochs completed, so a resumed run follows it.
-func ScheduledHyperParam(opt *Optimizer, param string, schedule []SchedulePoint, o ScheduleOptions) (*Callback, error) {
+func ScheduledHyperParam(opt *Optimizer, param string, schedule []SchedulePoint, o *ScheduleOptions) (*Callback, error) {
+	if o == nil {
+		o = &ScheduleOptions{}
+	}
 	ptr, err := opt.lock("ScheduledHyperParam")
 	if err != nil {
 		return nil, err

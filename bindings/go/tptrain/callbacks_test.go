@@ -109,7 +109,7 @@ func classifierRun(t *testing.T, m *Model, epochs int64, cbs ...*Callback) (*Tra
 	setOptimizer(t, m, "sgd", 0.5)
 	x, labels := classifierTensors(t, 50)
 	tr := newQuietTrainer(t, 1, epochs, -1)
-	ok(t, tr.SetModel(m, must(InputFromTensors([]*Tensor{x, labels}, 10, true, 1)).of(t)))
+	ok(t, tr.SetModel(m, must(InputFromTensors([]*Tensor{x, labels}, 10, Shuffled, 1)).of(t)))
 	for _, cb := range cbs {
 		ok(t, tr.AddCallback(cb))
 	}
@@ -120,8 +120,8 @@ func classifierRun(t *testing.T, m *Model, epochs int64, cbs ...*Callback) (*Tra
 func validationFlow(t *testing.T) *DataFlow {
 	t.Helper()
 	x, labels := classifierTensors(t, 50)
-	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, labels}, false)).of(t))
-	return closeDF(t, must(src.Batch(16, true)).of(t))
+	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, labels}, Sequential)).of(t))
+	return closeDF(t, must(src.Batch(16, KeepRemainder)).of(t))
 }
 
 // wrongCounter is an inferencer of Go functions: it counts the wrong rows
@@ -205,10 +205,10 @@ func TestInferencers(t *testing.T) {
 		lent = outs[0]
 		return nil
 	}})).of(t)
-	classErr := must(ClassificationError(ClassificationErrorOptions{})).of(t)
-	named := must(ClassificationError(ClassificationErrorOptions{WrongOutput: "wrong", SummaryName: "err_rate"})).of(t)
-	stats := must(ScalarStats("", "cost")).of(t)
-	bare := must(ScalarStats(NoPrefix, "wrong")).of(t)
+	classErr := must(ClassificationError(nil)).of(t)
+	named := must(ClassificationError(&ClassificationErrorOptions{WrongOutput: "wrong", SummaryName: "err_rate"})).of(t)
+	stats := must(ScalarStats("validation", "cost")).of(t)
+	bare := must(ScalarStats("", "wrong")).of(t)
 	prefixed := must(ScalarStats("test", "wrong", "cost")).of(t)
 	runner := must(NewInferenceRunnerWith(m, validationFlow(t),
 		counter.inferencer(), peek, classErr, named, stats, bare, prefixed)).of(t)
@@ -258,7 +258,7 @@ func TestInferencers(t *testing.T) {
 		t.Errorf("the Go inferencer's count %v, ClassificationError %v", got, errs)
 	}
 	// ScalarStats: the mean of "wrong" over rows is the error rate too,
-	// named "wrong" with NoPrefix and "test_wrong" with "test".
+	// named "wrong" with the prefix "" and "test_wrong" with "test".
 	for _, name := range []string{"wrong", "test_wrong"} {
 		if got := history(t, tr, name); len(got) != 3 || math.Abs(got[2]-errs[2]) > 1e-12 {
 			t.Errorf("%s %v, want %v at the end", name, got, errs[2])
@@ -330,7 +330,7 @@ func TestInferencerErrorsAndPanics(t *testing.T) {
 	if reason, stopped := tr.StopReason(); !stopped || reason != "good enough" {
 		t.Errorf("StopReason() = %q, %v", reason, stopped)
 	}
-	if e := must(tr.EpochNum()).of(t); e != 2 {
+	if e := tr.EpochNum(); e != 2 {
 		t.Errorf("stopped in epoch %d, want 2", e)
 	}
 }
@@ -345,7 +345,7 @@ func TestInferenceRunnerArguments(t *testing.T) {
 	wantError(t, err, CodeInvalidArgument, "OnOutputs is nil")
 	_, err = NewInferencer(InferencerFuncs{Outputs: []string{""}, OnOutputs: noop})
 	wantError(t, err, CodeInvalidArgument, "")
-	_, err = ScalarStats("")
+	_, err = ScalarStats("validation")
 	wantError(t, err, CodeInvalidArgument, "ScalarStats: no outputs")
 	_, err = NewInferenceRunnerWith(m, df)
 	wantError(t, err, CodeInvalidArgument, "needs an inferencer")
@@ -354,7 +354,7 @@ func TestInferenceRunnerArguments(t *testing.T) {
 
 	// Taken also on failure: a closed one, one given twice, a nil model.
 	a := must(NewInferencer(InferencerFuncs{OnOutputs: noop})).of(t)
-	b := must(ScalarStats("", "cost")).of(t)
+	b := must(ScalarStats("validation", "cost")).of(t)
 	ok(t, b.Close())
 	ok(t, b.Close()) // idempotent
 	_, err = NewInferenceRunnerWith(m, df, a, b)
@@ -378,7 +378,7 @@ func TestInferenceRunnerArguments(t *testing.T) {
 	ok(t, must(NewInferenceRunnerWith(m, validationFlow(t), g)).of(t).Close())
 
 	// An output the tower does not have fails training at the first pass.
-	f := must(ScalarStats("", "nope")).of(t)
+	f := must(ScalarStats("validation", "nope")).of(t)
 	runner := must(NewInferenceRunnerWith(m, df, f)).of(t)
 	_, err = classifierRun(t, m, 1, runner)
 	wantError(t, err, CodeNotFound, "nope")
@@ -391,7 +391,7 @@ func namedInferencers(t *testing.T, prefix string, rows *[]int64) []*Inferencer 
 	t.Helper()
 	return []*Inferencer{
 		must(ScalarStats(prefix, "cost", "wrong")).of(t),
-		must(ClassificationError(ClassificationErrorOptions{SummaryName: prefix + "_error"})).of(t),
+		must(ClassificationError(&ClassificationErrorOptions{SummaryName: prefix + "_error"})).of(t),
 		must(NewInferencer(InferencerFuncs{Name: prefix + " rows", Outputs: []string{"wrong"},
 			OnOutputs: func(_ []*Tensor, n int64) error {
 				*rows = append(*rows, n)
@@ -470,11 +470,11 @@ func TestDataParallelInferenceRunnerErrors(t *testing.T) {
 	}
 	_, err := NewDataParallelInferenceRunner(m, df, 2)
 	wantError(t, err, CodeInvalidArgument, "needs an inferencer")
-	_, err = NewDataParallelInferenceRunner(nil, df, 2, must(ScalarStats("", "cost")).of(t))
+	_, err = NewDataParallelInferenceRunner(nil, df, 2, must(ScalarStats("validation", "cost")).of(t))
 	wantError(t, err, CodeInvalidArgument, "the Model is nil")
 	// One tower is the single runner; a runner never given to a trainer is
 	// released by Close.
-	ok(t, must(NewDataParallelInferenceRunner(m, validationFlow(t), 1, must(ScalarStats("", "cost")).of(t))).of(t).Close())
+	ok(t, must(NewDataParallelInferenceRunner(m, validationFlow(t), 1, must(ScalarStats("validation", "cost")).of(t))).of(t).Close())
 
 	// An error of the tower function in tower 2 (a thread of the library's)
 	// comes back from Run as the same value.
@@ -485,7 +485,7 @@ func TestDataParallelInferenceRunnerErrors(t *testing.T) {
 		}
 		return nil
 	})
-	runner := must(NewDataParallelInferenceRunner(m, validationFlow(t), 3, must(ClassificationError(ClassificationErrorOptions{})).of(t))).of(t)
+	runner := must(NewDataParallelInferenceRunner(m, validationFlow(t), 3, must(ClassificationError(nil)).of(t))).of(t)
 	if _, err := classifierRun(t, m, 1, runner); err != errTower {
 		t.Errorf("Run() = %v, want the tower function's error", err)
 	}
@@ -498,7 +498,7 @@ func TestDataParallelInferenceRunnerErrors(t *testing.T) {
 		}
 		return nil
 	})
-	runner = must(NewDataParallelInferenceRunner(m, validationFlow(t), 2, must(ClassificationError(ClassificationErrorOptions{})).of(t))).of(t)
+	runner = must(NewDataParallelInferenceRunner(m, validationFlow(t), 2, must(ClassificationError(nil)).of(t))).of(t)
 	func() {
 		defer func() {
 			if p := recover(); p != value {
@@ -514,7 +514,7 @@ func TestDataParallelInferenceRunnerErrors(t *testing.T) {
 // each epoch.
 func lrByEpoch(t *testing.T, seen map[int64]float64) *Callback {
 	t.Helper()
-	return must(NewCallback("read_lr", EventBeforeEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+	return must(NewCallback("read_lr", EventBeforeEpoch, nil, func(ctx *Context, _ Event, _ *Record) error {
 		o, err := ctx.Optimizer()
 		if err != nil {
 			return err
@@ -625,7 +625,7 @@ func TestHyperParamFunc(t *testing.T) {
 // epoch.
 func valueCallback(t *testing.T, name string, vals map[int64]float64) *Callback {
 	t.Helper()
-	return must(NewCallback("put_"+name, EventTriggerEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+	return must(NewCallback("put_"+name, EventTriggerEpoch, nil, func(ctx *Context, _ Event, _ *Record) error {
 		return ctx.PutScalar(name, vals[ctx.EpochNum()])
 	})).of(t)
 }
@@ -635,19 +635,19 @@ func TestStatMonitorParam(t *testing.T) {
 	vals := map[int64]float64{1: 1, 2: 1, 3: 0.5, 4: 0.2}
 	for _, c := range []struct {
 		name string
-		o    StatMonitorOptions
+		o    *StatMonitorOptions
 		want map[int64]float64
 	}{
 		// Epochs 1 and 2 give a full window of 2 that did not fall: lr *
 		// 0.5, and the window starts again; 0.5, 0.2 fell.
-		{"factor", StatMonitorOptions{LastK: 2, Factor: 0.5}, map[int64]float64{1: 0.5, 2: 0.5, 3: 0.25, 4: 0.25}},
-		{"limit", StatMonitorOptions{LastK: 2, Factor: 0.5, Limit: 0.4}, map[int64]float64{1: 0.5, 2: 0.5, 3: 0.4, 4: 0.4}},
+		{"factor", &StatMonitorOptions{LastK: 2, Factor: 0.5}, map[int64]float64{1: 0.5, 2: 0.5, 3: 0.25, 4: 0.25}},
+		{"limit", &StatMonitorOptions{LastK: 2, Factor: 0.5, Limit: 0.4}, map[int64]float64{1: 0.5, 2: 0.5, 3: 0.4, 4: 0.4}},
 		// 1 -> 0.5 is not a fall by more than 0.6: the plateau goes on.
-		{"threshold", StatMonitorOptions{LastK: 3, Threshold: 0.6, Factor: 0.5}, map[int64]float64{1: 0.5, 2: 0.5, 3: 0.5, 4: 0.25}},
+		{"threshold", &StatMonitorOptions{LastK: 3, Threshold: 0.6, Factor: 0.5}, map[int64]float64{1: 0.5, 2: 0.5, 3: 0.5, 4: 0.25}},
 		// The default window of 5 never fills in 4 epochs.
-		{"defaults", StatMonitorOptions{}, map[int64]float64{1: 0.5, 2: 0.5, 3: 0.5, 4: 0.5}},
+		{"defaults", nil, map[int64]float64{1: 0.5, 2: 0.5, 3: 0.5, 4: 0.5}},
 		// Maximizing: the stat never grows above its first value.
-		{"maximize", StatMonitorOptions{LastK: 2, Maximize: true, Factor: 2}, map[int64]float64{1: 0.5, 2: 0.5, 3: 1, 4: 1}},
+		{"maximize", &StatMonitorOptions{LastK: 2, Maximize: true, Factor: 2}, map[int64]float64{1: 0.5, 2: 0.5, 3: 1, 4: 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			seen := map[int64]float64{}
@@ -674,7 +674,7 @@ func TestHumanHyperParam(t *testing.T) {
 	opts.Logdir, opts.LogdirAction = dir, LogdirKeep
 	seen := map[int64]float64{}
 	var otherOpt *Optimizer
-	edit := must(NewCallback("edit", EventAfterEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+	edit := must(NewCallback("edit", EventAfterEpoch, nil, func(ctx *Context, _ Event, _ *Record) error {
 		text := map[int64]string{1: "learning_rate:0.0625\n", 2: "learning_rate: fast\n"}[ctx.EpochNum()]
 		return os.WriteFile(hyper, []byte(text), 0o644)
 	})).of(t)
@@ -706,21 +706,21 @@ func TestEarlyStopping(t *testing.T) {
 	// more epochs.
 	flat := map[int64]float64{1: 1, 2: 1, 3: 1.5, 4: 1, 5: 1, 6: 1}
 	tr, _, err := regressionRun(t, quietOptions(1, 6, 2), func(*Optimizer) []*Callback {
-		return []*Callback{valueCallback(t, "val", flat), must(EarlyStopping("val", EarlyStoppingOptions{Patience: 2})).of(t)}
+		return []*Callback{valueCallback(t, "val", flat), must(EarlyStopping("val", &EarlyStoppingOptions{Patience: 2})).of(t)}
 	})
 	ok(t, err)
 	reason, stopped := tr.StopReason()
 	if !stopped || !strings.Contains(reason, "EarlyStopping: val") || !strings.Contains(reason, "1 at global_step 2") {
 		t.Errorf("StopReason() = %q, %v", reason, stopped)
 	}
-	if e := must(tr.EpochNum()).of(t); e != 3 {
+	if e := tr.EpochNum(); e != 3 {
 		t.Errorf("stopped in epoch %d, want 3", e)
 	}
 	// Growing with Maximize, by more than MinDelta: it runs to the end.
 	rising := map[int64]float64{1: 1, 2: 2, 3: 3, 4: 4}
 	tr, _, err = regressionRun(t, quietOptions(1, 4, 2), func(*Optimizer) []*Callback {
 		return []*Callback{valueCallback(t, "acc", rising),
-			must(EarlyStopping("acc", EarlyStoppingOptions{Patience: 1, MinDelta: 0.5, Maximize: true})).of(t)}
+			must(EarlyStopping("acc", &EarlyStoppingOptions{Patience: 1, MinDelta: 0.5, Maximize: true})).of(t)}
 	})
 	ok(t, err)
 	if reason, stopped := tr.StopReason(); stopped {
@@ -730,13 +730,13 @@ func TestEarlyStopping(t *testing.T) {
 	slow := map[int64]float64{1: 1, 2: 0.95, 3: 0.9, 4: 0.85, 5: 0.8}
 	tr, _, err = regressionRun(t, quietOptions(1, 5, 2), func(*Optimizer) []*Callback {
 		return []*Callback{valueCallback(t, "loss", slow),
-			must(EarlyStopping("loss", EarlyStoppingOptions{MinDelta: 0.15})).of(t)}
+			must(EarlyStopping("loss", &EarlyStoppingOptions{MinDelta: 0.15})).of(t)}
 	})
 	ok(t, err)
 	if reason, _ := tr.StopReason(); !strings.Contains(reason, "in 3 new values") {
 		t.Errorf("StopReason() = %q, want a stop after the default patience of 3", reason)
 	}
-	if e := must(tr.EpochNum()).of(t); e != 4 {
+	if e := tr.EpochNum(); e != 4 {
 		t.Errorf("stopped in epoch %d, want 4", e)
 	}
 }
@@ -780,7 +780,7 @@ func TestTerminateOnNaN(t *testing.T) {
 			if reason, stopped := tr.StopReason(); !stopped || !strings.Contains(reason, c.want) {
 				t.Errorf("StopReason() = %q, %v; want it to contain %q", reason, stopped, c.want)
 			}
-			if g := must(tr.GlobalStep()).of(t); g != 6 {
+			if g := tr.GlobalStep(); g != 6 {
 				t.Errorf("GlobalStep() = %d, want 6", g)
 			}
 		})
@@ -823,7 +823,7 @@ func TestStepWatchdog(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) {
 		t.Errorf("errors.Is(%v, ErrTimeout) is false", e)
 	}
-	if g := must(tr.GlobalStep()).of(t); g != 2 {
+	if g := tr.GlobalStep(); g != 2 {
 		t.Errorf("GlobalStep() = %d, want 2 (the slow step)", g)
 	}
 	_, err = run(10*time.Second, 0)
@@ -876,7 +876,7 @@ func TestPutImageAndTensorBoard(t *testing.T) {
 		shape []int64
 	}
 	var images []image
-	monitor := must(NewCallback("images", EventRecord, false, func(_ *Context, _ Event, rec *Record) error {
+	monitor := must(NewCallback("images", EventRecord, nil, func(_ *Context, _ Event, rec *Record) error {
 		if rec.Kind != RecordImage {
 			return nil
 		}
@@ -891,7 +891,7 @@ func TestPutImageAndTensorBoard(t *testing.T) {
 		images = append(images, im)
 		return nil
 	})).of(t)
-	put := must(NewCallback("put", EventTriggerEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+	put := must(NewCallback("put", EventTriggerEpoch, nil, func(ctx *Context, _ Event, _ *Record) error {
 		rgb, err := FromUint8(pixels, 4, 4, 3)
 		if err != nil {
 			return err
@@ -981,6 +981,7 @@ func TestCallbackArguments(t *testing.T) {
 	opt := must(NewOptimizer("sgd")).of(t)
 	defer opt.Close()
 	lr := func(int64, float64) (float64, error) { return 0.1, nil }
+	noop := func(*Context, Event, *Record) error { return nil }
 	for _, c := range []struct {
 		name string
 		make func() (*Callback, error)
@@ -991,28 +992,46 @@ func TestCallbackArguments(t *testing.T) {
 		{"HyperParamFunc nil optimizer", func() (*Callback, error) { return HyperParamFunc(nil, "learning_rate", lr) }, CodeInvalidArgument, "the Optimizer is nil"},
 		{"HyperParamFunc unknown", func() (*Callback, error) { return HyperParamFunc(opt, "nope", lr) }, CodeInvalidArgument, "nope"},
 		{"StatMonitorParam last_k", func() (*Callback, error) {
-			return StatMonitorParam(opt, "learning_rate", "val", StatMonitorOptions{LastK: 1})
+			return StatMonitorParam(opt, "learning_rate", "val", &StatMonitorOptions{LastK: 1})
 		}, CodeInvalidArgument, "last_k"},
 		{"StatMonitorParam factor", func() (*Callback, error) {
-			return StatMonitorParam(opt, "learning_rate", "val", StatMonitorOptions{Factor: -1})
+			return StatMonitorParam(opt, "learning_rate", "val", &StatMonitorOptions{Factor: -1})
 		}, CodeInvalidArgument, "factor"},
 		{"StatMonitorParam threshold", func() (*Callback, error) {
-			return StatMonitorParam(opt, "learning_rate", "val", StatMonitorOptions{Threshold: -1})
+			return StatMonitorParam(opt, "learning_rate", "val", &StatMonitorOptions{Threshold: -1})
 		}, CodeInvalidArgument, "threshold"},
 		{"StatMonitorParam stat", func() (*Callback, error) {
-			return StatMonitorParam(opt, "learning_rate", "", StatMonitorOptions{})
+			return StatMonitorParam(opt, "learning_rate", "", nil)
 		}, CodeInvalidArgument, ""},
 		{"HumanHyperParam nil optimizer", func() (*Callback, error) { return HumanHyperParam(nil, "learning_rate", "") }, CodeInvalidArgument, "the Optimizer is nil"},
 		{"HumanHyperParam unknown", func() (*Callback, error) { return HumanHyperParam(opt, "nope", "") }, CodeInvalidArgument, "nope"},
-		{"EarlyStopping stat", func() (*Callback, error) { return EarlyStopping("", EarlyStoppingOptions{}) }, CodeInvalidArgument, ""},
-		{"EarlyStopping patience", func() (*Callback, error) { return EarlyStopping("val", EarlyStoppingOptions{Patience: -1}) }, CodeInvalidArgument, "patience"},
-		{"EarlyStopping min_delta", func() (*Callback, error) { return EarlyStopping("val", EarlyStoppingOptions{MinDelta: -1}) }, CodeInvalidArgument, "min_delta"},
+		{"EarlyStopping stat", func() (*Callback, error) { return EarlyStopping("", nil) }, CodeInvalidArgument, ""},
+		{"EarlyStopping patience", func() (*Callback, error) { return EarlyStopping("val", &EarlyStoppingOptions{Patience: -1}) }, CodeInvalidArgument, "patience"},
+		{"EarlyStopping min_delta", func() (*Callback, error) { return EarlyStopping("val", &EarlyStoppingOptions{MinDelta: -1}) }, CodeInvalidArgument, "min_delta"},
 		{"TerminateOnNaN empty name", func() (*Callback, error) { return TerminateOnNaN("") }, CodeInvalidArgument, ""},
+		{"Periodic BeforeTrain", func() (*Callback, error) {
+			return Periodic(must(NewCallback("x", EventTrigger, nil, noop)).of(t), Every{Epochs: 1, BeforeTrain: true})
+		}, CodeInvalidArgument, "Periodic: Every.BeforeTrain is PeriodicTrigger's"},
+		{"Periodic no condition", func() (*Callback, error) {
+			return Periodic(must(NewCallback("x", EventTrigger, nil, noop)).of(t), Every{})
+		}, CodeInvalidArgument, ""},
+		{"PeriodicTrigger no condition", func() (*Callback, error) {
+			return PeriodicTrigger(must(NewCallback("x", EventTrigger, nil, noop)).of(t), Every{})
+		}, CodeInvalidArgument, ""},
+		{"ModelSaver MaxToKeep", func() (*Callback, error) { return ModelSaver(&ModelSaverOptions{MaxToKeep: -2}) },
+			CodeInvalidArgument, "ModelSaverOptions.MaxToKeep must be from 0 to 2^30, or Unlimited, got -2"},
+		{"ModelSaver Never", func() (*Callback, error) {
+			return ModelSaver(&ModelSaverOptions{EveryKEpochs: Never, EveryKSteps: 5, MaxToKeep: Unlimited, KeepEveryNHours: Never})
+		}, CodeOK, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cb, err := c.make()
 			if err == nil {
 				cb.Close()
+			}
+			if c.code == CodeOK {
+				ok(t, err)
+				return
 			}
 			wantError(t, err, c.code, c.want)
 		})
@@ -1026,9 +1045,9 @@ func TestCallbackArguments(t *testing.T) {
 	cb := must(HyperParamFunc(opt, "learning_rate", lr)).of(t)
 	ok(t, cb.Close())
 	for _, mk := range []func() (*Callback, error){
-		func() (*Callback, error) { return StatMonitorParam(opt, "learning_rate", "val", StatMonitorOptions{}) },
+		func() (*Callback, error) { return StatMonitorParam(opt, "learning_rate", "val", nil) },
 		func() (*Callback, error) { return HumanHyperParam(opt, "learning_rate", "lr.txt") },
-		func() (*Callback, error) { return EarlyStopping("val", EarlyStoppingOptions{}) },
+		func() (*Callback, error) { return EarlyStopping("val", nil) },
 		func() (*Callback, error) { return TerminateOnNaN() },
 		func() (*Callback, error) { return ThroughputTracker(0) },
 		func() (*Callback, error) { return StepWatchdog(time.Second) },

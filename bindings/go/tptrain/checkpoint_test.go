@@ -41,13 +41,13 @@ func (s *stepCounter) RestoreState(b []byte) error {
 }
 
 func (s *stepCounter) callback(t *testing.T) *Callback {
-	return must(NewStatefulCallback("counter", EventTriggerStep, false, func(ctx *Context, _ Event, _ *Record) error {
+	return must(NewCallback("counter", EventTriggerStep, &CallbackOptions{AllWorkers: true, State: s}, func(ctx *Context, _ Event, _ *Record) error {
 		s.seen++
 		if ctx.GlobalStep() == s.stopAt {
 			ctx.RequestStop()
 		}
 		return nil
-	}, s)).of(t)
+	})).of(t)
 }
 
 func trainRegression(t *testing.T, opts *TrainerOptions, resume string, cbs ...*Callback) (*Model, *Trainer) {
@@ -91,7 +91,7 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 	dir := t.TempDir()
 	ok(t, ManualSeed(3))
 	counter := &stepCounter{stopAt: 8}
-	saver := must(ModelSaver(ModelSaverOptions{EveryKSteps: 3})).of(t)
+	saver := must(ModelSaver(&ModelSaverOptions{EveryKSteps: 3})).of(t)
 	_, tr := trainRegression(t, checkpointOptions(dir, 3), "", counter.callback(t), saver)
 	if r, _ := tr.StopReason(); r != "tpt_trainer_request_stop" {
 		t.Fatalf("stop reason %q", r)
@@ -105,7 +105,7 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 	ok(t, ManualSeed(77)) // the random state comes from the checkpoint
 	counter2 := &stepCounter{seen: 1000, stopAt: -1}
 	m, tr := trainRegression(t, checkpointOptions(dir, 3), dir, counter2.callback(t))
-	if gs := must(tr.GlobalStep()).of(t); gs != 15 {
+	if gs := tr.GlobalStep(); gs != 15 {
 		t.Fatalf("global step %d", gs)
 	}
 	if counter2.seen != 15 {
@@ -114,7 +114,7 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 	if from := tr.ResumedFrom(); from != filepath.Join(dir, "model-8") {
 		t.Fatalf("ResumedFrom() = %q, want the directory's latest checkpoint", from)
 	}
-	if spe := must(tr.StepsPerEpoch()).of(t); spe != 5 {
+	if spe := tr.StepsPerEpoch(); spe != 5 {
 		t.Fatalf("StepsPerEpoch() = %d, want the options' 5", spe)
 	}
 	if got := weightsOf(t, m); !reflect.DeepEqual(got, want) {
@@ -128,9 +128,9 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 	// run above had no saver).
 	opts := checkpointOptions(dir, 3)
 	opts.AutoResume = true
-	saver = must(ModelSaver(ModelSaverOptions{EveryKSteps: 3})).of(t)
+	saver = must(ModelSaver(&ModelSaverOptions{EveryKSteps: 3})).of(t)
 	m, tr = trainRegression(t, opts, "", saver)
-	if gs := must(tr.GlobalStep()).of(t); gs != 15 || !reflect.DeepEqual(weightsOf(t, m), want) {
+	if gs := tr.GlobalStep(); gs != 15 || !reflect.DeepEqual(weightsOf(t, m), want) {
 		t.Fatalf("auto-resume: global step %d", gs)
 	}
 	if from := tr.ResumedFrom(); from != filepath.Join(dir, "model-8") { // the latest checkpoint
@@ -145,11 +145,11 @@ func TestResumeMidEpochEqualsUninterrupted(t *testing.T) {
 func TestMinSaverAndRestore(t *testing.T) {
 	dir := t.TempDir()
 	vals := []float64{0, 2, 1, 3}
-	put := must(NewCallback("val", EventTriggerEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+	put := must(NewCallback("val", EventTriggerEpoch, nil, func(ctx *Context, _ Event, _ *Record) error {
 		return ctx.PutScalar("val", vals[ctx.EpochNum()])
 	})).of(t)
-	saver := must(ModelSaver(ModelSaverOptions{})).of(t)
-	best := must(MinSaver("val", BestSaverOptions{})).of(t)
+	saver := must(ModelSaver(nil)).of(t)
+	best := must(MinSaver("val", nil)).of(t)
 	_, tr := trainRegression(t, checkpointOptions(dir, 3), "", saver, put, best)
 	if _, err := os.Stat(filepath.Join(dir, "min-val")); err != nil {
 		t.Fatal(err)
@@ -161,11 +161,11 @@ func TestMinSaverAndRestore(t *testing.T) {
 	wantError(t, err, CodeNotFound, "no MinSaver or MaxSaver of 'loss'")
 
 	other := newRegressionModel(t, &regression{}) // not built: Restore builds it
-	if n := must(other.Restore(filepath.Join(dir, "min-val"), RestoreOptions{})).of(t); n != 2 {
+	if n := must(other.Restore(filepath.Join(dir, "min-val"), nil)).of(t); n != 2 {
 		t.Fatalf("restored %d variables", n)
 	}
 	before := weightsOf(t, other)
-	_, err = other.Restore(dir, RestoreOptions{Prefix: "tower1/"})
+	_, err = other.Restore(dir, &RestoreOptions{Prefix: "tower1/"})
 	var e *Error
 	if !errors.As(err, &e) || e.Code != CodeInvalidArgument || !strings.Contains(e.Message, "missing from the file: W (as 'tower1/W')") {
 		t.Fatalf("got %v", err)
@@ -173,10 +173,10 @@ func TestMinSaverAndRestore(t *testing.T) {
 	if !reflect.DeepEqual(weightsOf(t, other), before) {
 		t.Fatal("a failed restore changed the model")
 	}
-	if n := must(other.Restore(dir, RestoreOptions{NameMap: map[string]string{"W": "W", "b": "b"}})).of(t); n != 2 {
+	if n := must(other.Restore(dir, &RestoreOptions{NameMap: map[string]string{"W": "W", "b": "b"}})).of(t); n != 2 {
 		t.Fatalf("restored %d variables", n)
 	}
-	if _, err := other.Restore(filepath.Join(dir, "nothing"), RestoreOptions{}); !errors.As(err, &e) || e.Code != CodeIO {
+	if _, err := other.Restore(filepath.Join(dir, "nothing"), nil); !errors.As(err, &e) || e.Code != CodeIO {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -186,31 +186,31 @@ func TestMinSaverAndRestore(t *testing.T) {
 // test is not parallel, and puts the default back).
 func TestCheckpointReadLimit(t *testing.T) {
 	dir := t.TempDir()
-	saver := must(ModelSaver(ModelSaverOptions{})).of(t)
+	saver := must(ModelSaver(nil)).of(t)
 	trainRegression(t, checkpointOptions(dir, 1), "", saver)
 	m := newRegressionModel(t, &regression{})
 	ok(t, m.Build())
 	defer func() { ok(t, SetCheckpointReadLimit(256<<20)) }()
 	ok(t, SetCheckpointReadLimit(0))
 	var e *Error
-	if _, err := m.Restore(dir, RestoreOptions{}); !errors.As(err, &e) || e.Code != CodeInvalidArgument || !strings.Contains(e.Message, "read limit") {
+	if _, err := m.Restore(dir, nil); !errors.As(err, &e) || e.Code != CodeInvalidArgument || !strings.Contains(e.Message, "read limit") {
 		t.Fatalf("got %v", err)
 	}
 	if err := SetCheckpointReadLimit(1 << 63); !errors.As(err, &e) || e.Code != CodeInvalidArgument {
 		t.Fatalf("got %v", err)
 	}
 	ok(t, SetCheckpointReadLimit(256<<20))
-	if n := must(m.Restore(dir, RestoreOptions{})).of(t); n != 2 {
+	if n := must(m.Restore(dir, nil)).of(t); n != 2 {
 		t.Fatalf("restored %d variables", n)
 	}
 }
 
 func TestCheckpointErrors(t *testing.T) {
 	var e *Error
-	if _, err := ModelSaver(ModelSaverOptions{NoEpochSaves: true}); !errors.As(err, &e) || !strings.Contains(e.Message, "never save") {
+	if _, err := ModelSaver(&ModelSaverOptions{EveryKEpochs: Never}); !errors.As(err, &e) || !strings.Contains(e.Message, "never save") {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := MaxSaver("acc", BestSaverOptions{Filename: "a/b"}); err == nil {
+	if _, err := MaxSaver("acc", &BestSaverOptions{Filename: "a/b"}); err == nil {
 		t.Fatal("a file name with a slash was taken")
 	}
 	tr := must(NewTrainer(&TrainerOptions{StepsPerEpoch: 1})).of(t)
@@ -218,18 +218,15 @@ func TestCheckpointErrors(t *testing.T) {
 	if err := tr.Resume("/nonexistent/model-1"); !errors.As(err, &e) || e.Code != CodeIO {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := NewStatefulCallback("x", EventTrigger, false, func(*Context, Event, *Record) error { return nil }, nil); err == nil {
-		t.Fatal("a nil state was taken")
-	}
 }
 
 func TestScheduledHyperParam(t *testing.T) {
 	m := newRegressionModel(t, &regression{})
 	opt := setOptimizer(t, m, "sgd", 0.5)
 	sched := must(ScheduledHyperParam(opt, "learning_rate",
-		[]SchedulePoint{{At: 2, Value: 0.25}, {At: 0, Value: 0.125}}, ScheduleOptions{})).of(t)
+		[]SchedulePoint{{At: 2, Value: 0.25}, {At: 0, Value: 0.125}}, nil)).of(t)
 	seen := map[int64]float64{}
-	read := must(NewCallback("read", EventBeforeEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+	read := must(NewCallback("read", EventBeforeEpoch, nil, func(ctx *Context, _ Event, _ *Record) error {
 		o, err := ctx.Optimizer()
 		if err != nil {
 			return err
@@ -248,7 +245,7 @@ func TestScheduledHyperParam(t *testing.T) {
 	if want := map[int64]float64{1: 0.125, 2: 0.125, 3: 0.25}; !reflect.DeepEqual(seen, want) {
 		t.Fatalf("learning rate by epoch %v, want %v", seen, want)
 	}
-	if _, err := ScheduledHyperParam(opt, "lr", []SchedulePoint{{1, 0.1}}, ScheduleOptions{}); err == nil {
+	if _, err := ScheduledHyperParam(opt, "lr", []SchedulePoint{{1, 0.1}}, nil); err == nil {
 		t.Fatal("an unknown hyper-parameter was taken")
 	}
 }
@@ -262,12 +259,12 @@ func TestStoppedRunStaysStopped(t *testing.T) {
 	dir := t.TempDir()
 	vals := []float64{0, 0.5, 0.4, 0.45, 0.9, 0.9, 0.9}
 	run := func(continueStopped bool) (*Trainer, error) {
-		put := must(NewCallback("val", EventTriggerEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+		put := must(NewCallback("val", EventTriggerEpoch, nil, func(ctx *Context, _ Event, _ *Record) error {
 			return ctx.PutScalar("val", vals[ctx.EpochNum()])
 		})).of(t)
-		early := must(EarlyStopping("val", EarlyStoppingOptions{Patience: 2, Maximize: true})).of(t)
-		best := must(MaxSaver("val", BestSaverOptions{})).of(t)
-		saver := must(ModelSaver(ModelSaverOptions{})).of(t)
+		early := must(EarlyStopping("val", &EarlyStoppingOptions{Patience: 2, Maximize: true})).of(t)
+		best := must(MaxSaver("val", nil)).of(t)
+		saver := must(ModelSaver(nil)).of(t)
 		opts := checkpointOptions(dir, 5)
 		opts.AutoResume, opts.ContinueStopped = true, continueStopped
 		m := newRegressionModel(t, &regression{})
@@ -283,7 +280,7 @@ func TestStoppedRunStaysStopped(t *testing.T) {
 	tr, err := run(false)
 	ok(t, err)
 	reason, stopped := tr.StopReason()
-	if gs := must(tr.GlobalStep()).of(t); gs != 15 || !stopped || !strings.Contains(reason, "EarlyStopping: val has not risen above its best, 0.5") {
+	if gs := tr.GlobalStep(); gs != 15 || !stopped || !strings.Contains(reason, "EarlyStopping: val has not risen above its best, 0.5") {
 		t.Fatalf("first run: global step %d, stop reason %q", gs, reason)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "model-15")); err != nil { // the stopping epoch was saved
@@ -291,24 +288,24 @@ func TestStoppedRunStaysStopped(t *testing.T) {
 	}
 	tr, err = run(false)
 	ok(t, err)
-	if r, _ := tr.StopReason(); must(tr.GlobalStep()).of(t) != 15 || r != reason {
-		t.Fatalf("rerun: global step %d, stop reason %q, want 15 and %q", must(tr.GlobalStep()).of(t), r, reason)
+	if r, _ := tr.StopReason(); tr.GlobalStep() != 15 || r != reason {
+		t.Fatalf("rerun: global step %d, stop reason %q, want 15 and %q", tr.GlobalStep(), r, reason)
 	}
 	if from := tr.ResumedFrom(); from != filepath.Join(dir, "model-15") {
 		t.Fatalf("ResumedFrom() = %q", from)
 	}
 	tr, err = run(true)
 	ok(t, err)
-	if r, stopped := tr.StopReason(); must(tr.GlobalStep()).of(t) != 25 || stopped {
-		t.Fatalf("continued: global step %d, stop reason %q", must(tr.GlobalStep()).of(t), r)
+	if r, stopped := tr.StopReason(); tr.GlobalStep() != 25 || stopped {
+		t.Fatalf("continued: global step %d, stop reason %q", tr.GlobalStep(), r)
 	}
 	if p, err := tr.BestCheckpoint("val"); err != nil || p != filepath.Join(dir, "max-val") {
 		t.Fatalf("BestCheckpoint(\"val\") = %q, %v", p, err)
 	}
 
 	// A misspelt watched name fails the run at the first epoch's end.
-	typo := must(EarlyStopping("vall", EarlyStoppingOptions{})).of(t)
-	put := must(NewCallback("val", EventTriggerEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+	typo := must(EarlyStopping("vall", nil)).of(t)
+	put := must(NewCallback("val", EventTriggerEpoch, nil, func(ctx *Context, _ Event, _ *Record) error {
 		return ctx.PutScalar("val", 1)
 	})).of(t)
 	m := newRegressionModel(t, &regression{})
@@ -328,11 +325,11 @@ func TestStoppedRunStaysStopped(t *testing.T) {
 func TestPredictorFromTheBestCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	vals := []float64{0, 1, 2, 3} // the best (lowest): epoch 1
-	put := must(NewCallback("val", EventTriggerEpoch, false, func(ctx *Context, _ Event, _ *Record) error {
+	put := must(NewCallback("val", EventTriggerEpoch, nil, func(ctx *Context, _ Event, _ *Record) error {
 		return ctx.PutScalar("val", vals[ctx.EpochNum()])
 	})).of(t)
-	best := must(MinSaver("val", BestSaverOptions{})).of(t)
-	saver := must(ModelSaver(ModelSaverOptions{})).of(t)
+	best := must(MinSaver("val", nil)).of(t)
+	saver := must(ModelSaver(nil)).of(t)
 	last, tr := trainRegression(t, checkpointOptions(dir, 3), "", best, saver, put)
 	path := must(tr.BestCheckpoint("val")).of(t)
 
@@ -347,7 +344,7 @@ func TestPredictorFromTheBestCheckpoint(t *testing.T) {
 		return must(outs[0].Float32s()).of(t)
 	}
 	ref := newRegressionModel(t, &regression{})
-	must(ref.Restore(path, RestoreOptions{})).of(t)
+	must(ref.Restore(path, nil)).of(t)
 	want := infer(ref)
 	if reflect.DeepEqual(want, infer(last)) {
 		t.Fatal("the best checkpoint (epoch 1) predicts as the last")

@@ -123,7 +123,7 @@ func newGANInputBatch(t *testing.T, batch int64) *Input {
 		defer x.Close()
 		ts = append(ts, x)
 	}
-	in := must(InputFromTensors(ts, batch, false, 0)).of(t)
+	in := must(InputFromTensors(ts, batch, Sequential, 0)).of(t)
 	t.Cleanup(func() { in.Close() }) // a no-op once a trainer has taken it
 	return in
 }
@@ -157,7 +157,7 @@ type ganWatch struct {
 
 func (w *ganWatch) add(t *testing.T, tr *Trainer) {
 	t.Helper()
-	ok(t, tr.AddCallback(must(NewCallback("watch", EventBeforeTrain|EventBeforeRun|EventAfterRun, false,
+	ok(t, tr.AddCallback(must(NewCallback("watch", EventBeforeTrain|EventBeforeRun|EventAfterRun, nil,
 		func(ctx *Context, e Event, _ *Record) error {
 			switch e {
 			case EventBeforeRun:
@@ -192,7 +192,7 @@ func TestGANTrainerUpdatesBothNetsEveryStep(t *testing.T) {
 	w := &ganWatch{m: m}
 	w.add(t, tr)
 	ok(t, tr.Run())
-	if gs := must(tr.GlobalStep()).of(t); gs != 6 || w.beforeRuns != 6 {
+	if gs := tr.GlobalStep(); gs != 6 || w.beforeRuns != 6 {
 		t.Errorf("global step %d, %d BEFORE_RUNs; want 6 and 6", gs, w.beforeRuns)
 	}
 	if got := w.runs.String(); got != "BBBBBB" {
@@ -251,7 +251,7 @@ func TestSeparateGANTrainerFollowsThePeriods(t *testing.T) {
 			if got := w.runs.String(); got != wantRuns {
 				t.Errorf("runs %q, want %q", got, wantRuns)
 			}
-			if gs := must(tr.GlobalStep()).of(t); gs != wantGS || int64(w.beforeRuns) != wantGS {
+			if gs := tr.GlobalStep(); gs != wantGS || int64(w.beforeRuns) != wantGS {
 				t.Errorf("global step %d, %d BEFORE_RUNs; want %d", gs, w.beforeRuns, wantGS)
 			}
 		})
@@ -292,7 +292,7 @@ func TestCustomRunStepRawAndHookedRuns(t *testing.T) {
 	w := &ganWatch{m: m}
 	w.add(t, tr)
 	ok(t, tr.Run())
-	if gs := must(tr.GlobalStep()).of(t); gs != 5 || w.beforeRuns != 5 || runSteps != 5 {
+	if gs := tr.GlobalStep(); gs != 5 || w.beforeRuns != 5 || runSteps != 5 {
 		t.Errorf("global step %d, %d BEFORE_RUNs, %d run_steps; want 5 each", gs, w.beforeRuns, runSteps)
 	}
 	if got := w.runs.String(); got != "BBBBB" {
@@ -346,7 +346,7 @@ func ganRun(t *testing.T, dir string, steps, resume int64) [4]float64 {
 		Quiet: true, Progress: ProgressOff})).of(t)
 	defer tr.Close()
 	ok(t, tr.SetGAN(m, newGANInput(t), nil))
-	ok(t, tr.AddCallback(must(ModelSaver(ModelSaverOptions{EveryKSteps: 3, KeepAll: true})).of(t)))
+	ok(t, tr.AddCallback(must(ModelSaver(&ModelSaverOptions{EveryKSteps: 3, MaxToKeep: Unlimited})).of(t)))
 	if resume > 0 {
 		ok(t, tr.Resume(fmt.Sprintf("%s/model-%d", dir, resume)))
 	}
@@ -448,7 +448,7 @@ func TestCustomRunStepErrorsComeBackUnchanged(t *testing.T) {
 		for _, want := range []error{cbErr, Stop("enough")} {
 			tr := ganTrainer(t, 4)
 			ok(t, tr.SetGAN(m, newGANInput(t), nil))
-			ok(t, tr.AddCallback(must(NewCallback("after", EventAfterRun, false, func(ctx *Context, _ Event, _ *Record) error {
+			ok(t, tr.AddCallback(must(NewCallback("after", EventAfterRun, nil, func(ctx *Context, _ Event, _ *Record) error {
 				if ctx.GlobalStep() == 2 {
 					return want
 				}
@@ -531,7 +531,7 @@ func TestTrainOpErrors(t *testing.T) {
 	tr = ganTrainer(t, 2)
 	ok(t, tr.SetGAN(m, newGANInput(t), nil))
 	var outside error
-	ok(t, tr.AddCallback(must(NewCallback("early", EventBeforeTrain, false, func(ctx *Context, _ Event, _ *Record) error {
+	ok(t, tr.AddCallback(must(NewCallback("early", EventBeforeTrain, nil, func(ctx *Context, _ Event, _ *Record) error {
 		outside = ctx.RunTrainOpsRaw("d_op")
 		return nil
 	})).of(t)))
@@ -613,7 +613,7 @@ func ganVars(t *testing.T, m *Model) [][]float32 {
 func snapshotAtStart(t *testing.T, tr *Trainer, m *Model) *[][]float32 {
 	t.Helper()
 	var at [][]float32
-	ok(t, tr.AddCallback(must(NewCallback("snapshot", EventBeforeTrain, false, func(*Context, Event, *Record) error {
+	ok(t, tr.AddCallback(must(NewCallback("snapshot", EventBeforeTrain, nil, func(*Context, Event, *Record) error {
 		at = ganVars(t, m)
 		return nil
 	})).of(t)))
@@ -659,7 +659,7 @@ func TestSetTrainOpsTrainsOnlyTheirVariables(t *testing.T) {
 			w := &ganWatch{m: m}
 			w.add(t, tr)
 			ok(t, tr.Run())
-			if gs := must(tr.GlobalStep()).of(t); gs != 4 || w.beforeRuns != 4 {
+			if gs := tr.GlobalStep(); gs != 4 || w.beforeRuns != 4 {
 				t.Errorf("global step %d, %d BEFORE_RUNs; want 4 and 4 (one hooked run per step)", gs, w.beforeRuns)
 			}
 			if got := w.runs.String(); got != "DDDD" {
@@ -712,7 +712,7 @@ func TestSetTrainOpsErrors(t *testing.T) {
 	// the failed calls changed nothing
 	ok(t, tr.SetTrainOps("g_op", "d_op"))
 	ok(t, tr.Run())
-	if gs := must(tr.GlobalStep()).of(t); gs != 2 {
+	if gs := tr.GlobalStep(); gs != 2 {
 		t.Errorf("global step %d, want 2", gs)
 	}
 	wantError(t, tr.SetTrainOps("d_op"), CodeState, "the trainer has already run")
@@ -754,7 +754,7 @@ func TestGANTrainerWithTowers(t *testing.T) {
 			w := &ganWatch{m: m}
 			w.add(t, tr)
 			ok(t, tr.Run())
-			if gs := must(tr.GlobalStep()).of(t); gs != 4 || w.beforeRuns != 4 {
+			if gs := tr.GlobalStep(); gs != 4 || w.beforeRuns != 4 {
 				t.Errorf("global step %d, %d BEFORE_RUNs; want 4 and 4", gs, w.beforeRuns)
 			}
 			if got := w.runs.String(); got != "BBBB" {
@@ -788,7 +788,7 @@ func TestGANTrainerWithTowers(t *testing.T) {
 		if got := w.runs.String(); got != wantRuns {
 			t.Errorf("runs %q, want %q", got, wantRuns)
 		}
-		if gs := must(tr.GlobalStep()).of(t); gs != wantGS {
+		if gs := tr.GlobalStep(); gs != wantGS {
 			t.Errorf("global step %d, want %d", gs, wantGS)
 		}
 	})

@@ -479,11 +479,39 @@ type sizedFuncSource struct {
 func (s sizedFuncSource) Next() ([]*Tensor, error) { return s.next() }
 func (s sizedFuncSource) Size() int64              { return s.size }
 
+// Order is whether a dataflow gives its datapoints in order or reshuffled
+// every pass (from the pipeline's seeded generator). The zero value is
+// Sequential.
+type Order int32
+
+// The orders of DataFlowFromTensors, DataFlowFromIDX, DataFlowMNIST,
+// DataFlowFromFiles, DataFlow.Cache and InputFromTensors.
+const (
+	Sequential Order = iota // in order, the same every pass
+	Shuffled                // reshuffled every pass
+)
+
+// shuffle is o as the C functions' shuffle flag; who names the caller in
+// the error for a value outside the enum.
+func (o Order) shuffle(who string) (C.int32_t, error) {
+	switch o {
+	case Sequential:
+		return 0, nil
+	case Shuffled:
+		return 1, nil
+	}
+	return 0, &Error{Code: CodeInvalidArgument, Message: who + ": the order must be Sequential or Shuffled, got " + strconv.Itoa(int(o))}
+}
+
 // DataFlowFromTensors makes a dataflow of the rows (dimension 0) of
 // in-memory tensors: datapoint i is (tensors[0][i], tensors[1][i], ...), in
 // order or reshuffled every pass (tpt_dataflow_from_tensors). The tensors
 // are shared, not copied (the caller may Close them).
-func DataFlowFromTensors(tensors []*Tensor, shuffle bool) (*DataFlow, error) {
+func DataFlowFromTensors(tensors []*Tensor, order Order) (*DataFlow, error) {
+	shuffle, err := order.shuffle("DataFlowFromTensors")
+	if err != nil {
+		return nil, err
+	}
 	ptrs, unlock, err := lockTensors(tensors, false, func(i int) string { return "DataFlowFromTensors: tensors[" + strconv.Itoa(i) + "]" })
 	if err != nil {
 		return nil, err
@@ -494,7 +522,7 @@ func DataFlowFromTensors(tensors []*Tensor, shuffle bool) (*DataFlow, error) {
 		first = &ptrs[0]
 	}
 	var out *C.tpt_dataflow
-	if err := statusError(C.tpt_dataflow_from_tensors(&out, first, C.size_t(len(ptrs)), cBool(shuffle))); err != nil {
+	if err := statusError(C.tpt_dataflow_from_tensors(&out, first, C.size_t(len(ptrs)), shuffle)); err != nil {
 		return nil, err
 	}
 	return newDataFlow(out, nil), nil
@@ -512,11 +540,15 @@ func firstString(cs []*C.char) **C.char {
 // paths[0], row i of paths[1], ...) in the files' element types
 // (tpt_dataflow_from_idx). The files are read now; a missing, truncated or
 // malformed file is an *Error of CodeIO or CodeInvalidArgument naming it.
-func DataFlowFromIDX(paths []string, shuffle bool) (*DataFlow, error) {
+func DataFlowFromIDX(paths []string, order Order) (*DataFlow, error) {
+	shuffle, err := order.shuffle("DataFlowFromIDX")
+	if err != nil {
+		return nil, err
+	}
 	cs, free := cStrings(paths)
 	defer free()
 	var out *C.tpt_dataflow
-	if err := statusError(C.tpt_dataflow_from_idx(&out, firstString(cs), C.size_t(len(cs)), cBool(shuffle))); err != nil {
+	if err := statusError(C.tpt_dataflow_from_idx(&out, firstString(cs), C.size_t(len(cs)), shuffle)); err != nil {
 		return nil, err
 	}
 	return newDataFlow(out, nil), nil
@@ -525,12 +557,16 @@ func DataFlowFromIDX(paths []string, shuffle bool) (*DataFlow, error) {
 // DataFlowMNIST makes a dataflow of MNIST or Fashion-MNIST (the same files)
 // in dir, split "train" (60,000) or "test" (10,000): datapoints (image
 // float32 [1, 28, 28] in [0, 1], label int64 scalar) (tpt_dataflow_mnist).
-func DataFlowMNIST(dir, split string, shuffle bool) (*DataFlow, error) {
+func DataFlowMNIST(dir, split string, order Order) (*DataFlow, error) {
+	shuffle, err := order.shuffle("DataFlowMNIST")
+	if err != nil {
+		return nil, err
+	}
 	cdir, csplit := C.CString(dir), C.CString(split)
 	defer C.free(unsafe.Pointer(cdir))
 	defer C.free(unsafe.Pointer(csplit))
 	var out *C.tpt_dataflow
-	if err := statusError(C.tpt_dataflow_mnist(&out, cdir, csplit, cBool(shuffle))); err != nil {
+	if err := statusError(C.tpt_dataflow_mnist(&out, cdir, csplit, shuffle)); err != nil {
 		return nil, err
 	}
 	return newDataFlow(out, nil), nil
@@ -541,8 +577,12 @@ func DataFlowMNIST(dir, split string, shuffle bool) (*DataFlow, error) {
 // shuffled every pass; with threads > 0 they are decoded by that many
 // threads at once, in order, so decode must then be safe for concurrent use
 // (tpt_dataflow_from_files).
-func DataFlowFromFiles(paths []string, shuffle bool, threads int,
+func DataFlowFromFiles(paths []string, order Order, threads int,
 	decode func(dp *Datapoint, path string, index int) error) (*DataFlow, error) {
+	shuffle, err := order.shuffle("DataFlowFromFiles")
+	if err != nil {
+		return nil, err
+	}
 	if decode == nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "DataFlowFromFiles: decode is nil"}
 	}
@@ -551,22 +591,39 @@ func DataFlowFromFiles(paths []string, shuffle bool, threads int,
 	h, st := newFunc(&dataflowFunc{where: "decode function", decode: decode})
 	var out *C.tpt_dataflow
 	// The library copies the paths and deletes h (also when this fails).
-	s := C.tptgo_dataflow_from_files(&out, firstString(cs), C.size_t(len(cs)), cBool(shuffle), C.int32_t(threads), C.uintptr_t(h))
+	s := C.tptgo_dataflow_from_files(&out, firstString(cs), C.size_t(len(cs)), shuffle, C.int32_t(threads), C.uintptr_t(h))
 	if err := statusError(s); err != nil {
 		return nil, err
 	}
 	return newDataFlow(out, []*stash{st}), nil
 }
 
+// FakeOptions are the options of DataFlowFake; nil or the zero value is
+// tensorpack's FakeData defaults: a new random datapoint every time, uniform
+// in [0, 1).
+type FakeOptions struct {
+	// Constant repeats one datapoint (tensorpack's random=False).
+	Constant bool
+	// Low and High bound the values, [Low, High) (integers rounded down);
+	// both 0 means [0, 1).
+	Low, High float64
+}
+
 // DataFlowFake makes size datapoints per pass of the given shapes and dtypes
-// (names are ignored; no -1), for benchmarks: uniform in [low, high), new
-// every datapoint when random, else one constant datapoint repeated
-// (tpt_dataflow_fake).
-func DataFlowFake(components []InputSpec, size int64, random bool, low, high float64) (*DataFlow, error) {
+// (names are ignored; no -1), for benchmarks (tpt_dataflow_fake); o nil
+// means the defaults (FakeOptions).
+func DataFlowFake(components []InputSpec, size int64, o *FakeOptions) (*DataFlow, error) {
+	if o == nil {
+		o = &FakeOptions{}
+	}
+	low, high := o.Low, o.High
+	if low == 0 && high == 0 {
+		high = 1
+	}
 	specs, n, free := cSpecs(components)
 	defer free()
 	var out *C.tpt_dataflow
-	st := C.tpt_dataflow_fake(&out, specs, n, C.int64_t(size), cBool(random), C.double(low), C.double(high))
+	st := C.tpt_dataflow_fake(&out, specs, n, C.int64_t(size), cBool(!o.Constant), C.double(low), C.double(high))
 	if err := statusError(st); err != nil {
 		return nil, err
 	}
@@ -596,12 +653,26 @@ func (df *DataFlow) derive(who string, call func(in *C.tpt_dataflow, out **C.tpt
 	return newDataFlow(out, stashes), nil
 }
 
+// Remainder is what Batch does with the datapoints at the end of a pass
+// that do not fill a batch. The zero value is DropRemainder.
+type Remainder int32
+
+// The remainders of Batch.
+const (
+	DropRemainder Remainder = iota // dropped (tensorpack's remainder=False, PyTorch's drop_last=True)
+	KeepRemainder                  // emitted as a shorter last batch
+)
+
 // Batch stacks batchSize datapoints into one along a new dimension 0 (each
-// component; shapes and dtypes must agree); a short last batch is dropped,
-// or emitted when remainder (tpt_dataflow_batch).
-func (df *DataFlow) Batch(batchSize int64, remainder bool) (*DataFlow, error) {
+// component; shapes and dtypes must agree); a short last batch is dropped
+// or kept as r says (tpt_dataflow_batch).
+func (df *DataFlow) Batch(batchSize int64, r Remainder) (*DataFlow, error) {
+	if r != DropRemainder && r != KeepRemainder {
+		return nil, &Error{Code: CodeInvalidArgument,
+			Message: "DataFlow.Batch: the remainder must be DropRemainder or KeepRemainder, got " + strconv.Itoa(int(r))}
+	}
 	return df.derive("Batch", func(in *C.tpt_dataflow, out **C.tpt_dataflow) (*C.tpt_status, *stash) {
-		return C.tpt_dataflow_batch(out, in, C.int64_t(batchSize), cBool(remainder)), nil
+		return C.tpt_dataflow_batch(out, in, C.int64_t(batchSize), cBool(r == KeepRemainder)), nil
 	})
 }
 
@@ -690,11 +761,15 @@ func (df *DataFlow) LocalShuffle(bufferSize, nReuse int64) (*DataFlow, error) {
 	})
 }
 
-// Cache keeps the first pass of df in memory and replays it, reshuffled
-// every pass when shuffle (tensorpack's CacheData; tpt_dataflow_cache).
-func (df *DataFlow) Cache(shuffle bool) (*DataFlow, error) {
+// Cache keeps the first pass of df in memory and replays it, in order or
+// reshuffled every pass (tensorpack's CacheData; tpt_dataflow_cache).
+func (df *DataFlow) Cache(order Order) (*DataFlow, error) {
+	shuffle, err := order.shuffle("DataFlow.Cache")
+	if err != nil {
+		return nil, err
+	}
 	return df.derive("Cache", func(in *C.tpt_dataflow, out **C.tpt_dataflow) (*C.tpt_status, *stash) {
-		return C.tpt_dataflow_cache(out, in, cBool(shuffle)), nil
+		return C.tpt_dataflow_cache(out, in, shuffle), nil
 	})
 }
 
@@ -706,12 +781,26 @@ func (df *DataFlow) Repeat(n int64) (*DataFlow, error) {
 	})
 }
 
+// InnerState is where FixedSize's next pass starts in the dataflow it
+// reads. The zero value is KeepInnerState.
+type InnerState int32
+
+// The states of FixedSize.
+const (
+	KeepInnerState  InnerState = iota // where the last pass stopped (tensorpack's keep_state=True)
+	ResetInnerState                   // at the start of a new pass of it
+)
+
 // FixedSize makes exactly size datapoints per pass, restarting df when it
-// ends; with keepState the next pass goes on where this one stopped
-// (tpt_dataflow_fixed_size).
-func (df *DataFlow) FixedSize(size int64, keepState bool) (*DataFlow, error) {
+// ends; the next pass goes on where this one stopped, or starts df over,
+// as s says (tpt_dataflow_fixed_size).
+func (df *DataFlow) FixedSize(size int64, s InnerState) (*DataFlow, error) {
+	if s != KeepInnerState && s != ResetInnerState {
+		return nil, &Error{Code: CodeInvalidArgument,
+			Message: "DataFlow.FixedSize: the state must be KeepInnerState or ResetInnerState, got " + strconv.Itoa(int(s))}
+	}
 	return df.derive("FixedSize", func(in *C.tpt_dataflow, out **C.tpt_dataflow) (*C.tpt_status, *stash) {
-		return C.tpt_dataflow_fixed_size(out, in, C.int64_t(size), cBool(keepState)), nil
+		return C.tpt_dataflow_fixed_size(out, in, C.int64_t(size), cBool(s == KeepInnerState)), nil
 	})
 }
 

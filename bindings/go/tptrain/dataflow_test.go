@@ -210,7 +210,7 @@ func TestDataFlowFromSource(t *testing.T) {
 	if srcA.seeds[0] != srcB.seeds[0] || srcB.seeds[0] == srcB.seeds[1] {
 		t.Errorf("seeds %v and %v", srcA.seeds, srcB.seeds)
 	}
-	batched := closeDF(t, must(a.Batch(2, false)).of(t))
+	batched := closeDF(t, must(a.Batch(2, DropRemainder)).of(t))
 	if n, _ := batched.Size(); n != 2 {
 		t.Errorf("batched Size() = %d", n)
 	}
@@ -222,7 +222,7 @@ func TestDataFlowSources(t *testing.T) {
 	defer x.Close()
 	y := rowsT(t, 3)
 	defer y.Close()
-	df := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, y}, false)).of(t))
+	df := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, y}, Sequential)).of(t))
 	first := must(df.Next()).of(t)
 	if got := must(first[0].Float32s()).of(t); !reflect.DeepEqual(got, []float32{0, 1}) {
 		t.Errorf("row 0 = %v", got)
@@ -231,13 +231,13 @@ func TestDataFlowSources(t *testing.T) {
 	closeAll(first)
 	four := rowsT(t, 4)
 	defer four.Close()
-	_, err := DataFlowFromTensors([]*Tensor{x, four}, false)
+	_, err := DataFlowFromTensors([]*Tensor{x, four}, Sequential)
 	wantError(t, err, CodeInvalidArgument, "rows")
 
 	fake := closeDF(t, must(DataFlowFake([]InputSpec{
 		{Name: "img", DType: DTypeFloat32, Shape: []int64{2, 3}},
 		{Name: "label", DType: DTypeInt64, Shape: []int64{}},
-	}, 5, true, 0, 4)).of(t))
+	}, 5, &FakeOptions{Low: 0, High: 4})).of(t))
 	n := 0
 	ok(t, fake.Iterate(func(c []*Tensor) error {
 		n++
@@ -260,7 +260,7 @@ func TestDataFlowSources(t *testing.T) {
 		paths = append(paths, p)
 	}
 	for _, threads := range []int{0, 2} {
-		df := closeDF(t, must(DataFlowFromFiles(paths, false, threads, func(dp *Datapoint, path string, index int) error {
+		df := closeDF(t, must(DataFlowFromFiles(paths, Sequential, threads, func(dp *Datapoint, path string, index int) error {
 			b, err := os.ReadFile(path)
 			if err != nil {
 				return err
@@ -279,7 +279,7 @@ func TestDataFlowSources(t *testing.T) {
 	}
 	// A missing file: the decoder's error, the same value.
 	var readErr error
-	df = closeDF(t, must(DataFlowFromFiles([]string{filepath.Join(dir, "missing.txt")}, false, 0,
+	df = closeDF(t, must(DataFlowFromFiles([]string{filepath.Join(dir, "missing.txt")}, Sequential, 0,
 		func(dp *Datapoint, path string, index int) error {
 			_, readErr = os.ReadFile(path)
 			return readErr
@@ -287,7 +287,7 @@ func TestDataFlowSources(t *testing.T) {
 	if _, err := df.Next(); err == nil || err != readErr || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Next() = %v, want the decoder's error %v", err, readErr)
 	}
-	_, err = DataFlowFromIDX([]string{filepath.Join(dir, "nope-idx1-ubyte")}, false)
+	_, err = DataFlowFromIDX([]string{filepath.Join(dir, "nope-idx1-ubyte")}, Sequential)
 	wantError(t, err, CodeIO, "nope-idx1-ubyte")
 }
 
@@ -297,7 +297,7 @@ func TestDataFlowMNIST(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(fashionMNIST, "t10k-images-idx3-ubyte.gz")); err != nil {
 		t.Skip(fashionMNIST + " is missing")
 	}
-	test := closeDF(t, must(DataFlowMNIST(fashionMNIST, "test", false)).of(t))
+	test := closeDF(t, must(DataFlowMNIST(fashionMNIST, "test", Sequential)).of(t))
 	if n, _ := test.Size(); n != 10000 {
 		t.Errorf("test Size() = %d", n)
 	}
@@ -310,15 +310,15 @@ func TestDataFlowMNIST(t *testing.T) {
 		}
 	}
 	closeAll(first)
-	train := closeDF(t, must(DataFlowMNIST(fashionMNIST, "train", true)).of(t))
+	train := closeDF(t, must(DataFlowMNIST(fashionMNIST, "train", Shuffled)).of(t))
 	if n, _ := train.Size(); n != 60000 {
 		t.Errorf("train Size() = %d", n)
 	}
-	batched := closeDF(t, must(train.Batch(128, false)).of(t))
+	batched := closeDF(t, must(train.Batch(128, DropRemainder)).of(t))
 	if n, _ := batched.Size(); n != 468 {
 		t.Errorf("batched Size() = %d", n)
 	}
-	_, err := DataFlowMNIST(fashionMNIST, "validation", false)
+	_, err := DataFlowMNIST(fashionMNIST, "validation", Sequential)
 	wantError(t, err, CodeInvalidArgument, "validation")
 }
 
@@ -328,8 +328,8 @@ func TestDataFlowBatch(t *testing.T) {
 	defer x.Close()
 	r5 := rowsT(t, 5)
 	defer r5.Close()
-	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, r5}, false)).of(t))
-	batched := closeDF(t, must(src.Batch(2, false)).of(t))
+	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, r5}, Sequential)).of(t))
+	batched := closeDF(t, must(src.Batch(2, DropRemainder)).of(t))
 	if n, _ := batched.Size(); n != 2 {
 		t.Errorf("Size() = %d", n)
 	}
@@ -342,8 +342,8 @@ func TestDataFlowBatch(t *testing.T) {
 		t.Errorf("shapes %v", shapes)
 	}
 	// A remainder: the short batch comes last, and then the pass ends.
-	src2 := closeDF(t, must(DataFlowFromTensors([]*Tensor{r5}, false)).of(t))
-	rest := closeDF(t, must(src2.Batch(2, true)).of(t))
+	src2 := closeDF(t, must(DataFlowFromTensors([]*Tensor{r5}, Sequential)).of(t))
+	rest := closeDF(t, must(src2.Batch(2, KeepRemainder)).of(t))
 	if n, _ := rest.Size(); n != 3 {
 		t.Errorf("Size() with the remainder = %d", n)
 	}
@@ -361,7 +361,7 @@ func TestDataFlowBatch(t *testing.T) {
 		}
 	}
 	// One consumer.
-	_, err := src.Batch(2, false)
+	_, err := src.Batch(2, DropRemainder)
 	wantError(t, err, CodeInvalidArgument, "one consumer")
 	_, err = src.Next()
 	wantError(t, err, CodeInvalidArgument, "one consumer")
@@ -371,7 +371,7 @@ func TestDataFlowMap(t *testing.T) {
 	checkHandles(t)
 	r6 := rowsT(t, 6)
 	defer r6.Close()
-	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{r6}, false)).of(t))
+	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{r6}, Sequential)).of(t))
 	var lent *Datapoint
 	df := closeDF(t, must(src.Map(func(dp *Datapoint) error {
 		lent = dp
@@ -405,7 +405,7 @@ func TestDataFlowMap(t *testing.T) {
 	}
 	wantError(t, lent.Append(r6), CodeInvalidArgument, "after the function it was lent to returned")
 
-	src2 := closeDF(t, must(DataFlowFromTensors([]*Tensor{r6, r6}, false)).of(t))
+	src2 := closeDF(t, must(DataFlowFromTensors([]*Tensor{r6, r6}, Sequential)).of(t))
 	comp := closeDF(t, must(src2.MapComponent(1, func(x *Tensor) (*Tensor, error) {
 		v := int64(must(x.Item()).of(t))
 		switch v {
@@ -431,7 +431,7 @@ func TestDataFlowParallelMapOrderedStrict(t *testing.T) {
 	const n = 200
 	r := rowsT(t, n)
 	defer r.Close()
-	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{r}, false)).of(t))
+	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{r}, Sequential)).of(t))
 	var mu sync.Mutex
 	calls := []int64{}
 	var inFlight, maxInFlight atomic.Int32
@@ -508,7 +508,9 @@ func TestDataFlowCombinators(t *testing.T) {
 	checkHandles(t)
 	a, b := rowsT(t, 3), rowsT(t, 5)
 	defer closeAll([]*Tensor{a, b})
-	from := func(x *Tensor) *DataFlow { return closeDF(t, must(DataFlowFromTensors([]*Tensor{x}, false)).of(t)) }
+	from := func(x *Tensor) *DataFlow {
+		return closeDF(t, must(DataFlowFromTensors([]*Tensor{x}, Sequential)).of(t))
+	}
 	cat := closeDF(t, must(ConcatDataFlows(from(a), from(b))).of(t))
 	if got := passValues(t, cat); !reflect.DeepEqual(got, []int64{0, 1, 2, 0, 1, 2, 3, 4}) {
 		t.Errorf("concat %v", got)
@@ -533,7 +535,7 @@ func TestDataFlowCombinators(t *testing.T) {
 	if _, known := closeDF(t, must(from(a).Repeat(-1)).of(t)).Size(); known {
 		t.Error("Repeat(-1) has a size")
 	}
-	fixed := closeDF(t, must(from(a).FixedSize(4, true)).of(t))
+	fixed := closeDF(t, must(from(a).FixedSize(4, KeepInnerState)).of(t))
 	if got := passValues(t, fixed); !reflect.DeepEqual(got, []int64{0, 1, 2, 0}) {
 		t.Errorf("fixed size %v", got)
 	}
@@ -569,7 +571,7 @@ func TestDataFlowCombinators(t *testing.T) {
 		x, err := FromInt64([]int64{int64(reads % 6)})
 		return []*Tensor{x}, err
 	})).of(t))
-	cached := closeDF(t, must(src.Cache(true)).of(t))
+	cached := closeDF(t, must(src.Cache(Shuffled)).of(t))
 	ok(t, cached.SetSeed(3))
 	for pass := 0; pass < 3; pass++ {
 		got := passValues(t, cached)
@@ -620,7 +622,7 @@ func TestDataFlowAugmentDeterministic(t *testing.T) {
 		{Kind: AugmentFlip, Probability: 0.5},
 	}
 	run := func(threads int, seed uint64) [][][]byte {
-		src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, y}, true)).of(t))
+		src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, y}, Shuffled)).of(t))
 		df := closeDF(t, must(src.Augment(0, augs, threads)).of(t))
 		ok(t, df.SetSeed(seed))
 		pass := passBytes(t, df)
@@ -638,7 +640,7 @@ func TestDataFlowAugmentDeterministic(t *testing.T) {
 	if reflect.DeepEqual(run(3, 12), ref) {
 		t.Error("another seed gave the same pass")
 	}
-	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x}, false)).of(t))
+	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x}, Sequential)).of(t))
 	_, err := src.Augment(0, []Augmentor{{Kind: AugmentNormalize, Mean: []float64{0.5, 0.5}, Std: []float64{1}}}, 0)
 	wantError(t, err, CodeInvalidArgument, "Mean has 2 values, Std 1")
 }
@@ -648,9 +650,9 @@ func TestDataFlowStateRoundTrip(t *testing.T) {
 	x, y := testImages(t, 12)
 	defer closeAll([]*Tensor{x, y})
 	pipeline := func() *DataFlow {
-		src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, y}, true)).of(t))
+		src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, y}, Shuffled)).of(t))
 		aug := closeDF(t, must(src.Augment(0, []Augmentor{{Kind: AugmentFlip, Probability: 0.5}}, 2)).of(t))
-		return closeDF(t, must(aug.Batch(4, false)).of(t))
+		return closeDF(t, must(aug.Batch(4, DropRemainder)).of(t))
 	}
 	a := pipeline()
 	ok(t, a.SetSeed(99))
@@ -681,7 +683,7 @@ func TestDataFlowStateRoundTrip(t *testing.T) {
 	if got := [][][][]byte{passBytes(t, c), passBytes(t, c)}; !reflect.DeepEqual(got, rest) {
 		t.Error("the pipeline restored mid-pass does not go on after the last datapoint given")
 	}
-	other := closeDF(t, must(DataFlowFromTensors([]*Tensor{y}, true)).of(t))
+	other := closeDF(t, must(DataFlowFromTensors([]*Tensor{y}, Shuffled)).of(t))
 	wantError(t, other.SetState(state), CodeInvalidArgument, "not a state of this dataflow")
 }
 
@@ -796,7 +798,7 @@ func TestDataFlowSourceStateRoundTrip(t *testing.T) {
 	pipeline := func(src Source) *DataFlow {
 		df := closeDF(t, must(DataFlowFromSource(src)).of(t))
 		pre := closeDF(t, must(df.Prefetch(4)).of(t))
-		return closeDF(t, must(pre.Batch(3, false)).of(t))
+		return closeDF(t, must(pre.Batch(3, DropRemainder)).of(t))
 	}
 	// The source's order comes from its seed and changes every pass.
 	ref := pipeline(&shuffledRows{n: 21})
@@ -1016,7 +1018,7 @@ func TestDataFlowErrorsComeBackUnchanged(t *testing.T) {
 	checkHandles(t)
 	r := rowsT(t, 8)
 	defer r.Close()
-	src := func() *DataFlow { return closeDF(t, must(DataFlowFromTensors([]*Tensor{r}, false)).of(t)) }
+	src := func() *DataFlow { return closeDF(t, must(DataFlowFromTensors([]*Tensor{r}, Sequential)).of(t)) }
 	firstError := func(df *DataFlow) error {
 		for {
 			c, err := df.Next()
@@ -1053,7 +1055,7 @@ func TestDataFlowErrorsComeBackUnchanged(t *testing.T) {
 	}
 	stopErr := errors.New("enough")
 	n := 0
-	if err := closeDF(t, must(src().Batch(1, false)).of(t)).Iterate(func([]*Tensor) error {
+	if err := closeDF(t, must(src().Batch(1, DropRemainder)).of(t)).Iterate(func([]*Tensor) error {
 		n++
 		if n == 2 {
 			return stopErr
@@ -1099,7 +1101,7 @@ func TestDataFlowPanics(t *testing.T) {
 			closeAll(c)
 		}
 	}
-	src := func() *DataFlow { return closeDF(t, must(DataFlowFromTensors([]*Tensor{r}, false)).of(t)) }
+	src := func() *DataFlow { return closeDF(t, must(DataFlowFromTensors([]*Tensor{r}, Sequential)).of(t)) }
 	for name, df := range map[string]*DataFlow{
 		"Map":          closeDF(t, must(src().Map(panicAt2)).of(t)),
 		"ParallelMap":  closeDF(t, must(src().ParallelMap(&ParallelMapOptions{Ordered: true, Strict: true}, panicAt2)).of(t)),
@@ -1148,9 +1150,9 @@ func TestDataFlowHandlesReleased(t *testing.T) {
 		t.Errorf("%d handles live after the last Close", n)
 	}
 	// A combinator the library refuses deletes its handle at once.
-	df := must(DataFlowFromTensors([]*Tensor{r}, false)).of(t)
+	df := must(DataFlowFromTensors([]*Tensor{r}, Sequential)).of(t)
 	defer df.Close()
-	consumer := must(df.Batch(1, false)).of(t)
+	consumer := must(df.Batch(1, DropRemainder)).of(t)
 	defer consumer.Close()
 	_, err := df.Map(func(*Datapoint) error { return nil })
 	wantError(t, err, CodeInvalidArgument, "one consumer")
@@ -1160,16 +1162,16 @@ func TestDataFlowHandlesReleased(t *testing.T) {
 }
 
 // regressionDataFlow returns the dataflow of batches of 16 rows of
-// regressionData(256), shuffled when shuffle.
-func regressionDataFlow(t *testing.T, rows int, batch int64, shuffle bool) *DataFlow {
+// regressionData(256), in the order given.
+func regressionDataFlow(t *testing.T, rows int, batch int64, order Order) *DataFlow {
 	t.Helper()
 	xs, ys := regressionData(rows)
 	x := must(FromFloat32(xs, int64(rows), 3)).of(t)
 	defer x.Close()
 	y := must(FromFloat32(ys, int64(rows), 1)).of(t)
 	defer y.Close()
-	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, y}, shuffle)).of(t))
-	return closeDF(t, must(src.Batch(batch, false)).of(t))
+	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x, y}, order)).of(t))
+	return closeDF(t, must(src.Batch(batch, DropRemainder)).of(t))
 }
 
 // A config fed by a function source: with a size the trainer takes its
@@ -1204,7 +1206,7 @@ func TestTrainConfigStepsFromSizedFunc(t *testing.T) {
 	tr := must(NewTrainerFromConfig(&TrainConfig{Options: quietOptions(1, 3, -1), Model: m, DataFlow: df})).of(t)
 	defer tr.Close()
 	ok(t, tr.Run())
-	if g := must(tr.GlobalStep()).of(t); g != 12 {
+	if g := tr.GlobalStep(); g != 12 {
 		t.Errorf("GlobalStep() = %d, want 12 (3 epochs of the source's 4)", g)
 	}
 	_, err = DataFlowFromFuncSized(-1, next)
@@ -1217,8 +1219,8 @@ func TestTrainConfigDataFlow(t *testing.T) {
 	r := &regression{}
 	m := newRegressionModel(t, r)
 	setOptimizer(t, m, "sgd", 0.1)
-	train := regressionDataFlow(t, 256, 16, true)
-	test := regressionDataFlow(t, 256, 64, false)
+	train := regressionDataFlow(t, 256, 16, Shuffled)
+	test := regressionDataFlow(t, 256, 64, Sequential)
 	runner := must(NewInferenceRunner(m, test, "cost")).of(t)
 	var costs []float64
 	tr := must(NewTrainerFromConfig(&TrainConfig{
@@ -1229,7 +1231,7 @@ func TestTrainConfigDataFlow(t *testing.T) {
 	})).of(t)
 	defer tr.Close()
 	ok(t, tr.Run())
-	if g := must(tr.GlobalStep()).of(t); g != 4*16 {
+	if g := tr.GlobalStep(); g != 4*16 {
 		t.Errorf("GlobalStep() = %d, want 64 (16 steps per epoch from the dataflow)", g)
 	}
 	if n := len(history(t, tr, "cost")); n != 4 {
@@ -1254,7 +1256,7 @@ func TestTrainConfigDataFlow(t *testing.T) {
 	wantError(t, err, CodeInvalidArgument, "one consumer")
 	// Both, and neither.
 	_, err = NewTrainerFromConfig(&TrainConfig{Options: quietOptions(1, 1, -1), Model: m,
-		Input: must(InputDummy(4)).of(t), DataFlow: regressionDataFlow(t, 64, 16, false)})
+		Input: must(InputDummy(4)).of(t), DataFlow: regressionDataFlow(t, 64, 16, Sequential)})
 	wantError(t, err, CodeInvalidArgument, "")
 	_, err = NewTrainerFromConfig(&TrainConfig{Options: quietOptions(1, 1, -1), Model: m})
 	wantError(t, err, CodeInvalidArgument, "")
@@ -1265,7 +1267,7 @@ func TestTrainConfigDataFlow(t *testing.T) {
 // epoch).
 func costLog(t *testing.T, costs *[]float64) *Callback {
 	t.Helper()
-	return must(NewCallback("cost_log", EventAfterRun, true, func(ctx *Context, _ Event, _ *Record) error {
+	return must(NewCallback("cost_log", EventAfterRun, nil, func(ctx *Context, _ Event, _ *Record) error {
 		c, err := ctx.OutputScalar("cost")
 		*costs = append(*costs, c)
 		return err
@@ -1294,7 +1296,7 @@ func TestDataFlowErrorsEndTraining(t *testing.T) {
 	setOptimizer(t, m, "sgd", 0.1)
 	failing := func(kind InputKind, panics bool) *Input {
 		var step atomic.Int32
-		df := closeDF(t, must(regressionDataFlow(t, 256, 16, false).Map(func(*Datapoint) error {
+		df := closeDF(t, must(regressionDataFlow(t, 256, 16, Sequential).Map(func(*Datapoint) error {
 			if step.Add(1) == 6 {
 				if panics {
 					panic("the reader crashed")
@@ -1318,10 +1320,10 @@ func TestDataFlowErrorsEndTraining(t *testing.T) {
 		}
 	}
 	// Through a config and an inference runner too.
-	bad := closeDF(t, must(regressionDataFlow(t, 64, 16, false).Map(func(*Datapoint) error { return errCorrupt })).of(t))
+	bad := closeDF(t, must(regressionDataFlow(t, 64, 16, Sequential).Map(func(*Datapoint) error { return errCorrupt })).of(t))
 	runner := must(NewInferenceRunner(m, bad, "cost")).of(t)
 	_, err := LaunchTrain(context.Background(), &TrainConfig{Options: quietOptions(1, 2, 2), Model: m,
-		DataFlow: regressionDataFlow(t, 64, 16, false), Callbacks: []*Callback{runner}})
+		DataFlow: regressionDataFlow(t, 64, 16, Sequential), Callbacks: []*Callback{runner}})
 	if err != errCorrupt {
 		t.Errorf("LaunchTrain with a failing inference runner: %v", err)
 	}
@@ -1332,7 +1334,7 @@ func TestInputFeedStagingDummy(t *testing.T) {
 	r := &regression{}
 	m := newRegressionModel(t, r)
 	setOptimizer(t, m, "sgd", 0.1)
-	df := regressionDataFlow(t, 256, 16, false)
+	df := regressionDataFlow(t, 256, 16, Sequential)
 	in := must(InputFromDataFlow(df, &InputOptions{Kind: InputFeed, Once: true})).of(t)
 	staged := must(InputStaging(in, "")).of(t)
 	ok(t, in.Close()) // taken: Close does nothing
@@ -1342,7 +1344,7 @@ func TestInputFeedStagingDummy(t *testing.T) {
 	if reason, stopped := tr.StopReason(); !stopped || reason == "" {
 		t.Errorf("StopReason() = %q, %v", reason, stopped)
 	}
-	if g := must(tr.GlobalStep()).of(t); g != 16 {
+	if g := tr.GlobalStep(); g != 16 {
 		t.Errorf("GlobalStep() = %d, want the 16 batches of one pass", g)
 	}
 	_, err := InputStaging(must(InputDummy(4)).of(t), "gpu:7")
@@ -1350,7 +1352,7 @@ func TestInputFeedStagingDummy(t *testing.T) {
 	tr = newQuietTrainer(t, 1, 2, 3)
 	ok(t, tr.SetModel(m, must(InputDummy(8)).of(t)))
 	ok(t, tr.Run())
-	if g := must(tr.GlobalStep()).of(t); g != 6 {
+	if g := tr.GlobalStep(); g != 6 {
 		t.Errorf("GlobalStep() = %d", g)
 	}
 }
@@ -1422,7 +1424,7 @@ func TestMapSeeds(t *testing.T) {
 			mu.Unlock()
 			return err
 		}
-		src := closeDF(t, must(DataFlowFromTensors([]*Tensor{r8}, false)).of(t))
+		src := closeDF(t, must(DataFlowFromTensors([]*Tensor{r8}, Sequential)).of(t))
 		var df *DataFlow
 		if threads == 0 {
 			df = closeDF(t, must(src.Map(fn)).of(t))
@@ -1456,7 +1458,7 @@ func TestMapSeeds(t *testing.T) {
 func TestTrainConfigInputOptions(t *testing.T) {
 	m := newRegressionModel(t, &regression{})
 	setOptimizer(t, m, "sgd", 0.01)
-	df := regressionDataFlow(t, 64, 16, false)
+	df := regressionDataFlow(t, 64, 16, Sequential)
 	out, err := LaunchTrain(context.Background(), &TrainConfig{Options: quietOptions(1, 3, -1), Model: m, DataFlow: df,
 		InputOptions: &InputOptions{Capacity: 2, Once: true}})
 	ok(t, err)
@@ -1466,4 +1468,91 @@ func TestTrainConfigInputOptions(t *testing.T) {
 	_, err = NewTrainerFromConfig(&TrainConfig{Model: m, Input: regressionInput(t, 16, 64),
 		InputOptions: &InputOptions{Capacity: 2}})
 	wantError(t, err, CodeInvalidArgument, "config->input_options is set with config->input")
+}
+
+// The dataflow's choices are named values, not positional bools: each one
+// does what its name says, and a value outside its enum is refused.
+func TestDataFlowNamedChoices(t *testing.T) {
+	checkHandles(t)
+	x := rowsT(t, 5)
+	defer x.Close()
+	sizes := func(df *DataFlow) []int64 {
+		var out []int64
+		ok(t, df.Iterate(func(c []*Tensor) error {
+			shape, err := c[0].Shape()
+			if err == nil {
+				out = append(out, shape[0])
+			}
+			return err
+		}))
+		return out
+	}
+	// A dataflow has one consumer: a new source for each.
+	src := func() *DataFlow { return closeDF(t, must(DataFlowFromTensors([]*Tensor{x}, Sequential)).of(t)) }
+	if got := passValues(t, src()); !reflect.DeepEqual(got, []int64{0, 1, 2, 3, 4}) {
+		t.Errorf("Sequential: %v", got)
+	}
+	shuffled := closeDF(t, must(DataFlowFromTensors([]*Tensor{x}, Shuffled)).of(t))
+	ok(t, shuffled.SetSeed(3))
+	first, second := passValues(t, shuffled), passValues(t, shuffled)
+	if reflect.DeepEqual(first, second) && reflect.DeepEqual(first, []int64{0, 1, 2, 3, 4}) {
+		t.Errorf("Shuffled gave the rows in order twice: %v", first)
+	}
+	if got := sizes(closeDF(t, must(src().Batch(2, DropRemainder)).of(t))); !reflect.DeepEqual(got, []int64{2, 2}) {
+		t.Errorf("DropRemainder: batch sizes %v, want [2 2]", got)
+	}
+	if got := sizes(closeDF(t, must(src().Batch(2, KeepRemainder)).of(t))); !reflect.DeepEqual(got, []int64{2, 2, 1}) {
+		t.Errorf("KeepRemainder: batch sizes %v, want [2 2 1]", got)
+	}
+	keep := closeDF(t, must(src().FixedSize(3, KeepInnerState)).of(t))
+	if a, b := passValues(t, keep), passValues(t, keep); !reflect.DeepEqual(a, []int64{0, 1, 2}) || !reflect.DeepEqual(b, []int64{3, 4, 0}) {
+		t.Errorf("KeepInnerState: passes %v, %v; want [0 1 2], [3 4 0]", a, b)
+	}
+	reset := closeDF(t, must(src().FixedSize(3, ResetInnerState)).of(t))
+	if a, b := passValues(t, reset), passValues(t, reset); !reflect.DeepEqual(a, []int64{0, 1, 2}) || !reflect.DeepEqual(b, []int64{0, 1, 2}) {
+		t.Errorf("ResetInnerState: passes %v, %v; want [0 1 2] twice", a, b)
+	}
+	cached := closeDF(t, must(src().Cache(Sequential)).of(t))
+	if got := passValues(t, cached); !reflect.DeepEqual(got, []int64{0, 1, 2, 3, 4}) {
+		t.Errorf("Cache(Sequential): %v", got)
+	}
+
+	// Fake data: nil is tensorpack's FakeData (random in [0, 1)); Constant
+	// repeats one datapoint.
+	spec := []InputSpec{{Name: "v", DType: DTypeFloat32, Shape: []int64{4}}}
+	values := func(o *FakeOptions) [][]float32 {
+		var out [][]float32
+		df := closeDF(t, must(DataFlowFake(spec, 3, o)).of(t))
+		ok(t, df.Iterate(func(c []*Tensor) error {
+			v, err := c[0].Float32s()
+			out = append(out, v)
+			return err
+		}))
+		return out
+	}
+	random := values(nil)
+	for _, dp := range random {
+		for _, v := range dp {
+			if v < 0 || v >= 1 {
+				t.Errorf("DataFlowFake(nil): %v outside [0, 1)", v)
+			}
+		}
+	}
+	if reflect.DeepEqual(random[0], random[1]) {
+		t.Errorf("DataFlowFake(nil) repeated a datapoint: %v", random)
+	}
+	constant := values(&FakeOptions{Constant: true, Low: -3, High: -2})
+	if !reflect.DeepEqual(constant[0], constant[1]) || !reflect.DeepEqual(constant[1], constant[2]) || constant[0][0] < -3 || constant[0][0] >= -2 {
+		t.Errorf("DataFlowFake(Constant in [-3, -2)): %v", constant)
+	}
+
+	wantError(t, must(DataFlowFromTensors([]*Tensor{x}, Order(2))).err, CodeInvalidArgument,
+		"DataFlowFromTensors: the order must be Sequential or Shuffled, got 2")
+	wantError(t, must(src().Cache(Order(-1))).err, CodeInvalidArgument, "DataFlow.Cache: the order must be Sequential or Shuffled")
+	wantError(t, must(InputFromTensors([]*Tensor{x}, 2, Order(5), 0)).err, CodeInvalidArgument, "InputFromTensors: the order")
+	wantError(t, must(DataFlowMNIST("/nonexistent", "train", Order(9))).err, CodeInvalidArgument, "DataFlowMNIST: the order")
+	wantError(t, must(src().Batch(2, Remainder(2))).err, CodeInvalidArgument,
+		"DataFlow.Batch: the remainder must be DropRemainder or KeepRemainder, got 2")
+	wantError(t, must(src().FixedSize(3, InnerState(3))).err, CodeInvalidArgument,
+		"DataFlow.FixedSize: the state must be KeepInnerState or ResetInnerState, got 3")
 }

@@ -61,7 +61,7 @@ func ExampleTrainer() {
 	if err != nil {
 		panic(err)
 	}
-	report, err := tptrain.NewCallback("report", tptrain.EventTriggerEpoch, true,
+	report, err := tptrain.NewCallback("report", tptrain.EventTriggerEpoch, nil,
 		func(ctx *tptrain.Context, _ tptrain.Event, _ *tptrain.Record) error {
 			fmt.Printf("epoch %d: global step %d, sum %.0f\n", ctx.EpochNum(), ctx.GlobalStep(), sum)
 			return nil
@@ -99,10 +99,7 @@ func ExampleTrainer_SetDistributed() {
 	if err := trainer.SetDistributed(nil); err != nil { // blocks until every rank has joined
 		panic(err)
 	}
-	rank, worldSize, err := trainer.Rank()
-	if err != nil {
-		panic(err)
-	}
+	rank, worldSize := trainer.Rank()
 
 	// y = 2x: a linear model fitted by SGD.
 	model, err := tptrain.NewModel([]tptrain.InputSpec{
@@ -151,7 +148,7 @@ func ExampleTrainer_SetDistributed() {
 	defer y.Close()
 	// Every rank gives the same input: rank r takes the r-th batch of every
 	// worldSize.
-	input, err := tptrain.InputFromTensors([]*tptrain.Tensor{x, y}, 8, false, 0)
+	input, err := tptrain.InputFromTensors([]*tptrain.Tensor{x, y}, 8, tptrain.Sequential, 0)
 	if err != nil {
 		panic(err)
 	}
@@ -250,7 +247,7 @@ func ExampleTrainer_SetGAN() {
 		defer x.Close()
 		data = append(data, x)
 	}
-	input, err := tptrain.InputFromTensors(data, 8, true, 1)
+	input, err := tptrain.InputFromTensors(data, 8, tptrain.Shuffled, 1)
 	if err != nil {
 		panic(err)
 	}
@@ -266,10 +263,7 @@ func ExampleTrainer_SetGAN() {
 	if err := trainer.Run(); err != nil {
 		panic(err)
 	}
-	steps, err := trainer.GlobalStep()
-	if err != nil {
-		panic(err)
-	}
+	steps := trainer.GlobalStep()
 	_, step, err := trainer.ScalarLatest("g_loss") // a moving summary, put at each epoch's end
 	fmt.Println(steps, "steps; g_loss reached the monitors at step", step, err)
 	// Output: 8 steps; g_loss reached the monitors at step 8 <nil>

@@ -110,29 +110,19 @@ func newInferencer(ptr *C.tpt_inferencer, f *inferencerFunc, name string) *Infer
 	return inf
 }
 
-// NoPrefix as the prefix of ScalarStats names each scalar after its output
-// alone. (No C string holds a NUL, so it is no prefix one could mean.)
-const NoPrefix = "\x00"
-
 // ScalarStats makes tensorpack's ScalarStats (tpt_inferencer_scalar_stats):
 // for each name in outputs, the mean over the pass as the scalar
-// "<prefix>_<name>". prefix "" means "validation"; NoPrefix makes the
-// scalar just "<name>". An output of one element per batch is weighted by
-// the batch's rows, one of one element per row is averaged over rows.
+// "<prefix>_<name>", or "<name>" when prefix is "". (tensorpack's default
+// prefix, which NewInferenceRunner's scalars get, is "validation".) An
+// output of one element per batch is weighted by the batch's rows, one of
+// one element per row is averaged over rows.
 func ScalarStats(prefix string, outputs ...string) (*Inferencer, error) {
 	if len(outputs) == 0 {
 		return nil, &Error{Code: CodeInvalidArgument, Message: "ScalarStats: no outputs (name at least one)"}
 	}
-	var cprefix *C.char
-	switch prefix {
-	case "":
-	case NoPrefix:
-		cprefix = C.CString("")
-		defer C.free(unsafe.Pointer(cprefix))
-	default:
-		cprefix = C.CString(prefix)
-		defer C.free(unsafe.Pointer(cprefix))
-	}
+	// "" is no prefix in C as well (NULL would mean "validation").
+	cprefix := C.CString(prefix)
+	defer C.free(unsafe.Pointer(cprefix))
 	cs, free := cStrings(outputs)
 	defer free()
 	var out *C.tpt_inferencer
@@ -143,7 +133,7 @@ func ScalarStats(prefix string, outputs ...string) (*Inferencer, error) {
 }
 
 // ClassificationErrorOptions are the options of ClassificationError; the
-// zero value is the defaults.
+// zero value (or nil) is the defaults.
 type ClassificationErrorOptions struct {
 	// WrongOutput is the tower's output of one 0/1 value per row (1: the
 	// row is wrong); "" means "wrong", the name Wrong's result usually has.
@@ -155,7 +145,10 @@ type ClassificationErrorOptions struct {
 // ClassificationError makes tensorpack's ClassificationError
 // (tpt_inferencer_classification_error): the scalar SummaryName is the
 // wrong rows over all rows of the pass, whatever the batch sizes.
-func ClassificationError(o ClassificationErrorOptions) (*Inferencer, error) {
+func ClassificationError(o *ClassificationErrorOptions) (*Inferencer, error) {
+	if o == nil {
+		o = &ClassificationErrorOptions{}
+	}
 	var wrong, summary *C.char
 	if o.WrongOutput != "" {
 		wrong = C.CString(o.WrongOutput)
@@ -316,7 +309,7 @@ func newInferenceRunner(who, name string, model *Model, df *DataFlow, dataParall
 // the mean of that output over all rows as the scalar "validation_<name>".
 // It keeps references to model and df (which it consumes); the caller still
 // owns both. Give the callback to a trainer (AddCallback, TrainConfig). It is
-// the short form of NewInferenceRunnerWith with one ScalarStats("", outputs...).
+// the short form of NewInferenceRunnerWith with one ScalarStats("validation", outputs...).
 func NewInferenceRunner(model *Model, df *DataFlow, outputs ...string) (*Callback, error) {
 	mptr, err := model.rlock("NewInferenceRunner")
 	if err != nil {

@@ -46,12 +46,17 @@ func (in *Input) Close() error {
 }
 
 // InputFromTensors makes batches of batchSize rows (dimension 0) from
-// in-memory tensors, in order or shuffled each pass over the data (seeded);
+// in-memory tensors, in order or shuffled each pass over the data (from
+// seed; ignored when Sequential);
 // the last incomplete batch is dropped; it repeats forever
 // (tpt_input_from_tensors). All tensors need the same number of rows; they
 // are shared, not copied (the caller may Close them). Its size (batches per
 // pass) is the trainer's default StepsPerEpoch.
-func InputFromTensors(tensors []*Tensor, batchSize int64, shuffle bool, seed uint64) (*Input, error) {
+func InputFromTensors(tensors []*Tensor, batchSize int64, order Order, seed uint64) (*Input, error) {
+	shuffle, err := order.shuffle("InputFromTensors")
+	if err != nil {
+		return nil, err
+	}
 	ptrs, unlock, err := lockTensors(tensors, false, func(i int) string { return "InputFromTensors: tensors[" + strconv.Itoa(i) + "]" })
 	if err != nil {
 		return nil, err
@@ -62,7 +67,7 @@ func InputFromTensors(tensors []*Tensor, batchSize int64, shuffle bool, seed uin
 		first = &ptrs[0]
 	}
 	var out *C.tpt_input
-	st := C.tpt_input_from_tensors(&out, first, C.size_t(len(ptrs)), C.int64_t(batchSize), cBool(shuffle), C.uint64_t(seed))
+	st := C.tpt_input_from_tensors(&out, first, C.size_t(len(ptrs)), C.int64_t(batchSize), shuffle, C.uint64_t(seed))
 	if err := statusError(st); err != nil {
 		return nil, err
 	}

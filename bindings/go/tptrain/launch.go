@@ -277,8 +277,8 @@ func LaunchTrain(ctx context.Context, cfg *TrainConfig) (Outcome, error) {
 	defer t.Close()
 	err = t.RunContext(ctx)
 	var out Outcome
-	out.GlobalStep, _ = t.GlobalStep()
-	out.EpochNum, _ = t.EpochNum()
+	out.GlobalStep = t.GlobalStep()
+	out.EpochNum = t.EpochNum()
 	out.ResumedFrom = t.ResumedFrom()
 	if err == nil || err == ctx.Err() {
 		out.Reason, out.Stopped = t.StopReason()

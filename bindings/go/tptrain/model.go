@@ -539,7 +539,7 @@ func (s *stash) result(st *C.tpt_status) error {
 }
 
 // RestoreOptions say how Model.Restore matches variables
-// (tpt_restore_options). The zero value: every variable must be in the file
+// (tpt_restore_options). nil or the zero value: every variable must be in the file
 // with its shape, and tensors of the file that match no variable are
 // skipped.
 type RestoreOptions struct {
@@ -564,7 +564,10 @@ type RestoreOptions struct {
 // module. All or nothing: the error lists the missing and mismatched
 // variables, and no variable changes. It returns how many variables were
 // restored.
-func (m *Model) Restore(path string, o RestoreOptions) (int, error) {
+func (m *Model) Restore(path string, o *RestoreOptions) (int, error) {
+	if o == nil {
+		o = &RestoreOptions{}
+	}
 	ptr, err := m.rlock("Restore")
 	if err != nil {
 		return 0, err

@@ -125,7 +125,7 @@ func regressionInput(t *testing.T, batch int64, rows int) *Input {
 	defer x.Close()
 	y := must(FromFloat32(ys, int64(rows), 1)).of(t)
 	defer y.Close() // the input shares them
-	return must(InputFromTensors([]*Tensor{x, y}, batch, true, 42)).of(t)
+	return must(InputFromTensors([]*Tensor{x, y}, batch, Shuffled, 42)).of(t)
 }
 
 func setOptimizer(t *testing.T, m *Model, kind string, lr float64) *Optimizer {
@@ -441,7 +441,7 @@ func TestTowerErrorsComeBackUnchanged(t *testing.T) {
 	if err := tr.Run(); err != want {
 		t.Errorf("Run() = %#v, want the tower's error %#v", err, want)
 	}
-	if g := must(tr.GlobalStep()).of(t); g != 2 {
+	if g := tr.GlobalStep(); g != 2 {
 		t.Errorf("GlobalStep() = %d, want 2", g)
 	}
 
@@ -526,7 +526,7 @@ func TestPanicInTower(t *testing.T) {
 	if n := rec.count("A", EventAfterTrain); n != 1 {
 		t.Errorf("AFTER_TRAIN ran %d times, want 1", n)
 	}
-	if g := must(tr.GlobalStep()).of(t); g != 2 {
+	if g := tr.GlobalStep(); g != 2 {
 		t.Errorf("GlobalStep() = %d, want 2", g)
 	}
 
@@ -684,7 +684,7 @@ func TestFeedInput(t *testing.T) {
 	if reason, stopped := tr.StopReason(); !stopped || reason != "end of data" {
 		t.Errorf("StopReason() = %q, %v", reason, stopped)
 	}
-	if g := must(tr.GlobalStep()).of(t); g != 5 {
+	if g := tr.GlobalStep(); g != 5 {
 		t.Errorf("GlobalStep() = %d, want 5", g)
 	}
 	if _, _, err := tr.ScalarLatest("cost"); err != nil {
@@ -693,8 +693,8 @@ func TestFeedInput(t *testing.T) {
 	// io.EOF ends the data too.
 	tr, err = run((&feeder{limit: 2, end: io.EOF}).feed)
 	ok(t, err)
-	if reason, stopped := tr.StopReason(); !stopped || reason != "EOF" || must(tr.GlobalStep()).of(t) != 2 {
-		t.Errorf("StopReason() = %q, %v after %d steps", reason, stopped, must(tr.GlobalStep()).of(t))
+	if reason, stopped := tr.StopReason(); !stopped || reason != "EOF" || tr.GlobalStep() != 2 {
+		t.Errorf("StopReason() = %q, %v after %d steps", reason, stopped, tr.GlobalStep())
 	}
 	// Any other error fails training and comes back unchanged.
 	bad := errors.New("the disk is gone")
@@ -735,8 +735,8 @@ func TestFeedInput(t *testing.T) {
 		return []*Tensor{x, ys}, err
 	})
 	ok(t, err)
-	if must(tr.GlobalStep()).of(t) != 3 {
-		t.Errorf("GlobalStep() = %d", must(tr.GlobalStep()).of(t))
+	if tr.GlobalStep() != 3 {
+		t.Errorf("GlobalStep() = %d", tr.GlobalStep())
 	}
 	for _, x := range xs {
 		if _, err := x.Shape(); err == nil {
@@ -799,7 +799,7 @@ func TestOptimizer(t *testing.T) {
 	tr := newQuietTrainer(t, 1, 3, 8)
 	ok(t, tr.SetModel(m, regressionInput(t, 16, 64)))
 	// The optimizer (and the model) through the trainer: nothing captured.
-	cb := must(NewCallback("halve", EventTrigger, false, func(ctx *Context, e Event, r *Record) error {
+	cb := must(NewCallback("halve", EventTrigger, nil, func(ctx *Context, e Event, r *Record) error {
 		if ctx.Model() != m {
 			t.Errorf("ctx.Model() = %p, want the model given to SetModel %p", ctx.Model(), m)
 		}
@@ -846,20 +846,20 @@ func TestModelAndInputErrors(t *testing.T) {
 	defer closeT(t, a)
 	b := must(FromFloat32([]float32{1, 2})).of(t)
 	defer closeT(t, b)
-	_, err = InputFromTensors([]*Tensor{a, b}, 1, false, 0)
+	_, err = InputFromTensors([]*Tensor{a, b}, 1, Sequential, 0)
 	wantError(t, err, CodeInvalidArgument, "tensors[1] has 2 rows")
-	_, err = InputFromTensors([]*Tensor{a}, 4, false, 0)
+	_, err = InputFromTensors([]*Tensor{a}, 4, Sequential, 0)
 	wantError(t, err, CodeInvalidArgument, "batch_size 4 is larger")
-	_, err = InputFromTensors(nil, 1, false, 0)
+	_, err = InputFromTensors(nil, 1, Sequential, 0)
 	wantError(t, err, CodeInvalidArgument, "n_tensors is 0")
-	_, err = InputFromTensors([]*Tensor{nil}, 1, false, 0)
+	_, err = InputFromTensors([]*Tensor{nil}, 1, Sequential, 0)
 	wantError(t, err, CodeInvalidArgument, "InputFromTensors: tensors[0] is nil")
 	_, err = InputFromFeed(nil)
 	wantError(t, err, CodeInvalidArgument, "InputFromFeed: feed is nil")
 
 	// SetModel takes the input also when it fails; a spent input is refused.
 	m := must(NewModel(nil, tower)).of(t)
-	in := must(InputFromTensors([]*Tensor{a}, 1, false, 0)).of(t)
+	in := must(InputFromTensors([]*Tensor{a}, 1, Sequential, 0)).of(t)
 	tr := newQuietTrainer(t, 1, 1, 1)
 	ok(t, m.Close())
 	wantError(t, tr.SetModel(m, in), CodeInvalidArgument, "Model.SetModel: use of closed Model")
@@ -958,14 +958,14 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 		return hm.SetVariable("b", seven)
 	}
 	checkB := func() *Callback {
-		return must(NewCallback("check_b", EventSetup|EventBeforeTrain, true, func(ctx *Context, e Event, _ *Record) error {
+		return must(NewCallback("check_b", EventSetup|EventBeforeTrain, nil, func(ctx *Context, e Event, _ *Record) error {
 			b, err := float32Value(m, "b")
 			seen = append(seen, fmt.Sprintf("%v b=%v", e, b))
 			return err
 		})).of(t)
 	}
 	records := 0
-	monitor := must(NewCallback("count_costs", EventRecord, true, func(ctx *Context, e Event, rec *Record) error {
+	monitor := must(NewCallback("count_costs", EventRecord, nil, func(ctx *Context, e Event, rec *Record) error {
 		if rec != nil && rec.Name == "cost" {
 			records++
 		}
@@ -984,7 +984,7 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 		t.Errorf("the init hook ran %d times before Run", initCalls)
 	}
 	ok(t, tr.Run())
-	if g := must(tr.GlobalStep()).of(t); g != 8 {
+	if g := tr.GlobalStep(); g != 8 {
 		t.Errorf("GlobalStep() = %d, want 8", g)
 	}
 	if initCalls != 1 {
@@ -1004,7 +1004,7 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 	}
 
 	// LaunchTrain: the same in one call.
-	stopper := must(NewCallback("stop", EventTriggerEpoch, true, func(*Context, Event, *Record) error {
+	stopper := must(NewCallback("stop", EventTriggerEpoch, nil, func(*Context, Event, *Record) error {
 		return Stop("one epoch is enough")
 	})).of(t)
 	outcome, err := LaunchTrain(context.Background(), &TrainConfig{Options: quietOptions(1, 5, -1), Model: m,
@@ -1019,7 +1019,7 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 	// Without options (the defaults) and without a hook: made, not run (the
 	// default console would write into the test's output).
 	tr = must(NewTrainerFromConfig(&TrainConfig{Model: m, Input: regressionInput(t, 32, 64)})).of(t)
-	if e, g := must(tr.EpochNum()).of(t), must(tr.GlobalStep()).of(t); e != 0 || g != 0 {
+	if e, g := tr.EpochNum(), tr.GlobalStep(); e != 0 || g != 0 {
 		t.Errorf("EpochNum(), GlobalStep() = %d, %d", e, g)
 	}
 	ok(t, tr.Close())
@@ -1027,7 +1027,7 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 	// The hook's error comes back unchanged, after AFTER_TRAIN.
 	afterTrain := 0
 	after := func() *Callback {
-		return must(NewCallback("after", EventAfterTrain, true, func(*Context, Event, *Record) error {
+		return must(NewCallback("after", EventAfterTrain, nil, func(*Context, Event, *Record) error {
 			afterTrain++
 			return nil
 		})).of(t)
@@ -1047,8 +1047,8 @@ func TestTrainConfigAndLaunch(t *testing.T) {
 		Init: func(*Model) error { return Stop("nothing to train") }})).of(t)
 	defer tr.Close()
 	ok(t, tr.Run())
-	if reason, stopped := tr.StopReason(); !stopped || reason != "nothing to train" || must(tr.GlobalStep()).of(t) != 0 {
-		t.Errorf("StopReason() = %q, %v after %d steps", reason, stopped, must(tr.GlobalStep()).of(t))
+	if reason, stopped := tr.StopReason(); !stopped || reason != "nothing to train" || tr.GlobalStep() != 0 {
+		t.Errorf("StopReason() = %q, %v after %d steps", reason, stopped, tr.GlobalStep())
 	}
 }
 
@@ -1058,8 +1058,8 @@ func TestBadTrainConfigReleasesEverything(t *testing.T) {
 	initCalled := false
 	parts := func() (*Input, *Callback, *Callback) {
 		in := must(InputFromFeed(func(int) ([]*Tensor, error) { return nil, io.EOF })).of(t)
-		cb := must(NewCallback("a", EventAll, true, func(*Context, Event, *Record) error { return nil })).of(t)
-		mon := must(NewCallback("m", EventRecord, true, func(*Context, Event, *Record) error { return nil })).of(t)
+		cb := must(NewCallback("a", EventAll, nil, func(*Context, Event, *Record) error { return nil })).of(t)
+		mon := must(NewCallback("m", EventRecord, nil, func(*Context, Event, *Record) error { return nil })).of(t)
 		return in, cb, mon
 	}
 	hook := func(*Model) error { initCalled = true; return nil }
@@ -1132,7 +1132,7 @@ func TestPanicInInitHook(t *testing.T) {
 	if n := r.count("A", EventAfterTrain); n != 1 {
 		t.Errorf("AFTER_TRAIN %d times, want 1", n)
 	}
-	if g := must(tr.GlobalStep()).of(t); g != 0 {
+	if g := tr.GlobalStep(); g != 0 {
 		t.Errorf("GlobalStep() = %d, want 0", g)
 	}
 	p = func() (p any) {

@@ -40,9 +40,9 @@ func towersData(t *testing.T, batch int64) *DataFlow {
 	defer closeT(t, x)
 	y := must(FromFloat32(ys, towerRows, 1)).of(t)
 	defer closeT(t, y)
-	rows := must(DataFlowFromTensors([]*Tensor{x, y}, false)).of(t)
+	rows := must(DataFlowFromTensors([]*Tensor{x, y}, Sequential)).of(t)
 	defer rows.Close()
-	b := must(rows.Batch(batch, false)).of(t)
+	b := must(rows.Batch(batch, DropRemainder)).of(t)
 	t.Cleanup(func() { b.Close() })
 	return b
 }
@@ -160,7 +160,7 @@ func trainTowers(t *testing.T, r towersRun) *Model {
 	t.Helper()
 	tr, m := newTowersTrainer(t, r)
 	ok(t, tr.Run())
-	if g, want := must(tr.GlobalStep()).of(t), r.steps; g != want {
+	if g, want := tr.GlobalStep(), r.steps; g != want {
 		t.Errorf("GlobalStep() = %d, want %d", g, want)
 	}
 	return m
@@ -372,7 +372,7 @@ func TestTowerIndicesAndConcurrency(t *testing.T) {
 		towers: &TowersOptions{Devices: []string{"cpu", ""}, IntraOpThreads: 1},
 		batch:  4, lr: 0.05, hook: hook})
 	ok(t, tr.Run())
-	if g := must(tr.GlobalStep()).of(t); g != 40 {
+	if g := tr.GlobalStep(); g != 40 {
 		t.Errorf("GlobalStep() = %d, want 40 (80 batches / 2 towers)", g)
 	}
 	mu.Lock()
@@ -497,7 +497,7 @@ func TestTowersOptionErrors(t *testing.T) {
 		wantError(t, tr.SetModel(m, in), CodeInvalidArgument, "the Input was closed or already given away")
 		ok(t, tr.Close())
 		// A TrainConfig releases what it was given.
-		cb := must(NewCallback("a", EventAll, true, func(*Context, Event, *Record) error { return nil })).of(t)
+		cb := must(NewCallback("a", EventAll, nil, func(*Context, Event, *Record) error { return nil })).of(t)
 		_, err := NewTrainerFromConfig(&TrainConfig{Options: quietOptions(1, 1, 2), Model: m, DataFlow: df,
 			Callbacks: []*Callback{cb}, Towers: &c.opts})
 		e := wantError(t, err, c.code, c.substr)

@@ -32,6 +32,16 @@ const (
 	LogdirAsk    LogdirAction = C.TPT_LOGDIR_ASK    // ask on the terminal; LogdirRefuse without one
 )
 
+// Role is a trainer's part in a job: the chief, or a worker
+// (tpt_trainer_options.is_chief). The zero value is RoleChief.
+type Role int32
+
+// The roles of TrainerOptions.Role.
+const (
+	RoleChief  Role = iota // runs every callback (tensorpack's is_chief)
+	RoleWorker             // drops the chief-only callbacks
+)
+
 // Progress says how progress is shown while an epoch runs (tpt_progress).
 type Progress int32
 
@@ -48,8 +58,10 @@ const (
 // limit, StepsPerEpoch taken from the input, no log directory, log lines on
 // stdout, the progress bar and the default monitors.
 type TrainerOptions struct {
-	// NotChief drops chief-only callbacks (a worker that is not the chief).
-	NotChief bool
+	// Role is whether this trainer is the chief, which runs the chief-only
+	// callbacks (the savers, the monitors' files), or a worker, which drops
+	// them (default RoleChief).
+	Role Role
 	// StartingEpoch is the first epoch number; 0 means 1.
 	StartingEpoch int64
 	// MaxEpoch is the last epoch number, inclusive; 0 means no limit
@@ -285,7 +297,13 @@ func cTrainerOptions(o *TrainerOptions) (C.tpt_trainer_options, func(), error) {
 	if o.MaxEpoch != 0 {
 		copts.max_epoch = C.int64_t(o.MaxEpoch)
 	}
-	copts.is_chief = cBool(!o.NotChief)
+	switch o.Role {
+	case RoleChief, RoleWorker:
+	default:
+		return C.tpt_trainer_options{}, nil, &Error{Code: CodeInvalidArgument,
+			Message: "TrainerOptions.Role must be RoleChief or RoleWorker, got " + strconv.Itoa(int(o.Role))}
+	}
+	copts.is_chief = cBool(o.Role == RoleChief)
 	copts.steps_per_epoch = C.int64_t(steps)
 	copts.logdir_action = C.tpt_logdir_action(o.LogdirAction)
 	copts.progress = C.tpt_progress(o.Progress)
@@ -555,31 +573,35 @@ func (t *Trainer) StopReason() (reason string, ok bool) {
 }
 
 // EpochNum returns the epoch number: StartingEpoch-1 before training, the
-// running epoch during it (tpt_trainer_epoch_num). On a closed trainer it
-// returns an *Error.
-func (t *Trainer) EpochNum() (int64, error) {
+// running epoch during it (tpt_trainer_epoch_num). The counters of a
+// Trainer are those of its Context: plain values, 0 on a closed trainer.
+func (t *Trainer) EpochNum() int64 {
 	return t.counter("EpochNum", epochNum)
 }
 
 // LocalStep returns the 0-based index of the step inside the epoch, -1
 // before the first (tpt_trainer_local_step).
-func (t *Trainer) LocalStep() (int64, error) {
+func (t *Trainer) LocalStep() int64 {
 	return t.counter("LocalStep", localStep)
 }
 
 // GlobalStep returns the number of hooked steps run, counting from the value
 // set by SetGlobalStep (tpt_trainer_global_step).
-func (t *Trainer) GlobalStep() (int64, error) {
+func (t *Trainer) GlobalStep() int64 {
 	return t.counter("GlobalStep", globalStep)
 }
 
-func (t *Trainer) counter(method string, get func(*C.tpt_trainer) (int64, error)) (int64, error) {
+func (t *Trainer) counter(method string, get func(*C.tpt_trainer) (int64, error)) int64 {
 	ptr, err := t.lock(method)
 	if err != nil {
-		return 0, err
+		return 0
 	}
 	defer t.mu.Unlock()
-	return get(ptr)
+	v, err := get(ptr)
+	if err != nil {
+		return 0
+	}
+	return v
 }
 
 // SetGlobalStep sets the global step, e.g. after restoring a checkpoint
@@ -606,8 +628,9 @@ func (t *Trainer) Logdir() string {
 	return logdir(ptr)
 }
 
-// StepsPerEpoch is Context.StepsPerEpoch (tpt_trainer_steps_per_epoch).
-func (t *Trainer) StepsPerEpoch() (int64, error) {
+// StepsPerEpoch is Context.StepsPerEpoch (tpt_trainer_steps_per_epoch); 0
+// on a closed trainer.
+func (t *Trainer) StepsPerEpoch() int64 {
 	return t.counter("StepsPerEpoch", stepsPerEpoch)
 }
 
@@ -845,18 +868,18 @@ func (t *Trainer) SetDistributed(o *DistributedOptions) error {
 
 // Rank returns this process's rank and the job's number of ranks: 0 and 1
 // for a trainer that is not distributed (tpt_trainer_rank). Any time, also
-// during Run; on a closed trainer it returns an *Error.
-func (t *Trainer) Rank() (rank, worldSize int, err error) {
+// during Run; 0 and 0 on a closed trainer.
+func (t *Trainer) Rank() (rank, worldSize int) {
 	ptr, err := t.lock("Rank")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0
 	}
 	defer t.mu.Unlock()
 	var r, n C.int32_t
-	if err := statusError(C.tpt_trainer_rank(&r, &n, ptr)); err != nil {
-		return 0, 0, err
+	if statusError(C.tpt_trainer_rank(&r, &n, ptr)) != nil {
+		return 0, 0
 	}
-	return int(r), int(n), nil
+	return int(r), int(n)
 }
 
 // SetGAN makes t tensorpack's GANTrainer of model fed by input, or with

@@ -113,7 +113,7 @@ const lifecycle = EventSetup | EventBeforeTrain | EventBeforeEpoch | EventBefore
 func recordingCallback(t *testing.T, r *recorder, who string, events Event,
 	fail func(ctx *Context, e Event) error) *Callback {
 	t.Helper()
-	return must(NewCallback(who, events, true, func(ctx *Context, e Event, rec *Record) error {
+	return must(NewCallback(who, events, nil, func(ctx *Context, e Event, rec *Record) error {
 		if rec != nil {
 			t.Errorf("%s: record %v with event %v", who, rec, e)
 		}
@@ -236,7 +236,7 @@ func TestStopFromCallback(t *testing.T) {
 	if a, b := r.count("A", EventAfterTrain), r.count("B", EventAfterTrain); a != 1 || b != 1 {
 		t.Errorf("AFTER_TRAIN: A %d, B %d times, want 1 each", a, b)
 	}
-	if e, g := must(tr.EpochNum()).of(t), must(tr.GlobalStep()).of(t); e != 4 || g != 4 {
+	if e, g := tr.EpochNum(), tr.GlobalStep(); e != 4 || g != 4 {
 		t.Errorf("EpochNum, GlobalStep = %d, %d, want 4, 4", e, g)
 	}
 }
@@ -278,7 +278,7 @@ func TestHookedStepReturnsTheStop(t *testing.T) {
 		fromHooked = ctx.HookedStep(func(ctx *Context) error { return nil })
 		return fromHooked
 	}))
-	ok(t, tr.AddCallback(must(NewCallback("stopper", EventAfterRun, true, func(ctx *Context, e Event, _ *Record) error {
+	ok(t, tr.AddCallback(must(NewCallback("stopper", EventAfterRun, nil, func(ctx *Context, e Event, _ *Record) error {
 		if ctx.GlobalStep() == 3 {
 			return stop
 		}
@@ -295,7 +295,7 @@ func TestHookedStepReturnsTheStop(t *testing.T) {
 	if reason, _ := tr.StopReason(); reason != "enough" {
 		t.Errorf("StopReason() = %q", reason)
 	}
-	if g := must(tr.GlobalStep()).of(t); g != 3 {
+	if g := tr.GlobalStep(); g != 3 {
 		t.Errorf("GlobalStep() = %d, want 3", g)
 	}
 }
@@ -460,7 +460,7 @@ func TestPanicInCallback(t *testing.T) {
 	if n := r.count("B", EventTriggerStep); n != 5 {
 		t.Errorf("B got TRIGGER_STEP %d times, want 5 (A panicked before B's turn)", n)
 	}
-	if g := must(tr.GlobalStep()).of(t); g != 6 {
+	if g := tr.GlobalStep(); g != 6 {
 		t.Errorf("GlobalStep() = %d, want 6", g)
 	}
 }
@@ -576,42 +576,42 @@ func TestHandlesReleasedExactlyOnce(t *testing.T) {
 	noop := func(*Context, Event, *Record) error { return nil }
 
 	// a callback never given away: Close releases it, once
-	cb := must(NewCallback("lone", EventAll, true, noop)).of(t)
+	cb := must(NewCallback("lone", EventAll, nil, noop)).of(t)
 	live(1)
 	ok(t, cb.Close())
 	ok(t, cb.Close())
 	live(0)
 
 	// invalid description: released at once
-	if _, err := NewCallback("bad", Event(1<<20), true, noop); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := NewCallback("bad", Event(1<<20), nil, noop); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("NewCallback with unknown events: %v", err)
 	}
-	if _, err := NewCallback("nil", EventAll, true, nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := NewCallback("nil", EventAll, nil, nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("NewCallback(nil fn): %v", err)
 	}
 	live(0)
 
 	// wrappers take inner over, also when they fail
-	if _, err := PeriodicTrigger(must(NewCallback("p", EventTrigger, true, noop)).of(t), 0, 0, false); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := PeriodicTrigger(must(NewCallback("p", EventTrigger, nil, noop)).of(t), Every{}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("PeriodicTrigger(0, 0): %v", err)
 	}
-	if _, err := Periodic(must(NewCallback("q", EventTrigger, true, noop)).of(t), -1, 0); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := Periodic(must(NewCallback("q", EventTrigger, nil, noop)).of(t), Every{Steps: -1}); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Periodic(-1, 0): %v", err)
 	}
-	if _, err := EnableIf(must(NewCallback("e", EventTrigger, true, noop)).of(t), nil); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := EnableIf(must(NewCallback("e", EventTrigger, nil, noop)).of(t), nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("EnableIf(nil): %v", err)
 	}
 	live(0)
-	wrapped := must(EnableIf(must(NewCallback("e", EventTrigger, true, noop)).of(t),
+	wrapped := must(EnableIf(must(NewCallback("e", EventTrigger, nil, noop)).of(t),
 		func(*Context) bool { return true })).of(t)
 	live(2)
 	ok(t, wrapped.Close())
 	live(0)
 
 	// a spent callback cannot be used again
-	inner := must(NewCallback("inner", EventTrigger, true, noop)).of(t)
-	outer := must(Periodic(inner, 2, 0)).of(t)
-	if _, err := Periodic(inner, 2, 0); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "already given away") {
+	inner := must(NewCallback("inner", EventTrigger, nil, noop)).of(t)
+	outer := must(Periodic(inner, Every{Steps: 2})).of(t)
+	if _, err := Periodic(inner, Every{Steps: 2}); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "already given away") {
 		t.Errorf("wrapping a spent callback: %v", err)
 	}
 	ok(t, outer.Close())
@@ -626,12 +626,12 @@ func TestHandlesReleasedExactlyOnce(t *testing.T) {
 	if err := tr.SetRunStep(nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("SetRunStep(nil): %v", err)
 	}
-	ok(t, tr.AddCallback(must(NewCallback("kept", EventAfterTrain, true, noop)).of(t)))
-	ok(t, tr.AddMonitor(must(NewCallback("monitor", EventRecord, true, noop)).of(t)))
+	ok(t, tr.AddCallback(must(NewCallback("kept", EventAfterTrain, nil, noop)).of(t)))
+	ok(t, tr.AddMonitor(must(NewCallback("monitor", EventRecord, nil, noop)).of(t)))
 	live(4)
 	ok(t, tr.Run())
 	// the list is frozen: adding after Run fails and releases the callback
-	late := must(NewCallback("late", EventAll, true, noop)).of(t)
+	late := must(NewCallback("late", EventAll, nil, noop)).of(t)
 	if err := tr.AddCallback(late); !errors.Is(err, ErrState) || !strings.Contains(err.Error(), "frozen") {
 		t.Errorf("AddCallback after Run: %v", err)
 	}
@@ -650,7 +650,7 @@ func TestHandlesReleasedExactlyOnce(t *testing.T) {
 	live(0)
 
 	// a closed trainer releases what it is given
-	if err := tr.AddCallback(must(NewCallback("x", EventAll, true, noop)).of(t)); !errors.Is(err, ErrInvalidArgument) ||
+	if err := tr.AddCallback(must(NewCallback("x", EventAll, nil, noop)).of(t)); !errors.Is(err, ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "closed Trainer") {
 		t.Errorf("AddCallback on a closed trainer: %v", err)
 	}
@@ -661,12 +661,12 @@ func TestHandlesReleasedExactlyOnce(t *testing.T) {
 
 	// chief-only callbacks are dropped, and released, by a non-chief trainer
 	o := quietOptions(1, 1, 0)
-	o.NotChief = true
+	o.Role = RoleWorker
 	tr = must(NewTrainer(o)).of(t)
 	afterTrain := 0
-	ok(t, tr.AddCallback(must(NewCallback("chief", EventAll, true, noop)).of(t)))
+	ok(t, tr.AddCallback(must(NewCallback("chief", EventAll, nil, noop)).of(t)))
 	live(1)
-	ok(t, tr.AddCallback(must(NewCallback("everyone", EventAfterTrain, false, func(*Context, Event, *Record) error {
+	ok(t, tr.AddCallback(must(NewCallback("everyone", EventAfterTrain, &CallbackOptions{AllWorkers: true}, func(*Context, Event, *Record) error {
 		afterTrain++
 		return nil
 	})).of(t)))
@@ -710,7 +710,7 @@ func TestRequestStopFromAnotherGoroutine(t *testing.T) {
 	if n := r.count("A", EventAfterTrain); n != 1 {
 		t.Errorf("AFTER_TRAIN %d times", n)
 	}
-	if g := must(tr.GlobalStep()).of(t); g <= 0 || g >= 1000000 {
+	if g := tr.GlobalStep(); g <= 0 || g >= 1000000 {
 		t.Errorf("GlobalStep() = %d", g)
 	}
 }
@@ -737,7 +737,7 @@ func TestStopOnSignals(t *testing.T) {
 	if reason, stopped := tr.StopReason(); !stopped || reason != "SIGTERM" {
 		t.Errorf("StopReason() = %q, %v", reason, stopped)
 	}
-	if g := must(tr.GlobalStep()).of(t); g != 4 {
+	if g := tr.GlobalStep(); g != 4 {
 		t.Errorf("GlobalStep() = %d, want 4 (the step that was running finished)", g)
 	}
 	// Out of range values are refused by the library.
@@ -753,11 +753,11 @@ func TestSchedulingWrappers(t *testing.T) {
 	tr := newQuietTrainer(t, 1, 4, 5) // global steps 1..20
 	ok(t, tr.SetRunStep(func(ctx *Context) error { return ctx.HookedStep(nil) }))
 	// P: TRIGGER every 3 steps and before training
-	ok(t, tr.AddCallback(must(PeriodicTrigger(recordingCallback(t, &r, "P", EventTrigger|EventTriggerEpoch, nil), 3, 0, true)).of(t)))
+	ok(t, tr.AddCallback(must(PeriodicTrigger(recordingCallback(t, &r, "P", EventTrigger|EventTriggerEpoch, nil), Every{Steps: 3, BeforeTrain: true})).of(t)))
 	// Q: TRIGGER every 2 epochs (its own TRIGGER_EPOCH is replaced)
-	ok(t, tr.AddCallback(must(PeriodicTrigger(recordingCallback(t, &r, "Q", EventTrigger|EventTriggerEpoch, nil), 0, 2, false)).of(t)))
+	ok(t, tr.AddCallback(must(PeriodicTrigger(recordingCallback(t, &r, "Q", EventTrigger|EventTriggerEpoch, nil), Every{Epochs: 2})).of(t)))
 	// C: TRIGGER_STEP and AFTER_RUN only when global_step % 4 == 0
-	ok(t, tr.AddCallback(must(Periodic(recordingCallback(t, &r, "C", EventTriggerStep|EventAfterRun, nil), 4, 0)).of(t)))
+	ok(t, tr.AddCallback(must(Periodic(recordingCallback(t, &r, "C", EventTriggerStep|EventAfterRun, nil), Every{Steps: 4})).of(t)))
 	// E: BEFORE/AFTER_EPOCH in odd epochs only; AFTER_TRAIN always
 	ok(t, tr.AddCallback(must(EnableIf(recordingCallback(t, &r, "E", EventBeforeEpoch|EventAfterEpoch|EventAfterTrain, nil),
 		func(ctx *Context) bool { return ctx.EpochNum()%2 == 1 })).of(t)))
@@ -809,7 +809,7 @@ func TestScalarsAndMonitor(t *testing.T) {
 	}))
 	var records []Record
 	triggerEpochs := 0
-	ok(t, tr.AddMonitor(must(NewCallback("monitor", EventRecord|EventTriggerEpoch, false,
+	ok(t, tr.AddMonitor(must(NewCallback("monitor", EventRecord|EventTriggerEpoch, nil,
 		func(ctx *Context, e Event, rec *Record) error {
 			switch e {
 			case EventRecord:
@@ -868,7 +868,7 @@ func TestMonitorErrorComesBackFromPutScalar(t *testing.T) {
 		fromPut = append(fromPut, ctx.PutScalar("x", 1))
 		return ctx.HookedStep(nil)
 	}))
-	ok(t, tr.AddMonitor(must(NewCallback("full", EventRecord, false, func(*Context, Event, *Record) error {
+	ok(t, tr.AddMonitor(must(NewCallback("full", EventRecord, nil, func(*Context, Event, *Record) error {
 		return want
 	})).of(t)))
 	ok(t, tr.Run()) // run_step dropped the errors: training goes on
@@ -903,7 +903,7 @@ func TestStepOutputs(t *testing.T) {
 		})
 	}))
 	checked := 0
-	ok(t, tr.AddCallback(must(NewCallback("reader", EventAfterRun, true, func(ctx *Context, _ Event, _ *Record) error {
+	ok(t, tr.AddCallback(must(NewCallback("reader", EventAfterRun, nil, func(ctx *Context, _ Event, _ *Record) error {
 		g := ctx.GlobalStep()
 		loss, err := ctx.OutputScalar("loss")
 		if err != nil || loss != 1/float64(g) { // put when global_step was g-1
@@ -956,7 +956,7 @@ func TestSetGlobalStepInBeforeTrain(t *testing.T) {
 		t.Errorf("SetGlobalStep(-1): %v", err)
 	}
 	ok(t, tr.SetGlobalStep(50))
-	ok(t, tr.AddCallback(must(NewCallback("restore", EventBeforeTrain|EventBeforeEpoch, true,
+	ok(t, tr.AddCallback(must(NewCallback("restore", EventBeforeTrain|EventBeforeEpoch, nil,
 		func(ctx *Context, e Event, _ *Record) error {
 			if e == EventBeforeTrain {
 				return ctx.SetGlobalStep(100)
@@ -967,7 +967,7 @@ func TestSetGlobalStepInBeforeTrain(t *testing.T) {
 			return nil
 		})).of(t)))
 	ok(t, tr.Run())
-	if g := must(tr.GlobalStep()).of(t); g != 106 {
+	if g := tr.GlobalStep(); g != 106 {
 		t.Errorf("GlobalStep() = %d, want 106", g)
 	}
 }
@@ -995,6 +995,7 @@ func TestTrainerOptions(t *testing.T) {
 	}{
 		{func(o *TrainerOptions) { o.StartingEpoch = -1 }, "starting_epoch must be >= 1"},
 		{func(o *TrainerOptions) { o.StepsPerEpoch = -2 }, "TrainerOptions.StepsPerEpoch must be >= 0"},
+		{func(o *TrainerOptions) { o.Role = 2 }, "TrainerOptions.Role must be RoleChief or RoleWorker, got 2"},
 		{func(o *TrainerOptions) { o.MaxEpoch = -1 }, "max_epoch"},
 		{func(o *TrainerOptions) { o.LogdirAction = 9 }, "logdir_action 9"},
 		{func(o *TrainerOptions) { o.Progress = 9 }, "progress 9"},
@@ -1030,8 +1031,8 @@ func TestTrainerOptions(t *testing.T) {
 	if _, stopped := tr.StopReason(); stopped || tr.Logdir() != "" {
 		t.Error("a closed trainer reports state")
 	}
-	if _, err := tr.GlobalStep(); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "GlobalStep: use of closed Trainer") {
-		t.Errorf("GlobalStep on a closed trainer: %v", err)
+	if g, e, l, s := tr.GlobalStep(), tr.EpochNum(), tr.LocalStep(), tr.StepsPerEpoch(); g != 0 || e != 0 || l != 0 || s != 0 {
+		t.Errorf("the counters of a closed trainer: %d, %d, %d, %d; want 0s", g, e, l, s)
 	}
 	var nilTrainer *Trainer
 	if err := nilTrainer.Close(); err != nil {
@@ -1129,10 +1130,10 @@ func TestFinalizersRelease(t *testing.T) {
 		if err := tr.SetRunStep(func(*Context) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
-		if err := tr.AddCallback(must(NewCallback("a", EventAll, true, func(*Context, Event, *Record) error { return nil })).of(t)); err != nil {
+		if err := tr.AddCallback(must(NewCallback("a", EventAll, nil, func(*Context, Event, *Record) error { return nil })).of(t)); err != nil {
 			t.Fatal(err)
 		}
-		must(NewCallback("b", EventAll, true, func(*Context, Event, *Record) error { return nil })).of(t)
+		must(NewCallback("b", EventAll, nil, func(*Context, Event, *Record) error { return nil })).of(t)
 	}()
 	if liveHandles.Load()-base != 4 {
 		t.Fatalf("%d live handles, want 4", liveHandles.Load()-base)
@@ -1164,7 +1165,7 @@ func TestRunContextCancel(t *testing.T) {
 		return nil
 	}))
 	afterTrain := 0
-	ok(t, tr.AddCallback(must(NewCallback("after", EventAfterTrain, true, func(*Context, Event, *Record) error {
+	ok(t, tr.AddCallback(must(NewCallback("after", EventAfterTrain, nil, func(*Context, Event, *Record) error {
 		afterTrain++
 		return nil
 	})).of(t)))
@@ -1191,7 +1192,7 @@ func TestRunContextCancel(t *testing.T) {
 	setOptimizer(t, m, "sgd", 0.01)
 	dctx, dcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer dcancel()
-	slow := must(NewCallback("slow", EventTriggerStep, true, func(*Context, Event, *Record) error {
+	slow := must(NewCallback("slow", EventTriggerStep, nil, func(*Context, Event, *Record) error {
 		time.Sleep(time.Millisecond)
 		return nil
 	})).of(t)
@@ -1217,7 +1218,7 @@ func TestCloseInsideRun(t *testing.T) {
 	ok(t, tr.SetRunStep(func(*Context) error { return nil }))
 	var closeErr error
 	triggers := 0
-	ok(t, tr.AddCallback(must(NewCallback("closer", EventTriggerStep, true, func(*Context, Event, *Record) error {
+	ok(t, tr.AddCallback(must(NewCallback("closer", EventTriggerStep, nil, func(*Context, Event, *Record) error {
 		triggers++
 		if closeErr == nil {
 			closeErr = tr.Close()

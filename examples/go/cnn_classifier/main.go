@@ -145,7 +145,7 @@ func run() error {
 		return err
 	}
 
-	input, err := tptrain.InputFromTensors([]*tptrain.Tensor{x, y}, batchSize, true, 42)
+	input, err := tptrain.InputFromTensors([]*tptrain.Tensor{x, y}, batchSize, tptrain.Shuffled, 42)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func run() error {
 	// epoch (the scalar printer shows it with the cost).
 	var sum float64
 	var steps int
-	cb, err := tptrain.NewCallback("train-accuracy", tptrain.EventAfterRun|tptrain.EventTriggerEpoch, false,
+	cb, err := tptrain.NewCallback("train-accuracy", tptrain.EventAfterRun|tptrain.EventTriggerEpoch, nil,
 		func(ctx *tptrain.Context, e tptrain.Event, _ *tptrain.Record) error {
 			if e == tptrain.EventAfterRun {
 				acc, err := ctx.OutputScalar("accuracy")

@@ -106,7 +106,11 @@ func tower(t *tptrain.Tower, in []*tptrain.Tensor) error {
 // pipeline: images normalised to [-1, 1], batched; shuffled each epoch for
 // training.
 func pipeline(dir, split string, train bool) (*tptrain.DataFlow, error) {
-	raw, err := tptrain.DataFlowMNIST(dir, split, train)
+	order, remainder := tptrain.Sequential, tptrain.KeepRemainder
+	if train {
+		order, remainder = tptrain.Shuffled, tptrain.DropRemainder
+	}
+	raw, err := tptrain.DataFlowMNIST(dir, split, order)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +126,7 @@ func pipeline(dir, split string, train bool) (*tptrain.DataFlow, error) {
 	if !train {
 		size = 500
 	}
-	return norm.Batch(size, !train)
+	return norm.Batch(size, remainder)
 }
 
 const usage = `usage: fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
@@ -272,15 +276,15 @@ func run(positional []string, nTowers int, dist, bf16 bool) (accuracy float64, c
 	if err != nil {
 		return 0, false, err
 	}
-	schedule, err := tptrain.ScheduledHyperParam(adam, "learning_rate", lr, tptrain.ScheduleOptions{})
+	schedule, err := tptrain.ScheduledHyperParam(adam, "learning_rate", lr, nil)
 	if err != nil {
 		return 0, false, err
 	}
-	saver, err := tptrain.ModelSaver(tptrain.ModelSaverOptions{EveryKSteps: 200})
+	saver, err := tptrain.ModelSaver(&tptrain.ModelSaverOptions{EveryKSteps: 200})
 	if err != nil {
 		return 0, false, err
 	}
-	best, err := tptrain.MaxSaver("validation_accuracy", tptrain.BestSaverOptions{})
+	best, err := tptrain.MaxSaver("validation_accuracy", nil)
 	if err != nil {
 		return 0, false, err
 	}
@@ -317,9 +321,7 @@ func run(positional []string, nTowers int, dist, bf16 bool) (accuracy float64, c
 	if err := trainer.Run(); err != nil {
 		return 0, false, err
 	}
-	if rank, _, err := trainer.Rank(); err != nil {
-		return 0, false, err
-	} else if rank != 0 {
+	if rank, _ := trainer.Rank(); rank != 0 {
 		return 0, false, nil // the chief validates and reports
 	}
 

@@ -194,7 +194,7 @@ func tower(t *tptrain.Tower, in []*tptrain.Tensor) error {
 func pipeline(dir string) (*tptrain.DataFlow, error) {
 	// Each dataflow keeps its own reference to those it reads: the
 	// intermediate ones are closed on return.
-	mnist, err := tptrain.DataFlowMNIST(dir, "train", true)
+	mnist, err := tptrain.DataFlowMNIST(dir, "train", tptrain.Shuffled)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func pipeline(dir string) (*tptrain.DataFlow, error) {
 	}
 	defer norm.Close()
 	zSpec := []tptrain.InputSpec{{Name: "z", DType: tptrain.DTypeFloat32, Shape: []int64{zDim}}}
-	noise, err := tptrain.DataFlowFake(zSpec, 60000, true, -1, 1)
+	noise, err := tptrain.DataFlowFake(zSpec, 60000, &tptrain.FakeOptions{Low: -1, High: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func pipeline(dir string) (*tptrain.DataFlow, error) {
 		return nil, err
 	}
 	defer picked.Close()
-	return picked.Batch(batch, false)
+	return picked.Batch(batch, tptrain.DropRemainder)
 }
 
 // fixedNoise is the samples' noise: samples x Z values uniform in [-1, 1)
@@ -413,7 +413,7 @@ func run(positional []string, nTowers int, steps int64) error {
 	}
 
 	// The samples: 64 fixed noise vectors, the same every epoch.
-	sampler, err := tptrain.NewCallback("Samples", tptrain.EventTrigger, true, // chief only, after every epoch
+	sampler, err := tptrain.NewCallback("Samples", tptrain.EventTrigger, nil, // chief only (the default), after every epoch
 		drawSamples(model, fixedNoise()))
 	if err != nil {
 		return err
@@ -421,7 +421,7 @@ func run(positional []string, nTowers int, steps int64) error {
 	if err := trainer.AddCallback(sampler); err != nil {
 		return err
 	}
-	saver, err := tptrain.ModelSaver(tptrain.ModelSaverOptions{}) // every epoch: both nets, both optimizers
+	saver, err := tptrain.ModelSaver(nil) // every epoch: both nets, both optimizers
 	if err != nil {
 		return err
 	}

@@ -111,7 +111,7 @@ func run() error {
 		return err
 	}
 
-	input, err := tptrain.InputFromTensors([]*tptrain.Tensor{x, y}, batchSize, true, 42)
+	input, err := tptrain.InputFromTensors([]*tptrain.Tensor{x, y}, batchSize, tptrain.Shuffled, 42)
 	if err != nil {
 		return err
 	}

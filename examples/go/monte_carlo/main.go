@@ -101,7 +101,7 @@ func main() {
 	}
 
 	// TRIGGER only: it comes after each epoch.
-	report, err := tptrain.NewCallback("report", tptrain.EventTrigger, true,
+	report, err := tptrain.NewCallback("report", tptrain.EventTrigger, nil,
 		func(ctx *tptrain.Context, _ tptrain.Event, _ *tptrain.Record) error {
 			return ctx.Log(fmt.Sprintf("pi ~ %.6f +- %.6f after %d points", mc.estimate, mc.stdError, mc.total))
 		})
@@ -120,10 +120,7 @@ func main() {
 	if !stopped {
 		reason = "no (ran to max_epoch)"
 	}
-	steps, err := trainer.GlobalStep()
-	if err != nil {
-		log.Fatal(err)
-	}
+	steps := trainer.GlobalStep()
 	fmt.Printf("pi ~ %.6f (error %.2e) after %d steps; stopped: %s; stats in %s/stats.json\n",
 		mc.estimate, math.Abs(mc.estimate-math.Pi), steps, reason, trainer.Logdir())
 	if !stopped {

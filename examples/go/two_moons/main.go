@@ -84,28 +84,28 @@ func main() {
 	check(model.SetOptimizer(adam))
 
 	x, y := moons(1000, 1)
-	train, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{x, y}, true)
+	train, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{x, y}, tptrain.Shuffled)
 	check(err)
-	train, err = train.Batch(32, false)
+	train, err = train.Batch(32, tptrain.DropRemainder)
 	check(err)
 	vx, vy := moons(200, 2)
-	val, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{vx, vy}, false)
+	val, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{vx, vy}, tptrain.Sequential)
 	check(err)
-	val, err = val.Batch(100, true)
+	val, err = val.Batch(100, tptrain.KeepRemainder)
 	check(err)
 
 	runner, err := tptrain.NewInferenceRunner(model, val, "accuracy") // validation_accuracy
 	check(err)
 	schedule, err := tptrain.ScheduledHyperParam(adam, "learning_rate",
-		[]tptrain.SchedulePoint{{At: 0, Value: 0.01}, {At: 10, Value: 0.003}}, tptrain.ScheduleOptions{})
+		[]tptrain.SchedulePoint{{At: 0, Value: 0.01}, {At: 10, Value: 0.003}}, nil)
 	check(err)
-	early, err := tptrain.EarlyStopping("validation_accuracy", tptrain.EarlyStoppingOptions{Patience: 3, Maximize: true})
+	early, err := tptrain.EarlyStopping("validation_accuracy", &tptrain.EarlyStoppingOptions{Patience: 3, Maximize: true})
 	check(err)
-	saver, err := tptrain.ModelSaver(tptrain.ModelSaverOptions{})
+	saver, err := tptrain.ModelSaver(nil)
 	check(err)
-	best, err := tptrain.MaxSaver("validation_accuracy", tptrain.BestSaverOptions{})
+	best, err := tptrain.MaxSaver("validation_accuracy", nil)
 	check(err)
-	logger, err := tptrain.NewCallback("logger", tptrain.EventTriggerEpoch, false,
+	logger, err := tptrain.NewCallback("logger", tptrain.EventTriggerEpoch, nil,
 		func(ctx *tptrain.Context, _ tptrain.Event, _ *tptrain.Record) error {
 			acc, _, err := ctx.ScalarLatest("validation_accuracy")
 			fmt.Printf("epoch %d: validation accuracy %.3f\n", ctx.EpochNum(), acc)
@@ -121,7 +121,7 @@ func main() {
 	check(err)
 	defer trainer.Close()
 	check(trainer.Run())
-	epoch, _ := trainer.EpochNum()
+	epoch := trainer.EpochNum()
 	if reason, stopped := trainer.StopReason(); stopped {
 		fmt.Printf("stopped after epoch %d: %s\n", epoch, reason)
 	} else {

@@ -65,12 +65,12 @@ func train(batches, validation *tptrain.DataFlow) error {
 	defer runner.Close() // a no-op once the trainer took it
 	schedule, err := tptrain.ScheduledHyperParam(sgd, "learning_rate",
 		[]tptrain.SchedulePoint{{At: 0, Value: 0.3}, {At: 2, Value: 0.1}}, // from the start; after epoch 2
-		tptrain.ScheduleOptions{})
+		nil)
 	if err != nil {
 		return err
 	}
 	defer schedule.Close()
-	stop, err := tptrain.NewCallback("good_enough", tptrain.EventTrigger, true, goodEnough)
+	stop, err := tptrain.NewCallback("good_enough", tptrain.EventTrigger, nil, goodEnough)
 	if err != nil {
 		return err
 	}
@@ -90,10 +90,7 @@ func train(batches, validation *tptrain.DataFlow) error {
 	if !ok {
 		reason = "-"
 	}
-	epoch, err := trainer.EpochNum()
-	if err != nil {
-		return err
-	}
+	epoch := trainer.EpochNum()
 	rate, err := sgd.Get("learning_rate")
 	if err != nil {
 		return err
@@ -123,14 +120,14 @@ func line(n int) (x, y *tptrain.Tensor, err error) {
 }
 
 // batches makes a dataflow of batches of 32 rows of y = 3 x + 2.
-func batches(n int, shuffle, remainder bool) (*tptrain.DataFlow, error) {
+func batches(n int, order tptrain.Order, remainder tptrain.Remainder) (*tptrain.DataFlow, error) {
 	x, y, err := line(n)
 	if err != nil {
 		return nil, err
 	}
 	defer x.Close()
 	defer y.Close()
-	rows, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{x, y}, shuffle)
+	rows, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{x, y}, order)
 	if err != nil {
 		return nil, err
 	}
@@ -142,12 +139,12 @@ func main() {
 	if err := tptrain.ManualSeed(0); err != nil {
 		log.Fatal(err)
 	}
-	data, err := batches(256, true, false)
+	data, err := batches(256, tptrain.Shuffled, tptrain.DropRemainder)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer data.Close()
-	validation, err := batches(64, false, true)
+	validation, err := batches(64, tptrain.Sequential, tptrain.KeepRemainder)
 	if err != nil {
 		log.Fatal(err)
 	}

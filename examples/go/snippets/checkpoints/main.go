@@ -53,24 +53,24 @@ func run(logdir string, xy []*tptrain.Tensor, maxEpoch int64, first bool) error 
 	if err := model.SetOptimizer(adam); err != nil {
 		return err
 	}
-	rows, err := tptrain.DataFlowFromTensors(xy, true)
+	rows, err := tptrain.DataFlowFromTensors(xy, tptrain.Shuffled)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
-	batches, err := rows.Batch(32, false)
+	batches, err := rows.Batch(32, tptrain.DropRemainder)
 	if err != nil {
 		return err
 	}
 	defer batches.Close()
-	saver, err := tptrain.ModelSaver(tptrain.ModelSaverOptions{}) // after every epoch, into logdir
+	saver, err := tptrain.ModelSaver(nil) // after every epoch, into logdir
 	if err != nil {
 		return err
 	}
 	defer saver.Close() // a no-op once the trainer took it
 	// Before training (after a resume's restore): where this run starts.
 	var start int64
-	startsAt, err := tptrain.NewCallback("starts_at", tptrain.EventBeforeTrain, true,
+	startsAt, err := tptrain.NewCallback("starts_at", tptrain.EventBeforeTrain, nil,
 		func(ctx *tptrain.Context, _ tptrain.Event, _ *tptrain.Record) error {
 			start = ctx.GlobalStep()
 			return nil
@@ -96,10 +96,7 @@ func run(logdir string, xy []*tptrain.Tensor, maxEpoch int64, first bool) error 
 	if err := trainer.Run(); err != nil {
 		return err
 	}
-	end, err := trainer.GlobalStep()
-	if err != nil {
-		return err
-	}
+	end := trainer.GlobalStep()
 	what := "resumed"
 	if first {
 		what = "first run"

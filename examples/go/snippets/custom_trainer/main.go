@@ -109,10 +109,7 @@ func train(batches *tptrain.DataFlow) error {
 			return err
 		}
 	}
-	steps, err := trainer.GlobalStep()
-	if err != nil {
-		return err
-	}
+	steps := trainer.GlobalStep()
 	fmt.Printf("global_step %d: a fits %.2f x + %.2f, b fits %.2f x + %.2f\n", steps, fit[0], fit[1], fit[2], fit[3])
 	return nil
 }
@@ -141,12 +138,12 @@ func main() {
 		defer t.Close()
 		columns = append(columns, t)
 	}
-	data, err := tptrain.DataFlowFromTensors(columns, true)
+	data, err := tptrain.DataFlowFromTensors(columns, tptrain.Shuffled)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer data.Close()
-	batches, err := data.Batch(32, false)
+	batches, err := data.Batch(32, tptrain.DropRemainder)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func pipeline() error {
 		return err
 	}
 	defer mapped.Close()
-	batched, err := mapped.Batch(4, true) // 4, 4, 2
+	batched, err := mapped.Batch(4, tptrain.KeepRemainder) // 4, 4, 2
 	if err != nil {
 		return err
 	}

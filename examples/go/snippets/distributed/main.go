@@ -40,14 +40,8 @@ func train(model *tptrain.Model, batches *tptrain.DataFlow) error {
 			return err
 		}
 	}
-	rank, size, err := trainer.Rank()
-	if err != nil {
-		return err
-	}
-	steps, err := trainer.GlobalStep()
-	if err != nil {
-		return err
-	}
+	rank, size := trainer.Rank()
+	steps := trainer.GlobalStep()
 	// The same on every rank.
 	fmt.Printf("rank %d of %d, %d steps: y = %.2f x + %.2f\n", rank, size, steps, fit[0], fit[1])
 	return nil
@@ -90,12 +84,12 @@ func run() error {
 		return err
 	}
 	defer y.Close()
-	data, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{x, y}, true)
+	data, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{x, y}, tptrain.Shuffled)
 	if err != nil {
 		return err
 	}
 	defer data.Close()
-	batches, err := data.Batch(16, false)
+	batches, err := data.Batch(16, tptrain.DropRemainder)
 	if err != nil {
 		return err
 	}

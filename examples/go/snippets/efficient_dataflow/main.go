@@ -33,7 +33,7 @@ func decode(dp *tptrain.Datapoint) error {
 }
 
 func pipeline(records *tptrain.Tensor) error {
-	source, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{records}, false)
+	source, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{records}, tptrain.Sequential)
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func pipeline(records *tptrain.Tensor) error {
 		return err
 	}
 	defer decoded.Close()
-	batched, err := decoded.Batch(64, false)
+	batched, err := decoded.Batch(64, tptrain.DropRemainder)
 	if err != nil {
 		return err
 	}

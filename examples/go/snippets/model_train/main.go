@@ -59,19 +59,19 @@ func train(ctx context.Context, x, y *tptrain.Tensor) (float64, error) {
 	if err := model.SetOptimizer(adam); err != nil {
 		return 0, err
 	}
-	rows, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{x, y}, true)
+	rows, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{x, y}, tptrain.Shuffled)
 	if err != nil {
 		return 0, err
 	}
 	defer rows.Close()
-	batches, err := rows.Batch(32, false)
+	batches, err := rows.Batch(32, tptrain.DropRemainder)
 	if err != nil {
 		return 0, err
 	}
 	defer batches.Close()
 	// After each epoch: the learning rate times 0.5, the optimizer reached
 	// through the trainer.
-	decay, err := tptrain.NewCallback("lr_decay", tptrain.EventTrigger, true,
+	decay, err := tptrain.NewCallback("lr_decay", tptrain.EventTrigger, nil,
 		func(ctx *tptrain.Context, _ tptrain.Event, _ *tptrain.Record) error {
 			opt, err := ctx.Optimizer()
 			if err != nil {

@@ -69,10 +69,7 @@ func train(batches *tptrain.DataFlow) error {
 			return err
 		}
 	}
-	steps, err := trainer.GlobalStep()
-	if err != nil {
-		return err
-	}
+	steps := trainer.GlobalStep()
 	fmt.Printf("%d steps of 2 towers: y = %.2f x + %.2f\n", steps, fit[0], fit[1])
 	return nil
 }
@@ -101,12 +98,12 @@ func main() {
 		log.Fatal(err)
 	}
 	defer y.Close()
-	data, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{x, y}, true)
+	data, err := tptrain.DataFlowFromTensors([]*tptrain.Tensor{x, y}, tptrain.Shuffled)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer data.Close()
-	batches, err := data.Batch(16, false)
+	batches, err := data.Batch(16, tptrain.DropRemainder)
 	if err != nil {
 		log.Fatal(err)
 	}

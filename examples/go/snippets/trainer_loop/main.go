@@ -37,7 +37,7 @@ func main() {
 		log.Fatal(err)
 	}
 	// After each epoch: a scalar for the monitors (stats.json, the printer).
-	report, err := tptrain.NewCallback("report", tptrain.EventTrigger, true,
+	report, err := tptrain.NewCallback("report", tptrain.EventTrigger, nil,
 		func(ctx *tptrain.Context, _ tptrain.Event, _ *tptrain.Record) error {
 			return ctx.PutScalar("total", total)
 		})
@@ -51,10 +51,7 @@ func main() {
 		log.Fatal(err)
 	}
 	reason, _ := trainer.StopReason()
-	steps, err := trainer.GlobalStep()
-	if err != nil {
-		log.Fatal(err)
-	}
+	steps := trainer.GlobalStep()
 	fmt.Printf("stopped after %d steps: %s\n", steps, reason)
 }
 
