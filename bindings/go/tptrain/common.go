@@ -14,6 +14,8 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -50,8 +52,10 @@ func (c Code) String() string {
 }
 
 // Error is an error reported by the library: the code and message of a
-// tpt_status. The message names the C function and, for a bad argument, the
-// argument.
+// tpt_status. The message begins with the function or method of this
+// package that was called, and the C function that failed follows in
+// parentheses: "DataFlow.Batch: ... (tpt_dataflow_batch)"; for a bad
+// argument it names the argument or the options' field.
 type Error struct {
 	Code    Code
 	Message string
@@ -122,7 +126,84 @@ func statusError(st *C.tpt_status) error {
 	if code == codeStop {
 		return &StopError{Reason: msg}
 	}
-	return &Error{Code: code, Message: msg}
+	return &Error{Code: code, Message: apiMessage(msg)}
+}
+
+// pkgPath is this package's path as the runtime names its functions.
+var pkgPath = reflect.TypeOf(Error{}).PkgPath()
+
+// apiMessage puts the name of the call the program made in front of a
+// library message "tpt_fn: text": "Model.Restore: text (tpt_fn)". A
+// message of another form, or one with no call of this package's API on the
+// stack, stays as it is.
+func apiMessage(msg string) string {
+	colon := strings.Index(msg, ": ")
+	if !strings.HasPrefix(msg, "tpt_") || colon < 0 || strings.Trim(msg[:colon], "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+		return msg
+	}
+	name := apiName()
+	if name == "" {
+		return msg
+	}
+	return name + ": " + msg[colon+2:] + " (" + msg[:colon] + ")"
+}
+
+// apiName returns the exported function or method of this package that the
+// program called, as "Model.Restore" or "NewModel": the outermost of this
+// package's frames at the top of the stack (those up to the first frame of
+// another package: the caller, or the runtime under a callback). "" when
+// there is none.
+func apiName() string {
+	var pcs [64]uintptr
+	n := runtime.Callers(2, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	name := ""
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, pkgPath+".") {
+			break
+		}
+		if api := exportedName(f.Function[len(pkgPath)+1:]); api != "" {
+			name = api
+		}
+		if !more {
+			break
+		}
+	}
+	return name
+}
+
+// exportedName turns the runtime's name of a function of this package into
+// its API name: "(*Model).Restore" is "Model.Restore", "Order.String" and
+// "NewModel" stay; closures, method values, unexported names and the tests'
+// own functions are "".
+func exportedName(fn string) string {
+	typ := ""
+	if strings.HasPrefix(fn, "(") {
+		end := strings.Index(fn, ").")
+		if end < 0 {
+			return ""
+		}
+		typ, fn = strings.TrimPrefix(fn[1:end], "*"), fn[end+2:]
+		if i := strings.IndexByte(typ, '['); i >= 0 {
+			typ = typ[:i]
+		}
+	} else if i := strings.IndexByte(fn, '.'); i >= 0 {
+		typ, fn = fn[:i], fn[i+1:]
+	}
+	exported := func(id string) bool { return id != "" && id[0] >= 'A' && id[0] <= 'Z' }
+	if strings.ContainsAny(fn, ".-") || !exported(fn) || (typ != "" && !exported(typ)) {
+		return ""
+	}
+	if typ != "" {
+		return typ + "." + fn
+	}
+	for _, test := range []string{"Test", "Benchmark", "Example", "Fuzz"} {
+		if strings.HasPrefix(fn, test) {
+			return ""
+		}
+	}
+	return fn
 }
 
 // newStatus turns a Go error into a C status for the library to own (a

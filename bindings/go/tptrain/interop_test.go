@@ -113,7 +113,7 @@ func TestShareToItemDevice(t *testing.T) {
 		}
 	}
 	_, err := x.To("tpu", 0)
-	wantError(t, err, CodeBackend, "tpt_tensor_to: ")
+	wantError(t, err, CodeBackend, "Tensor.To: ")
 
 	one := must(FromFloat64([]float64{math.Pi})).of(t)
 	defer closeT(t, one)
@@ -168,5 +168,5 @@ func TestDLPackRoundTrip(t *testing.T) {
 	DeleteDLPack(nil)
 
 	_, err := FromDLPack(nil)
-	wantError(t, err, CodeInvalidArgument, "tpt_tensor_from_dlpack: argument 'src' is NULL")
+	wantError(t, err, CodeInvalidArgument, "FromDLPack: argument 'src' is NULL (tpt_tensor_from_dlpack)")
 }

@@ -1361,7 +1361,7 @@ func TestTorchScriptSourceErrors(t *testing.T) {
 		wantError(t, err, CodeInvalidArgument, substr)
 	}
 	bad("def forward(self, x, y):\n    return x +\n", tsParams(), regressionSpec(),
-		"tpt_model_from_torchscript_source: cannot compile the TorchScript source: ")
+		"ModelFromTorchScriptSource: cannot compile the TorchScript source: ")
 	bad("def forward(self, x, y):\n    return self.nope\n", nil, regressionSpec(), "nope")
 	bad("def helper(self, x):\n    return x\n", nil, regressionSpec(), "the TorchScript source has no forward method")
 	bad(tsSource, tsParams(), regressionSpec()[:1], "takes 2 inputs, the input signature has 1")

@@ -125,7 +125,7 @@ func TestOpCallErrors(t *testing.T) {
 	a := must(FromFloat32([]float32{1, 2, 3, 4}, 2, 2)).of(t)
 	defer closeT(t, a)
 	_, err := OpCall("aten::relux", "", TensorArg(a))
-	e := wantError(t, err, CodeInvalidArgument, "tpt_op_call: unknown operator 'aten::relux'")
+	e := wantError(t, err, CodeInvalidArgument, "OpCall: unknown operator 'aten::relux'")
 	if !strings.Contains(e.Message, "aten::relu") {
 		t.Errorf("no suggestion in %q", e.Message)
 	}
@@ -230,7 +230,7 @@ func TestArithmeticMethods(t *testing.T) {
 	four := must(FromFloat32([]float32{1, 2, 3, 4}, 4)).of(t)
 	defer closeT(t, four)
 	_, err = x.Add(four)
-	wantError(t, err, CodeInvalidArgument, "tpt_op_add: a is [2, 3] and b is [4]: the shapes do not broadcast")
+	wantError(t, err, CodeInvalidArgument, "Tensor.Add: a is [2, 3] and b is [4]: the shapes do not broadcast (tpt_op_add)")
 	_, err = x.Add(nil)
 	wantError(t, err, CodeInvalidArgument, "Add: b is nil")
 }

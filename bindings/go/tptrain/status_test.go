@@ -1,9 +1,11 @@
 package tptrain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -136,5 +138,68 @@ func TestStopRoundTrip(t *testing.T) {
 	}
 	if got := Stop("done").Error(); got != "tptrain: stop: done" {
 		t.Errorf("Stop(done).Error() = %q", got)
+	}
+}
+
+// An error from the library names the Go call the program made, with the C
+// function in parentheses: the function or method called (also through the
+// package's own helpers and closures, or from inside a callback), not the
+// package's internals, nor the test that called it.
+func TestErrorsNameTheGoCall(t *testing.T) {
+	checkHandles(t)
+	named := func(err error, call, cfn string) {
+		t.Helper()
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("got %v, want an *Error", err)
+		}
+		if !strings.HasPrefix(e.Message, call+": ") || !strings.HasSuffix(e.Message, " ("+cfn+")") ||
+			strings.Count(e.Message, "tpt_") != 1 {
+			t.Errorf("message %q, want %q first and (%s) last", e.Message, call+": ", cfn)
+		}
+	}
+	named(SetNumThreads(0), "SetNumThreads", "tpt_set_num_threads")
+	m := newClassifier(t)
+	_, err := m.Restore("/nonexistent/model-1", nil)
+	named(err, "Model.Restore", "tpt_model_restore")
+	x := rowsT(t, 4)
+	defer x.Close()
+	src := closeDF(t, must(DataFlowFromTensors([]*Tensor{x}, Sequential)).of(t))
+	_, err = src.Batch(0, DropRemainder) // through DataFlow.derive and its closure
+	named(err, "DataFlow.Batch", "tpt_dataflow_batch")
+	// LaunchTrain makes its trainer with NewTrainerFromConfig: the call made
+	// is LaunchTrain.
+	_, err = LaunchTrain(context.Background(), &TrainConfig{Options: &TrainerOptions{StartingEpoch: -1}, Model: m,
+		DataFlow: closeDF(t, must(DataFlowFromTensors([]*Tensor{x}, Sequential)).of(t))})
+	named(err, "LaunchTrain", "tpt_trainer_from_config")
+	// From a callback, the Context's method.
+	var inCallback error
+	cb := must(NewCallback("probe", EventTriggerEpoch, nil, func(ctx *Context, _ Event, _ *Record) error {
+		_, inCallback = ctx.Output("no_such_output")
+		return nil
+	})).of(t)
+	tr, err := classifierRun(t, m, 1, cb)
+	ok(t, err)
+	defer tr.Close()
+	named(inCallback, "Context.Output", "tpt_trainer_output")
+
+	for fn, want := range map[string]string{
+		"(*Model).Restore":              "Model.Restore",
+		"(*handle[...]).acquire":        "",
+		"(*DataFlow).derive.func1":      "",
+		"(*DataFlow).Batch.func1":       "",
+		"(*Model).Restore-fm":           "",
+		"NewModel":                      "NewModel",
+		"NewModel.func2":                "",
+		"Code.String":                   "Code.String",
+		"statusError":                   "",
+		"TestErrorsNameTheGoCall":       "",
+		"TestErrorsNameTheGoCall.func1": "",
+		"(*Context).Output":             "Context.Output",
+		"(*stash).take":                 "",
+	} {
+		if got := exportedName(fn); got != want {
+			t.Errorf("exportedName(%q) = %q, want %q", fn, got, want)
+		}
 	}
 }
