@@ -408,7 +408,7 @@ impl StateAccess for StateFns<'_> {
 /// ```
 /// use tptrain::{Callback, Events, Flow};
 ///
-/// let report = Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| -> tptrain::Result<Flow> {
+/// let report = Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| {
 ///     ctx.log(&format!("epoch {} done", ctx.epoch_num()))?;
 ///     Ok(Flow::Continue)
 /// })
@@ -435,28 +435,62 @@ impl<'a> Callback<'a> {
     ///
     /// The closure gets the trainer, the event, and for [`Event::Record`] the
     /// record; it returns [`Flow::Continue`], [`Flow::Stop`] to end training
-    /// gracefully, or an error that ends training. The error may be of any
-    /// type that converts into `Box<dyn Error + Send + Sync>`: an [`Error`]
-    /// keeps its code and message; any other becomes a [`Code::Callback`]
-    /// error with the error's text as the message and the error itself as
-    /// the [`source`](std::error::Error::source) of the error that
+    /// gracefully, or an [`Error`] that ends training with its code and
+    /// message ([`Trainer::run`](crate::Trainer::run) returns it). Its result
+    /// type is this crate's [`Result<Flow>`](crate::Result), so a closure
+    /// that uses `?` needs no annotation; `?` also converts the errors this
+    /// crate has a `From` for ([`std::io::Error`], a number's parse error),
+    /// and `.map_err(Error::wrap)` any other, keeping it as the
+    /// [`source`](std::error::Error::source) (see [`Error::wrap`]). For a
+    /// closure whose error is of a type of its own, use
+    /// [`on_fallible`](Self::on_fallible). A panic ends training too, and
+    /// `Trainer::run` resumes it.
+    ///
+    /// ```
+    /// use tptrain::{Callback, Events, Flow};
+    ///
+    /// let report = Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| {
+    ///     let cost = ctx.scalar_latest("cost")?.value;
+    ///     println!("epoch {}: cost {cost:.3}", ctx.epoch_num());
+    ///     Ok(Flow::Continue)
+    /// });
+    /// # drop(report);
+    /// ```
+    pub fn on<F>(events: Events, f: F) -> CallbackBuilder<'a>
+    where
+        F: FnMut(&mut Context, Event, Option<Record<'_>>) -> Result<Flow> + 'a,
+    {
+        CallbackBuilder { events, name: None, chief_only: true, f: Box::new(f), state: None }
+    }
+
+    /// [`on`](Self::on) for a closure whose error is of any type that
+    /// converts into `Box<dyn Error + Send + Sync>` (its own error enum, a
+    /// boxed error, an `anyhow::Error`...): an [`Error`] keeps its code and
+    /// message; any other becomes a [`Code::Callback`] error with the error's
+    /// text as the message and the error itself as the
+    /// [`source`](std::error::Error::source) of the error that
     /// [`Trainer::run`](crate::Trainer::run) returns (see [`Error::wrap`]).
-    /// Name the error type where the body does not (a closure that only uses
-    /// `?` needs it): `|ctx, event, record| -> tptrain::Result<Flow> { ... }`.
-    /// A panic ends training too, and `Trainer::run` resumes it.
-    pub fn on<F, E>(events: Events, f: F) -> CallbackBuilder<'a>
+    /// Name the error type where the body does not:
+    ///
+    /// ```
+    /// use tptrain::{Callback, Events, Flow};
+    ///
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    /// let check = Callback::on_fallible(Events::TRIGGER_EPOCH, |ctx, _, _| -> Result<Flow, BoxError> {
+    ///     if ctx.epoch_num() > 100 {
+    ///         return Err("too many epochs".into());
+    ///     }
+    ///     Ok(Flow::Continue)
+    /// });
+    /// # drop(check);
+    /// ```
+    pub fn on_fallible<F, E>(events: Events, f: F) -> CallbackBuilder<'a>
     where
         F: FnMut(&mut Context, Event, Option<Record<'_>>) -> std::result::Result<Flow, E> + 'a,
         E: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let mut f = f;
-        CallbackBuilder {
-            events,
-            name: None,
-            chief_only: true,
-            f: Box::new(move |ctx, event, record| f(ctx, event, record).map_err(Error::wrap)),
-            state: None,
-        }
+        Callback::on(events, move |ctx, event, record| f(ctx, event, record).map_err(Error::wrap))
     }
 
     /// Gives up ownership of the handle (for a C function that takes it).
@@ -484,30 +518,71 @@ impl<'a> Callback<'a> {
     }
 
     /// Makes the callback trigger more often (tensorpack's
-    /// `PeriodicTrigger`): it gets [`Event::Trigger`] after each step where
-    /// `global_step % every_k_steps == 0`, after each epoch where
-    /// `epoch_num % every_k_epochs == 0`, and, with `before_train`, in
-    /// BEFORE_TRAIN; its own TRIGGER_EPOCH is replaced. 0 disables a
-    /// condition; at least one must be set (`tpt_callback_periodic_trigger`).
-    pub fn periodic_trigger(self, every_k_steps: i64, every_k_epochs: i64, before_train: bool) -> Result<Callback<'a>> {
+    /// `PeriodicTrigger`, `tpt_callback_periodic_trigger`): it gets
+    /// [`Event::Trigger`] after each step where `global_step` is a multiple
+    /// of [`every.steps`](Every::steps), after each epoch where `epoch_num`
+    /// is a multiple of [`every.epochs`](Every::epochs), and, with
+    /// [`every.before_train`](Every::before_train), in BEFORE_TRAIN; its own
+    /// TRIGGER_EPOCH is replaced. At least one condition must be set
+    /// ([`Code::InvalidArgument`] otherwise). Takes the callback, also on
+    /// failure.
+    ///
+    /// ```
+    /// use tptrain::{Callback, Events, Every, Flow};
+    ///
+    /// let validate = Callback::on(Events::TRIGGER, |ctx, _, _| {
+    ///     ctx.log("validating")?;
+    ///     Ok(Flow::Continue)
+    /// })
+    /// .periodic_trigger(Every::steps(500).before_train())?;
+    /// # drop(validate);
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn periodic_trigger(self, every: Every) -> Result<Callback<'a>> {
+        let Every { steps, epochs, before_train } = every;
         self.wrapped(|out, inner| unsafe {
-            sys::tpt_callback_periodic_trigger(out, inner, every_k_steps, every_k_epochs, before_train as i32)
+            sys::tpt_callback_periodic_trigger(out, inner, steps, epochs, before_train as i32)
         })
     }
 
-    /// Makes the callback run less often (tensorpack's `PeriodicCallback`):
-    /// its per-epoch and per-step events reach it only when
-    /// `global_step % every_k_steps == 0`, `epoch_num % every_k_epochs == 0`,
-    /// or (with every_k_epochs) at the last step of the last epoch
-    /// (`tpt_callback_periodic`).
-    pub fn periodic(self, every_k_steps: i64, every_k_epochs: i64) -> Result<Callback<'a>> {
-        self.wrapped(|out, inner| unsafe { sys::tpt_callback_periodic(out, inner, every_k_steps, every_k_epochs) })
+    /// Makes the callback run less often (tensorpack's `PeriodicCallback`,
+    /// `tpt_callback_periodic`): its per-epoch and per-step events reach it
+    /// only when `global_step` is a multiple of [`every.steps`](Every::steps),
+    /// when `epoch_num` is a multiple of [`every.epochs`](Every::epochs), or
+    /// (with `every.epochs`) at the last step of the last epoch. At least one
+    /// condition must be set; [`Every::before_train`] is
+    /// [`periodic_trigger`](Self::periodic_trigger)'s alone (both are
+    /// [`Code::InvalidArgument`] errors). Takes the callback, also on
+    /// failure.
+    ///
+    /// ```
+    /// use tptrain::{Callback, Events, Every, Flow};
+    ///
+    /// let log = Callback::on(Events::TRIGGER_STEP, |ctx, _, _| {
+    ///     ctx.log(&format!("step {}", ctx.global_step()))?;
+    ///     Ok(Flow::Continue)
+    /// })
+    /// .periodic(Every::steps(25))?;
+    /// # drop(log);
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn periodic(self, every: Every) -> Result<Callback<'a>> {
+        if every.before_train {
+            return Err(Error::new(
+                Code::InvalidArgument,
+                "Callback::periodic: Every::before_train is for periodic_trigger only \
+                 (periodic lets events through, it makes none)",
+            ));
+        }
+        let Every { steps, epochs, .. } = every;
+        self.wrapped(|out, inner| unsafe { sys::tpt_callback_periodic(out, inner, steps, epochs) })
     }
 
     /// Lets BEFORE/AFTER_EPOCH, BEFORE/AFTER_RUN, TRIGGER_STEP and
     /// TRIGGER_EPOCH reach the callback only when `predicate` says so (asked
     /// in BEFORE_RUN and remembered for AFTER_RUN); other events always pass
-    /// (tensorpack's `EnableCallbackIf`, `tpt_callback_enable_if`).
+    /// (tensorpack's `EnableCallbackIf`, `tpt_callback_enable_if`). Takes the
+    /// callback, also on failure.
     pub fn enable_if<P>(self, predicate: P) -> Result<Callback<'a>>
     where
         P: FnMut(&mut Context) -> bool + 'a,
@@ -560,7 +635,7 @@ impl<'a> CallbackBuilder<'a> {
     ///
     /// let seen = Rc::new(Cell::new(0u64));
     /// let (a, b, c) = (seen.clone(), seen.clone(), seen.clone());
-    /// let counter = Callback::on(Events::TRIGGER_STEP, move |_, _, _| -> tptrain::Result<Flow> {
+    /// let counter = Callback::on(Events::TRIGGER_STEP, move |_, _, _| {
     ///     a.set(a.get() + 1);
     ///     Ok(Flow::Continue)
     /// })
@@ -581,6 +656,26 @@ impl<'a> CallbackBuilder<'a> {
     {
         self.state = Some((Box::new(save), Box::new(restore)));
         self
+    }
+
+    /// Builds the callback and makes it trigger more often:
+    /// [`Callback::periodic_trigger`].
+    pub fn periodic_trigger(self, every: Every) -> Result<Callback<'a>> {
+        self.build()?.periodic_trigger(every)
+    }
+
+    /// Builds the callback and makes it run less often: [`Callback::periodic`].
+    pub fn periodic(self, every: Every) -> Result<Callback<'a>> {
+        self.build()?.periodic(every)
+    }
+
+    /// Builds the callback and lets the loop's events reach it only when
+    /// `predicate` says so: [`Callback::enable_if`].
+    pub fn enable_if<P>(self, predicate: P) -> Result<Callback<'a>>
+    where
+        P: FnMut(&mut Context) -> bool + 'a,
+    {
+        self.build()?.enable_if(predicate)
     }
 
     /// Makes the callback (`tpt_callback_new`). Fails for a name with a NUL
@@ -634,11 +729,56 @@ impl fmt::Debug for CallbackBuilder<'_> {
     }
 }
 
-/// What [`Trainer::add_callback`](crate::Trainer::add_callback) and
-/// [`Trainer::add_monitor`](crate::Trainer::add_monitor) take: a
-/// [`Callback`], or a [`CallbackBuilder`] that they build.
+/// Whatever goes where a callback goes: [`Trainer::add_callback`](crate::Trainer::add_callback),
+/// [`Trainer::add_monitor`](crate::Trainer::add_monitor),
+/// [`TrainConfig::callback`](crate::TrainConfig::callback) and
+/// [`TrainConfig::monitor`](crate::TrainConfig::monitor) take a
+/// [`Callback`], a [`CallbackBuilder`] from [`Callback::on`], any builder of
+/// the catalogue ([`EarlyStopping`], [`ModelSaver`],
+/// [`InferenceRunner`](crate::InferenceRunner), ...), or a `Result` of any of
+/// them (what [`Callback::inference_runner`] and the wrappers return), and
+/// build it there: no `.build()?` and no `?` needed.
+///
+/// Its provided methods wrap any of them as [`Callback`]'s methods do
+/// ([`periodic`](Self::periodic), [`periodic_trigger`](Self::periodic_trigger),
+/// [`enable_if`](Self::enable_if)); import the trait to call them on a
+/// catalogue builder:
+///
+/// ```no_run
+/// use tptrain::{Every, InferenceRunner, Inferencer, IntoCallback};
+/// # fn f<'a>(model: &tptrain::Model<'a>, val: &tptrain::DataFlow<'a>, trainer: &mut tptrain::Trainer<'a>) -> tptrain::Result<()> {
+/// let runner = InferenceRunner::new(model, val).inferencer(Inferencer::scalar_stats(&["cost"]));
+/// trainer.add_callback(runner.periodic_trigger(Every::steps(500)))?;
+/// # Ok(()) }
+/// ```
 pub trait IntoCallback<'a> {
+    /// The callback, built if need be.
     fn into_callback(self) -> Result<Callback<'a>>;
+
+    /// [`Callback::periodic`] of the callback.
+    fn periodic(self, every: Every) -> Result<Callback<'a>>
+    where
+        Self: Sized,
+    {
+        self.into_callback()?.periodic(every)
+    }
+
+    /// [`Callback::periodic_trigger`] of the callback.
+    fn periodic_trigger(self, every: Every) -> Result<Callback<'a>>
+    where
+        Self: Sized,
+    {
+        self.into_callback()?.periodic_trigger(every)
+    }
+
+    /// [`Callback::enable_if`] of the callback.
+    fn enable_if<P>(self, predicate: P) -> Result<Callback<'a>>
+    where
+        Self: Sized,
+        P: FnMut(&mut Context) -> bool + 'a,
+    {
+        self.into_callback()?.enable_if(predicate)
+    }
 }
 
 impl<'a> IntoCallback<'a> for Callback<'a> {
@@ -650,6 +790,69 @@ impl<'a> IntoCallback<'a> for Callback<'a> {
 impl<'a> IntoCallback<'a> for CallbackBuilder<'a> {
     fn into_callback(self) -> Result<Callback<'a>> {
         self.build()
+    }
+}
+
+/// A callback, or a builder, that a fallible call made: its error comes out
+/// where the callback is taken (`trainer.add_callback(Callback::inference_runner(..))?`).
+impl<'a, T: IntoCallback<'a>> IntoCallback<'a> for Result<T> {
+    fn into_callback(self) -> Result<Callback<'a>> {
+        self?.into_callback()
+    }
+}
+
+/// How often a periodic wrapper lets a callback run
+/// ([`Callback::periodic`]) or trigger ([`Callback::periodic_trigger`]),
+/// and how often a [`ModelSaver`] saves ([`ModelSaver::every`]): every
+/// [`steps`](Self::steps) global steps, every [`epochs`](Self::epochs)
+/// epochs, and (`periodic_trigger` only) [`before_train`](Self::before_train).
+/// A condition left at 0 (`false`) is off; `Default` has them all off.
+/// Spell it with the constructors rather than the numbers:
+///
+/// ```
+/// use tptrain::Every;
+///
+/// assert_eq!(Every::steps(500), Every { steps: 500, ..Default::default() });
+/// let both = Every::epochs(2).and_steps(1000).before_train();
+/// assert_eq!((both.steps, both.epochs, both.before_train), (1000, 2, true));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Every {
+    /// Every this many global steps (when `global_step` is a multiple of
+    /// it); 0: not by steps.
+    pub steps: i64,
+    /// Every this many epochs (when `epoch_num` is a multiple of it); 0: not
+    /// by epochs.
+    pub epochs: i64,
+    /// Also once in BEFORE_TRAIN ([`Callback::periodic_trigger`] only).
+    pub before_train: bool,
+}
+
+impl Every {
+    /// Every `n` global steps.
+    pub const fn steps(n: i64) -> Every {
+        Every { steps: n, epochs: 0, before_train: false }
+    }
+
+    /// Every `n` epochs.
+    pub const fn epochs(n: i64) -> Every {
+        Every { steps: 0, epochs: n, before_train: false }
+    }
+
+    /// The same, and also every `n` global steps.
+    pub const fn and_steps(self, n: i64) -> Every {
+        Every { steps: n, ..self }
+    }
+
+    /// The same, and also every `n` epochs.
+    pub const fn and_epochs(self, n: i64) -> Every {
+        Every { epochs: n, ..self }
+    }
+
+    /// The same, and also once in BEFORE_TRAIN ([`Callback::periodic_trigger`]
+    /// only: tensorpack's `PeriodicTrigger(before_train=True)`).
+    pub const fn before_train(self) -> Every {
+        Every { before_train: true, ..self }
     }
 }
 

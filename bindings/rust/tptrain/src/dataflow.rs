@@ -16,13 +16,13 @@
 //!
 //! ```
 //! use tptrain::ops::{call1, Arg};
-//! use tptrain::{DataFlow, Tensor};
+//! use tptrain::{DataFlow, Order, Remainder, Tensor};
 //!
 //! let x = Tensor::from_slice(&[0f32, 1., 2., 3., 4., 5., 6., 7.], &[4, 2])?;
 //! let y = Tensor::from_slice(&[0i64, 1, 0, 1], &[4])?;
-//! let rows = DataFlow::from_tensors(&[&x, &y], false)?;
-//! let doubled = rows.map_component(0, |x| call1("aten::mul", &[Arg::Tensor(x), Arg::Double(2.0)]).map(Some))?;
-//! let batches = doubled.batch(2, false)?;
+//! let rows = DataFlow::from_tensors(&[&x, &y], Order::Sequential)?;
+//! let doubled = rows.map_component(0, |x| Ok(Some(call1("aten::mul", &[Arg::Tensor(x), Arg::Double(2.0)])?)))?;
+//! let batches = doubled.batch(2, Remainder::Drop)?;
 //! assert_eq!(batches.size(), Some(2));
 //! let first = batches.iter().next().unwrap()?;
 //! assert_eq!(first[0].to_vec::<f32>()?, vec![0., 2., 4., 6.]);
@@ -40,13 +40,14 @@
 //! [`prefetch`](DataFlow::prefetch), a queue input or a parallel map), a
 //! parallel map's and a threaded decoder's on several worker threads at once.
 //! So they are `Send` (and `Sync` where several threads share them). They
-//! may fail with any error type that converts into
-//! `Box<dyn Error + Send + Sync>`: an [`Error`] reaches the consumer with its
-//! code and message unchanged, any other as a [`Code::Callback`] error with
-//! the error's text as the message and the error itself as the
-//! [`source`](std::error::Error::source) (see [`Error::wrap`]); a closure
-//! that only uses `?` names its error type, e.g.
-//! `|dp| -> tptrain::Result<()> { ... }`. A panic fails the call that ran
+//! return this crate's [`Result`](crate::Result), so a closure that uses `?`
+//! needs no annotation: its [`Error`] reaches the consumer with its code and
+//! message unchanged. `?` converts an [`std::io::Error`] or a number's parse
+//! error, and `.map_err(Error::wrap)` any other error, into a
+//! [`Code::Callback`] (or [`Code::Io`], ...) error with the error itself as
+//! the [`source`](std::error::Error::source) (see [`Error::wrap`]). (A
+//! [`DataFlow::from_iter`](crate::DataFlow::from_iter) item may be a
+//! `Result` of any error type.) A panic fails the call that ran
 //! the closure as well; on the thread of a Rust call that iterates
 //! ([`DataFlow::iter`](crate::DataFlow::iter), [`DataFlow::next_into`](crate::DataFlow::next_into), [`DataFlow::reset_state`](crate::DataFlow::reset_state),
 //! [`DataFlow::get_state`](crate::DataFlow::get_state), [`Trainer::run`](crate::Trainer::run) with a
@@ -255,6 +256,91 @@ impl fmt::Debug for Datapoint {
 }
 
 // ------------------------------------------------------------------ options
+
+/// The order of a source's datapoints in each pass
+/// ([`DataFlow::from_tensors`](crate::DataFlow::from_tensors),
+/// [`from_idx`](crate::DataFlow::from_idx), [`mnist`](crate::DataFlow::mnist),
+/// [`from_files`](crate::DataFlow::from_files)) or of a cache's replays
+/// ([`DataFlow::cache`](crate::DataFlow::cache)); tensorpack's `shuffle`
+/// argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Order {
+    /// In order, the same every pass (tensorpack's `shuffle=False`). The
+    /// default.
+    #[default]
+    Sequential,
+    /// Reshuffled every pass, from the dataflow's seed
+    /// ([`DataFlow::set_seed`](crate::DataFlow::set_seed)) (`shuffle=True`).
+    Shuffled,
+}
+
+impl Order {
+    /// The C `shuffle` flag.
+    fn shuffle(self) -> i32 {
+        (self == Order::Shuffled) as i32
+    }
+}
+
+/// What [`DataFlow::batch`](crate::DataFlow::batch) does with the short
+/// last batch of a pass (tensorpack's `remainder`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Remainder {
+    /// Dropped: every batch has `batch_size` rows (tensorpack's default
+    /// `remainder=False`; PyTorch's `drop_last=True`). The default.
+    #[default]
+    Drop,
+    /// Emitted, with fewer rows (tensorpack's `remainder=True`; PyTorch's
+    /// `drop_last=False`), e.g. to validate on every row.
+    Keep,
+}
+
+/// Where a pass of [`DataFlow::fixed_size`](crate::DataFlow::fixed_size)
+/// leaves the dataflow it reads for the next one (tensorpack's
+/// FixedSizeData `keep_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum InnerState {
+    /// The next pass goes on where this one stopped (`keep_state=True`,
+    /// tensorpack's default). The default.
+    #[default]
+    Keep,
+    /// The next pass starts the inner dataflow over (`keep_state=False`).
+    Reset,
+}
+
+/// Options of [`DataFlow::fake`](crate::DataFlow::fake) (tensorpack's
+/// FakeData): what the fake datapoints hold. `Default`: new random values
+/// every datapoint, uniform in `[0, 1)` (tensorpack's `random=True`). Set
+/// fields (`FakeOptions { random: false, ..Default::default() }`) or chain
+/// the setters (`FakeOptions::default().range(-1.0, 1.0)`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FakeOptions {
+    /// New values every datapoint (default true); false: one constant
+    /// datapoint repeated (the fastest, for benchmarks of what follows).
+    pub random: bool,
+    /// The values are uniform in `[low, high)` (integers: rounded down);
+    /// default 0.
+    pub low: f64,
+    /// Default 1.
+    pub high: f64,
+}
+
+impl Default for FakeOptions {
+    fn default() -> FakeOptions {
+        FakeOptions { random: true, low: 0.0, high: 1.0 }
+    }
+}
+
+impl FakeOptions {
+    /// New values every datapoint (`true`, the default) or one constant
+    /// datapoint repeated (`false`).
+    pub fn random(self, random: bool) -> FakeOptions {
+        FakeOptions { random, ..self }
+    }
+    /// Values uniform in `[low, high)` (default `[0, 1)`).
+    pub fn range(self, low: f64, high: f64) -> FakeOptions {
+        FakeOptions { low, high, ..self }
+    }
+}
 
 /// Options of [`DataFlow::parallel_map`](crate::DataFlow::parallel_map) (`tpt_parallel_map_options`);
 /// `Default` gives the C defaults.
@@ -537,13 +623,12 @@ struct FnSource<F> {
     size: Option<i64>,
 }
 
-impl<F, E> Source for FnSource<F>
+impl<F> Source for FnSource<F>
 where
-    F: FnMut() -> Result<Option<Vec<Tensor>>, E> + Send,
-    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    F: FnMut() -> Result<Option<Vec<Tensor>>> + Send,
 {
     fn next(&mut self) -> Result<Option<Vec<Tensor>>> {
-        (self.next)().map_err(Error::wrap)
+        (self.next)()
     }
     fn size(&self) -> Option<i64> {
         self.size
@@ -690,16 +775,16 @@ where
 /// ```compile_fail
 /// fn send<T: Send>(_: T) {}
 /// let x = tptrain::Tensor::from_slice(&[1f32, 2.], &[2]).unwrap();
-/// send(tptrain::DataFlow::from_tensors(&[&x], false).unwrap()); // stays on its thread
+/// send(tptrain::DataFlow::from_tensors(&[&x], tptrain::Order::Sequential).unwrap()); // stays on its thread
 /// ```
 ///
 /// A map closure must be `Send` (it may run on a prefetch thread):
 ///
 /// ```compile_fail
 /// let x = tptrain::Tensor::from_slice(&[1f32, 2.], &[2]).unwrap();
-/// let df = tptrain::DataFlow::from_tensors(&[&x], false).unwrap();
+/// let df = tptrain::DataFlow::from_tensors(&[&x], tptrain::Order::Sequential).unwrap();
 /// let seen = std::rc::Rc::new(std::cell::Cell::new(0));
-/// df.map(move |_| { seen.set(seen.get() + 1); Ok::<(), tptrain::Error>(()) });
+/// df.map(move |_| { seen.set(seen.get() + 1); Ok(()) });
 /// ```
 pub struct DataFlow<'a> {
     raw: NonNull<sys::tpt_dataflow>,
@@ -750,8 +835,7 @@ impl<'a> DataFlow<'a> {
 
     /// A dataflow whose datapoints `next` makes: `Ok(Some(components))`, or
     /// `Ok(None)` at the end of a pass (the call after that starts the next
-    /// one), or an error of any type (see [`Error::wrap`]) that ends the
-    /// consumer. Its size is unknown: a trainer fed by it needs
+    /// one), or an error that ends the consumer. Its size is unknown: a trainer fed by it needs
     /// `steps_per_epoch` (see [`from_fn_sized`](Self::from_fn_sized), or
     /// [`from_source`](Self::from_source) for one that reseeds).
     ///
@@ -760,7 +844,7 @@ impl<'a> DataFlow<'a> {
     /// use std::io::BufRead;
     ///
     /// let mut lines = std::io::Cursor::new("0.5\n1.5\n").lines();
-    /// let df = DataFlow::from_fn(move || -> tptrain::Result<_> {
+    /// let df = DataFlow::from_fn(move || {
     ///     let Some(line) = lines.next() else { return Ok(None) };
     ///     let x: f32 = line?.trim().parse()?; // io::Error and ParseFloatError convert
     ///     Ok(Some(vec![Tensor::from_slice(&[x], &[])?]))
@@ -768,10 +852,9 @@ impl<'a> DataFlow<'a> {
     /// assert_eq!(df.iter().count(), 2);
     /// # Ok::<(), tptrain::Error>(())
     /// ```
-    pub fn from_fn<F, E>(next: F) -> Result<DataFlow<'a>>
+    pub fn from_fn<F>(next: F) -> Result<DataFlow<'a>>
     where
-        F: FnMut() -> Result<Option<Vec<Tensor>>, E> + Send + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+        F: FnMut() -> Result<Option<Vec<Tensor>>> + Send + 'a,
     {
         DataFlow::from_source(FnSource { next, size: None })
     }
@@ -792,10 +875,9 @@ impl<'a> DataFlow<'a> {
     /// assert_eq!(df.size(), Some(4));
     /// # Ok::<(), tptrain::Error>(())
     /// ```
-    pub fn from_fn_sized<F, E>(size: i64, next: F) -> Result<DataFlow<'a>>
+    pub fn from_fn_sized<F>(size: i64, next: F) -> Result<DataFlow<'a>>
     where
-        F: FnMut() -> Result<Option<Vec<Tensor>>, E> + Send + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+        F: FnMut() -> Result<Option<Vec<Tensor>>> + Send + 'a,
     {
         if size < 0 {
             return Err(Error::new(Code::InvalidArgument, format!("from_fn_sized: size must be >= 0, got {size}")));
@@ -830,21 +912,30 @@ impl<'a> DataFlow<'a> {
     }
 
     /// Rows of in-memory tensors (dimension 0): datapoint i is
-    /// `(tensors[0][i], tensors[1][i], ...)`, in order or reshuffled every
-    /// pass. The tensors are shared, not copied (`tpt_dataflow_from_tensors`).
-    pub fn from_tensors(tensors: &[&Tensor], shuffle: bool) -> Result<DataFlow<'a>> {
+    /// `(tensors[0][i], tensors[1][i], ...)`, in `order`
+    /// ([`Order::Shuffled`]: reshuffled every pass). The tensors are shared,
+    /// not copied (`tpt_dataflow_from_tensors`).
+    ///
+    /// ```
+    /// use tptrain::{DataFlow, Order, Tensor};
+    /// let x = Tensor::from_slice(&[1f32, 2., 3.], &[3])?;
+    /// let rows = DataFlow::from_tensors(&[&x], Order::Shuffled)?;
+    /// assert_eq!(rows.size(), Some(3));
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn from_tensors(tensors: &[&Tensor], order: Order) -> Result<DataFlow<'a>> {
         let ptrs: Vec<*const sys::tpt_tensor> = tensors.iter().map(|t| t.as_ptr()).collect();
         let mut out = ptr::null_mut();
-        call!(sys::tpt_dataflow_from_tensors(&mut out, ptrs.as_ptr(), ptrs.len(), shuffle as i32))?;
+        call!(sys::tpt_dataflow_from_tensors(&mut out, ptrs.as_ptr(), ptrs.len(), order.shuffle()))?;
         DataFlow::wrap(out)
     }
 
     /// Rows of IDX files (the MNIST format; gzip when the name ends in .gz):
     /// datapoint i is `(row i of paths[0], row i of paths[1], ...)` in the
-    /// files' element types. The files are read now; a missing, truncated
-    /// or malformed file is a [`Code::Io`] or [`Code::InvalidArgument`]
-    /// error naming it (`tpt_dataflow_from_idx`).
-    pub fn from_idx<P: AsRef<Path>>(paths: &[P], shuffle: bool) -> Result<DataFlow<'a>> {
+    /// files' element types, in `order`. The files are read now; a missing,
+    /// truncated or malformed file is a [`Code::Io`] or
+    /// [`Code::InvalidArgument`] error naming it (`tpt_dataflow_from_idx`).
+    pub fn from_idx<P: AsRef<Path>>(paths: &[P], order: Order) -> Result<DataFlow<'a>> {
         let cpaths = paths
             .iter()
             .enumerate()
@@ -852,37 +943,38 @@ impl<'a> DataFlow<'a> {
             .collect::<Result<Vec<_>>>()?;
         let ptrs: Vec<*const c_char> = cpaths.iter().map(|c| c.as_ptr()).collect();
         let mut out = ptr::null_mut();
-        call!(sys::tpt_dataflow_from_idx(&mut out, ptrs.as_ptr(), ptrs.len(), shuffle as i32))?;
+        call!(sys::tpt_dataflow_from_idx(&mut out, ptrs.as_ptr(), ptrs.len(), order.shuffle()))?;
         DataFlow::wrap(out)
     }
 
     /// MNIST or Fashion-MNIST in `dir`, `split` "train" (60,000) or "test"
     /// (10,000): datapoints (image f32 `[1, 28, 28]` in [0, 1], label i64
-    /// scalar) (`tpt_dataflow_mnist`).
-    pub fn mnist(dir: impl AsRef<Path>, split: &str, shuffle: bool) -> Result<DataFlow<'a>> {
+    /// scalar), in `order` (`tpt_dataflow_mnist`).
+    pub fn mnist(dir: impl AsRef<Path>, split: &str, order: Order) -> Result<DataFlow<'a>> {
         let dir = path_to_cstring(dir.as_ref(), "dir")?;
         let mut out = ptr::null_mut();
-        with_cstr(split, "split", |s| call!(sys::tpt_dataflow_mnist(&mut out, dir.as_ptr(), s, shuffle as i32)))??;
+        with_cstr(split, "split", |s| call!(sys::tpt_dataflow_mnist(&mut out, dir.as_ptr(), s, order.shuffle())))??;
         DataFlow::wrap(out)
     }
 
     /// A list of files that `decode(dp, path, index)` turns into datapoints
-    /// (filling the empty `dp`), in order or shuffled every pass; with
-    /// `n_threads` > 0 decoded by that many threads at once, in order
-    /// (`tpt_dataflow_from_files`). `decode` may fail with any error type
-    /// (see [`Error::wrap`]), e.g. the [`std::io::Error`] of reading the file.
-    pub fn from_files<P, F, E>(paths: &[P], shuffle: bool, n_threads: i32, decode: F) -> Result<DataFlow<'a>>
-    where
-        P: AsRef<Path>,
-        F: Fn(&mut DatapointRef, &Path, usize) -> Result<(), E> + Send + Sync + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let decode =
-            move |dp: &mut DatapointRef, path: &Path, index: usize| decode(dp, path, index).map_err(Error::wrap);
-        DataFlow::from_files_with(paths, shuffle, n_threads, decode)
-    }
-
-    fn from_files_with<P, F>(paths: &[P], shuffle: bool, n_threads: i32, decode: F) -> Result<DataFlow<'a>>
+    /// (filling the empty `dp`), in `order`; decoded on the iterating thread
+    /// when `n_threads` is 0, else by that many worker threads at once, the
+    /// datapoints still in `order` (`tpt_dataflow_from_files`). `decode`
+    /// returns a [`Result`](crate::Result): `?` turns the [`std::io::Error`]
+    /// of reading the file into an [`Error`] that keeps it as its source.
+    ///
+    /// ```no_run
+    /// use tptrain::{DataFlow, Order, Tensor};
+    /// # let paths = ["a.txt", "b.txt"];
+    /// let df = DataFlow::from_files(&paths, Order::Shuffled, 4, |dp, path, _index| {
+    ///     let x: f32 = std::fs::read_to_string(path)?.trim().parse()?;
+    ///     dp.push(&Tensor::from_slice(&[x], &[])?)
+    /// })?;
+    /// # let _ = df;
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn from_files<P, F>(paths: &[P], order: Order, n_threads: i32, decode: F) -> Result<DataFlow<'a>>
     where
         P: AsRef<Path>,
         F: Fn(&mut DatapointRef, &Path, usize) -> Result<()> + Send + Sync + 'a,
@@ -901,7 +993,7 @@ impl<'a> DataFlow<'a> {
                 out,
                 ptrs.as_ptr(),
                 ptrs.len(),
-                shuffle as i32,
+                order.shuffle(),
                 n_threads,
                 Some(decode_trampoline::<F>),
                 user_data,
@@ -911,40 +1003,57 @@ impl<'a> DataFlow<'a> {
     }
 
     /// `size` datapoints per pass of the given shapes and dtypes (names are
-    /// ignored; no -1), for benchmarks: uniform in `[low, high)`, new every
-    /// datapoint when `random`, else one constant datapoint repeated
-    /// (`tpt_dataflow_fake`).
-    pub fn fake(components: &[InputSpec], size: i64, random: bool, low: f64, high: f64) -> Result<DataFlow<'a>> {
+    /// ignored; no -1), for benchmarks (tensorpack's FakeData,
+    /// `tpt_dataflow_fake`): `options`, `None` for the defaults (new values
+    /// every datapoint, uniform in `[0, 1)`), or a [`FakeOptions`].
+    ///
+    /// ```
+    /// use tptrain::{DType, DataFlow, FakeOptions, InputSpec};
+    /// let spec = [InputSpec::new("x", DType::F32, &[2, 3])];
+    /// let random = DataFlow::fake(&spec, 10, None)?;
+    /// let constant = DataFlow::fake(&spec, 10, &FakeOptions::default().random(false).range(-1.0, 1.0))?;
+    /// assert_eq!((random.size(), constant.size()), (Some(10), Some(10)));
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn fake<'o>(
+        components: &[InputSpec],
+        size: i64,
+        options: impl Into<Option<&'o FakeOptions>>,
+    ) -> Result<DataFlow<'a>> {
+        let o = options.into().copied().unwrap_or_default();
         let (_names, specs) = raw_specs(components)?;
         let mut out = ptr::null_mut();
-        call!(sys::tpt_dataflow_fake(&mut out, specs.as_ptr(), specs.len(), size, random as i32, low, high))?;
+        call!(sys::tpt_dataflow_fake(&mut out, specs.as_ptr(), specs.len(), size, o.random as i32, o.low, o.high))?;
         DataFlow::wrap(out)
     }
 
     // ---- combinators
 
-    /// Stacks `batch_size` datapoints into one along a new dimension 0; a
-    /// short last batch is dropped, or emitted when `remainder`
+    /// Stacks `batch_size` datapoints into one along a new dimension 0; the
+    /// short last batch of a pass is dropped ([`Remainder::Drop`],
+    /// tensorpack's default) or emitted ([`Remainder::Keep`])
     /// (`tpt_dataflow_batch`).
-    pub fn batch(&self, batch_size: i64, remainder: bool) -> Result<DataFlow<'a>> {
+    pub fn batch(&self, batch_size: i64, remainder: Remainder) -> Result<DataFlow<'a>> {
+        let keep = (remainder == Remainder::Keep) as i32;
         let mut out = ptr::null_mut();
-        call!(sys::tpt_dataflow_batch(&mut out, self.as_ptr(), batch_size, remainder as i32))?;
+        call!(sys::tpt_dataflow_batch(&mut out, self.as_ptr(), batch_size, keep))?;
         DataFlow::wrap(out)
     }
 
     /// Applies `f` to every datapoint in place, on the thread that iterates
-    /// (`tpt_dataflow_map`). Leaving the datapoint empty drops it. `f` may
-    /// fail with any error type (see [`Error::wrap`]).
-    pub fn map<F, E>(&self, f: F) -> Result<DataFlow<'a>>
-    where
-        F: FnMut(&mut DatapointRef) -> Result<(), E> + Send + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let mut f = f;
-        self.map_with(move |dp: &mut DatapointRef| f(dp).map_err(Error::wrap))
-    }
-
-    fn map_with<F>(&self, f: F) -> Result<DataFlow<'a>>
+    /// (`tpt_dataflow_map`). Leaving the datapoint empty drops it.
+    ///
+    /// ```
+    /// use tptrain::{DataFlow, Order, Tensor};
+    /// let x = Tensor::from_slice(&[1f32, 2., 3.], &[3])?;
+    /// let squared = DataFlow::from_tensors(&[&x], Order::Sequential)?.map(|dp| {
+    ///     let v = dp.get(0)?.item()?;
+    ///     dp.set(0, &Tensor::from_slice(&[(v * v) as f32], &[])?)
+    /// })?;
+    /// assert_eq!(squared.iter().map(|dp| dp.unwrap()[0].item().unwrap()).collect::<Vec<_>>(), vec![1., 4., 9.]);
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn map<F>(&self, f: F) -> Result<DataFlow<'a>>
     where
         F: FnMut(&mut DatapointRef) -> Result<()> + Send + 'a,
     {
@@ -956,18 +1065,8 @@ impl<'a> DataFlow<'a> {
     }
 
     /// Replaces component `index` with what `f` makes of it; `Ok(None)`
-    /// drops the datapoint (`tpt_dataflow_map_component`). `f` may fail with
-    /// any error type (see [`Error::wrap`]).
-    pub fn map_component<F, E>(&self, index: usize, f: F) -> Result<DataFlow<'a>>
-    where
-        F: FnMut(&Tensor) -> Result<Option<Tensor>, E> + Send + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let mut f = f;
-        self.map_component_with(index, move |t: &Tensor| f(t).map_err(Error::wrap))
-    }
-
-    fn map_component_with<F>(&self, index: usize, f: F) -> Result<DataFlow<'a>>
+    /// drops the datapoint (`tpt_dataflow_map_component`).
+    pub fn map_component<F>(&self, index: usize, f: F) -> Result<DataFlow<'a>>
     where
         F: FnMut(&Tensor) -> Result<Option<Tensor>> + Send + 'a,
     {
@@ -985,23 +1084,29 @@ impl<'a> DataFlow<'a> {
         })
     }
 
-    /// tensorpack's MultiThreadMapData: `f` runs on `options.n_threads`
-    /// worker threads at once, which start at reset
-    /// (`tpt_dataflow_parallel_map`). In strict mode a drop is an error.
-    /// `f` may fail with any error type (see [`Error::wrap`]).
-    pub fn parallel_map<F, E>(&self, options: &ParallelMapOptions, f: F) -> Result<DataFlow<'a>>
-    where
-        F: Fn(&mut DatapointRef) -> Result<(), E> + Send + Sync + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        self.parallel_map_with(options, move |dp: &mut DatapointRef| f(dp).map_err(Error::wrap))
-    }
-
-    fn parallel_map_with<F>(&self, options: &ParallelMapOptions, f: F) -> Result<DataFlow<'a>>
+    /// tensorpack's MultiThreadMapData: `f` runs on
+    /// [`n_threads`](ParallelMapOptions::n_threads) worker threads at once,
+    /// which start at reset (`tpt_dataflow_parallel_map`); `options`: `None`
+    /// for the defaults, or a [`ParallelMapOptions`]. In strict mode a drop
+    /// is an error.
+    ///
+    /// ```
+    /// use tptrain::{DataFlow, Order, ParallelMapOptions, Tensor};
+    /// let x = Tensor::from_slice(&[1f32, 2., 3., 4.], &[4])?;
+    /// let rows = DataFlow::from_tensors(&[&x], Order::Sequential)?;
+    /// let options = ParallelMapOptions { ordered: true, strict: true, ..Default::default() };
+    /// let doubled = rows.parallel_map(&options, |dp| {
+    ///     let v = dp.get(0)?.item()?;
+    ///     dp.set(0, &Tensor::from_slice(&[(2.0 * v) as f32], &[])?)
+    /// })?;
+    /// assert_eq!(doubled.iter().map(|dp| dp.unwrap()[0].item().unwrap()).collect::<Vec<_>>(), vec![2., 4., 6., 8.]);
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn parallel_map<'o, F>(&self, options: impl Into<Option<&'o ParallelMapOptions>>, f: F) -> Result<DataFlow<'a>>
     where
         F: Fn(&mut DatapointRef) -> Result<()> + Send + Sync + 'a,
     {
-        let o = options.to_raw();
+        let o = options.into().copied().unwrap_or_default().to_raw();
         let user_data = Box::into_raw(Box::new(f)).cast::<c_void>();
         // SAFETY: the library owns user_data from here on, also on failure.
         make(|out| unsafe {
@@ -1033,11 +1138,12 @@ impl<'a> DataFlow<'a> {
         DataFlow::wrap(out)
     }
 
-    /// Keeps the first pass in memory and replays it, reshuffled every pass
-    /// when `shuffle` (tensorpack's CacheData; `tpt_dataflow_cache`).
-    pub fn cache(&self, shuffle: bool) -> Result<DataFlow<'a>> {
+    /// Keeps the first pass in memory and replays it in `order`
+    /// ([`Order::Shuffled`]: reshuffled every pass) (tensorpack's CacheData;
+    /// `tpt_dataflow_cache`).
+    pub fn cache(&self, order: Order) -> Result<DataFlow<'a>> {
         let mut out = ptr::null_mut();
-        call!(sys::tpt_dataflow_cache(&mut out, self.as_ptr(), shuffle as i32))?;
+        call!(sys::tpt_dataflow_cache(&mut out, self.as_ptr(), order.shuffle()))?;
         DataFlow::wrap(out)
     }
 
@@ -1057,11 +1163,14 @@ impl<'a> DataFlow<'a> {
     }
 
     /// Exactly `size` datapoints per pass, restarting this dataflow when it
-    /// ends; with `keep_state` the next pass goes on where this one stopped
-    /// (`tpt_dataflow_fixed_size`).
-    pub fn fixed_size(&self, size: i64, keep_state: bool) -> Result<DataFlow<'a>> {
+    /// ends; the next pass goes on where this one stopped
+    /// ([`InnerState::Keep`], tensorpack's default) or starts this dataflow
+    /// over ([`InnerState::Reset`]) (tensorpack's FixedSizeData;
+    /// `tpt_dataflow_fixed_size`).
+    pub fn fixed_size(&self, size: i64, inner: InnerState) -> Result<DataFlow<'a>> {
+        let keep_state = (inner == InnerState::Keep) as i32;
         let mut out = ptr::null_mut();
-        call!(sys::tpt_dataflow_fixed_size(&mut out, self.as_ptr(), size, keep_state as i32))?;
+        call!(sys::tpt_dataflow_fixed_size(&mut out, self.as_ptr(), size, keep_state))?;
         DataFlow::wrap(out)
     }
 

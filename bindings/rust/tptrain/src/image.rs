@@ -140,20 +140,21 @@ impl Grid {
 ///
 /// Other ranks, an empty batch, other channel counts, a boolean or complex
 /// dtype, non-finite values with the batch's own range, and bad options are
-/// [`Code::InvalidArgument`] errors.
+/// [`Code::InvalidArgument`] errors. `options`: `None` for the defaults
+/// ([`Grid::new`]), or a [`Grid`].
 ///
 /// ```
-/// use tptrain::image::{self, Grid};
+/// use tptrain::image;
 /// use tptrain::Tensor;
 ///
 /// // Three 4 x 4 grey images, N x H x W, in the default layout.
 /// let batch = Tensor::from_vec((0..48).map(|v| v as f32).collect(), &[3, 4, 4])?;
-/// let picture = image::grid(&batch, &Grid::default())?;
+/// let picture = image::grid(&batch, None)?;
 /// assert_eq!(picture.shape(), vec![2 + 6, 2 + 6 * 3, 1]);
 /// # Ok::<(), tptrain::Error>(())
 /// ```
-pub fn grid(images: &Tensor, options: &Grid) -> Result<Tensor> {
-    let raw = options.to_raw()?;
+pub fn grid<'o>(images: &Tensor, options: impl Into<Option<&'o Grid>>) -> Result<Tensor> {
+    let raw = options.into().copied().unwrap_or_default().to_raw()?;
     let mut out = ptr::null_mut();
     call!(sys::tpt_image_grid(&mut out, images.as_ptr(), &raw))?;
     Tensor::wrap(out)

@@ -2,8 +2,8 @@
 //! training"): tensorpack's InferenceRunner and its inferencers.
 //!
 //! An [`InferenceRunner`] is a callback that, after each epoch (at every
-//! TRIGGER; use [`Callback::periodic_trigger`] on the built callback to run
-//! it every k steps or epochs), makes one pass of a finite dataflow of
+//! TRIGGER; [`IntoCallback::periodic_trigger`] runs it every k steps or
+//! epochs instead), makes one pass of a finite dataflow of
 //! batches (in the model's signature order) through the model's inference
 //! tower, on the training thread ([`InferenceRunner::towers`]: on several
 //! inference towers at once, tensorpack's DataParallelInferenceRunner).
@@ -81,12 +81,12 @@ impl<'a> Inferencer<'a> {
     /// [`after`](InferencerBuilder::after) closure, which puts the results
     /// with [`Context::put_scalar`]. `name` is the inferencer's in errors.
     ///
-    /// Each closure returns `Ok(())` or an error that fails training (its
-    /// message then names the batch); the error may be of any type that
-    /// converts into `Box<dyn Error + Send + Sync>`, as for
-    /// [`Callback::on`] (see [`Error::wrap`]). A panic ends training too,
-    /// and [`Trainer::run`](crate::Trainer::run) resumes it. The closures run
-    /// on the training thread, one at a time.
+    /// Each closure returns `Ok(())` or an [`Error`] that fails training (its
+    /// message then names the batch), a [`Result<()>`](crate::Result) as for
+    /// [`Callback::on`] (`.map_err(Error::wrap)` for an error of another
+    /// type). A panic ends training too, and
+    /// [`Trainer::run`](crate::Trainer::run) resumes it. The closures run on
+    /// the training thread, one at a time.
     ///
     /// ```
     /// use std::{cell::Cell, rc::Rc};
@@ -95,28 +95,26 @@ impl<'a> Inferencer<'a> {
     /// // The largest cost of any batch, as "validation_max_cost".
     /// let max = Rc::new(Cell::new(f64::NEG_INFINITY));
     /// let (m1, m2, m3) = (max.clone(), max.clone(), max.clone());
-    /// let worst = Inferencer::custom("max cost", &["cost"], move |outputs, _rows| -> tptrain::Result<()> {
+    /// let worst = Inferencer::custom("max cost", &["cost"], move |outputs, _rows| {
     ///     m1.set(m1.get().max(outputs[0].item()?));
     ///     Ok(())
     /// })
-    /// .before(move || -> tptrain::Result<()> {
+    /// .before(move || {
     ///     m2.set(f64::NEG_INFINITY);
     ///     Ok(())
     /// })
     /// .after(move |ctx| ctx.put_scalar("validation_max_cost", m3.get()));
     /// # let _ = worst;
     /// ```
-    pub fn custom<F, E>(name: impl Into<String>, outputs: &[&str], on_outputs: F) -> InferencerBuilder<'a>
+    pub fn custom<F>(name: impl Into<String>, outputs: &[&str], on_outputs: F) -> InferencerBuilder<'a>
     where
-        F: FnMut(&[Tensor], i64) -> std::result::Result<(), E> + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+        F: FnMut(&[Tensor], i64) -> Result<()> + 'a,
     {
-        let mut f = on_outputs;
         InferencerBuilder {
             name: name.into(),
             outputs: outputs.iter().map(|s| (*s).to_owned()).collect(),
             before: None,
-            on_outputs: Box::new(move |outputs: &[Tensor], rows| f(outputs, rows).map_err(Error::wrap)),
+            on_outputs: Box::new(on_outputs),
             after: None,
         }
     }
@@ -332,25 +330,21 @@ unsafe extern "C" fn after_trampoline(trainer: *mut sys::tpt_trainer, user_data:
 
 impl<'a> InferencerBuilder<'a> {
     /// Called at the start of each pass (to reset what `on_outputs` adds up).
-    pub fn before<F, E>(mut self, before: F) -> InferencerBuilder<'a>
+    pub fn before<F>(mut self, before: F) -> InferencerBuilder<'a>
     where
-        F: FnMut() -> std::result::Result<(), E> + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+        F: FnMut() -> Result<()> + 'a,
     {
-        let mut f = before;
-        self.before = Some(Box::new(move || f().map_err(Error::wrap)));
+        self.before = Some(Box::new(before));
         self
     }
 
     /// Called at the end of each pass, with the trainer, to put the results
     /// ([`Context::put_scalar`]).
-    pub fn after<F, E>(mut self, after: F) -> InferencerBuilder<'a>
+    pub fn after<F>(mut self, after: F) -> InferencerBuilder<'a>
     where
-        F: FnMut(&mut Context) -> std::result::Result<(), E> + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+        F: FnMut(&mut Context) -> Result<()> + 'a,
     {
-        let mut f = after;
-        self.after = Some(Box::new(move |ctx: &mut Context| f(ctx).map_err(Error::wrap)));
+        self.after = Some(Box::new(after));
         self
     }
 
@@ -424,13 +418,12 @@ type PendingInferencer<'a> = Box<dyn FnOnce() -> Result<Inferencer<'a>> + 'a>;
 /// fails the pass with its message (the panic is not resumed).
 ///
 /// ```no_run
-/// use tptrain::{DataFlow, InferenceRunner, Inferencer, Model};
+/// use tptrain::{DataFlow, Every, InferenceRunner, Inferencer, IntoCallback, Model};
 /// # fn f<'a>(model: &Model<'a>, test: &DataFlow<'a>) -> tptrain::Result<()> {
 /// // Every 500 steps instead of every epoch.
 /// let runner = InferenceRunner::new(model, test)
 ///     .inferencer(Inferencer::scalar_stats(&["cost", "accuracy"]).prefix("val"))
-///     .build()?
-///     .periodic_trigger(500, 0, false)?;
+///     .periodic_trigger(Every::steps(500))?;
 /// # let _ = runner;
 /// // Four batches inferred at once, on InferenceTower0..3.
 /// let runner = InferenceRunner::new(model, test)

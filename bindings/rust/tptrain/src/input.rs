@@ -78,19 +78,10 @@ impl<'a> Input<'a> {
     /// step (tensorpack's FeedInput; `tpt_input_from_feed`). It returns
     /// `Ok(Some(tensors))`, one per input of the signature,
     /// `Ok(None)` at the end of the data (training stops gracefully, with the
-    /// stop reason [`END_OF_DATA`]), or an error that fails training (any
-    /// error type, as for [`Model::new`](crate::Model::new)'s tower function). A panic fails
+    /// stop reason [`END_OF_DATA`]), or an [`Error`] that fails training (as
+    /// [`Model::new`](crate::Model::new)'s tower function does). A panic fails
     /// training too and is resumed by [`Trainer::run`](crate::Trainer::run).
-    pub fn from_feed<F, E>(feed: F) -> Result<Input<'a>>
-    where
-        F: FnMut(usize) -> Result<Option<Vec<Tensor>>, E> + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let mut feed = feed;
-        Input::from_feed_fn(move |n: usize| feed(n).map_err(Error::wrap))
-    }
-
-    fn from_feed_fn<F>(feed: F) -> Result<Input<'a>>
+    pub fn from_feed<F>(feed: F) -> Result<Input<'a>>
     where
         F: FnMut(usize) -> Result<Option<Vec<Tensor>>> + 'a,
     {
@@ -179,9 +170,23 @@ impl<'a> Input<'a> {
     /// thread runs from BEFORE_TRAIN to AFTER_TRAIN and puts the scalar
     /// "QueueInput/queue_size" every step. A dataflow error ends training
     /// with its message; a pass that yields nothing ends it gracefully. Its
-    /// size (the dataflow's) is the default steps_per_epoch.
-    pub fn from_dataflow(df: &DataFlow<'a>, options: &InputOptions) -> Result<Input<'a>> {
-        let o = options.to_raw();
+    /// size (the dataflow's) is the default steps_per_epoch. `options`:
+    /// `None` for the defaults (a queue of 50 batches that repeats), or an
+    /// [`InputOptions`].
+    ///
+    /// ```
+    /// use tptrain::{DataFlow, Input, InputKind, InputOptions, Order, Remainder, Tensor};
+    /// let x = Tensor::from_slice(&[0f32; 8], &[4, 2])?;
+    /// let batches = DataFlow::from_tensors(&[&x], Order::Shuffled)?.batch(2, Remainder::Drop)?;
+    /// let queued = Input::from_dataflow(&batches, None)?;
+    /// # drop(queued);
+    /// let batches = DataFlow::from_tensors(&[&x], Order::Sequential)?.batch(2, Remainder::Drop)?;
+    /// let fed = Input::from_dataflow(&batches, &InputOptions { kind: InputKind::Feed, ..Default::default() })?;
+    /// # drop(fed);
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn from_dataflow<'o>(df: &DataFlow<'a>, options: impl Into<Option<&'o InputOptions>>) -> Result<Input<'a>> {
+        let o = options.into().copied().unwrap_or_default().to_raw();
         let mut out = ptr::null_mut();
         call!(sys::tpt_input_from_dataflow(&mut out, df.as_ptr(), &o))?;
         Input::wrap(out)

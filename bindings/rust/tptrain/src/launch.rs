@@ -2,7 +2,7 @@
 //! (`tpt_train_config`, `tpt_launch_train`): [`TrainConfig`], its init hook
 //! [`InitFn`] and [`launch_train`].
 
-use crate::callback::Callback;
+use crate::callback::{Callback, IntoCallback};
 use crate::common::{Code, Error, Result};
 use crate::dataflow::DataFlow;
 use crate::input::{Input, InputOptions};
@@ -27,17 +27,15 @@ type InitClosure<'a> = dyn FnMut(&Model<'_>) -> Result<Flow> + 'a;
 impl<'a> InitFn<'a> {
     /// An init hook that calls `f` with the model. It returns
     /// [`Flow::Continue`], [`Flow::Stop`] to end training gracefully, or an
-    /// error that fails training: an [`Error`] with its code and message,
-    /// any other error as for [`Callback::on`](crate::Callback::on) (a
-    /// [`Code::Callback`] error whose [`source`](std::error::Error::source)
-    /// is that error; see [`Error::wrap`]).
-    pub fn new<F, E>(f: F) -> InitFn<'a>
+    /// [`Error`] that fails training with its code and message (an error of
+    /// another type: `.map_err(Error::wrap)`, which keeps it as the
+    /// [`source`](std::error::Error::source)). The result type is this
+    /// crate's [`Result<Flow>`](crate::Result), so `?` needs no annotation.
+    pub fn new<F>(f: F) -> InitFn<'a>
     where
-        F: FnMut(&Model<'_>) -> Result<Flow, E> + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+        F: FnMut(&Model<'_>) -> Result<Flow> + 'a,
     {
-        let mut f = f;
-        InitFn(Box::new(move |model: &Model<'_>| f(model).map_err(Error::wrap)))
+        InitFn(Box::new(f))
     }
 }
 
@@ -77,23 +75,30 @@ pub(crate) unsafe extern "C" fn init_trampoline(
 /// alone unless [`distributed`](Self::distributed) makes it one rank of a
 /// job.
 ///
+/// The callbacks and monitors are added with [`callback`](Self::callback)
+/// and [`monitor`](Self::monitor), which take whatever
+/// [`Trainer::add_callback`](crate::Trainer::add_callback) takes (an
+/// [`IntoCallback`]: a builder, a [`Callback`], or a `Result` of either) and
+/// chain after the struct literal:
+///
 /// ```no_run
-/// use tptrain::{launch_train, Callback, Events, Flow, InitFn, Input, Model, Tensor, TrainConfig, TrainerOptions};
+/// use tptrain::{launch_train, Callback, EarlyStopping, Events, Flow, InitFn, Input, Model, ModelSaver, Tensor,
+///               TrainConfig, TrainerOptions};
 /// # fn demo(model: &Model<'_>, x: &Tensor, y: &Tensor) -> tptrain::Result<()> {
 /// let config = TrainConfig {
 ///     options: Some(TrainerOptions { max_epoch: 10, ..Default::default() }),
-///     callbacks: vec![Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| -> tptrain::Result<Flow> {
-///         ctx.log(&format!("epoch {} done", ctx.epoch_num()))?;
-///         Ok(Flow::Continue)
-///     })
-///     .name("report")
-///     .build()?],
-///     init: Some(InitFn::new(|model| -> tptrain::Result<Flow> {
+///     init: Some(InitFn::new(|model| {
 ///         model.set_variable("b", &Tensor::from_slice(&[1f32], &[1])?)?;
 ///         Ok(Flow::Continue)
 ///     })),
 ///     ..TrainConfig::new(model, Input::from_tensors(&[x, y], 16, Some(42))?)
-/// };
+/// }
+/// .callback(ModelSaver::new())?
+/// .callback(EarlyStopping::new("cost").patience(2))?
+/// .callback(Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| {
+///     ctx.log(&format!("epoch {} done", ctx.epoch_num()))?;
+///     Ok(Flow::Continue)
+/// }))?;
 /// launch_train(config)?;
 /// # Ok(())
 /// # }
@@ -139,9 +144,11 @@ pub struct TrainConfig<'m, 'a> {
     /// takes them; `None`: the defaults (a queue of 50 batches that
     /// repeats). An error with `input`.
     pub input_options: Option<InputOptions>,
-    /// Registered as user callbacks, in order; taken.
+    /// Registered as user callbacks, in order; taken. Add to it with
+    /// [`callback`](Self::callback), which takes builders too.
     pub callbacks: Vec<Callback<'a>>,
-    /// Registered after the default monitors; taken.
+    /// Registered after the default monitors; taken. Add to it with
+    /// [`monitor`](Self::monitor), which takes builders too.
     pub monitors: Vec<Callback<'a>>,
     /// The init / restore hook; `None`: none.
     pub init: Option<InitFn<'a>>,
@@ -169,6 +176,36 @@ impl<'m, 'a> TrainConfig<'m, 'a> {
     /// monitors, no init hook, no towers and no job.
     pub fn from_dataflow(model: &'m Model<'a>, dataflow: &'m DataFlow<'a>) -> TrainConfig<'m, 'a> {
         TrainConfig { dataflow: Some(dataflow), ..TrainConfig::new_empty(model) }
+    }
+
+    /// Appends a callback to [`callbacks`](Self::callbacks): anything
+    /// [`Trainer::add_callback`](crate::Trainer::add_callback) takes (a
+    /// catalogue builder, a [`CallbackBuilder`](crate::CallbackBuilder), a
+    /// [`Callback`], or a `Result` of one), built here. Returns the config,
+    /// to chain; on failure the config and the callback are dropped.
+    ///
+    /// ```no_run
+    /// use tptrain::{Callback, DataFlow, EarlyStopping, Model, TrainConfig};
+    /// # fn demo(model: &Model<'_>, batches: &DataFlow<'_>, val: &DataFlow<'_>) -> tptrain::Result<()> {
+    /// let config = TrainConfig::from_dataflow(model, batches)
+    ///     .callback(Callback::inference_runner(model, val, &["accuracy"]))? // puts validation_accuracy
+    ///     .callback(EarlyStopping::new("validation_accuracy").maximize())?;
+    /// # let _ = config;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn callback(mut self, callback: impl IntoCallback<'a>) -> Result<TrainConfig<'m, 'a>> {
+        self.callbacks.push(callback.into_callback()?);
+        Ok(self)
+    }
+
+    /// Appends a monitor to [`monitors`](Self::monitors) (a
+    /// [`TensorBoard`](crate::TensorBoard), or any callback that wants
+    /// [`Event::Record`](crate::Event::Record)), as
+    /// [`callback`](Self::callback) does.
+    pub fn monitor(mut self, monitor: impl IntoCallback<'a>) -> Result<TrainConfig<'m, 'a>> {
+        self.monitors.push(monitor.into_callback()?);
+        Ok(self)
     }
 
     fn new_empty(model: &'m Model<'a>) -> TrainConfig<'m, 'a> {

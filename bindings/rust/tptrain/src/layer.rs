@@ -177,28 +177,68 @@ type WeightedLayer = unsafe extern "C" fn(
 ) -> *mut sys::tpt_status;
 
 impl Tower {
-    fn weighted(&mut self, f: WeightedLayer, name: &str, x: &Tensor, n: i64, options: &LayerOptions) -> Result<Tensor> {
-        let o = options.to_raw();
+    fn weighted(
+        &mut self,
+        f: WeightedLayer,
+        name: &str,
+        x: &Tensor,
+        n: i64,
+        options: Option<&LayerOptions>,
+    ) -> Result<Tensor> {
+        let o = options.copied().unwrap_or_default().to_raw();
         out(|t| with_cstr(name, "name", |nm| call!(f(t, self.as_ptr(), nm, x.as_ptr(), n, &o)))?)
     }
 
     /// Fully connected: `act(x W^T + b)` with variables "name/W" `[units, in]`
     /// and "name/b"; x is `[N, in]` (more dimensions are flattened)
-    /// (`tpt_layer_fc`).
-    pub fn fc(&mut self, name: &str, x: &Tensor, units: i64, options: &LayerOptions) -> Result<Tensor> {
-        self.weighted(sys::tpt_layer_fc, name, x, units, options)
+    /// (`tpt_layer_fc`). `options`: `None` for the defaults (a bias, no
+    /// activation), or a [`LayerOptions`].
+    ///
+    /// ```
+    /// use tptrain::{Activation, DType, InputSpec, LayerOptions, Model};
+    /// let model = Model::new(&[InputSpec::new("x", DType::F32, &[-1, 3])], |tower, inputs| {
+    ///     let h = tower.fc("fc0", &inputs[0], 8, &LayerOptions::default().activation(Activation::Relu))?;
+    ///     let y = tower.fc("fc1", &h, 1, None)?;
+    ///     tower.set_cost(&y.mean()?)
+    /// })?;
+    /// model.build()?;
+    /// assert_eq!(model.variable("fc1/W")?.shape(), vec![1, 8]);
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn fc<'o>(
+        &mut self,
+        name: &str,
+        x: &Tensor,
+        units: i64,
+        options: impl Into<Option<&'o LayerOptions>>,
+    ) -> Result<Tensor> {
+        self.weighted(sys::tpt_layer_fc, name, x, units, options.into())
     }
 
     /// 2-D convolution of x `[N, C, H, W]` into `filters` channels
-    /// (`tpt_layer_conv2d`).
-    pub fn conv2d(&mut self, name: &str, x: &Tensor, filters: i64, options: &LayerOptions) -> Result<Tensor> {
-        self.weighted(sys::tpt_layer_conv2d, name, x, filters, options)
+    /// (`tpt_layer_conv2d`); `options`: `None` for the defaults (3x3, stride
+    /// 1, SAME), or a [`LayerOptions`].
+    pub fn conv2d<'o>(
+        &mut self,
+        name: &str,
+        x: &Tensor,
+        filters: i64,
+        options: impl Into<Option<&'o LayerOptions>>,
+    ) -> Result<Tensor> {
+        self.weighted(sys::tpt_layer_conv2d, name, x, filters, options.into())
     }
 
     /// 2-D transposed convolution (SAME: output size `in * stride`)
-    /// (`tpt_layer_conv2d_transpose`).
-    pub fn conv2d_transpose(&mut self, name: &str, x: &Tensor, filters: i64, options: &LayerOptions) -> Result<Tensor> {
-        self.weighted(sys::tpt_layer_conv2d_transpose, name, x, filters, options)
+    /// (`tpt_layer_conv2d_transpose`); `options` as for
+    /// [`conv2d`](Self::conv2d).
+    pub fn conv2d_transpose<'o>(
+        &mut self,
+        name: &str,
+        x: &Tensor,
+        filters: i64,
+        options: impl Into<Option<&'o LayerOptions>>,
+    ) -> Result<Tensor> {
+        self.weighted(sys::tpt_layer_conv2d_transpose, name, x, filters, options.into())
     }
 
     /// Batch normalisation over dimension 1 of x (`[N, C]` or `[N, C, H, W]`)

@@ -16,9 +16,19 @@
 //! The [`Trainer`] runs a closure again and again, with callbacks around it.
 //! Closures return `Ok(Flow::Continue)`, `Ok(Flow::Stop(reason))` to end
 //! training gracefully, or an error that ends it and comes back from
-//! [`Trainer::run`] (see [`Error::wrap`] for errors of other types); a panic
-//! ends it too and is resumed by `run`. Callbacks are described with
-//! [`Callback::on`] and a [`CallbackBuilder`].
+//! [`Trainer::run`]; a panic ends it too and is resumed by `run`. Every
+//! closure the crate takes returns this crate's [`Result`], so a closure
+//! that uses `?` needs no annotation of its result type; an error of
+//! another type converts with `?` ([`std::io::Error`], a number's parse
+//! error) or `.map_err(Error::wrap)`, which keeps it as the
+//! [`source`](std::error::Error::source) ([`Error::wrap`];
+//! [`Callback::on_fallible`] takes a callback closure with an error type of
+//! its own). Callbacks are described with [`Callback::on`] and a
+//! [`CallbackBuilder`]; they, the catalogue's builders (below) and a
+//! `Result` of any of them go wherever a callback goes ([`IntoCallback`]).
+//! Options that are usually the defaults are `impl Into<Option<&X>>`: pass
+//! `None`, or `&X { .. }`; choices are enums ([`Order`], [`Remainder`],
+//! [`InnerState`]) and periods an [`Every`], never a bare `bool` or `0`.
 //!
 //! ```
 //! use tptrain::{Callback, Event, Events, Flow, Progress, RunOutcome, Trainer, TrainerOptions};
@@ -31,13 +41,13 @@
 //!     ..Default::default()
 //! };
 //! let mut trainer = Trainer::new(&options)?;
-//! trainer.set_run_step(|ctx| -> tptrain::Result<Flow> {
+//! trainer.set_run_step(|ctx| {
 //!     ctx.hooked_step(|step| step.set_output_scalar("loss", 1.0).map(|()| Flow::Continue))?;
 //!     let g = ctx.global_step();
 //!     ctx.put_scalar("half_step", g as f64 / 2.0)?;
 //!     Ok(if g == 25 { Flow::stop("enough") } else { Flow::Continue })
 //! })?;
-//! let report = Callback::on(Events::TRIGGER_EPOCH, |ctx, event, _| -> tptrain::Result<Flow> {
+//! let report = Callback::on(Events::TRIGGER_EPOCH, |ctx, event, _| {
 //!     assert_eq!(event, Event::TriggerEpoch);
 //!     ctx.log(&format!("epoch {} done", ctx.epoch_num()))?;
 //!     Ok(Flow::Continue)
@@ -123,13 +133,14 @@ mod trainer;
 #[allow(deprecated)]
 pub use callback::HyperParamSchedule;
 pub use callback::{
-    BestSaver, Callback, CallbackBuilder, EarlyStopping, Event, Events, Flow, HostMemoryTracker, HumanHyperParam,
-    HyperParamFunc, IntoCallback, ModelSaver, Record, RecordKind, ScheduledHyperParam, StatMonitorParam, StepWatchdog,
-    TensorBoard, TerminateOnNaN, ThroughputTracker,
+    BestSaver, Callback, CallbackBuilder, EarlyStopping, Event, Events, Every, Flow, HostMemoryTracker,
+    HumanHyperParam, HyperParamFunc, IntoCallback, ModelSaver, Record, RecordKind, ScheduledHyperParam,
+    StatMonitorParam, StepWatchdog, TensorBoard, TerminateOnNaN, ThroughputTracker,
 };
 pub use common::{abi_version, version, version_string, Code, Error, Result};
 pub use dataflow::{
-    Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, IterItem, ParallelMapOptions, Source, StatefulSource,
+    Augmentor, DataFlow, DataFlowIter, Datapoint, DatapointRef, FakeOptions, InnerState, IterItem, Order,
+    ParallelMapOptions, Remainder, Source, StatefulSource,
 };
 pub use inference::{
     ClassificationError, InferenceRunner, Inferencer, InferencerBuilder, IntoInferencer, Predictor, PredictorBuilder,

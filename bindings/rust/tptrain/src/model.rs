@@ -2,14 +2,13 @@
 //! an optimizer; the tower the function sees; variables; optimizers; inputs.
 //!
 //! ```no_run
-//! use tptrain::{nn, DType, Input, InputSpec, LayerOptions, Model, Optimizer, Progress, Tensor, Trainer,
-//!               TrainerOptions};
+//! use tptrain::{nn, DType, Input, InputSpec, Model, Optimizer, Progress, Tensor, Trainer, TrainerOptions};
 //!
 //! let model = Model::new(
 //!     &[InputSpec::new("x", DType::F32, &[-1, 3]), InputSpec::new("y", DType::F32, &[-1, 1])],
 //!     |tower, inputs| {
 //!         let (x, y) = (&inputs[0], &inputs[1]);
-//!         let p = tower.fc("fc", x, 1, &LayerOptions::default())?;
+//!         let p = tower.fc("fc", x, 1, None)?;
 //!         tower.set_cost(&nn::mse(&p, y)?)?;
 //!         tower.set_output("prediction", &p)
 //!     },
@@ -115,7 +114,7 @@ pub(crate) fn raw_specs(inputs: &[InputSpec]) -> Result<(Vec<CString>, Vec<sys::
 ///
 /// ```compile_fail
 /// fn send<T: Send>(_: T) {}
-/// let model = tptrain::Model::new(&[], |_, _| Ok::<(), tptrain::Error>(())).unwrap();
+/// let model = tptrain::Model::new(&[], |_, _| Ok(())).unwrap();
 /// send(model); // a Model stays on its thread
 /// ```
 ///
@@ -125,7 +124,7 @@ pub(crate) fn raw_specs(inputs: &[InputSpec]) -> Result<(Vec<CString>, Vec<sys::
 /// let calls = std::rc::Rc::new(std::cell::Cell::new(0));
 /// let model = tptrain::Model::new(&[], move |_, _| {
 ///     calls.set(calls.get() + 1); // Rc and Cell are not Sync: use atomics
-///     Ok::<(), tptrain::Error>(())
+///     Ok(())
 /// });
 /// ```
 pub struct Model<'a> {
@@ -173,14 +172,16 @@ impl<'a> Model<'a> {
     /// ([`Tower::set_cost`]); it may publish named outputs. It is called once
     /// when the model is built (the build call, on zero-filled inputs, where
     /// variables are created), once per step of each training tower, and by
-    /// [`infer`](Self::infer). It returns `Ok(())`, or an error that fails
-    /// the step: an [`Error`] with its code and message unchanged, any other
-    /// error (anything that converts into `Box<dyn Error + Send + Sync>`) as
-    /// a [`Code::Callback`] error with the error's text as the message and
-    /// the error itself as the [`source`](std::error::Error::source) of the
-    /// error that [`Trainer::run`](crate::Trainer::run), [`build`](Self::build)
-    /// or [`infer`](Self::infer) returns. To end training gracefully, it calls
-    /// [`Tower::stop`] and returns `Ok(())`.
+    /// [`infer`](Self::infer). It returns `Ok(())`, or an [`Error`] that
+    /// fails the step with its code and message unchanged: the error that
+    /// [`Trainer::run`](crate::Trainer::run), [`build`](Self::build) or
+    /// [`infer`](Self::infer) returns. Its result type is this crate's
+    /// [`Result<()>`](crate::Result), so a closure that uses `?` needs no
+    /// annotation; an error of another type converts with `?` where this
+    /// crate has a `From` for it, or with `.map_err(Error::wrap)`, which
+    /// makes a [`Code::Callback`] error with the error as its
+    /// [`source`](std::error::Error::source). To end training gracefully, it
+    /// calls [`Tower::stop`] and returns `Ok(())`.
     ///
     /// It is `Fn + Send + Sync` because the library may call it from several
     /// threads at once (one per tower of a
@@ -190,15 +191,7 @@ impl<'a> Model<'a> {
     /// resumed by [`Trainer::run`](crate::Trainer::run), [`build`](Self::build)
     /// or [`infer`](Self::infer) once the C call has returned (on a thread of
     /// the library's own, only the message travels, in the error).
-    pub fn new<F, E>(inputs: &[InputSpec], tower: F) -> Result<Model<'a>>
-    where
-        F: Fn(&mut Tower, &[Tensor]) -> Result<(), E> + Send + Sync + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        Model::with_tower(inputs, move |t: &mut Tower, i: &[Tensor]| tower(t, i).map_err(Error::wrap))
-    }
-
-    fn with_tower<F>(inputs: &[InputSpec], tower: F) -> Result<Model<'a>>
+    pub fn new<F>(inputs: &[InputSpec], tower: F) -> Result<Model<'a>>
     where
         F: Fn(&mut Tower, &[Tensor]) -> Result<()> + Send + Sync + 'a,
     {

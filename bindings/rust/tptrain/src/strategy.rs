@@ -79,7 +79,7 @@
 //! not (docs/custom_trainers.md).
 //!
 //! ```no_run
-//! use tptrain::{Flow, Input, Model, Run, TrainOp, Trainer, TrainerOptions};
+//! use tptrain::{Input, Model, Run, TrainOp, Trainer, TrainerOptions};
 //! # fn demo(model: &Model<'_>, input: Input<'_>) -> tptrain::Result<()> {
 //! // The tower function publishes the outputs "g_loss" and "d_loss".
 //! model.add_train_op(&TrainOp::new("g_op").cost("g_loss").scope("gen/"))?;
@@ -88,7 +88,7 @@
 //! trainer.set_model(model, input)?;
 //! // Then the iteration: D's update without the hooks, then G's as the step
 //! // that callbacks see.
-//! trainer.set_run_step(|ctx| -> tptrain::Result<Flow> {
+//! trainer.set_run_step(|ctx| {
 //!     ctx.run_train_ops(&["d_op"], Run::Raw)?;
 //!     ctx.run_train_ops(&["g_op"], Run::Hooked)
 //! })?;

@@ -141,11 +141,30 @@ impl Tensor {
     pub fn from_slice<T: Element>(data: &[T], shape: &[i64]) -> Result<Tensor> {
         // SAFETY: Element guarantees T's layout equals the dtype's.
         let bytes = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data)) };
-        Tensor::from_bytes(bytes, T::DTYPE, shape, &TensorOptions::default())
+        Tensor::from_bytes(bytes, T::DTYPE, shape, None)
     }
 
-    /// Copies raw bytes of `dtype` elements into a new tensor.
-    pub fn from_bytes(data: &[u8], dtype: DType, shape: &[i64], options: &TensorOptions) -> Result<Tensor> {
+    /// Copies raw bytes of `dtype` elements into a new tensor; `options`:
+    /// `None` for the defaults (on the CPU, no gradient), or a
+    /// [`TensorOptions`].
+    ///
+    /// ```
+    /// use tptrain::{DType, Tensor, TensorOptions};
+    /// let bytes = 1.5f32.to_ne_bytes();
+    /// let t = Tensor::from_bytes(&bytes, DType::F32, &[1], None)?;
+    /// let options = TensorOptions { requires_grad: true, ..Default::default() };
+    /// let g = Tensor::from_bytes(&bytes, DType::F32, &[1], &options)?;
+    /// assert_eq!((t.item()?, g.item()?), (1.5, 1.5));
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn from_bytes<'o>(
+        data: &[u8],
+        dtype: DType,
+        shape: &[i64],
+        options: impl Into<Option<&'o TensorOptions>>,
+    ) -> Result<Tensor> {
+        let defaults = TensorOptions::default();
+        let options = options.into().unwrap_or(&defaults);
         let device = match &options.device {
             Some(d) => {
                 Some(CString::new(d.as_str()).map_err(|_| Error::new(Code::InvalidArgument, "device contains NUL"))?)

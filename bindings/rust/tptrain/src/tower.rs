@@ -291,9 +291,16 @@ impl Tower {
     /// variables carry gradients) (`tpt_tower_variable`). Creating one
     /// outside the build call, a shape or dtype that differs from the
     /// existing variable, and one name used twice in one call (outside a
-    /// [`reuse_scope`](Self::reuse_scope)) are errors.
-    pub fn variable(&mut self, name: &str, shape: &[i64], options: &VariableOptions) -> Result<Tensor> {
-        let o = options.to_raw();
+    /// [`reuse_scope`](Self::reuse_scope)) are errors. `options`: `None` for
+    /// the defaults (f32, Glorot uniform, trainable), or a
+    /// [`VariableOptions`] (`&VariableOptions::zeros()`, ...).
+    pub fn variable<'o>(
+        &mut self,
+        name: &str,
+        shape: &[i64],
+        options: impl Into<Option<&'o VariableOptions>>,
+    ) -> Result<Tensor> {
+        let o = options.into().copied().unwrap_or_default().to_raw();
         let mut out = ptr::null_mut();
         with_cstr(name, "name", |n| {
             call!(sys::tpt_tower_variable(&mut out, self.as_ptr(), n, shape.as_ptr(), shape.len(), &o))

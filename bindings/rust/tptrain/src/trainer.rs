@@ -502,20 +502,25 @@ impl<'a> Trainer<'a> {
     /// Sets the body of the loop, called steps_per_epoch times per epoch; it
     /// calls [`StepContext::hooked_step`](crate::StepContext::hooked_step) for each step that callbacks should
     /// see. It returns [`Flow::Continue`], [`Flow::Stop`] to end training
-    /// gracefully, or an error that ends it: an [`Error`] with its code and
-    /// message, any other error as for [`Callback::on`] (see
-    /// [`Error::wrap`]). Replaces (and drops) an earlier one. Before run only
+    /// gracefully, or an [`Error`] that ends it with its code and message (a
+    /// [`Result<Flow>`](crate::Result), as for [`Callback::on`]: `?` needs no
+    /// annotation; `.map_err(Error::wrap)` for an error of another type).
+    /// Replaces (and drops) an earlier one. Before run only
     /// (`tpt_trainer_set_run_step`).
-    pub fn set_run_step<F, E>(&mut self, run_step: F) -> Result<()>
-    where
-        F: FnMut(&mut StepContext) -> Result<Flow, E> + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let mut run_step = run_step;
-        self.set_run_step_inner(move |ctx: &mut StepContext| run_step(ctx).map_err(Error::wrap))
-    }
-
-    fn set_run_step_inner<F>(&mut self, run_step: F) -> Result<()>
+    ///
+    /// ```
+    /// use tptrain::{Flow, Trainer, TrainerOptions};
+    /// let mut trainer = Trainer::new(&TrainerOptions { steps_per_epoch: Some(2), ..Default::default() })?;
+    /// trainer.set_run_step(|ctx| {
+    ///     ctx.hooked_step(|step| {
+    ///         step.set_output_scalar("loss", 1.0)?;
+    ///         Ok(Flow::Continue)
+    ///     })?;
+    ///     Ok(if ctx.global_step() == 3 { Flow::stop("enough") } else { Flow::Continue })
+    /// })?;
+    /// # Ok::<(), tptrain::Error>(())
+    /// ```
+    pub fn set_run_step<F>(&mut self, run_step: F) -> Result<()>
     where
         F: FnMut(&mut StepContext) -> Result<Flow> + 'a,
     {
@@ -542,8 +547,10 @@ impl<'a> Trainer<'a> {
         call_dropping(|| unsafe { f(self.as_ptr(), cb.into_raw()) })
     }
 
-    /// Registers a callback: a [`Callback`], or a
-    /// [`CallbackBuilder`](crate::CallbackBuilder) from [`Callback::on`],
+    /// Registers a callback: anything [`IntoCallback`] (a [`Callback`], a
+    /// [`CallbackBuilder`](crate::CallbackBuilder) from [`Callback::on`], a
+    /// builder of the catalogue such as [`EarlyStopping`](crate::EarlyStopping),
+    /// or a `Result` of one, as [`Callback::inference_runner`] returns),
     /// built here. A chief-only callback on a non-chief trainer is dropped.
     /// Before run only: on failure the callback (and its closure) is dropped
     /// (`tpt_trainer_add_callback`).
@@ -841,8 +848,8 @@ impl<'a> Trainer<'a> {
 
 impl<'a> Trainer<'a> {
     /// Makes this trainer tensorpack's GANTrainer, SeparateGANTrainer or
-    /// MultiGPUGANTrainer of `model`, fed by `input`, as `gan` says
-    /// (`tpt_trainer_set_gan`): [`set_model`](Self::set_model) (or
+    /// MultiGPUGANTrainer of `model`, fed by `input`, as `gan` says (`None`:
+    /// GANTrainer, as [`Gan::new`]) (`tpt_trainer_set_gan`): [`set_model`](Self::set_model) (or
     /// [`set_towers`](Self::set_towers) with [`Gan::towers`]), then the GAN's
     /// run_step. When the
     /// model lacks the train ops (by default "g_op" and "d_op") they are made
@@ -875,9 +882,12 @@ impl<'a> Trainer<'a> {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn set_gan(&mut self, model: &Model<'a>, input: Input<'a>, gan: &Gan) -> Result<()> {
+    pub fn set_gan<'g>(&mut self, model: &Model<'a>, input: Input<'a>, gan: impl Into<Option<&'g Gan>>) -> Result<()> {
         // On an error here `input` is dropped, as the library would have.
-        let raw = gan.to_raw()?;
+        let raw = match gan.into() {
+            Some(gan) => gan.to_raw()?,
+            None => Gan::new().to_raw()?,
+        };
         // SAFETY: live handles; the options and the names they point into
         // live for the call; the library takes the input, also on failure.
         call_dropping(|| unsafe {

@@ -18,10 +18,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::ThreadId;
 use std::time::Duration;
 use tptrain::{
-    nn, Callback, CallbackBuilder, Code, DType, DataFlow, EarlyStopping, Error, Event, Events, Flow, HostMemoryTracker,
-    HumanHyperParam, HyperParamFunc, InferenceRunner, Inferencer, Input, InputSpec, LayerOptions, LogdirAction, Model,
-    Optimizer, Progress, RecordKind, Result, RunOutcome, StatMonitorParam, StepWatchdog, Tensor, TensorBoard,
-    TerminateOnNaN, ThroughputTracker, Tower, Trainer, TrainerOptions,
+    nn, Callback, CallbackBuilder, Code, DType, DataFlow, EarlyStopping, Error, Event, Events, Every, Flow,
+    HostMemoryTracker, HumanHyperParam, HyperParamFunc, InferenceRunner, Inferencer, Input, InputSpec, IntoCallback,
+    LayerOptions, LogdirAction, Model, Optimizer, Order, Progress, RecordKind, Remainder, Result, RunOutcome,
+    StatMonitorParam, StepWatchdog, Tensor, TensorBoard, TerminateOnNaN, ThroughputTracker, Tower, Trainer,
+    TrainerOptions,
 };
 
 // ------------------------------------------------------------ helpers
@@ -60,7 +61,7 @@ fn hooks_trainer<'a>(options: &TrainerOptions) -> Trainer<'a> {
 
 /// Puts `name` = values[epoch - 1] after each epoch.
 fn put_each_epoch(name: &'static str, values: Vec<f64>) -> CallbackBuilder<'static> {
-    Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
+    Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| {
         let i = (ctx.epoch_num() - 1) as usize;
         ctx.put_scalar(name, values[i.min(values.len() - 1)])?;
         Ok(Flow::Continue)
@@ -71,7 +72,7 @@ fn put_each_epoch(name: &'static str, values: Vec<f64>) -> CallbackBuilder<'stat
 /// Notes the optimizer's learning rate before each epoch.
 fn lr_before_each_epoch<'a>(optimizer: &'a Optimizer, seen: &Rc<RefCell<Vec<f64>>>) -> CallbackBuilder<'a> {
     let seen = Rc::clone(seen);
-    Callback::on(Events::BEFORE_EPOCH, move |_, _, _| -> Result<Flow> {
+    Callback::on(Events::BEFORE_EPOCH, move |_, _, _| {
         seen.borrow_mut().push(optimizer.get("learning_rate")?);
         Ok(Flow::Continue)
     })
@@ -149,7 +150,7 @@ fn classifier_trainer<'a>(model: &Model<'a>, epochs: i64) -> Trainer<'a> {
 /// The ten rows in batches of `batch` (the short last one kept).
 fn validation(batch: i64) -> DataFlow<'static> {
     let (x, y) = classification_data();
-    DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(batch, true).unwrap()
+    DataFlow::from_tensors(&[&x, &y], Order::Sequential).unwrap().batch(batch, Remainder::Keep).unwrap()
 }
 
 // ------------------------------------------------------------ inference
@@ -243,9 +244,7 @@ fn a_periodic_runner_and_early_stopping_on_its_stat() {
     let mut t = classifier_trainer(&model, 20);
     let runner = InferenceRunner::new(&model, &df)
         .inferencer(Inferencer::classification_error())
-        .build()
-        .unwrap()
-        .periodic_trigger(2, 0, false)
+        .periodic_trigger(Every::steps(2))
         .unwrap();
     t.add_callback(runner).unwrap();
     t.add_callback(EarlyStopping::new("validation_error").patience(2)).unwrap();
@@ -274,10 +273,10 @@ fn inferencer_errors_and_panics_fail_training() {
     assert_eq!(e.code(), Code::Io, "{e}");
     assert!(e.message().contains("the short batch is bad"), "{e}");
 
-    // An error of another type is a Code::Callback error.
+    // An error of another type, wrapped, is a Code::Callback error.
     let df = validation(4);
-    let parsing = Inferencer::custom("parsing", &["wrong"], |_, _| Ok::<(), Error>(()))
-        .after(|_| "x1".parse::<i32>().map(|_| ()));
+    let parsing = Inferencer::custom("parsing", &["wrong"], |_, _| Ok(()))
+        .after(|_| "x1".parse::<i32>().map(|_| ()).map_err(Error::wrap));
     let mut t = classifier_trainer(&model, 1);
     t.add_callback(InferenceRunner::new(&model, &df).inferencer(parsing)).unwrap();
     let e = t.run().unwrap_err();
@@ -286,7 +285,7 @@ fn inferencer_errors_and_panics_fail_training() {
 
     // A panic is resumed by run.
     let df = validation(4);
-    let panicking = Inferencer::custom("panicking", &["wrong"], |_, _| Ok::<(), Error>(()))
+    let panicking = Inferencer::custom("panicking", &["wrong"], |_, _| Ok(()))
         .before(|| -> Result<()> { panic!("before exploded") });
     let mut t = classifier_trainer(&model, 1);
     t.add_callback(InferenceRunner::new(&model, &df).inferencer(panicking)).unwrap();
@@ -346,7 +345,7 @@ fn inferencer_closures_are_dropped_exactly_once() {
         let n = Noisy(drops.clone());
         Inferencer::custom("noisy", &["wrong"], move |_, _| {
             let _ = &n;
-            Ok::<(), Error>(())
+            Ok(())
         })
     };
     // Built and dropped without a runner.
@@ -356,7 +355,7 @@ fn inferencer_closures_are_dropped_exactly_once() {
     let n = Noisy(drops.clone());
     let e = Inferencer::custom("bad", &["a\0b"], move |_, _| {
         let _ = &n;
-        Ok::<(), Error>(())
+        Ok(())
     })
     .build()
     .unwrap_err();
@@ -480,7 +479,7 @@ fn data_parallel_runner_errors() {
         let n = Noisy(drops.clone());
         Inferencer::custom("noisy", &["wrong"], move |_, _| {
             let _ = &n;
-            Ok::<(), Error>(())
+            Ok(())
         })
     };
     // A count out of [1, 256]: an error, and the inferencers are dropped.
@@ -570,7 +569,7 @@ fn nan_trainer<'a>(which: &'static str, nan_at: u32, bad: f64) -> (Trainer<'a>, 
     t.set_run_step(move |ctx| {
         s.set(s.get() + 1);
         let n = s.get();
-        ctx.hooked_step(|step| -> Result<Flow> {
+        ctx.hooked_step(|step| {
             for name in ["cost", "loss"] {
                 step.set_output_scalar(name, if n == nan_at && name == which { bad } else { 1.0 / n as f64 })?;
             }
@@ -628,7 +627,7 @@ fn step_watchdog_fails_a_slow_step_with_timeout() {
 
     // A slow callback counts too; fast steps pass.
     let mut t = hooks_trainer(&quiet(1, 4));
-    t.add_callback(Callback::on(Events::TRIGGER_STEP, |ctx, _, _| -> Result<Flow> {
+    t.add_callback(Callback::on(Events::TRIGGER_STEP, |ctx, _, _| {
         if ctx.global_step() == 3 {
             std::thread::sleep(Duration::from_millis(800));
         }
@@ -678,7 +677,7 @@ fn hyper_param_func_sets_the_value_for_each_epoch() {
     let mut t = hooks_trainer(&quiet(3, 2));
     t.add_callback(HyperParamFunc::new(&sgd, "learning_rate", |epochs, _| {
         if epochs == 1 {
-            "fast".parse::<f64>()
+            "fast".parse::<f64>().map_err(Error::wrap)
         } else {
             Ok(0.1)
         }
@@ -744,7 +743,7 @@ fn human_hyper_param_reads_the_file_in_the_logdir() {
     let mut t = hooks_trainer(&options);
     // Edited by hand after epoch 1; a line that does not parse after epoch 2.
     let file = dir.join("hyper.txt");
-    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
+    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| {
         match ctx.epoch_num() {
             1 => std::fs::write(&file, "learning_rate:0.125\n")?,
             2 => std::fs::write(&file, "learning_rate:fast\n")?,
@@ -821,7 +820,7 @@ fn put_image_reaches_monitors_and_tensorboard_writes_event_files() {
     let mut t = hooks_trainer(&options);
     let refused = Rc::new(RefCell::new(Vec::new()));
     let r = refused.clone();
-    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
+    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| {
         // An RGB image of uint8, and two grey ones of floats in [0, 255].
         let rgb: Vec<u8> = (0..4 * 4 * 3).map(|i| (i * 5) as u8).collect();
         ctx.put_image("sample", &Tensor::from_vec(rgb, &[4, 4, 3])?)?;
@@ -838,7 +837,7 @@ fn put_image_reaches_monitors_and_tensorboard_writes_event_files() {
     .unwrap();
     let images = Rc::new(RefCell::new(Vec::new()));
     let i = images.clone();
-    t.add_monitor(Callback::on(Events::RECORD, move |_, event, record| -> Result<Flow> {
+    t.add_monitor(Callback::on(Events::RECORD, move |_, event, record| {
         assert_eq!(event, Event::Record);
         let record = record.unwrap();
         if record.kind == RecordKind::Image {

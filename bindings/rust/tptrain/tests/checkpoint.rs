@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use tptrain::ops::{self, Arg};
 use tptrain::{
-    manual_seed, BestSaver, Callback, CallbackBuilder, Code, DType, EarlyStopping, Events, Flow, Input, InputSpec,
-    Model, ModelSaver, Optimizer, Predictor, Progress, RestoreOptions, Result, RunOutcome, ScheduledHyperParam, Tensor,
-    Trainer, TrainerOptions, VariableOptions,
+    manual_seed, BestSaver, Callback, CallbackBuilder, Code, DType, EarlyStopping, Events, Every, Flow, Input,
+    InputSpec, Model, ModelSaver, Optimizer, Predictor, Progress, RestoreOptions, Result, RunOutcome,
+    ScheduledHyperParam, Tensor, Trainer, TrainerOptions, VariableOptions,
 };
 
 fn signature() -> Vec<InputSpec> {
@@ -71,7 +71,7 @@ fn weights(m: &Model<'_>) -> Vec<f32> {
 /// A callback that puts the scalar "val" after each epoch: `vals[epoch]`.
 fn put_val(vals: &[f64]) -> CallbackBuilder<'static> {
     let vals = vals.to_vec();
-    Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| -> Result<Flow> {
+    Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| {
         ctx.put_scalar("val", vals[ctx.epoch_num() as usize])?;
         Ok(Flow::Continue)
     })
@@ -81,7 +81,7 @@ fn put_val(vals: &[f64]) -> CallbackBuilder<'static> {
 /// interrupts the run at `stop_at` (a stop request: a rerun goes on).
 fn counter(seen: &Rc<Cell<u64>>, stop_at: i64) -> Callback<'static> {
     let (a, b, c) = (seen.clone(), seen.clone(), seen.clone());
-    Callback::on(Events::TRIGGER_STEP, move |ctx, _, _| -> Result<Flow> {
+    Callback::on(Events::TRIGGER_STEP, move |ctx, _, _| {
         a.set(a.get() + 1);
         if ctx.global_step() == stop_at {
             ctx.request_stop();
@@ -127,7 +127,7 @@ fn resume_mid_epoch_equals_an_uninterrupted_run() {
     let mut t = Trainer::new(&options(&dir, 3)).unwrap();
     t.set_model(&b, input()).unwrap();
     t.add_callback(counter(&seen, 8)).unwrap();
-    t.add_callback(ModelSaver::new().every_k_steps(3)).unwrap();
+    t.add_callback(ModelSaver::new().every(Every::epochs(1).and_steps(3))).unwrap();
     assert!(matches!(t.run().unwrap(), RunOutcome::Stopped(_)));
     assert!(dir.join("model-6").exists() && dir.join("model-8").exists() && dir.join("checkpoint").exists());
     drop(t);
@@ -155,7 +155,7 @@ fn resume_mid_epoch_equals_an_uninterrupted_run() {
     let d = model(4);
     let mut t = Trainer::new(&TrainerOptions { auto_resume: true, ..options(&dir, 3) }).unwrap();
     t.set_model(&d, input()).unwrap();
-    t.add_callback(ModelSaver::new().every_k_steps(3)).unwrap();
+    t.add_callback(ModelSaver::new().every(Every::epochs(1).and_steps(3))).unwrap();
     t.run().unwrap();
     assert_eq!(t.global_step(), 15);
     assert_eq!(weights(&d), want);
@@ -204,7 +204,7 @@ fn a_stopped_run_stays_stopped() {
     let mut t = Trainer::new(&options(&tempdir("typo"), 3)).unwrap();
     t.set_model(&m, input()).unwrap();
     t.add_callback(EarlyStopping::new("vall")).unwrap();
-    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| -> Result<Flow> {
+    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| {
         ctx.put_scalar("val", 1.0)?;
         Ok(Flow::Continue)
     }))
@@ -305,7 +305,7 @@ fn best_saver_and_restore_by_name() {
 
 #[test]
 fn saver_options_and_misplaced_saves_are_errors() {
-    let e = ModelSaver::new().every_k_epochs(0).build().unwrap_err();
+    let e = ModelSaver::new().every(Every::default()).build().unwrap_err();
     assert!(e.message().contains("never save"), "{}", e.message());
     let e = BestSaver::max("acc").filename("a/b").build().unwrap_err();
     assert!(e.message().contains("a/b"), "{}", e.message());
@@ -334,7 +334,7 @@ fn a_schedule_sets_the_learning_rate_after_its_epochs() {
     .unwrap();
     t.set_model(&m, input()).unwrap();
     t.add_callback(ScheduledHyperParam::new(&o, "learning_rate", &[(2, 0.25), (0, 0.125)])).unwrap();
-    t.add_callback(Callback::on(Events::BEFORE_EPOCH, move |ctx, _, _| -> Result<Flow> {
+    t.add_callback(Callback::on(Events::BEFORE_EPOCH, move |ctx, _, _| {
         s2.borrow_mut().push(ctx.optimizer()?.get("learning_rate")?);
         Ok(Flow::Continue)
     }))

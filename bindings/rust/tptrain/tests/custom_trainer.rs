@@ -25,9 +25,9 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use tptrain::{
-    manual_seed, nn, Callback, Code, Context, DType, Error, Event, Events, Flow, Gan, Input, InputSpec, LogdirAction,
-    Model, ModelSaver, Optimizer, Progress, Result, Run, RunOutcome, Tensor, Towers, TrainOp, Trainer, TrainerOptions,
-    VariableOptions,
+    manual_seed, nn, Callback, Code, Context, DType, Error, Event, Events, Every, Flow, Gan, Input, InputSpec,
+    LogdirAction, Model, ModelSaver, Optimizer, Progress, Result, Run, RunOutcome, Tensor, Towers, TrainOp, Trainer,
+    TrainerOptions, VariableOptions,
 };
 
 const ROWS: usize = 64;
@@ -135,7 +135,7 @@ fn nets(ctx: &Context) -> Result<(Vec<f32>, Vec<f32>)> {
 fn add_watch(t: &mut Trainer<'_>) -> Result<Rc<RefCell<Watch>>> {
     let watch = Rc::new(RefCell::new(Watch::default()));
     let w = Rc::clone(&watch);
-    t.add_callback(Callback::on(Events::BEFORE_RUN | Events::AFTER_RUN, move |ctx, event, _| -> Result<Flow> {
+    t.add_callback(Callback::on(Events::BEFORE_RUN | Events::AFTER_RUN, move |ctx, event, _| {
         let mut w = w.borrow_mut();
         if event == Event::BeforeRun {
             w.before_runs += 1;
@@ -154,7 +154,7 @@ fn add_watch(t: &mut Trainer<'_>) -> Result<Rc<RefCell<Watch>>> {
         Ok(Flow::Continue)
     }))?;
     let w = Rc::clone(&watch);
-    t.add_callback(Callback::on(Events::BEFORE_TRAIN, move |ctx, _, _| -> Result<Flow> {
+    t.add_callback(Callback::on(Events::BEFORE_TRAIN, move |ctx, _, _| {
         let (g, d) = nets(ctx)?;
         let mut w = w.borrow_mut();
         w.g = g;
@@ -268,7 +268,7 @@ fn raw_d_then_hooked_g_is_one_global_step() -> Result<()> {
     t.set_model(&m, new_input()?)?;
     let run_steps = Rc::new(RefCell::new(Vec::new()));
     let seen = Rc::clone(&run_steps);
-    t.set_run_step(move |ctx| -> Result<Flow> {
+    t.set_run_step(move |ctx| {
         let before = ctx.global_step();
         ctx.run_train_ops(&["d_op"], Run::Raw)?;
         // A raw run is no step.
@@ -479,7 +479,7 @@ fn gan_run(dir: &Path, steps: i64, resume: Option<i64>) -> Result<Vec<f64>> {
     let m = new_model(true)?;
     let mut t = Trainer::new(&options(steps, Some(dir)))?;
     t.set_gan(&m, new_input()?, &Gan::new())?;
-    t.add_callback(ModelSaver::new().every_k_steps(3).max_to_keep(0).build()?)?;
+    t.add_callback(ModelSaver::new().every(Every::epochs(1).and_steps(3)).max_to_keep(0))?;
     if let Some(step) = resume {
         t.resume(dir.join(format!("model-{step}")))?;
     }

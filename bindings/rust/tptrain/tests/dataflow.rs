@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tptrain::nn;
 use tptrain::{
-    launch_train, Augmentor, Callback, Code, DType, DataFlow, Datapoint, DatapointRef, Error, Events, Flow, Input,
-    InputKind, InputOptions, InputSpec, LayerOptions, Model, Optimizer, ParallelMapOptions, Progress, Result,
-    RunOutcome, Source, StatefulSource, Tensor, TrainConfig, Trainer, TrainerOptions,
+    launch_train, Augmentor, Callback, Code, DType, DataFlow, Datapoint, DatapointRef, Error, Events, FakeOptions,
+    Flow, InnerState, Input, InputKind, InputOptions, InputSpec, LayerOptions, Model, Optimizer, Order,
+    ParallelMapOptions, Progress, Remainder, Result, RunOutcome, Source, StatefulSource, Tensor, TrainConfig, Trainer,
+    TrainerOptions,
 };
 
 // ------------------------------------------------------------ helpers
@@ -189,28 +190,26 @@ fn a_source_is_reset_with_its_seed_and_knows_its_size() {
     assert_eq!(seen[0], seen[1]);
     assert_ne!(seen[1], seen[2]);
     // The size passes through size-keeping combinators.
-    assert_eq!(a.batch(2, false).unwrap().size(), Some(2));
+    assert_eq!(a.batch(2, Remainder::Drop).unwrap().size(), Some(2));
 }
 
 #[test]
 fn in_memory_fake_and_file_sources() {
     let x = Tensor::from_slice(&[0f32, 1., 2., 3., 4., 5.], &[3, 2]).unwrap();
     let y = rows(3);
-    let df = DataFlow::from_tensors(&[&x, &y], false).unwrap();
+    let df = DataFlow::from_tensors(&[&x, &y], Order::Sequential).unwrap();
     assert_eq!(df.size(), Some(3));
     let first = df.iter().next().unwrap().unwrap();
     assert_eq!(first[0].to_vec::<f32>().unwrap(), vec![0., 1.]);
     assert_eq!(first[1].shape(), Vec::<i64>::new());
     // Rows with different counts are refused.
-    let e = DataFlow::from_tensors(&[&x, &rows(4)], false).unwrap_err();
+    let e = DataFlow::from_tensors(&[&x, &rows(4)], Order::Sequential).unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
 
     let fake = DataFlow::fake(
         &[InputSpec::new("img", DType::F32, &[2, 3]), InputSpec::new("label", DType::I64, &[])],
         5,
-        true,
-        0.0,
-        4.0,
+        &FakeOptions::default().range(0.0, 4.0),
     )
     .unwrap();
     assert_eq!(fake.size(), Some(5));
@@ -227,7 +226,7 @@ fn in_memory_fake_and_file_sources() {
         std::fs::write(p, format!("{}", i * 11)).unwrap();
     }
     for threads in [0, 2] {
-        let df = DataFlow::from_files(&paths, false, threads, |dp, path: &Path, index| {
+        let df = DataFlow::from_files(&paths, Order::Sequential, threads, |dp, path: &Path, index| {
             let v: i64 = std::fs::read_to_string(path)
                 .map_err(|e| Error::new(Code::Io, format!("{}: {e}", path.display())))?
                 .parse()
@@ -241,13 +240,13 @@ fn in_memory_fake_and_file_sources() {
     }
     // A missing file: the decoder's error, unchanged.
     let missing = [dir.0.join("missing.txt")];
-    let df = DataFlow::from_files(&missing, false, 0, |_, path: &Path, _| {
+    let df = DataFlow::from_files(&missing, Order::Sequential, 0, |_, path: &Path, _| {
         Err(Error::new(Code::Io, format!("cannot read {}", path.file_name().unwrap().to_string_lossy())))
     })
     .unwrap();
     assert_eq!(df.iter().next().unwrap().unwrap_err(), Error::new(Code::Io, "cannot read missing.txt"));
     // IDX: a missing file is named.
-    let e = DataFlow::from_idx(&[dir.0.join("nope-idx1-ubyte")], false).unwrap_err();
+    let e = DataFlow::from_idx(&[dir.0.join("nope-idx1-ubyte")], Order::Sequential).unwrap_err();
     assert!(e.message().contains("nope-idx1-ubyte"), "{e}");
 }
 
@@ -259,17 +258,17 @@ fn mnist_has_its_sizes_and_shapes() {
         eprintln!("skipped: {FASHION_MNIST} is missing");
         return;
     }
-    let test = DataFlow::mnist(FASHION_MNIST, "test", false).unwrap();
+    let test = DataFlow::mnist(FASHION_MNIST, "test", Order::Sequential).unwrap();
     assert_eq!(test.size(), Some(10_000));
     let first = test.iter().next().unwrap().unwrap();
     assert_eq!((first[0].dtype(), first[0].shape()), (DType::F32, vec![1, 28, 28]));
     assert_eq!((first[1].dtype(), first[1].shape()), (DType::I64, vec![]));
     let pixels = first[0].to_vec::<f32>().unwrap();
     assert!(pixels.iter().all(|p| (0.0..=1.0).contains(p)));
-    let train = DataFlow::mnist(FASHION_MNIST, "train", true).unwrap();
+    let train = DataFlow::mnist(FASHION_MNIST, "train", Order::Shuffled).unwrap();
     assert_eq!(train.size(), Some(60_000));
-    assert_eq!(train.batch(128, false).unwrap().size(), Some(468));
-    let e = DataFlow::mnist(FASHION_MNIST, "validation", false).unwrap_err();
+    assert_eq!(train.batch(128, Remainder::Drop).unwrap().size(), Some(468));
+    let e = DataFlow::mnist(FASHION_MNIST, "validation", Order::Sequential).unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
 }
 
@@ -279,36 +278,36 @@ fn mnist_has_its_sizes_and_shapes() {
 fn batch_stacks_and_keeps_or_drops_the_remainder() {
     let x = Tensor::from_vec((0..10).map(|v| v as f32).collect::<Vec<f32>>(), &[5, 2]).unwrap();
     let rows5 = rows(5);
-    let src = DataFlow::from_tensors(&[&x, &rows5], false).unwrap();
-    let batched = src.batch(2, false).unwrap();
+    let src = DataFlow::from_tensors(&[&x, &rows5], Order::Sequential).unwrap();
+    let batched = src.batch(2, Remainder::Drop).unwrap();
     assert_eq!(batched.size(), Some(2));
     let pass: Vec<Vec<Tensor>> = batched.iter().map(|d| d.unwrap()).collect();
     assert_eq!(pass.len(), 2);
     assert_eq!(pass[0][0].shape(), vec![2, 2]);
     assert_eq!(pass[1][1].to_vec::<i64>().unwrap(), vec![2, 3]);
-    let src = DataFlow::from_tensors(&[&rows5], false).unwrap();
-    let with_rest = src.batch(2, true).unwrap();
+    let src = DataFlow::from_tensors(&[&rows5], Order::Sequential).unwrap();
+    let with_rest = src.batch(2, Remainder::Keep).unwrap();
     assert_eq!(with_rest.size(), Some(3));
     for _pass in 0..2 {
         let shapes: Vec<Vec<i64>> = with_rest.iter().map(|d| d.unwrap()[0].shape()).collect();
         assert_eq!(shapes, vec![vec![2], vec![2], vec![1]]);
     }
     // A dataflow has one consumer.
-    let e = src.batch(2, false).unwrap_err();
+    let e = src.batch(2, Remainder::Drop).unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("one consumer"), "{e}");
     let e = src.iter().next().unwrap().unwrap_err();
     assert!(e.message().contains("one consumer"), "{e}");
     // Shapes that differ are named.
     let ragged = DataFlow::from_iter(|| (1..4).map(|n| vec![rows(n)])).unwrap();
-    let e = ragged.batch(2, false).unwrap().iter().next().unwrap().unwrap_err();
+    let e = ragged.batch(2, Remainder::Drop).unwrap().iter().next().unwrap().unwrap_err();
     assert!(e.message().contains('['), "{e}");
 }
 
 #[test]
 fn map_changes_appends_and_drops() {
     let rows6 = rows(6);
-    let df = DataFlow::from_tensors(&[&rows6], false)
+    let df = DataFlow::from_tensors(&[&rows6], Order::Sequential)
         .unwrap()
         .map(|dp| {
             let v = dp.get(0)?.item()? as i64;
@@ -323,7 +322,7 @@ fn map_changes_appends_and_drops() {
         df.iter().map(|d| d.unwrap().iter().map(|t| t.item().unwrap() as i64).collect()).collect();
     assert_eq!(pass, vec![vec![0, 1], vec![20, 3], vec![40, 5]]);
 
-    let comp = DataFlow::from_tensors(&[&rows6, &rows6], false)
+    let comp = DataFlow::from_tensors(&[&rows6, &rows6], Order::Sequential)
         .unwrap()
         .map_component(1, |t| -> Result<_> {
             let v = t.item()? as i64;
@@ -334,7 +333,7 @@ fn map_changes_appends_and_drops() {
         comp.iter().map(|d| d.unwrap().iter().map(|t| t.item().unwrap() as i64).collect()).collect();
     assert_eq!(pass.len(), 5); // row 2 dropped
     assert_eq!(pass[2], vec![3, -3]);
-    let e = DataFlow::from_tensors(&[&rows6], false)
+    let e = DataFlow::from_tensors(&[&rows6], Order::Sequential)
         .unwrap()
         .map_component(4, |t| Ok::<_, Error>(Some(t.share()?)))
         .unwrap()
@@ -360,7 +359,7 @@ fn map_closures_get_a_seed_per_datapoint() {
             g.lock().unwrap()[v] = dp.seed()?;
             Ok(())
         };
-        let src = DataFlow::from_tensors(&[&rows8], false).unwrap();
+        let src = DataFlow::from_tensors(&[&rows8], Order::Sequential).unwrap();
         let df = if threads == 0 {
             src.map(f).unwrap()
         } else {
@@ -389,7 +388,7 @@ fn parallel_map_ordered_and_strict_maps_each_datapoint_exactly_once() {
     let main_thread = std::thread::current().id();
     let rows_n = rows(N);
     let options = ParallelMapOptions { n_threads: 4, buffer_size: 16, ordered: true, strict: true };
-    let df = DataFlow::from_tensors(&[&rows_n], false)
+    let df = DataFlow::from_tensors(&[&rows_n], Order::Sequential)
         .unwrap()
         .parallel_map(&options, move |dp| {
             let v = dp.get(0)?.item()? as i64;
@@ -432,30 +431,30 @@ fn prefetch_yields_the_same_passes_from_a_background_thread() {
 fn the_other_combinators() {
     let (a, b) = (rows(3), rows(5));
     let cat = DataFlow::concat(&[
-        &DataFlow::from_tensors(&[&a], false).unwrap(),
-        &DataFlow::from_tensors(&[&b], false).unwrap(),
+        &DataFlow::from_tensors(&[&a], Order::Sequential).unwrap(),
+        &DataFlow::from_tensors(&[&b], Order::Sequential).unwrap(),
     ])
     .unwrap();
     assert_eq!(cat.size(), Some(8));
     assert_eq!(pass_values(&cat), vec![0, 1, 2, 0, 1, 2, 3, 4]);
     let joined = DataFlow::join(&[
-        &DataFlow::from_tensors(&[&a], false).unwrap(),
-        &DataFlow::from_tensors(&[&b], false).unwrap(),
+        &DataFlow::from_tensors(&[&a], Order::Sequential).unwrap(),
+        &DataFlow::from_tensors(&[&b], Order::Sequential).unwrap(),
     ])
     .unwrap()
     .select(&[1, 0, 1])
     .unwrap();
     let pass: Vec<usize> = joined.iter().map(|d| d.unwrap().len()).collect();
     assert_eq!(pass, vec![3, 3, 3]); // ends with the shortest
-    let repeated = DataFlow::from_tensors(&[&a], false).unwrap().repeat(Some(2)).unwrap();
+    let repeated = DataFlow::from_tensors(&[&a], Order::Sequential).unwrap().repeat(Some(2)).unwrap();
     assert_eq!((repeated.size(), pass_values(&repeated)), (Some(6), vec![0, 1, 2, 0, 1, 2]));
-    assert_eq!(DataFlow::from_tensors(&[&a], false).unwrap().repeat(None).unwrap().size(), None);
-    let fixed = DataFlow::from_tensors(&[&a], false).unwrap().fixed_size(4, true).unwrap();
+    assert_eq!(DataFlow::from_tensors(&[&a], Order::Sequential).unwrap().repeat(None).unwrap().size(), None);
+    let fixed = DataFlow::from_tensors(&[&a], Order::Sequential).unwrap().fixed_size(4, InnerState::Keep).unwrap();
     assert_eq!(pass_values(&fixed), vec![0, 1, 2, 0]);
     assert_eq!(pass_values(&fixed), vec![1, 2, 0, 1]); // keep_state: goes on
     let ten = rows(10);
     // A dataflow has one consumer: each shard reads its own source.
-    let source = || DataFlow::from_tensors(&[&ten], false).unwrap();
+    let source = || DataFlow::from_tensors(&[&ten], Order::Sequential).unwrap();
     let (even, odd) = (source().shard(0, 2).unwrap(), source().shard(1, 2).unwrap());
     assert_eq!((even.size(), odd.size()), (Some(5), Some(5)));
     for _ in 0..2 {
@@ -475,7 +474,7 @@ fn the_other_combinators() {
         (0..5).map(|i| vec![scalar(i)])
     })
     .unwrap()
-    .cache(true)
+    .cache(Order::Shuffled)
     .unwrap();
     cached.set_seed(3).unwrap();
     let mut p1 = pass_values(&cached);
@@ -484,7 +483,7 @@ fn the_other_combinators() {
     p1.sort();
     p2.sort();
     assert_eq!((p1, p2), ((0..5).collect(), (0..5).collect()));
-    let shuffled = DataFlow::from_tensors(&[&b], false).unwrap().local_shuffle(3, 2).unwrap();
+    let shuffled = DataFlow::from_tensors(&[&b], Order::Sequential).unwrap().local_shuffle(3, 2).unwrap();
     assert_eq!(shuffled.size(), Some(10));
     let mut seen: Vec<i64> = shuffled.iter().take(10).map(|d| d.unwrap()[0].item().unwrap() as i64).collect();
     seen.sort();
@@ -515,7 +514,7 @@ fn augmentation_does_not_depend_on_the_thread_count() {
         Augmentor::Flip { probability: 0.5 },
     ];
     let run = |threads: i32, seed: u64| {
-        let df = DataFlow::from_tensors(&[&x, &y], true).unwrap().augment(0, &augmentors, threads).unwrap();
+        let df = DataFlow::from_tensors(&[&x, &y], Order::Shuffled).unwrap().augment(0, &augmentors, threads).unwrap();
         df.set_seed(seed).unwrap();
         let pass = pass_bytes(&df);
         assert_eq!(pass.len(), 40);
@@ -526,7 +525,7 @@ fn augmentation_does_not_depend_on_the_thread_count() {
     assert_eq!(run(1, 11), reference);
     assert_eq!(run(3, 11), reference);
     assert_ne!(run(3, 12), reference);
-    let e = DataFlow::from_tensors(&[&x], false)
+    let e = DataFlow::from_tensors(&[&x], Order::Sequential)
         .unwrap()
         .augment(0, &[Augmentor::Normalize { mean: vec![0.5, 0.5], std: vec![1.0] }], 0)
         .unwrap_err();
@@ -539,11 +538,11 @@ fn augmentation_does_not_depend_on_the_thread_count() {
 fn the_random_state_round_trips() {
     let (x, y) = images(12);
     let make = || {
-        DataFlow::from_tensors(&[&x, &y], true)
+        DataFlow::from_tensors(&[&x, &y], Order::Shuffled)
             .unwrap()
             .augment(0, &[Augmentor::Flip { probability: 0.5 }], 2)
             .unwrap()
-            .batch(4, false)
+            .batch(4, Remainder::Drop)
             .unwrap()
     };
     let a = make();
@@ -571,7 +570,7 @@ fn the_random_state_round_trips() {
     assert_eq!(rest[0].len(), 2); // 12 rows in batches of 4: one given, two left
     assert_eq!([pass_bytes(&c), pass_bytes(&c)], rest);
     // The state of another pipeline is refused.
-    let other = DataFlow::from_tensors(&[&y], true).unwrap();
+    let other = DataFlow::from_tensors(&[&y], Order::Shuffled).unwrap();
     let e = other.set_state(&state).unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("not a state of this dataflow"), "{e}");
@@ -687,9 +686,9 @@ fn a_stateful_source_keeps_its_position_in_the_state() {
     // Rows in batches of 3 (the last of a pass has 2): 7 batches a pass.
     type Shape = fn(&DataFlow<'static>) -> DataFlow<'static>;
     let shapes: [(&str, Shape); 3] = [
-        ("prefetch then batch", |s| s.prefetch(4).unwrap().batch(3, true).unwrap()),
-        ("batch then prefetch", |s| s.batch(3, true).unwrap().prefetch(2).unwrap()),
-        ("batch", |s| s.batch(3, true).unwrap()),
+        ("prefetch then batch", |s| s.prefetch(4).unwrap().batch(3, Remainder::Keep).unwrap()),
+        ("batch then prefetch", |s| s.batch(3, Remainder::Keep).unwrap().prefetch(2).unwrap()),
+        ("batch", |s| s.batch(3, Remainder::Keep).unwrap()),
     ];
     for (name, shape) in shapes {
         let make = || shape(&DataFlow::from_stateful_source(Shuffled::new(OnSave::Save)).unwrap());
@@ -733,7 +732,8 @@ fn a_stateful_source_keeps_its_position_in_the_state() {
 fn a_source_that_fails_or_cannot_restore_its_state() {
     // save_state's error comes back from get_state (no thread reads ahead)...
     let want = Error::new(Code::Io, "the position is lost");
-    let df = DataFlow::from_stateful_source(Shuffled::new(OnSave::FailAt(3))).unwrap().batch(3, true).unwrap();
+    let df =
+        DataFlow::from_stateful_source(Shuffled::new(OnSave::FailAt(3))).unwrap().batch(3, Remainder::Keep).unwrap();
     assert_eq!(take(&df, 1).len(), 1);
     assert_eq!(df.get_state().unwrap_err(), want);
     // ... or through the iteration where a prefetch thread saves after
@@ -744,11 +744,12 @@ fn a_source_that_fails_or_cannot_restore_its_state() {
     assert_eq!(pass.last().unwrap().as_ref().unwrap_err(), &want);
 
     // A state with a source's position is refused by a plain source...
-    let a = DataFlow::from_stateful_source(Shuffled::new(OnSave::Save)).unwrap().batch(3, true).unwrap();
+    let a = DataFlow::from_stateful_source(Shuffled::new(OnSave::Save)).unwrap().batch(3, Remainder::Keep).unwrap();
     a.set_seed(7).unwrap();
     let _ = take(&a, 2);
     let state = a.get_state().unwrap();
-    let plain = DataFlow::from_source(Stateless(Shuffled::new(OnSave::Save))).unwrap().batch(3, true).unwrap();
+    let plain =
+        DataFlow::from_source(Stateless(Shuffled::new(OnSave::Save))).unwrap().batch(3, Remainder::Keep).unwrap();
     let e = plain.set_state(&state).unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("cannot restore one"), "{e}");
@@ -757,7 +758,7 @@ fn a_source_that_fails_or_cannot_restore_its_state() {
     plain.set_seed(7).unwrap();
     let first = take(&plain, 3);
     let plain_state = plain.get_state().unwrap();
-    let again = DataFlow::from_stateful_source(Shuffled::new(OnSave::Save)).unwrap().batch(3, true).unwrap();
+    let again = DataFlow::from_stateful_source(Shuffled::new(OnSave::Save)).unwrap().batch(3, Remainder::Keep).unwrap();
     again.set_state(&plain_state).unwrap();
     again.reset_state().unwrap();
     assert_eq!(take(&again, 3), first);
@@ -808,7 +809,8 @@ fn a_source_that_fails_or_cannot_restore_its_state() {
 #[test]
 fn a_panic_in_save_state_is_resumed_here_or_becomes_an_error_elsewhere() {
     // On this thread: the panic comes out of get_state.
-    let df = DataFlow::from_stateful_source(Shuffled::new(OnSave::PanicAt(2))).unwrap().batch(2, false).unwrap();
+    let df =
+        DataFlow::from_stateful_source(Shuffled::new(OnSave::PanicAt(2))).unwrap().batch(2, Remainder::Drop).unwrap();
     assert_eq!(take(&df, 1).len(), 1);
     let payload = catch_unwind(AssertUnwindSafe(|| df.get_state())).unwrap_err();
     assert_eq!(panic_message(&*payload), "save exploded");
@@ -835,15 +837,15 @@ fn an_error_from_a_closure_comes_back_unchanged() {
     };
     let want = Error::new(Code::Io, "record 5 is corrupt");
     // On this thread.
-    let df = DataFlow::from_tensors(&[&rows8], false).unwrap().map(failing).unwrap();
+    let df = DataFlow::from_tensors(&[&rows8], Order::Sequential).unwrap().map(failing).unwrap();
     let pass: Vec<Result<Vec<Tensor>>> = df.iter().collect();
     assert_eq!(pass.len(), 6); // five datapoints, then the error ends the pass
     assert_eq!(pass[5].as_ref().unwrap_err(), &want);
     // On worker threads, and behind a prefetch thread.
     let options = ParallelMapOptions { n_threads: 3, ordered: true, strict: true, ..Default::default() };
-    let df = DataFlow::from_tensors(&[&rows8], false).unwrap().parallel_map(&options, failing).unwrap();
+    let df = DataFlow::from_tensors(&[&rows8], Order::Sequential).unwrap().parallel_map(&options, failing).unwrap();
     assert_eq!(df.iter().find_map(|d| d.err()), Some(want.clone()));
-    let df = DataFlow::from_tensors(&[&rows8], false).unwrap().map(failing).unwrap().prefetch(2).unwrap();
+    let df = DataFlow::from_tensors(&[&rows8], Order::Sequential).unwrap().map(failing).unwrap().prefetch(2).unwrap();
     assert_eq!(df.iter().find_map(|d| d.err()), Some(want.clone()));
     // A source's error.
     let df = DataFlow::from_fn(|| Err(Error::new(Code::NotFound, "no such shard"))).unwrap();
@@ -865,7 +867,7 @@ fn a_panic_in_a_closure_is_resumed_here_or_becomes_an_error_elsewhere() {
         Ok(())
     };
     // On this thread: the panic comes out of the iteration.
-    let df = DataFlow::from_tensors(&[&rows4], false).unwrap().map(boom).unwrap();
+    let df = DataFlow::from_tensors(&[&rows4], Order::Sequential).unwrap().map(boom).unwrap();
     let mut it = df.iter();
     assert!(it.next().unwrap().is_ok());
     assert!(it.next().unwrap().is_ok());
@@ -900,14 +902,14 @@ fn a_panic_in_a_closure_is_resumed_here_or_becomes_an_error_elsewhere() {
 
     // On the library's threads: an error with the panic's message.
     let options = ParallelMapOptions { n_threads: 2, ordered: true, strict: true, ..Default::default() };
-    let df = DataFlow::from_tensors(&[&rows4], false).unwrap().parallel_map(&options, boom).unwrap();
+    let df = DataFlow::from_tensors(&[&rows4], Order::Sequential).unwrap().parallel_map(&options, boom).unwrap();
     let e = df.iter().find_map(|d| d.err()).unwrap();
     assert_eq!(e, Error::new(Code::Callback, "panic in the parallel map function: bad pixel"));
-    let df = DataFlow::from_tensors(&[&rows4], false).unwrap().map(boom).unwrap().prefetch(2).unwrap();
+    let df = DataFlow::from_tensors(&[&rows4], Order::Sequential).unwrap().map(boom).unwrap().prefetch(2).unwrap();
     let e = df.iter().find_map(|d| d.err()).unwrap();
     assert_eq!(e, Error::new(Code::Callback, "panic in the map function: bad pixel"));
     // Nothing is left pending: a clean pipeline works.
-    assert_eq!(pass_values(&DataFlow::from_tensors(&[&rows4], false).unwrap()), vec![0, 1, 2, 3]);
+    assert_eq!(pass_values(&DataFlow::from_tensors(&[&rows4], Order::Sequential).unwrap()), vec![0, 1, 2, 3]);
 }
 
 #[test]
@@ -939,8 +941,8 @@ fn closures_are_dropped_exactly_once_with_the_last_reference() {
     assert_eq!(drops.load(Ordering::SeqCst), 3);
     // A combinator refused by the library drops its closure at once.
     let g = DropGuard(Arc::clone(&drops));
-    let df = DataFlow::from_tensors(&[&rows3], false).unwrap();
-    let _consumer = df.batch(1, false).unwrap();
+    let df = DataFlow::from_tensors(&[&rows3], Order::Sequential).unwrap();
+    let _consumer = df.batch(1, Remainder::Drop).unwrap();
     let e = df
         .map(move |_| -> Result<_> {
             let _keep = &g;
@@ -988,7 +990,7 @@ fn a_config_takes_steps_per_epoch_from_a_sized_closure_source_or_says_which_opti
 /// Each step's cost, as a user records it: read from the step's output after
 /// each step (the monitors get only its moving average, once per epoch).
 fn cost_log(costs: &RefCell<Vec<f64>>) -> Callback<'_> {
-    Callback::on(Events::AFTER_RUN, move |ctx, _, _| -> Result<Flow> {
+    Callback::on(Events::AFTER_RUN, move |ctx, _, _| {
         costs.borrow_mut().push(ctx.output_scalar("cost")?);
         Ok(Flow::Continue)
     })
@@ -1048,8 +1050,8 @@ fn a_train_config_with_a_dataflow_trains_and_the_inference_runner_validates() {
     tptrain::manual_seed(1).unwrap();
     let (x, y) = regression_data();
     let model = regression_model();
-    let train = DataFlow::from_tensors(&[&x, &y], true).unwrap().batch(16, false).unwrap();
-    let test = DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(64, true).unwrap();
+    let train = DataFlow::from_tensors(&[&x, &y], Order::Shuffled).unwrap().batch(16, Remainder::Drop).unwrap();
+    let test = DataFlow::from_tensors(&[&x, &y], Order::Sequential).unwrap().batch(64, Remainder::Keep).unwrap();
     let runner = Callback::inference_runner(&model, &test, &["cost"]).unwrap();
     let costs = RefCell::new(Vec::new());
     let config = TrainConfig {
@@ -1079,7 +1081,7 @@ fn a_train_config_with_a_dataflow_trains_and_the_inference_runner_validates() {
     let e = Trainer::from_config(TrainConfig { input: None, ..TrainConfig::new(&model, Input::dummy(4).unwrap()) })
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
-    let other = DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(16, false).unwrap();
+    let other = DataFlow::from_tensors(&[&x, &y], Order::Sequential).unwrap().batch(16, Remainder::Drop).unwrap();
     let e = launch_train(TrainConfig {
         dataflow: Some(&other),
         options: Some(quiet(1)),
@@ -1096,7 +1098,7 @@ fn a_train_config_with_a_dataflow_trains_and_the_inference_runner_validates() {
 fn a_train_configs_input_options_shape_its_queue() {
     let (x, y) = regression_data();
     let model = regression_model();
-    let train = DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(16, false).unwrap();
+    let train = DataFlow::from_tensors(&[&x, &y], Order::Sequential).unwrap().batch(16, Remainder::Drop).unwrap();
     let once = InputOptions { capacity: 2, repeat: false, ..InputOptions::default() };
     let outcome = launch_train(TrainConfig {
         options: Some(quiet(3)),
@@ -1122,9 +1124,9 @@ fn dataflow_errors_and_panics_end_training() {
     let failing = |kind: InputKind, panics: bool| {
         let step = Arc::clone(&step);
         step.store(0, Ordering::SeqCst);
-        let df = DataFlow::from_tensors(&[&x, &y], false)
+        let df = DataFlow::from_tensors(&[&x, &y], Order::Sequential)
             .unwrap()
-            .batch(16, false)
+            .batch(16, Remainder::Drop)
             .unwrap()
             .map(move |_| {
                 if step.fetch_add(1, Ordering::SeqCst) == 5 {
@@ -1159,7 +1161,7 @@ fn feed_staging_and_dummy_inputs() {
     let (x, y) = regression_data();
     let model = regression_model();
     // A feed input that does not repeat: the end of the pass ends training.
-    let df = DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(16, false).unwrap();
+    let df = DataFlow::from_tensors(&[&x, &y], Order::Sequential).unwrap().batch(16, Remainder::Drop).unwrap();
     let input = Input::from_dataflow(&df, &InputOptions { kind: InputKind::Feed, repeat: false, ..Default::default() })
         .unwrap();
     let mut t = Trainer::new(&TrainerOptions { steps_per_epoch: Some(10), ..quiet(5) }).unwrap();

@@ -17,7 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 use tptrain::{
     nn, Activation, Code, DType, DataFlow, Distributed, Input, InputOptions, InputSpec, LayerOptions, Model, Optimizer,
-    Progress, RunOutcome, Tensor, Towers, TrainConfig, Trainer, TrainerOptions, VariableOptions,
+    Order, Progress, Remainder, RunOutcome, Tensor, Towers, TrainConfig, Trainer, TrainerOptions, VariableOptions,
 };
 
 const ROWS: usize = 320;
@@ -77,7 +77,7 @@ fn data(batch: i64) -> DataFlow<'static> {
     }
     let x = Tensor::from_vec(xs, &[ROWS as i64, FEATURES as i64]).unwrap();
     let y = Tensor::from_vec(ys, &[ROWS as i64, 1]).unwrap();
-    DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(batch, false).unwrap()
+    DataFlow::from_tensors(&[&x, &y], Order::Sequential).unwrap().batch(batch, Remainder::Drop).unwrap()
 }
 
 fn quiet(steps: Option<i64>) -> TrainerOptions {

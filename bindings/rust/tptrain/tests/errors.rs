@@ -1,9 +1,10 @@
-//! Errors of any type from every kind of closure: a foreign error becomes a
-//! `Code::Callback` error with the error's text as the message, and the
-//! original comes back, through the C library, as the `source()` of the
-//! error the Rust call returns (run, build, a dataflow's iteration). A
-//! `tptrain::Error` keeps its code and message; the `From` impls keep the
-//! std error as the source.
+//! Errors of any type from every kind of closure: a foreign error (through
+//! `Callback::on_fallible`, or `Error::wrap` in the closures that return a
+//! `tptrain::Result`) becomes a `Code::Callback` error with the error's text
+//! as the message, and the original comes back, through the C library, as
+//! the `source()` of the error the Rust call returns (run, build, a
+//! dataflow's iteration). A `tptrain::Error` keeps its code and message; the
+//! `From` impls keep the std error as the source.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -11,7 +12,7 @@ use std::num::{ParseFloatError, ParseIntError};
 use tptrain::nn;
 use tptrain::{
     Callback, Code, DType, DataFlow, Error, Events, Flow, InitFn, Input, InputSpec, LayerOptions, Model, Optimizer,
-    ParallelMapOptions, Progress, Result, RunOutcome, Tensor, TrainConfig, Trainer, TrainerOptions,
+    Order, ParallelMapOptions, Progress, Remainder, Result, RunOutcome, Tensor, TrainConfig, Trainer, TrainerOptions,
 };
 
 type BoxError = Box<dyn StdError + Send + Sync>;
@@ -33,7 +34,7 @@ fn options(steps_per_epoch: i64, max_epoch: i64) -> TrainerOptions {
 /// A trainer whose run_step is one empty hooked step.
 fn plain_trainer<'a>(steps_per_epoch: i64, max_epoch: i64) -> Trainer<'a> {
     let mut t = Trainer::new(&options(steps_per_epoch, max_epoch)).unwrap();
-    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
+    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
     t
 }
 
@@ -68,9 +69,9 @@ fn model<'a, F>(fail: F) -> Model<'a>
 where
     F: Fn() -> std::result::Result<(), BoxError> + Send + Sync + 'a,
 {
-    let model = Model::new(&signature(), move |tower, inputs| -> std::result::Result<(), BoxError> {
+    let model = Model::new(&signature(), move |tower, inputs| {
         if !tower.is_building() {
-            fail()?;
+            fail().map_err(Error::wrap)?;
         }
         let p = tower.fc("fc", &inputs[0], 1, &LayerOptions::default())?;
         tower.set_cost(&nn::mse(&p, &inputs[1])?)?;
@@ -110,7 +111,7 @@ impl StdError for Overheated {}
 fn a_callback_fails_with_an_io_error_and_run_returns_it_as_the_source() {
     let mut t = plain_trainer(3, 2);
     t.add_callback(
-        Callback::on(Events::TRIGGER_STEP, |ctx, _, _| -> std::result::Result<Flow, BoxError> {
+        Callback::on_fallible(Events::TRIGGER_STEP, |ctx, _, _| -> std::result::Result<Flow, BoxError> {
             if ctx.global_step() == 2 {
                 std::fs::read("/nonexistent/tptrain")?;
             }
@@ -129,7 +130,7 @@ fn a_callback_fails_with_an_io_error_and_run_returns_it_as_the_source() {
 #[test]
 fn a_callback_fails_with_a_parse_error_and_run_returns_it_as_the_source() {
     let mut t = plain_trainer(3, 2);
-    t.add_callback(Callback::on(Events::TRIGGER_EPOCH, |_, _, _| -> std::result::Result<Flow, BoxError> {
+    t.add_callback(Callback::on_fallible(Events::TRIGGER_EPOCH, |_, _, _| -> std::result::Result<Flow, BoxError> {
         let _threshold: f64 = "x".parse()?;
         Ok(Flow::Continue)
     }))
@@ -143,7 +144,7 @@ fn a_callback_fails_with_a_parse_error_and_run_returns_it_as_the_source() {
 #[test]
 fn a_callback_that_returns_its_own_error_type() {
     let mut t = plain_trainer(3, 2);
-    t.add_callback(Callback::on(Events::TRIGGER_STEP, |ctx, _, _| {
+    t.add_callback(Callback::on_fallible(Events::TRIGGER_STEP, |ctx, _, _| {
         if ctx.global_step() == 4 {
             return Err(Overheated { celsius: 97 });
         }
@@ -159,10 +160,11 @@ fn a_callback_that_returns_its_own_error_type() {
 
 #[test]
 fn question_mark_on_std_errors_in_a_tptrain_result_closure_keeps_the_source() {
-    // With tptrain::Error as the closure's error type, the From impls apply:
-    // io errors are Code::Io, parse errors Code::InvalidArgument.
+    // With tptrain::Error as the closure's error type (Callback::on's, no
+    // annotation needed), the From impls apply: io errors are Code::Io,
+    // parse errors Code::InvalidArgument.
     let mut t = plain_trainer(3, 2);
-    t.add_callback(Callback::on(Events::TRIGGER_STEP, |_, _, _| -> Result<Flow> {
+    t.add_callback(Callback::on(Events::TRIGGER_STEP, |_, _, _| {
         std::fs::read("/nonexistent/tptrain")?;
         Ok(Flow::Continue)
     }))
@@ -172,7 +174,7 @@ fn question_mark_on_std_errors_in_a_tptrain_result_closure_keeps_the_source() {
     assert_eq!(source_as::<std::io::Error>(&e).kind(), std::io::ErrorKind::NotFound);
 
     let mut t = plain_trainer(3, 2);
-    t.add_callback(Callback::on(Events::TRIGGER_STEP, |_, _, _| -> Result<Flow> {
+    t.add_callback(Callback::on(Events::TRIGGER_STEP, |_, _, _| {
         let _n: i32 = "12x".parse()?;
         Ok(Flow::Continue)
     }))
@@ -204,11 +206,11 @@ fn a_tptrain_error_keeps_its_code_message_and_source() {
 #[test]
 fn run_step_and_hooked_step_errors_keep_their_source() {
     let mut t = Trainer::new(&options(3, 2)).unwrap();
-    t.set_run_step(|ctx| -> std::result::Result<Flow, BoxError> {
+    t.set_run_step(|ctx| {
         if ctx.global_step() == 1 {
-            let _: f64 = "x".parse()?;
+            let _: f64 = "x".parse().map_err(Error::wrap)?;
         }
-        Ok(ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?)
+        ctx.hooked_step(|_| Ok(Flow::Continue))
     })
     .unwrap();
     let e = t.run().unwrap_err();
@@ -221,7 +223,7 @@ fn run_step_and_hooked_step_errors_keep_their_source() {
     t.set_run_step(|ctx| {
         let r = ctx.hooked_step(|s| {
             if s.global_step() == 2 {
-                return Err(io_error());
+                return Err(Error::wrap(io_error()));
             }
             Ok(Flow::Continue)
         });
@@ -253,8 +255,8 @@ fn a_tower_fails_with_an_io_error_and_run_returns_it_as_the_source() {
 #[test]
 fn a_tower_fails_with_a_parse_error_in_the_build_call_and_infer() {
     // The build call: Model::build returns it.
-    let m = Model::new(&signature(), |_, _| -> std::result::Result<(), BoxError> {
-        let _: f64 = "x".parse()?;
+    let m = Model::new(&signature(), |_, _| {
+        let _: f64 = "x".parse().map_err(Error::wrap)?;
         Ok(())
     })
     .unwrap();
@@ -304,7 +306,7 @@ fn feed_and_init_hook_errors_keep_their_source() {
     let feed = Input::from_feed(move |_| {
         calls += 1;
         if calls == 3 {
-            return Err(Overheated { celsius: 90 });
+            return Err(Error::wrap(Overheated { celsius: 90 }));
         }
         Ok(Some(vec![x.share().unwrap(), y.share().unwrap()]))
     })
@@ -316,8 +318,8 @@ fn feed_and_init_hook_errors_keep_their_source() {
     let (x, y) = data();
     let config = TrainConfig {
         options: Some(options(4, 2)),
-        init: Some(InitFn::new(|_| -> std::result::Result<Flow, BoxError> {
-            std::fs::read("/nonexistent/tptrain")?;
+        init: Some(InitFn::new(|_| {
+            std::fs::read("/nonexistent/tptrain").map_err(Error::wrap)?;
             Ok(Flow::Continue)
         })),
         ..TrainConfig::new(&m, Input::from_tensors(&[&x, &y], 4, None).unwrap())
@@ -336,10 +338,10 @@ fn numbers(n: i64) -> DataFlow<'static> {
 #[test]
 fn a_dataflow_source_fails_with_an_io_error() {
     let mut i = 0;
-    let df = DataFlow::from_fn(move || -> std::result::Result<_, BoxError> {
+    let df = DataFlow::from_fn(move || {
         i += 1;
         if i == 3 {
-            std::fs::read("/nonexistent/tptrain")?;
+            std::fs::read("/nonexistent/tptrain").map_err(Error::wrap)?;
         }
         Ok(Some(vec![Tensor::from_slice(&[i], &[])?]))
     })
@@ -353,9 +355,9 @@ fn a_dataflow_source_fails_with_an_io_error() {
 
 #[test]
 fn a_map_fails_with_a_parse_error_also_on_a_prefetch_thread() {
-    let parse = |dp: &mut tptrain::DatapointRef| -> std::result::Result<(), BoxError> {
+    let parse = |dp: &mut tptrain::DatapointRef| -> Result<()> {
         if dp.get(0)?.item()? == 2.0 {
-            let _: f64 = "x".parse()?;
+            let _: f64 = "x".parse().map_err(Error::wrap)?;
         }
         Ok(())
     };
@@ -375,7 +377,7 @@ fn component_maps_parallel_maps_decoders_and_iterators_keep_the_source() {
     let e = numbers(4)
         .map_component(0, |t| {
             if t.item().unwrap() == 1.0 {
-                return Err(Overheated { celsius: 80 });
+                return Err(Error::wrap(Overheated { celsius: 80 }));
             }
             Ok(Some(t.share().unwrap()))
         })
@@ -388,9 +390,9 @@ fn component_maps_parallel_maps_decoders_and_iterators_keep_the_source() {
     // Worker threads of a parallel map.
     let options = ParallelMapOptions { n_threads: 3, strict: true, ..Default::default() };
     let df = numbers(8)
-        .parallel_map(&options, |dp| -> std::result::Result<(), BoxError> {
+        .parallel_map(&options, |dp| {
             if dp.get(0)?.item()? == 5.0 {
-                let _: f64 = "x".parse()?;
+                let _: f64 = "x".parse().map_err(Error::wrap)?;
             }
             Ok(())
         })
@@ -398,9 +400,9 @@ fn component_maps_parallel_maps_decoders_and_iterators_keep_the_source() {
     let e = df.iter().find_map(|r| r.err()).unwrap();
     assert_eq!(source_as::<ParseFloatError>(&e), &parse_error());
 
-    // A decoder that reads the file it is given.
+    // A decoder that reads the file it is given: `?` keeps the io::Error.
     let paths = ["/nonexistent/tptrain/a.bin"];
-    let df = DataFlow::from_files(&paths, false, 2, |dp, path, _| -> std::result::Result<(), BoxError> {
+    let df = DataFlow::from_files(&paths, Order::Sequential, 2, |dp, path, _| {
         let bytes = std::fs::read(path)?;
         let n = bytes.len() as i64;
         dp.push(&Tensor::from_vec(bytes, &[n])?)?;
@@ -427,18 +429,18 @@ fn component_maps_parallel_maps_decoders_and_iterators_keep_the_source() {
 fn a_dataflow_error_ends_training_with_its_source() {
     let m = model(|| Ok(()));
     let (x, y) = data();
-    let rows = DataFlow::from_tensors(&[&x, &y], false).unwrap();
+    let rows = DataFlow::from_tensors(&[&x, &y], Order::Sequential).unwrap();
     let mut seen = 0;
     let checked = rows
         .map(move |_| {
             seen += 1;
             if seen == 6 {
-                return Err(Overheated { celsius: 85 });
+                return Err(Error::wrap(Overheated { celsius: 85 }));
             }
             Ok(())
         })
         .unwrap()
-        .batch(2, false)
+        .batch(2, Remainder::Drop)
         .unwrap();
     let config = TrainConfig { options: Some(options(4, 3)), ..TrainConfig::from_dataflow(&m, &checked) };
     let e = tptrain::launch_train(config).unwrap_err();

@@ -62,7 +62,7 @@ fn quiet(steps: i64, epochs: i64) -> TrainerOptions {
 #[test]
 fn fc_values_variables_and_activations() {
     let opts = Mutex::new(LayerOptions::default());
-    let m = harness(&[-1, 3], |t, x| t.fc("fc1", x, 2, &opts.lock().unwrap()));
+    let m = harness(&[-1, 3], |t, x| t.fc("fc1", x, 2, &*opts.lock().unwrap()));
     m.build().unwrap();
     assert_eq!(m.variable_names().unwrap(), vec!["fc1/W", "fc1/b"]);
     assert_eq!(m.variable("fc1/W").unwrap().shape(), vec![2, 3]);

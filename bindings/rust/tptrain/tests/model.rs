@@ -21,7 +21,7 @@ use tptrain::{
 /// Each step's cost, as a user records it: read from the step's output after
 /// each step (the monitors get only its moving average, once per epoch).
 fn cost_log(costs: &RefCell<Vec<f64>>) -> Callback<'_> {
-    Callback::on(Events::AFTER_RUN, move |ctx, _, _| -> Result<Flow> {
+    Callback::on(Events::AFTER_RUN, move |ctx, _, _| {
         costs.borrow_mut().push(ctx.output_scalar("cost")?);
         Ok(Flow::Continue)
     })
@@ -431,7 +431,7 @@ fn a_panic_in_the_tower_is_resumed_by_run() {
     let mut t = Trainer::new(&options(10, 2)).unwrap();
     t.set_model(&model, input(16)).unwrap();
     t.add_callback(
-        Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
+        Callback::on(Events::AFTER_TRAIN, |_, _, _| {
             after_train.fetch_add(1, Ordering::SeqCst);
             Ok(Flow::Continue)
         })
@@ -625,7 +625,7 @@ fn optimizer_hyperparameters_and_a_schedule() {
     t.set_model(&model, input(16)).unwrap();
     t.add_callback(
         // The optimizer and the model through the trainer: nothing captured.
-        Callback::on(Events::TRIGGER, |ctx, _, _| -> Result<Flow> {
+        Callback::on(Events::TRIGGER, |ctx, _, _| {
             let opt = ctx.optimizer()?;
             opt.set("learning_rate", opt.get("learning_rate")? / 2.0)?;
             assert_eq!(ctx.model()?.variable_names()?, vec!["W", "b"]);
@@ -670,7 +670,7 @@ fn drop_counting_feed(drops: &Arc<AtomicUsize>) -> Input<'static> {
 
 fn drop_counting_callback<'a>(drops: &Arc<AtomicUsize>, name: &str, events: Events) -> Callback<'a> {
     let guard = DropGuard(Arc::clone(drops));
-    Callback::on(events, move |_, _, _| -> Result<Flow> {
+    Callback::on(events, move |_, _, _| {
         let _keep = &guard;
         Ok(Flow::Continue)
     })
@@ -692,7 +692,7 @@ fn a_train_config_runs_the_init_hook_once_before_before_train() {
     let init = || -> InitFn<'_> {
         let guard = DropGuard(Arc::clone(&drops));
         let (seen, init_calls, probe) = (&seen, &init_calls, &probe);
-        InitFn::new(move |m| -> Result<Flow> {
+        InitFn::new(move |m| {
             let _keep = &guard;
             init_calls.set(init_calls.get() + 1);
             assert_eq!(probe.builds.load(Ordering::SeqCst), 1, "the hook runs after the build call");
@@ -702,7 +702,7 @@ fn a_train_config_runs_the_init_hook_once_before_before_train() {
             Ok(Flow::Continue)
         })
     };
-    let callback = Callback::on(Events::SETUP | Events::BEFORE_TRAIN, |_, event, _| -> Result<Flow> {
+    let callback = Callback::on(Events::SETUP | Events::BEFORE_TRAIN, |_, event, _| {
         let b = model.variable("b")?.to_vec::<f32>()?;
         seen.borrow_mut().push(format!("{event:?} b={}", b[0]));
         Ok(Flow::Continue)
@@ -710,7 +710,7 @@ fn a_train_config_runs_the_init_hook_once_before_before_train() {
     .name("check_b")
     .build()
     .unwrap();
-    let monitor = Callback::on(Events::RECORD, |_, _, record| -> Result<Flow> {
+    let monitor = Callback::on(Events::RECORD, |_, _, record| {
         if record.is_some_and(|r| r.name == "cost") {
             records.set(records.get() + 1);
         }
@@ -767,7 +767,7 @@ fn the_init_hook_error_and_stop_come_back_unchanged() {
     model.set_optimizer(&sgd(0.1)).unwrap();
     let after_train = Cell::new(0usize);
     let after = || {
-        Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
+        Callback::on(Events::AFTER_TRAIN, |_, _, _| {
             after_train.set(after_train.get() + 1);
             Ok(Flow::Continue)
         })
@@ -808,7 +808,7 @@ fn a_bad_train_config_still_takes_the_input_callbacks_monitors_and_hook() {
             options: Some(options),
             callbacks: vec![drop_counting_callback(&drops, "a", Events::ALL)],
             monitors: vec![drop_counting_callback(&drops, "m", Events::RECORD)],
-            init: Some(InitFn::new(move |_| -> Result<Flow> {
+            init: Some(InitFn::new(move |_| {
                 let _keep = &guard;
                 init_calls.set(init_calls.get() + 1);
                 Ok(Flow::Continue)
@@ -852,16 +852,14 @@ fn a_panic_in_the_init_hook_is_resumed() {
     let after_train = Cell::new(0usize);
     let config = || TrainConfig {
         options: config_options(3),
-        callbacks: vec![Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
+        callbacks: vec![Callback::on(Events::AFTER_TRAIN, |_, _, _| {
             after_train.set(after_train.get() + 1);
             Ok(Flow::Continue)
         })
         .name("after")
         .build()
         .unwrap()],
-        init: Some(InitFn::new(|m| -> Result<Flow> {
-            panic!("init boom with {} variables", m.variable_names().unwrap().len())
-        })),
+        init: Some(InitFn::new(|m| panic!("init boom with {} variables", m.variable_names().unwrap().len()))),
         ..TrainConfig::new(&model, input(16))
     };
     let mut t = Trainer::from_config(config()).unwrap();

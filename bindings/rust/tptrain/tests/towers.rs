@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use tptrain::{
     manual_seed, nn, Activation, Code, DType, DataFlow, Input, InputOptions, InputSpec, LayerOptions, Model, Optimizer,
-    Progress, RunOutcome, Strategy, Tensor, Towers, TrainConfig, Trainer, TrainerOptions, VariableOptions,
+    Order, Progress, Remainder, RunOutcome, Strategy, Tensor, Towers, TrainConfig, Trainer, TrainerOptions,
+    VariableOptions,
 };
 
 const ROWS: usize = 320;
@@ -111,7 +112,7 @@ const MOMENTUM: Sgd = Sgd { learning_rate: 0.05, momentum: 0.9, l2: 0.0 };
 /// relu(fc0(x)) · w1, mean squared error; SGD.
 fn model(probe: &Arc<Probe>, sgd: Sgd) -> Model<'static> {
     let probe = Arc::clone(probe);
-    let m = Model::new(&signature(), move |tower, inputs| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let m = Model::new(&signature(), move |tower, inputs| {
         let relu = LayerOptions::default().activation(Activation::Relu);
         let h = tower.fc("fc0", &inputs[0], HIDDEN, &relu)?;
         let w = tower.variable("w1", &[HIDDEN, 1], &VariableOptions::default())?;
@@ -129,7 +130,9 @@ fn model(probe: &Arc<Probe>, sgd: Sgd) -> Model<'static> {
         probe.who.lock().unwrap().insert((k, tower.name(), tower.device(), std::thread::current().id().into()));
         let act = *probe.act.lock().unwrap();
         match act {
-            Some(Act::Fail { tower: t, call: c }) if (t, c) == (k, call) => return Err(Box::new(Refused { tower: k })),
+            Some(Act::Fail { tower: t, call: c }) if (t, c) == (k, call) => {
+                return Err(tptrain::Error::wrap(Refused { tower: k }))
+            }
             Some(Act::Stop { tower: t, call: c }) if (t, c) == (k, call) => {
                 tower.stop(format!("tower {k} asked to stop"));
                 return Ok(());
@@ -163,7 +166,7 @@ fn data(batch: i64) -> DataFlow<'static> {
     }
     let x = Tensor::from_vec(xs, &[ROWS as i64, FEATURES as i64]).unwrap();
     let y = Tensor::from_vec(ys, &[ROWS as i64, 1]).unwrap();
-    DataFlow::from_tensors(&[&x, &y], false).unwrap().batch(batch, false).unwrap()
+    DataFlow::from_tensors(&[&x, &y], Order::Sequential).unwrap().batch(batch, Remainder::Drop).unwrap()
 }
 
 fn quiet(steps: Option<i64>) -> TrainerOptions {

@@ -8,8 +8,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::time::Duration;
 use tptrain::{
-    Callback, Code, Context, Error, Event, Events, Flow, LogdirAction, Progress, RecordKind, Result, RunOutcome,
-    Scalar, StopOnSignals, Tensor, Trainer, TrainerOptions,
+    Callback, Code, Context, Error, Event, Events, Every, Flow, LogdirAction, Progress, RecordKind, RunOutcome, Scalar,
+    StopOnSignals, Tensor, Trainer, TrainerOptions,
 };
 
 // ------------------------------------------------------------ helpers
@@ -64,7 +64,7 @@ const LIFECYCLE: Events = Events::SETUP
 
 /// A callback that notes every event it gets into `log`.
 fn recorder<'a>(log: &'a RefCell<Vec<Ev>>, who: char, events: Events) -> Callback<'a> {
-    Callback::on(events, move |ctx, event, _| -> Result<Flow> {
+    Callback::on(events, move |ctx, event, _| {
         note(log, ctx, who, Some(event));
         Ok(Flow::Continue)
     })
@@ -76,10 +76,10 @@ fn recorder<'a>(log: &'a RefCell<Vec<Ev>>, who: char, events: Events) -> Callbac
 /// A run_step that notes itself ('R') and runs `hooks` hooked steps, each
 /// noting itself ('S').
 fn set_recording_run_step<'a>(t: &mut Trainer<'a>, log: &'a RefCell<Vec<Ev>>, hooks: usize) {
-    t.set_run_step(move |ctx| -> Result<Flow> {
+    t.set_run_step(move |ctx| {
         note(log, ctx, 'R', None);
         for _ in 0..hooks {
-            let flow = ctx.hooked_step(|s| -> Result<Flow> {
+            let flow = ctx.hooked_step(|s| {
                 note(log, s, 'S', None);
                 Ok(Flow::Continue)
             })?;
@@ -201,7 +201,7 @@ fn stop_from_a_callback() {
     let after_train = Cell::new(0);
     let mut t = Trainer::new(&options(3, 5, 4)).unwrap();
     set_recording_run_step(&mut t, &log, 1);
-    let a = Callback::on(LIFECYCLE, |ctx, event, _| -> Result<Flow> {
+    let a = Callback::on(LIFECYCLE, |ctx, event, _| {
         note(&log, ctx, 'A', Some(event));
         match event {
             Event::BeforeEpoch if ctx.epoch_num() == 4 => Ok(Flow::stop("enough at epoch 4")),
@@ -233,8 +233,8 @@ fn stop_from_a_callback() {
 fn stop_from_run_step() {
     let log = RefCell::new(Vec::new());
     let mut t = Trainer::new(&options(3, 5, 4)).unwrap();
-    t.set_run_step(|ctx| -> Result<Flow> {
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
+    t.set_run_step(|ctx| {
+        ctx.hooked_step(|_| Ok(Flow::Continue))?;
         Ok(if ctx.global_step() >= 6 { Flow::stop("run_step says stop") } else { Flow::Continue })
     })
     .unwrap();
@@ -251,7 +251,7 @@ fn stop_from_run_step() {
 fn stop_from_a_hooked_step_comes_back_from_hooked_step() {
     let seen = RefCell::new(Vec::new());
     let mut t = Trainer::new(&options(1, 3, 4)).unwrap();
-    t.set_run_step(|ctx| -> Result<Flow> {
+    t.set_run_step(|ctx| {
         let flow = ctx.hooked_step(|s| {
             Ok::<_, Error>(if s.global_step() == 5 { Flow::stop("step 5") } else { Flow::Continue })
         })?;
@@ -269,12 +269,12 @@ fn stop_from_a_hooked_step_comes_back_from_hooked_step() {
 #[test]
 fn stop_is_sticky_even_if_run_step_ignores_it() {
     let mut t = Trainer::new(&options(1, 3, 4)).unwrap();
-    t.set_run_step(|ctx| -> Result<Flow> {
-        let _ignored = ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue));
+    t.set_run_step(|ctx| {
+        let _ignored = ctx.hooked_step(|_| Ok(Flow::Continue));
         Ok(Flow::Continue)
     })
     .unwrap();
-    let cb = Callback::on(Events::AFTER_RUN, |ctx, _, _| -> Result<Flow> {
+    let cb = Callback::on(Events::AFTER_RUN, |ctx, _, _| {
         Ok(if ctx.global_step() == 2 { Flow::stop("after_run at 2") } else { Flow::Continue })
     })
     .name("stop at 2")
@@ -294,7 +294,7 @@ fn an_error_from_a_callback_comes_back_unchanged() {
     {
         let after_train = Cell::new(0);
         let mut t = Trainer::new(&options(3, 5, 4)).unwrap();
-        t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
+        t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
         let failing = Callback::on(LIFECYCLE, |_, e, _| {
             if e == event {
                 return Err(Error::new(Code::Io, format!("disk full at {e:?}")));
@@ -304,7 +304,7 @@ fn an_error_from_a_callback_comes_back_unchanged() {
         .name("failing")
         .build()
         .unwrap();
-        let watcher = Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
+        let watcher = Callback::on(Events::AFTER_TRAIN, |_, _, _| {
             after_train.set(after_train.get() + 1);
             Ok(Flow::Continue)
         })
@@ -327,7 +327,7 @@ fn errors_from_run_step_and_from_a_step_come_back_unchanged() {
         if ctx.global_step() == 3 {
             return Err(Error::new(Code::InvalidArgument, "run_step failed"));
         }
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
+        ctx.hooked_step(|_| Ok(Flow::Continue))
     })
     .unwrap();
     assert_eq!(t.run().unwrap_err(), Error::new(Code::InvalidArgument, "run_step failed"));
@@ -343,7 +343,7 @@ fn errors_from_run_step_and_from_a_step_come_back_unchanged() {
         })
     })
     .unwrap();
-    let cb = Callback::on(Events::AFTER_RUN, |_, _, _| -> Result<Flow> {
+    let cb = Callback::on(Events::AFTER_RUN, |_, _, _| {
         after_runs.set(after_runs.get() + 1);
         Ok(Flow::Continue)
     })
@@ -401,8 +401,8 @@ fn logdir_is_set_up_by_run() {
     let _ = std::fs::remove_dir_all(&dir);
     let o = TrainerOptions { logdir: Some(dir.clone()), default_monitors: true, ..options(1, 2, 2) };
     let mut t = Trainer::new(&o).unwrap();
-    t.set_run_step(|ctx| -> Result<Flow> {
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
+    t.set_run_step(|ctx| {
+        ctx.hooked_step(|_| Ok(Flow::Continue))?;
         ctx.put_scalar("loss", 0.5)?;
         Ok(Flow::Continue)
     })
@@ -437,10 +437,10 @@ fn a_panic_in_a_callback_ends_training_and_is_resumed_by_run() {
     let mut t = Trainer::new(&options(1, 5, 4)).unwrap();
     t.set_run_step(|ctx| {
         steps.set(steps.get() + 1);
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
+        ctx.hooked_step(|_| Ok(Flow::Continue))
     })
     .unwrap();
-    let boom = Callback::on(Events::AFTER_RUN | Events::AFTER_TRAIN, |ctx, e, _| -> Result<Flow> {
+    let boom = Callback::on(Events::AFTER_RUN | Events::AFTER_TRAIN, |ctx, e, _| {
         if e == Event::AfterTrain {
             after_train.set(after_train.get() + 1);
         } else if ctx.global_step() == 6 {
@@ -452,7 +452,7 @@ fn a_panic_in_a_callback_ends_training_and_is_resumed_by_run() {
     .build()
     .unwrap();
     t.add_callback(boom).unwrap();
-    let watcher = Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
+    let watcher = Callback::on(Events::AFTER_TRAIN, |_, _, _| {
         after_train.set(after_train.get() + 10);
         Ok(Flow::Continue)
     })
@@ -478,7 +478,7 @@ fn a_panic_in_run_step_or_a_step_is_resumed_by_run() {
             if !in_step && ctx.global_step() == 3 {
                 panic!("run_step panicked");
             }
-            ctx.hooked_step(|s| -> Result<Flow> {
+            ctx.hooked_step(|s| {
                 if s.global_step() == 3 {
                     std::panic::panic_any(String::from("step panicked"));
                 }
@@ -486,7 +486,7 @@ fn a_panic_in_run_step_or_a_step_is_resumed_by_run() {
             })
         })
         .unwrap();
-        let watcher = Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
+        let watcher = Callback::on(Events::AFTER_TRAIN, |_, _, _| {
             after_train.set(true);
             Ok(Flow::Continue)
         })
@@ -506,8 +506,8 @@ fn a_panic_in_run_step_or_a_step_is_resumed_by_run() {
 fn a_panic_in_a_monitor_is_not_lost_when_run_step_ignores_the_error() {
     let puts = Cell::new(0);
     let mut t = Trainer::new(&options(1, 5, 4)).unwrap();
-    t.set_run_step(|ctx| -> Result<Flow> {
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
+    t.set_run_step(|ctx| {
+        ctx.hooked_step(|_| Ok(Flow::Continue))?;
         let r = ctx.put_scalar("metric", 1.0);
         if ctx.global_step() == 2 {
             let e = r.unwrap_err();
@@ -518,7 +518,7 @@ fn a_panic_in_a_monitor_is_not_lost_when_run_step_ignores_the_error() {
         Ok(Flow::Continue) // swallowed: the run still fails here
     })
     .unwrap();
-    let touchy = Callback::on(Events::RECORD, |ctx, _, _| -> Result<Flow> {
+    let touchy = Callback::on(Events::RECORD, |ctx, _, _| {
         if ctx.global_step() == 2 {
             panic!("no metric at 2");
         }
@@ -537,9 +537,8 @@ fn a_panic_in_a_monitor_is_not_lost_when_run_step_ignores_the_error() {
 #[test]
 fn a_panic_in_a_predicate_is_resumed_by_run() {
     let mut t = Trainer::new(&options(1, 5, 4)).unwrap();
-    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
-    let inner =
-        Callback::on(Events::BEFORE_EPOCH, |_, _, _| Ok::<_, Error>(Flow::Continue)).name("inner").build().unwrap();
+    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
+    let inner = Callback::on(Events::BEFORE_EPOCH, |_, _, _| Ok(Flow::Continue)).name("inner").build().unwrap();
     let cb = inner
         .enable_if(|ctx| {
             if ctx.epoch_num() == 2 {
@@ -563,7 +562,7 @@ fn a_panic_while_dropping_a_closure_is_resumed_where_the_drop_happened() {
         }
     }
     let bomb = Bomb;
-    let cb = Callback::on(Events::AFTER_TRAIN, move |_, _, _| -> Result<Flow> {
+    let cb = Callback::on(Events::AFTER_TRAIN, move |_, _, _| {
         let _ = &bomb;
         Ok(Flow::Continue)
     })
@@ -575,13 +574,13 @@ fn a_panic_while_dropping_a_closure_is_resumed_where_the_drop_happened() {
 
     let mut t = Trainer::new(&options(1, 1, 1)).unwrap();
     let bomb = Bomb;
-    t.set_run_step(move |_| -> Result<Flow> {
+    t.set_run_step(move |_| {
         let _ = &bomb;
         Ok(Flow::Continue)
     })
     .unwrap();
     // replacing run_step drops the old closure
-    let payload = catch_unwind(AssertUnwindSafe(|| t.set_run_step(|_| Ok::<_, Error>(Flow::Continue)))).unwrap_err();
+    let payload = catch_unwind(AssertUnwindSafe(|| t.set_run_step(|_| Ok(Flow::Continue)))).unwrap_err();
     assert_eq!(panic_message(&*payload), "bomb dropped");
     assert_eq!(t.run().unwrap(), RunOutcome::Finished);
 }
@@ -598,12 +597,12 @@ fn closures_are_dropped_exactly_once() {
     let g = guard();
     t.set_run_step(move |ctx| {
         let _ = &g;
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
+        ctx.hooked_step(|_| Ok(Flow::Continue))
     })
     .unwrap();
     let g = guard();
     t.add_callback(
-        Callback::on(LIFECYCLE, move |_, _, _| -> Result<Flow> {
+        Callback::on(LIFECYCLE, move |_, _, _| {
             let _ = &g;
             Ok(Flow::Continue)
         })
@@ -613,7 +612,7 @@ fn closures_are_dropped_exactly_once() {
     )
     .unwrap();
     let (g, p) = (guard(), guard());
-    let m = Callback::on(Events::RECORD, move |_, _, _| -> Result<Flow> {
+    let m = Callback::on(Events::RECORD, move |_, _, _| {
         let _ = &g;
         Ok(Flow::Continue)
     })
@@ -626,7 +625,7 @@ fn closures_are_dropped_exactly_once() {
         true
     })
     .unwrap()
-    .periodic(1, 0)
+    .periodic(Every::steps(1))
     .unwrap();
     t.add_monitor(m).unwrap();
     t.run().unwrap();
@@ -637,18 +636,18 @@ fn closures_are_dropped_exactly_once() {
     // 2. a replaced run_step at once
     let mut t = Trainer::new(&options(1, 1, 1)).unwrap();
     let g = guard();
-    t.set_run_step(move |_| -> Result<Flow> {
+    t.set_run_step(move |_| {
         let _ = &g;
         Ok(Flow::Continue)
     })
     .unwrap();
-    t.set_run_step(|_| Ok::<_, Error>(Flow::Continue)).unwrap();
+    t.set_run_step(|_| Ok(Flow::Continue)).unwrap();
     assert_eq!(drops.get(), 5);
 
     // 3. registration after run fails, and drops the closure
     t.run().unwrap();
     let g = guard();
-    let cb = Callback::on(LIFECYCLE, move |_, _, _| -> Result<Flow> {
+    let cb = Callback::on(LIFECYCLE, move |_, _, _| {
         let _ = &g;
         Ok(Flow::Continue)
     })
@@ -661,7 +660,7 @@ fn closures_are_dropped_exactly_once() {
     assert_eq!(drops.get(), 6);
     let g = guard();
     let e = t
-        .set_run_step(move |_| -> Result<Flow> {
+        .set_run_step(move |_| {
             let _ = &g;
             Ok(Flow::Continue)
         })
@@ -674,7 +673,7 @@ fn closures_are_dropped_exactly_once() {
     // 4. a callback never given away; wrappers that fail consume the inner one
     let g = guard();
     drop(
-        Callback::on(LIFECYCLE, move |_, _, _| -> Result<Flow> {
+        Callback::on(LIFECYCLE, move |_, _, _| {
             let _ = &g;
             Ok(Flow::Continue)
         })
@@ -684,19 +683,19 @@ fn closures_are_dropped_exactly_once() {
     );
     assert_eq!(drops.get(), 8);
     let g = guard();
-    let e = Callback::on(Events::TRIGGER, move |_, _, _| -> Result<Flow> {
+    let e = Callback::on(Events::TRIGGER, move |_, _, _| {
         let _ = &g;
         Ok(Flow::Continue)
     })
     .name("p")
     .build()
     .unwrap()
-    .periodic_trigger(0, 0, false)
+    .periodic_trigger(Every::default())
     .unwrap_err();
     assert!(e.message().contains("every_k_steps or every_k_epochs"), "{e}");
     assert_eq!(drops.get(), 9);
     let (g, p) = (guard(), guard());
-    let e = Callback::on(Events::TRIGGER, move |_, _, _| -> Result<Flow> {
+    let e = Callback::on(Events::TRIGGER, move |_, _, _| {
         let _ = &g;
         Ok(Flow::Continue)
     })
@@ -708,14 +707,14 @@ fn closures_are_dropped_exactly_once() {
         true
     })
     .unwrap()
-    .periodic(-1, 0)
+    .periodic(Every::steps(-1))
     .unwrap_err();
     assert!(e.message().contains("every_k_steps must be >= 0"), "{e}");
     assert_eq!(drops.get(), 11);
 
     // 5. a bad description: the closure is dropped, never leaked
     let g = guard();
-    let e = Callback::on(LIFECYCLE, move |_, _, _| -> Result<Flow> {
+    let e = Callback::on(LIFECYCLE, move |_, _, _| {
         let _ = &g;
         Ok(Flow::Continue)
     })
@@ -730,7 +729,7 @@ fn closures_are_dropped_exactly_once() {
     let ran = Rc::new(Cell::new(0));
     let (g, r) = (guard(), ran.clone());
     t.add_callback(
-        Callback::on(LIFECYCLE, move |_, _, _| -> Result<Flow> {
+        Callback::on(LIFECYCLE, move |_, _, _| {
             let _ = &g;
             r.set(r.get() + 1);
             Ok(Flow::Continue)
@@ -743,7 +742,7 @@ fn closures_are_dropped_exactly_once() {
     assert_eq!(drops.get(), 13);
     let (g, r) = (guard(), ran.clone());
     t.add_callback(
-        Callback::on(Events::AFTER_TRAIN, move |_, _, _| -> Result<Flow> {
+        Callback::on(Events::AFTER_TRAIN, move |_, _, _| {
             let _ = &g;
             r.set(r.get() + 100);
             Ok(Flow::Continue)
@@ -768,11 +767,11 @@ fn request_stop_from_another_thread() {
     let mut t = Trainer::new(&options(1, 1_000_000, 1000)).unwrap();
     t.set_run_step(|ctx| {
         std::thread::sleep(Duration::from_millis(1));
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
+        ctx.hooked_step(|_| Ok(Flow::Continue))
     })
     .unwrap();
     t.add_callback(
-        Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
+        Callback::on(Events::AFTER_TRAIN, |_, _, _| {
             after_train.set(true);
             Ok(Flow::Continue)
         })
@@ -806,7 +805,7 @@ fn stop_handle_with_a_reason() {
     let mut t = Trainer::new(&options(1, 1_000_000, 1000)).unwrap();
     t.set_run_step(|ctx| {
         std::thread::sleep(Duration::from_millis(1));
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
+        ctx.hooked_step(|_| Ok(Flow::Continue))
     })
     .unwrap();
     let handle = t.stop_handle();
@@ -832,7 +831,7 @@ fn sigterm_stops_a_run_with_stop_on_signals() {
             assert!(std::process::Command::new("sh").args(["-c", &kill]).status().unwrap().success());
             std::thread::sleep(Duration::from_millis(20)); // delivered meanwhile
         }
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
+        ctx.hooked_step(|_| Ok(Flow::Continue))
     })
     .unwrap();
     assert_eq!(t.run().unwrap(), RunOutcome::Stopped("SIGTERM".into()));
@@ -847,14 +846,14 @@ fn request_stop_from_a_callback_and_before_run() {
         if ctx.global_step() == 7 {
             ctx.request_stop();
         }
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))
+        ctx.hooked_step(|_| Ok(Flow::Continue))
     })
     .unwrap();
     assert_eq!(t.run().unwrap(), RunOutcome::Stopped("tpt_trainer_request_stop".into()));
     assert_eq!(t.global_step(), 8);
 
     let mut t = Trainer::new(&options(1, 10, 10)).unwrap();
-    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
+    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
     assert!(t.stop_handle().request_stop());
     assert_eq!(t.run().unwrap(), RunOutcome::Stopped("tpt_trainer_request_stop".into()));
     assert_eq!(t.global_step(), 0);
@@ -866,13 +865,15 @@ fn request_stop_from_a_callback_and_before_run() {
 fn wrappers_schedule_as_tensorpack() {
     let log = RefCell::new(Vec::new());
     let mut t = Trainer::new(&options(1, 4, 5)).unwrap(); // global steps 1..20
-    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
+    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
     // P: trigger every 3 steps and before training
-    let p = recorder(&log, 'P', Events::TRIGGER | Events::TRIGGER_EPOCH).periodic_trigger(3, 0, true).unwrap();
+    let p = recorder(&log, 'P', Events::TRIGGER | Events::TRIGGER_EPOCH)
+        .periodic_trigger(Every::steps(3).before_train())
+        .unwrap();
     // Q: trigger every 2 epochs (its own trigger_epoch is replaced)
-    let q = recorder(&log, 'Q', Events::TRIGGER | Events::TRIGGER_EPOCH).periodic_trigger(0, 2, false).unwrap();
+    let q = recorder(&log, 'Q', Events::TRIGGER | Events::TRIGGER_EPOCH).periodic_trigger(Every::epochs(2)).unwrap();
     // C: trigger_step and after_run only when global_step % 4 == 0
-    let c = recorder(&log, 'C', Events::TRIGGER_STEP | Events::AFTER_RUN).periodic(4, 0).unwrap();
+    let c = recorder(&log, 'C', Events::TRIGGER_STEP | Events::AFTER_RUN).periodic(Every::steps(4)).unwrap();
     // E: before/after epoch only in odd epochs; after_train always
     let e = recorder(&log, 'E', Events::BEFORE_EPOCH | Events::AFTER_EPOCH | Events::AFTER_TRAIN)
         .enable_if(|ctx| ctx.epoch_num() % 2 == 1)
@@ -913,14 +914,14 @@ fn put_scalar_reaches_a_rust_monitor_and_the_history() {
     let records = RefCell::new(Vec::new());
     let trigger_epochs = Cell::new(0);
     let mut t = Trainer::new(&options(1, 3, 4)).unwrap();
-    t.set_run_step(|ctx| -> Result<Flow> {
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
+    t.set_run_step(|ctx| {
+        ctx.hooked_step(|_| Ok(Flow::Continue))?;
         let g = ctx.global_step();
         ctx.put_scalar("metric", g as f64 * 0.5)?;
         Ok(Flow::Continue)
     })
     .unwrap();
-    let monitor = Callback::on(Events::RECORD | Events::TRIGGER_EPOCH, |_, event, record| -> Result<Flow> {
+    let monitor = Callback::on(Events::RECORD | Events::TRIGGER_EPOCH, |_, event, record| {
         match (event, record) {
             (Event::Record, Some(r)) => {
                 assert_eq!(r.kind, RecordKind::Scalar);
@@ -958,15 +959,15 @@ fn put_scalar_reaches_a_rust_monitor_and_the_history() {
 fn a_monitor_that_stops_stops_training_through_put_scalar() {
     let after_put = Cell::new(0);
     let mut t = Trainer::new(&options(1, 10, 10)).unwrap();
-    t.set_run_step(|ctx| -> Result<Flow> {
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
+    t.set_run_step(|ctx| {
+        ctx.hooked_step(|_| Ok(Flow::Continue))?;
         let g = ctx.global_step();
         ctx.put_scalar("loss", 1.0 / g as f64)?;
         after_put.set(after_put.get() + 1); // run_step goes on after the put
         Ok(Flow::Continue)
     })
     .unwrap();
-    let early = Callback::on(Events::RECORD, |_, _, r| -> Result<Flow> {
+    let early = Callback::on(Events::RECORD, |_, _, r| {
         let r = r.expect("a record");
         Ok(if r.value < 0.1 {
             Flow::stop(format!("loss {:.3} at step {}", r.value, r.global_step))
@@ -988,15 +989,15 @@ fn a_monitor_that_stops_stops_training_through_put_scalar() {
 fn a_monitor_receives_the_scalars_it_puts_itself_after_returning() {
     let seen = RefCell::new(Vec::new());
     let mut t = Trainer::new(&options(1, 1, 3)).unwrap();
-    t.set_run_step(|ctx| -> Result<Flow> {
-        ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))?;
+    t.set_run_step(|ctx| {
+        ctx.hooked_step(|_| Ok(Flow::Continue))?;
         let g = ctx.global_step();
         ctx.put_scalar("loss", g as f64)?;
         Ok(Flow::Continue)
     })
     .unwrap();
     let mut ema = None::<f64>;
-    let smoother = Callback::on(Events::RECORD, move |ctx, _, r| -> Result<Flow> {
+    let smoother = Callback::on(Events::RECORD, move |ctx, _, r| {
         let r = r.unwrap();
         if r.name == "loss" {
             let v = ema.map_or(r.value, |e| 0.5 * e + 0.5 * r.value);
@@ -1009,7 +1010,7 @@ fn a_monitor_receives_the_scalars_it_puts_itself_after_returning() {
     .all_workers()
     .build()
     .unwrap();
-    let watcher = Callback::on(Events::RECORD, |_, _, r| -> Result<Flow> {
+    let watcher = Callback::on(Events::RECORD, |_, _, r| {
         seen.borrow_mut().push(r.unwrap().name.into_owned());
         Ok(Flow::Continue)
     })
@@ -1034,7 +1035,7 @@ fn step_outputs_scalar_and_tensor() {
     let checked = Cell::new(0);
     let mut t = Trainer::new(&options(1, 2, 3)).unwrap();
     t.set_run_step(|ctx| {
-        ctx.hooked_step(|s| -> Result<Flow> {
+        ctx.hooked_step(|s| {
             let g = s.global_step();
             s.set_output_scalar("loss", 1.0 / (g + 1) as f64)?;
             let logits = Tensor::from_slice(&[g as f32, 1.0, 2.0], &[3])?;
@@ -1043,7 +1044,7 @@ fn step_outputs_scalar_and_tensor() {
         })
     })
     .unwrap();
-    let reader = Callback::on(Events::AFTER_RUN, |ctx, _, _| -> Result<Flow> {
+    let reader = Callback::on(Events::AFTER_RUN, |ctx, _, _| {
         let g = ctx.global_step();
         let loss = ctx.output_scalar("loss")?;
         assert_eq!(loss, 1.0 / g as f64); // set when global_step was g - 1
@@ -1072,9 +1073,9 @@ fn step_outputs_scalar_and_tensor() {
 #[test]
 fn set_global_step_in_before_train() {
     let mut t = Trainer::new(&options(1, 2, 3)).unwrap();
-    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok::<_, Error>(Flow::Continue))).unwrap();
+    t.set_run_step(|ctx| ctx.hooked_step(|_| Ok(Flow::Continue))).unwrap();
     assert_eq!(t.set_global_step(-1).unwrap_err().code(), Code::InvalidArgument);
-    let restore = Callback::on(Events::BEFORE_TRAIN | Events::BEFORE_EPOCH, |ctx, e, _| -> Result<Flow> {
+    let restore = Callback::on(Events::BEFORE_TRAIN | Events::BEFORE_EPOCH, |ctx, e, _| {
         if e == Event::BeforeTrain {
             ctx.set_global_step(100)?;
         } else {
@@ -1154,9 +1155,9 @@ fn nested_runs_keep_their_panics_apart() {
     // closure, which the outer run resumes.
     let mut outer = Trainer::new(&options(1, 1, 2)).unwrap();
     outer
-        .set_run_step(|_| -> Result<Flow> {
+        .set_run_step(|_| {
             let mut inner = Trainer::new(&options(1, 1, 1)).unwrap();
-            inner.set_run_step(|_| -> Result<Flow> { panic!("inner panic") }).unwrap();
+            inner.set_run_step(|_| panic!("inner panic")).unwrap();
             inner.run()?;
             Ok(Flow::Continue)
         })
@@ -1168,8 +1169,8 @@ fn nested_runs_keep_their_panics_apart() {
     // normally and leaves the outer panic to the outer run.
     let inner_outcome = RefCell::new(None);
     let mut outer = Trainer::new(&options(1, 1, 2)).unwrap();
-    outer.set_run_step(|_| -> Result<Flow> { panic!("outer panic") }).unwrap();
-    let cb = Callback::on(Events::AFTER_TRAIN, |_, _, _| -> Result<Flow> {
+    outer.set_run_step(|_| panic!("outer panic")).unwrap();
+    let cb = Callback::on(Events::AFTER_TRAIN, |_, _, _| {
         let mut inner = Trainer::new(&options(1, 2, 2)).unwrap();
         inner.set_run_step(|ctx| ctx.hooks_only())?;
         *inner_outcome.borrow_mut() = Some(inner.run()?);
@@ -1202,7 +1203,7 @@ fn callback_builders_name_and_place_callbacks() {
     t.set_run_step(|ctx| ctx.hooks_only()).unwrap();
     let count = |n: i32| {
         let ran = &ran;
-        move |_: &mut Context, _: Event, _: Option<tptrain::Record<'_>>| -> Result<Flow> {
+        move |_: &mut Context, _: Event, _: Option<tptrain::Record<'_>>| {
             ran.set(ran.get() + n);
             Ok(Flow::Continue)
         }
@@ -1222,7 +1223,7 @@ fn callback_builders_name_and_place_callbacks() {
 
     // An unnamed callback ("callback" in logs) panics as any other.
     t.set_run_step(|ctx| ctx.hooks_only()).unwrap();
-    t.add_callback(Callback::on(Events::BEFORE_TRAIN, |_, _, _| -> Result<Flow> { panic!("unnamed") })).unwrap();
+    t.add_callback(Callback::on(Events::BEFORE_TRAIN, |_, _, _| panic!("unnamed"))).unwrap();
     let payload = catch_unwind(AssertUnwindSafe(|| t.run())).unwrap_err();
     assert_eq!(panic_message(&*payload), "unnamed");
 }

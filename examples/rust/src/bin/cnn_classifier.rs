@@ -64,7 +64,7 @@ fn main() -> Result<ExitCode, tptrain::Error> {
         let bn = tower.batch_norm("bn1", &conv, nn::BATCH_NORM_MOMENTUM, nn::BATCH_NORM_EPS)?;
         let relu = nn::activation(&bn, Activation::Relu)?;
         let pooled = nn::max_pool(&relu, 2, 2, Padding::Same)?; // [N, 8, 4, 4]
-        let logits = tower.fc("fc", &pooled, 2, &LayerOptions::default())?; // flattens
+        let logits = tower.fc("fc", &pooled, 2, None)?; // flattens
         let cost = nn::softmax_cross_entropy(&logits, label)?;
         tower.set_cost(&cost)?;
         tower.set_output("logits", &logits)?;

@@ -42,9 +42,9 @@
 use std::process::ExitCode;
 use tptrain::nn::{self, Activation, LayerOptions, Padding};
 use tptrain::{
-    Augmentor, BestSaver, Callback, Code, DType, DataFlow, Distributed, InputSpec, LogdirAction, Model, ModelSaver,
-    Optimizer, Precision, Result, ScheduledHyperParam, StopOnSignals, Tensor, Tower, Towers, TrainConfig, Trainer,
-    TrainerOptions,
+    Augmentor, BestSaver, Callback, Code, DType, DataFlow, Distributed, Every, InputSpec, LogdirAction, Model,
+    ModelSaver, Optimizer, Order, Precision, Remainder, Result, ScheduledHyperParam, StopOnSignals, Tensor, Tower,
+    Towers, TrainConfig, Trainer, TrainerOptions,
 };
 
 const BATCH: i64 = 128;
@@ -63,7 +63,7 @@ fn tower(tower: &mut Tower, inputs: &[Tensor]) -> Result<()> {
     let f = nn::flatten(&c3)?;
     let fc0 = tower.fc("fc0", &f, 512, &fc)?;
     let d = tower.dropout(&fc0, 0.5)?;
-    let logits = tower.fc("fc1", &d, CLASSES, &LayerOptions::default())?;
+    let logits = tower.fc("fc1", &d, CLASSES, None)?;
     let xent = nn::softmax_cross_entropy(&logits, &inputs[1])?;
     let acc = nn::accuracy(&logits, &inputs[1])?;
     tower.set_cost(&xent)?;
@@ -72,9 +72,11 @@ fn tower(tower: &mut Tower, inputs: &[Tensor]) -> Result<()> {
 
 /// Images normalised to [-1, 1], batched; shuffled each epoch for training.
 fn pipeline<'a>(dir: &str, split: &str, train: bool) -> Result<DataFlow<'a>> {
-    let raw = DataFlow::mnist(dir, split, train)?;
+    let order = if train { Order::Shuffled } else { Order::Sequential };
+    let raw = DataFlow::mnist(dir, split, order)?;
     let norm = raw.augment(0, &[Augmentor::Normalize { mean: vec![0.5], std: vec![0.5] }], 0)?;
-    norm.batch(if train { BATCH } else { 500 }, !train)
+    // Training drops the short last batch; the test pass keeps every image.
+    norm.batch(if train { BATCH } else { 500 }, if train { Remainder::Drop } else { Remainder::Keep })
 }
 
 const USAGE: &str = "\
@@ -166,13 +168,6 @@ fn main() -> Result<ExitCode> {
     for e in 2..=epochs {
         lr.push((e, lr[lr.len() - 1].1 * 0.6));
     }
-    let callbacks = vec![
-        Callback::inference_runner(&model, &test, &["accuracy", "cost"])?,
-        ScheduledHyperParam::new(&adam, "learning_rate", &lr).build()?,
-        ModelSaver::new().every_k_steps(200).build()?,
-        BestSaver::max("validation_accuracy").build()?,
-    ];
-
     let options = TrainerOptions {
         max_epoch: epochs,
         logdir: Some(logdir.into()),
@@ -190,13 +185,16 @@ fn main() -> Result<ExitCode> {
     }
     let config = TrainConfig {
         options: Some(options),
-        callbacks,
         // SyncMultiGPUTrainerReplicated(n_towers); None: SimpleTrainer
         towers: (n_towers > 0).then(|| Towers::replicated(n_towers)),
         // HorovodTrainer: one rank of the job tptrain-run started; None: alone
         distributed: dist.then(Distributed::from_env),
         ..TrainConfig::from_dataflow(&model, &train) // wrapped in a queue input
-    };
+    }
+    .callback(Callback::inference_runner(&model, &test, &["accuracy", "cost"]))?
+    .callback(ScheduledHyperParam::new(&adam, "learning_rate", &lr))?
+    .callback(ModelSaver::new().every(Every::epochs(1).and_steps(200)))?
+    .callback(BestSaver::max("validation_accuracy"))?;
     let mut trainer = Trainer::from_config(config)?;
     trainer.run()?;
     if trainer.rank()? != 0 {

@@ -43,8 +43,9 @@ use tptrain::image::{self, Grid};
 use tptrain::nn::{self, Activation, LayerOptions};
 use tptrain::ops::{self, Arg};
 use tptrain::{
-    Augmentor, Callback, Code, DType, DataFlow, Events, Flow, Gan, Init, Input, InputOptions, InputSpec, LogdirAction,
-    Model, ModelSaver, Optimizer, Result, StopOnSignals, Tensor, Tower, Towers, Trainer, TrainerOptions,
+    Augmentor, Callback, Code, DType, DataFlow, Events, FakeOptions, Flow, Gan, Init, Input, InputSpec, LogdirAction,
+    Model, ModelSaver, Optimizer, Order, Remainder, Result, StopOnSignals, Tensor, Tower, Towers, Trainer,
+    TrainerOptions,
 };
 
 const BATCH: i64 = 64;
@@ -105,11 +106,12 @@ fn tower(tw: &mut Tower, inputs: &[Tensor]) -> Result<()> {
 
 /// The training pipeline: (image in [-1, 1], z) batched by BATCH.
 fn pipeline<'a>(dir: &str) -> Result<DataFlow<'a>> {
-    let mnist = DataFlow::mnist(dir, "train", true)?;
+    let mnist = DataFlow::mnist(dir, "train", Order::Shuffled)?;
     let norm = mnist.augment(0, &[Augmentor::Normalize { mean: vec![0.5], std: vec![0.5] }], 0)?;
-    let noise = DataFlow::fake(&[InputSpec::new("z", DType::F32, &[Z])], 60000, true, -1.0, 1.0)?;
+    let z_options = FakeOptions::default().range(-1.0, 1.0); // new every datapoint
+    let noise = DataFlow::fake(&[InputSpec::new("z", DType::F32, &[Z])], 60000, &z_options)?;
     let joined = DataFlow::join(&[&norm, &noise])?; // (image, label, z)
-    joined.select(&[0, 2])?.batch(BATCH, false)
+    joined.select(&[0, 2])?.batch(BATCH, Remainder::Drop)
 }
 
 const USAGE: &str = "\
@@ -188,7 +190,7 @@ fn main() -> Result<ExitCode> {
         ..Default::default()
     };
     let mut trainer = Trainer::new(&options)?;
-    let input = Input::from_dataflow(&pipeline(dir)?, &InputOptions::default())?; // a prefetching queue
+    let input = Input::from_dataflow(&pipeline(dir)?, None)?; // a prefetching queue
     let mut gan = Gan::new(); // GANTrainer: g_op then d_op every step
     if n_towers > 0 {
         gan = gan.towers(&Towers::replicated(n_towers as usize));
@@ -208,7 +210,7 @@ fn main() -> Result<ExitCode> {
         .collect();
     let z = Tensor::from_vec(z, &[SAMPLES, Z])?;
     let blank = Tensor::from_vec(vec![0f32; (SAMPLES * 28 * 28) as usize], &[SAMPLES, 1, 28, 28])?; // unused here
-    let samples = Callback::on(Events::TRIGGER, move |ctx, _, _| -> Result<Flow> {
+    let samples = Callback::on(Events::TRIGGER, move |ctx, _, _| {
         let images = ctx.model()?.infer(&[&blank, &z], &["gen"])?.remove(0); // the generator's output
         let grid = image::grid(&images, &Grid::new().range(-1.0, 1.0))?; // 8 columns, padding 2
         ctx.put_image("samples", &grid)?;

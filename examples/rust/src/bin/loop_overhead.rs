@@ -29,7 +29,7 @@ fn main() -> Result<(), tptrain::Error> {
         {
             let mut trainer = Trainer::new(&options)?;
             trainer.set_run_step(|ctx| {
-                ctx.hooked_step(|_| -> tptrain::Result<Flow> {
+                ctx.hooked_step(|_| {
                     sink += 1;
                     Ok(Flow::Continue)
                 })

@@ -45,7 +45,7 @@ fn main() -> Result<ExitCode, tptrain::Error> {
     let model = Model::new(&signature, |tower, inputs| {
         let (x, y) = (&inputs[0], &inputs[1]);
         let hidden = tower.fc("fc1", x, 32, &LayerOptions::default().activation(Activation::Relu))?;
-        let prediction = tower.fc("fc2", &hidden, 1, &LayerOptions::default())?;
+        let prediction = tower.fc("fc2", &hidden, 1, None)?;
         tower.set_cost(&nn::mse(&prediction, y)?)?;
         tower.set_output("prediction", &prediction)
     })?;
@@ -65,7 +65,7 @@ fn main() -> Result<ExitCode, tptrain::Error> {
     let mut trainer = Trainer::new(&options)?;
     // steps_per_epoch comes from the input: ROWS / BATCH batches per pass.
     trainer.set_model(&model, Input::from_tensors(&[&x, &y], BATCH, Some(7))?)?;
-    let report = Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| -> tptrain::Result<Flow> {
+    let report = Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| {
         let epoch = ctx.epoch_num();
         if epoch % 10 == 0 {
             let cost = ctx.scalar_latest("cost")?.value;

@@ -64,9 +64,9 @@ fn main() -> Result<ExitCode, tptrain::Error> {
         ..Default::default()
     };
     let mut trainer = Trainer::new(&options)?;
-    trainer.set_run_step(|ctx| -> tptrain::Result<Flow> {
+    trainer.set_run_step(|ctx| {
         // One hooked step: the work whose outputs callbacks may read.
-        let flow = ctx.hooked_step(|step| -> tptrain::Result<Flow> {
+        let flow = ctx.hooked_step(|step| {
             let mut mc = mc.borrow_mut();
             mc.sample();
             step.set_output_scalar("pi_estimate", mc.estimate)?;
@@ -88,7 +88,7 @@ fn main() -> Result<ExitCode, tptrain::Error> {
     })?;
 
     // TRIGGER without TRIGGER_EPOCH: after each epoch.
-    let report = Callback::on(Events::TRIGGER, |ctx, _, _| -> tptrain::Result<Flow> {
+    let report = Callback::on(Events::TRIGGER, |ctx, _, _| {
         let mc = mc.borrow();
         ctx.log(&format!("pi ~ {:.6} +- {:.6} after {} points", mc.estimate, mc.std_error, mc.total))?;
         Ok(Flow::Continue)

@@ -6,8 +6,8 @@
 
 // [doc]
 use tptrain::{
-    nn, Callback, DType, DataFlow, Events, Flow, InputSpec, LayerOptions, Model, Optimizer, Progress,
-    ScheduledHyperParam, TrainConfig, Trainer, TrainerOptions,
+    nn, Callback, DType, DataFlow, Events, Flow, InputSpec, Model, Optimizer, Progress, ScheduledHyperParam,
+    TrainConfig, Trainer, TrainerOptions,
 };
 
 fn train(batches: &DataFlow, validation: &DataFlow) -> tptrain::Result<()> {
@@ -15,27 +15,23 @@ fn train(batches: &DataFlow, validation: &DataFlow) -> tptrain::Result<()> {
     // cost (which is also the output "cost").
     let spec = [InputSpec::new("x", DType::F32, &[-1, 1]), InputSpec::new("y", DType::F32, &[-1, 1])];
     let model = Model::new(&spec, |tower, inputs| {
-        let y = tower.fc("fc", &inputs[0], 1, &LayerOptions::default())?;
+        let y = tower.fc("fc", &inputs[0], 1, None)?;
         tower.set_cost(&nn::mse(&y, &inputs[1])?)
     })?;
     let sgd = Optimizer::new("sgd")?;
     model.set_optimizer(&sgd)?;
     // A callback of our own: after each epoch, after the InferenceRunner has
     // put validation_cost, a graceful stop once it is small enough.
-    let good_enough = Callback::on(Events::TRIGGER, |ctx, _, _| -> tptrain::Result<Flow> {
+    let good_enough = Callback::on(Events::TRIGGER, |ctx, _, _| {
         let cost = ctx.scalar_latest("validation_cost")?.value;
         Ok(if cost < 1e-4 { Flow::stop("validation_cost < 1e-4") } else { Flow::Continue })
     });
-    let config = TrainConfig {
-        options: Some(TrainerOptions { max_epoch: 20, progress: Progress::Off, ..Default::default() }),
-        callbacks: vec![
-            Callback::inference_runner(&model, validation, &["cost"])?,
-            // 0.3 from the start, 0.1 after epoch 2
-            ScheduledHyperParam::new(&sgd, "learning_rate", &[(0, 0.3), (2, 0.1)]).build()?,
-            good_enough.name("good_enough").build()?, // after the runner: it reads its scalar
-        ],
-        ..TrainConfig::from_dataflow(&model, batches)
-    };
+    let options = TrainerOptions { max_epoch: 20, progress: Progress::Off, ..Default::default() };
+    let config = TrainConfig { options: Some(options), ..TrainConfig::from_dataflow(&model, batches) }
+        .callback(Callback::inference_runner(&model, validation, &["cost"]))?
+        // 0.3 from the start, 0.1 after epoch 2
+        .callback(ScheduledHyperParam::new(&sgd, "learning_rate", &[(0, 0.3), (2, 0.1)]))?
+        .callback(good_enough.name("good_enough"))?; // after the runner: it reads its scalar
     let mut trainer = Trainer::from_config(config)?;
     let outcome = trainer.run()?;
     println!(
@@ -48,6 +44,8 @@ fn train(batches: &DataFlow, validation: &DataFlow) -> tptrain::Result<()> {
 }
 // [/doc]
 
+use tptrain::{Order, Remainder};
+
 /// Rows of y = 3 x + 2 with n values of x spread evenly over [-1, 1).
 fn line(n: usize) -> tptrain::Result<(tptrain::Tensor, tptrain::Tensor)> {
     let xs: Vec<f32> = (0..n).map(|i| (2 * i as i64 - n as i64) as f32 / n as f32).collect();
@@ -59,7 +57,7 @@ fn main() -> tptrain::Result<()> {
     tptrain::manual_seed(0)?;
     let (x, y) = line(256)?;
     let (vx, vy) = line(64)?;
-    let batches = DataFlow::from_tensors(&[&x, &y], true)?.batch(32, false)?;
-    let validation = DataFlow::from_tensors(&[&vx, &vy], false)?.batch(32, true)?;
+    let batches = DataFlow::from_tensors(&[&x, &y], Order::Shuffled)?.batch(32, Remainder::Drop)?;
+    let validation = DataFlow::from_tensors(&[&vx, &vy], Order::Sequential)?.batch(32, Remainder::Keep)?;
     train(&batches, &validation)
 }

@@ -6,13 +6,13 @@
 //!
 //!     snippet_checkpoints [LOGDIR]   (default train_log/snippet_checkpoints)
 
-use tptrain::{nn, DType, InputSpec, LayerOptions};
+use tptrain::{nn, DType, InputSpec};
 
 /// y = w x + b.
 fn line_model<'a>() -> tptrain::Result<Model<'a>> {
     let spec = [InputSpec::new("x", DType::F32, &[-1, 1]), InputSpec::new("y", DType::F32, &[-1, 1])];
     Model::new(&spec, |tower, inputs| {
-        let y = tower.fc("fc", &inputs[0], 1, &LayerOptions::default())?;
+        let y = tower.fc("fc", &inputs[0], 1, None)?;
         tower.set_cost(&nn::mse(&y, &inputs[1])?)
     })
 }
@@ -21,8 +21,8 @@ fn line_model<'a>() -> tptrain::Result<Model<'a>> {
 use std::cell::Cell;
 use std::path::Path;
 use tptrain::{
-    Callback, DataFlow, Events, Flow, LogdirAction, Model, ModelSaver, Optimizer, Progress, Tensor, TrainConfig,
-    Trainer, TrainerOptions,
+    Callback, DataFlow, Events, Flow, LogdirAction, Model, ModelSaver, Optimizer, Order, Progress, Remainder, Tensor,
+    TrainConfig, Trainer, TrainerOptions,
 };
 
 /// One run of the program, as if started anew: its model, data and trainer.
@@ -31,10 +31,10 @@ fn run(logdir: &Path, xy: &[&Tensor], max_epoch: i64, first: bool) -> tptrain::R
     let adam = Optimizer::new("adam")?;
     adam.set("learning_rate", 0.1)?;
     model.set_optimizer(&adam)?;
-    let batches = DataFlow::from_tensors(xy, true)?.batch(32, false)?;
+    let batches = DataFlow::from_tensors(xy, Order::Shuffled)?.batch(32, Remainder::Drop)?;
     // Before training (after a resume's restore): where this run starts.
     let start = Cell::new(0);
-    let starts_at = Callback::on(Events::BEFORE_TRAIN, |ctx, _, _| -> tptrain::Result<Flow> {
+    let starts_at = Callback::on(Events::BEFORE_TRAIN, |ctx, _, _| {
         start.set(ctx.global_step());
         Ok(Flow::Continue)
     });
@@ -47,11 +47,9 @@ fn run(logdir: &Path, xy: &[&Tensor], max_epoch: i64, first: bool) -> tptrain::R
         auto_resume: !first,
         ..Default::default()
     };
-    let config = TrainConfig {
-        options: Some(options),
-        callbacks: vec![ModelSaver::new().build()?, starts_at.build()?], // after every epoch, into logdir
-        ..TrainConfig::from_dataflow(&model, &batches)
-    };
+    let config = TrainConfig { options: Some(options), ..TrainConfig::from_dataflow(&model, &batches) }
+        .callback(ModelSaver::new())? // after every epoch, into logdir
+        .callback(starts_at)?;
     let mut trainer = Trainer::from_config(config)?;
     trainer.run()?;
     let run = if first { "first run" } else { "resumed" };

@@ -6,8 +6,7 @@
 
 // [doc]
 use tptrain::{
-    nn, DType, DataFlow, Flow, Input, InputOptions, InputSpec, LayerOptions, Model, Optimizer, Progress, Run, TrainOp,
-    Trainer, TrainerOptions,
+    nn, DType, DataFlow, Input, InputSpec, Model, Optimizer, Progress, Run, TrainOp, Trainer, TrainerOptions,
 };
 
 fn train(batches: &DataFlow) -> tptrain::Result<()> {
@@ -19,8 +18,8 @@ fn train(batches: &DataFlow) -> tptrain::Result<()> {
         InputSpec::new("yb", DType::F32, &[-1, 1]),
     ];
     let model = Model::new(&spec, |tower, inputs| {
-        let pa = tower.fc("a", &inputs[0], 1, &LayerOptions::default())?; // a/W, a/b
-        let pb = tower.fc("b", &inputs[0], 1, &LayerOptions::default())?; // b/W, b/b
+        let pa = tower.fc("a", &inputs[0], 1, None)?; // a/W, a/b
+        let pb = tower.fc("b", &inputs[0], 1, None)?; // b/W, b/b
         let (loss_a, loss_b) = (nn::mse(&pa, &inputs[1])?, nn::mse(&pb, &inputs[2])?);
         tower.set_output("loss_a", &loss_a)?;
         tower.set_output("loss_b", &loss_b)?;
@@ -36,10 +35,10 @@ fn train(batches: &DataFlow) -> tptrain::Result<()> {
     model.add_train_op(&TrainOp::new("b_op").cost("loss_b").scope("b/").optimizer(&b_sgd))?;
 
     let mut trainer = Trainer::new(&TrainerOptions { max_epoch: 5, progress: Progress::Off, ..Default::default() })?;
-    trainer.set_model(&model, Input::from_dataflow(batches, &InputOptions::default())?)?;
+    trainer.set_model(&model, Input::from_dataflow(batches, None)?)?;
     // Each step: b's update without hooks (no callbacks, global_step stays),
     // then a's as the hooked step; each takes a batch of its own.
-    trainer.set_run_step(|ctx| -> tptrain::Result<Flow> {
+    trainer.set_run_step(|ctx| {
         ctx.run_train_ops(&["b_op"], Run::Raw)?;
         ctx.run_train_ops(&["a_op"], Run::Hooked)
     })?;
@@ -57,6 +56,8 @@ fn train(batches: &DataFlow) -> tptrain::Result<()> {
 }
 // [/doc]
 
+use tptrain::{Order, Remainder};
+
 /// Rows of x spread evenly over [-1, 1), ya = 3 x + 2 and yb = 0.5 - x, in
 /// batches of 32.
 fn main() -> tptrain::Result<()> {
@@ -71,5 +72,5 @@ fn main() -> tptrain::Result<()> {
         tptrain::Tensor::from_vec(ya, &shape)?,
         tptrain::Tensor::from_vec(yb, &shape)?,
     );
-    train(&DataFlow::from_tensors(&[&x, &a, &b], true)?.batch(32, false)?)
+    train(&DataFlow::from_tensors(&[&x, &a, &b], Order::Shuffled)?.batch(32, Remainder::Drop)?)
 }

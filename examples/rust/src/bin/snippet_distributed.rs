@@ -4,7 +4,7 @@
 //! doc-snippets test); the whole program is built and run by the examples
 //! test.
 
-use tptrain::{nn, DType, InputSpec, LayerOptions, Optimizer, Tensor};
+use tptrain::{nn, DType, InputSpec, Optimizer, Order, Remainder, Tensor};
 
 // [doc]
 use tptrain::{DataFlow, Distributed, Model, Progress, TrainConfig, Trainer, TrainerOptions};
@@ -40,10 +40,10 @@ fn main() -> tptrain::Result<()> {
     tptrain::manual_seed(0)?;
     let x = Tensor::from_vec(xs, &[ROWS as i64, 1])?;
     let y = Tensor::from_vec(ys, &[ROWS as i64, 1])?;
-    let batches = DataFlow::from_tensors(&[&x, &y], true)?.batch(16, false)?;
+    let batches = DataFlow::from_tensors(&[&x, &y], Order::Shuffled)?.batch(16, Remainder::Drop)?;
     let spec = [InputSpec::new("x", DType::F32, &[-1, 1]), InputSpec::new("y", DType::F32, &[-1, 1])];
     let model = Model::new(&spec, |tower, inputs| {
-        let y = tower.fc("fc", &inputs[0], 1, &LayerOptions::default())?;
+        let y = tower.fc("fc", &inputs[0], 1, None)?;
         tower.set_cost(&nn::mse(&y, &inputs[1])?)
     })?;
     let sgd = Optimizer::new("sgd")?;

@@ -7,7 +7,7 @@
 
 // [doc]
 use std::time::Instant;
-use tptrain::{DataFlow, ParallelMapOptions, Tensor};
+use tptrain::{DataFlow, Order, ParallelMapOptions, Remainder, Tensor};
 
 fn pipeline(records: &Tensor) -> tptrain::Result<()> {
     let options = ParallelMapOptions {
@@ -18,11 +18,11 @@ fn pipeline(records: &Tensor) -> tptrain::Result<()> {
     };
     // The expensive part ("decoding"), on the map's worker threads, several
     // at once: appends x * x to the record x.
-    let decoded = DataFlow::from_tensors(&[records], false)?.parallel_map(&options, |dp| -> tptrain::Result<()> {
+    let decoded = DataFlow::from_tensors(&[records], Order::Sequential)?.parallel_map(&options, |dp| {
         let x = dp.get(0)?;
         dp.push(&(&x * &x)?)
     })?;
-    let prefetched = decoded.batch(64, false)?.prefetch(4)?; // batches while the model trains
+    let prefetched = decoded.batch(64, Remainder::Drop)?.prefetch(4)?; // batches while the model trains
 
     // tensorpack's TestDataSpeed: one pass, timed.
     prefetched.reset_state()?; // starts the threads

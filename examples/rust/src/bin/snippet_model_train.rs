@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 // [doc]
 use tptrain::{
-    nn, Activation, Callback, DType, DataFlow, Events, Flow, InputSpec, LayerOptions, Model, Optimizer, Progress,
-    Tensor, TrainConfig, Trainer, TrainerOptions,
+    nn, Activation, Callback, DType, DataFlow, Events, Flow, InputSpec, LayerOptions, Model, Optimizer, Order,
+    Progress, Remainder, Tensor, TrainConfig, Trainer, TrainerOptions,
 };
 
 fn train(x: &Tensor, y: &Tensor) -> tptrain::Result<f64> {
@@ -18,7 +18,7 @@ fn train(x: &Tensor, y: &Tensor) -> tptrain::Result<f64> {
         |tower, inputs| {
             let relu = LayerOptions::default().activation(Activation::Relu);
             let h = tower.fc("fc1", &inputs[0], 32, &relu)?; // fc1/W, fc1/b
-            let logits = tower.fc("fc2", &h, 2, &LayerOptions::default())?;
+            let logits = tower.fc("fc2", &h, 2, None)?;
             tower.set_output("accuracy", &nn::accuracy(&logits, &inputs[1])?)?; // a moving summary
             tower.set_cost(&nn::softmax_cross_entropy(&logits, &inputs[1])?)
         },
@@ -26,21 +26,19 @@ fn train(x: &Tensor, y: &Tensor) -> tptrain::Result<f64> {
     let adam = Optimizer::new("adam")?;
     adam.set("learning_rate", 0.01)?;
     model.set_optimizer(&adam)?;
-    let batches = DataFlow::from_tensors(&[x, y], true)?.batch(32, false)?;
+    let batches = DataFlow::from_tensors(&[x, y], Order::Shuffled)?.batch(32, Remainder::Drop)?;
     // After each epoch: the learning rate times 0.5, the optimizer reached
     // through the trainer.
-    let decay = Callback::on(Events::TRIGGER, |ctx, _, _| -> tptrain::Result<Flow> {
+    let decay = Callback::on(Events::TRIGGER, |ctx, _, _| {
         let opt = ctx.optimizer()?;
         opt.set("learning_rate", opt.get("learning_rate")? * 0.5)?;
         Ok(Flow::Continue)
     });
     // tensorpack's TrainConfig; steps_per_epoch: the dataflow's size; the
     // dataflow is wrapped in a queue input.
-    let config = TrainConfig {
-        options: Some(TrainerOptions { max_epoch: 5, progress: Progress::Off, ..Default::default() }),
-        callbacks: vec![decay.name("lr_decay").build()?],
-        ..TrainConfig::from_dataflow(&model, &batches)
-    };
+    let options = TrainerOptions { max_epoch: 5, progress: Progress::Off, ..Default::default() };
+    let config = TrainConfig { options: Some(options), ..TrainConfig::from_dataflow(&model, &batches) }
+        .callback(decay.name("lr_decay"))?;
     Trainer::from_config(config)?.run()?;
     let outputs = model.infer(&[x, y], &["accuracy"])?; // an inference tower
     outputs[0].item()

@@ -5,8 +5,7 @@
 
 // [doc]
 use tptrain::{
-    nn, DType, DataFlow, InputSpec, LayerOptions, Model, Optimizer, Progress, Towers, TrainConfig, Trainer,
-    TrainerOptions,
+    nn, DType, DataFlow, InputSpec, Model, Optimizer, Progress, Towers, TrainConfig, Trainer, TrainerOptions,
 };
 
 fn train(batches: &DataFlow) -> tptrain::Result<()> {
@@ -14,7 +13,7 @@ fn train(batches: &DataFlow) -> tptrain::Result<()> {
     // of its own (tower.index() says which): it is Fn + Send + Sync.
     let spec = [InputSpec::new("x", DType::F32, &[-1, 1]), InputSpec::new("y", DType::F32, &[-1, 1])];
     let model = Model::new(&spec, |tower, inputs| {
-        let y = tower.fc("fc", &inputs[0], 1, &LayerOptions::default())?;
+        let y = tower.fc("fc", &inputs[0], 1, None)?;
         tower.set_cost(&nn::mse(&y, &inputs[1])?)
     })?;
     let sgd = Optimizer::new("sgd")?;
@@ -34,6 +33,8 @@ fn train(batches: &DataFlow) -> tptrain::Result<()> {
 }
 // [/doc]
 
+use tptrain::{Order, Remainder};
+
 /// Rows of y = 3 x + 2, x spread evenly over [-1, 1), in batches of 16: 16
 /// batches a pass, 8 steps of 2 towers.
 fn main() -> tptrain::Result<()> {
@@ -43,5 +44,5 @@ fn main() -> tptrain::Result<()> {
     tptrain::manual_seed(0)?;
     let x = tptrain::Tensor::from_vec(xs, &[ROWS as i64, 1])?;
     let y = tptrain::Tensor::from_vec(ys, &[ROWS as i64, 1])?;
-    train(&DataFlow::from_tensors(&[&x, &y], true)?.batch(16, false)?)
+    train(&DataFlow::from_tensors(&[&x, &y], Order::Shuffled)?.batch(16, Remainder::Drop)?)
 }

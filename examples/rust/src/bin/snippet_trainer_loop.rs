@@ -17,8 +17,8 @@ fn main() -> tptrain::Result<()> {
     let mut trainer = Trainer::new(&options)?;
     // The body of the loop; the hooked step runs between the callbacks'
     // BEFORE_RUN and AFTER_RUN.
-    trainer.set_run_step(|ctx| -> tptrain::Result<Flow> {
-        ctx.hooked_step(|step| -> tptrain::Result<Flow> {
+    trainer.set_run_step(|ctx| {
+        ctx.hooked_step(|step| {
             total.set(total.get() + 1.0);
             step.set_output_scalar("total", total.get())?;
             Ok(Flow::Continue)
@@ -29,7 +29,7 @@ fn main() -> tptrain::Result<()> {
         Ok(Flow::Continue)
     })?;
     // After each epoch: a scalar for the monitors (stats.json, the printer).
-    let report = Callback::on(Events::TRIGGER, |ctx, _, _| -> tptrain::Result<Flow> {
+    let report = Callback::on(Events::TRIGGER, |ctx, _, _| {
         ctx.put_scalar("total", total.get())?;
         Ok(Flow::Continue)
     });

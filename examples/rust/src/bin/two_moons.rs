@@ -9,8 +9,8 @@
 //!     cargo run --bin two_moons -- [LOGDIR]
 use tptrain::nn::{self, Activation, LayerOptions};
 use tptrain::{
-    BestSaver, Callback, DType, DataFlow, EarlyStopping, Events, Flow, InputSpec, Model, ModelSaver, Optimizer,
-    Predictor, ScheduledHyperParam, Tensor, Towers, TrainConfig, Trainer, TrainerOptions,
+    BestSaver, Callback, DType, DataFlow, EarlyStopping, Events, Flow, InputSpec, Model, ModelSaver, Optimizer, Order,
+    Predictor, Remainder, ScheduledHyperParam, Tensor, Towers, TrainConfig, Trainer, TrainerOptions,
 };
 
 /// `n` points of sklearn's make_moons (noise 0.1) and their labels.
@@ -35,7 +35,7 @@ fn main() -> tptrain::Result<()> {
     let spec = [InputSpec::new("x", DType::F32, &[-1, 2]), InputSpec::new("label", DType::I64, &[-1])];
     let model = Model::new(&spec, |tower, inputs| {
         let hidden = tower.fc("fc0", &inputs[0], 32, &LayerOptions::default().activation(Activation::Relu))?;
-        let logits = tower.fc("fc1", &hidden, 2, &LayerOptions::default())?;
+        let logits = tower.fc("fc1", &hidden, 2, None)?;
         tower.set_output("logits", &logits)?;
         tower.set_output("accuracy", &nn::accuracy(&logits, &inputs[1])?)?;
         tower.set_cost(&nn::softmax_cross_entropy(&logits, &inputs[1])?)
@@ -44,33 +44,27 @@ fn main() -> tptrain::Result<()> {
     model.set_optimizer(&adam)?;
 
     let (x, y) = moons(1000, 1)?;
-    let train = DataFlow::from_tensors(&[&x, &y], true)?.batch(32, false)?;
+    let train = DataFlow::from_tensors(&[&x, &y], Order::Shuffled)?.batch(32, Remainder::Drop)?;
     let (vx, vy) = moons(200, 2)?;
-    let val = DataFlow::from_tensors(&[&vx, &vy], false)?.batch(100, true)?;
+    let val = DataFlow::from_tensors(&[&vx, &vy], Order::Sequential)?.batch(100, Remainder::Keep)?;
 
+    let options =
+        TrainerOptions { max_epoch: 30, logdir: Some(logdir.into()), auto_resume: true, ..Default::default() };
     let config = TrainConfig {
-        options: Some(TrainerOptions {
-            max_epoch: 30,
-            logdir: Some(logdir.into()),
-            auto_resume: true,
-            ..Default::default()
-        }),
+        options: Some(options),
         towers: Some(Towers::replicated(2)),
-        callbacks: vec![
-            Callback::inference_runner(&model, &val, &["accuracy"])?, // validation_accuracy
-            ScheduledHyperParam::new(&adam, "learning_rate", &[(0, 0.01), (10, 0.003)]).build()?,
-            EarlyStopping::new("validation_accuracy").maximize().patience(3).build()?,
-            ModelSaver::new().build()?,
-            BestSaver::max("validation_accuracy").build()?,
-            Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| -> tptrain::Result<Flow> {
-                let acc = ctx.scalar_latest("validation_accuracy")?.value;
-                println!("epoch {}: validation accuracy {acc:.3}", ctx.epoch_num());
-                Ok(Flow::Continue)
-            })
-            .build()?,
-        ],
         ..TrainConfig::from_dataflow(&model, &train)
-    };
+    }
+    .callback(Callback::inference_runner(&model, &val, &["accuracy"]))? // validation_accuracy
+    .callback(ScheduledHyperParam::new(&adam, "learning_rate", &[(0, 0.01), (10, 0.003)]))?
+    .callback(EarlyStopping::new("validation_accuracy").maximize().patience(3))?
+    .callback(ModelSaver::new())?
+    .callback(BestSaver::max("validation_accuracy"))?
+    .callback(Callback::on(Events::TRIGGER_EPOCH, |ctx, _, _| {
+        let acc = ctx.scalar_latest("validation_accuracy")?.value;
+        println!("epoch {}: validation accuracy {acc:.3}", ctx.epoch_num());
+        Ok(Flow::Continue)
+    }))?;
     let mut trainer = Trainer::from_config(config)?;
     match trainer.run()?.stop_reason() {
         Some(reason) => println!("stopped after epoch {}: {reason}", trainer.epoch_num()),

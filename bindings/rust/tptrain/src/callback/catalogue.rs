@@ -7,10 +7,12 @@
 //! callbacks").
 //!
 //! Each is a builder: set what differs from the defaults, then give it to
-//! [`Trainer::add_callback`](crate::Trainer::add_callback) (the
-//! [`TensorBoard`] writer to [`Trainer::add_monitor`](crate::Trainer::add_monitor)),
-//! which builds it, or call `build` for a [`Callback`] (e.g. for a
-//! [`TrainConfig`](crate::TrainConfig) or [`Callback::periodic_trigger`]).
+//! [`Trainer::add_callback`](crate::Trainer::add_callback) or
+//! [`TrainConfig::callback`](crate::TrainConfig::callback) (the
+//! [`TensorBoard`] writer to [`Trainer::add_monitor`](crate::Trainer::add_monitor)
+//! or [`TrainConfig::monitor`](crate::TrainConfig::monitor)), which build it
+//! (each is an [`IntoCallback`], whose methods also wrap it:
+//! [`IntoCallback::periodic_trigger`]), or call `build` for a [`Callback`].
 //! Arguments are checked when it is built.
 //!
 //! ```no_run
@@ -27,7 +29,7 @@
 //! ```
 
 use crate::binding::{make, Binding};
-use crate::callback::{Callback, IntoCallback};
+use crate::callback::{Callback, Every, IntoCallback};
 use crate::common::{call, Code, Error, Result};
 use crate::cstr::{cstring, cstrings, path_to_cstring, ptrs_or_null};
 use crate::optimizer::Optimizer;
@@ -97,7 +99,7 @@ unsafe extern "C" fn hyperparam_trampoline(
 /// the number of finished epochs (`starting_epoch - 1` in BEFORE_TRAIN; after
 /// a resume, the resumed epoch - 1) and the hyper-parameter's current value,
 /// and returns the value to set. An error it returns fails training (as for
-/// [`Callback::on`]: see [`Error::wrap`]); a panic too, and
+/// [`Callback::on`]); a panic too, and
 /// [`Trainer::run`](crate::Trainer::run) resumes it. The callback keeps its
 /// own reference to the optimizer.
 ///
@@ -105,7 +107,7 @@ unsafe extern "C" fn hyperparam_trampoline(
 /// # fn f(optimizer: &tptrain::Optimizer, trainer: &mut tptrain::Trainer) -> tptrain::Result<()> {
 /// use tptrain::HyperParamFunc;
 /// // lr = 0.1 * 0.9^epochs
-/// let decay = HyperParamFunc::new(optimizer, "learning_rate", |epochs, _current| -> tptrain::Result<f64> {
+/// let decay = HyperParamFunc::new(optimizer, "learning_rate", |epochs, _current| {
 ///     Ok(0.1 * 0.9f64.powi(epochs as i32))
 /// });
 /// trainer.add_callback(decay)?;
@@ -119,20 +121,14 @@ pub struct HyperParamFunc<'o, 'a> {
 }
 
 impl<'o, 'a> HyperParamFunc<'o, 'a> {
-    /// Sets `param` of `optimizer` to what `f(epochs_done, current)` returns.
-    /// `f` may fail with any error type that converts into
-    /// `Box<dyn Error + Send + Sync>`.
-    pub fn new<F, E>(optimizer: &'o Optimizer, param: impl Into<String>, f: F) -> HyperParamFunc<'o, 'a>
+    /// Sets `param` of `optimizer` to what `f(epochs_done, current)` returns,
+    /// a [`Result<f64>`](crate::Result) (an error of another type:
+    /// `.map_err(Error::wrap)`).
+    pub fn new<F>(optimizer: &'o Optimizer, param: impl Into<String>, f: F) -> HyperParamFunc<'o, 'a>
     where
-        F: FnMut(i64, f64) -> std::result::Result<f64, E> + 'a,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+        F: FnMut(i64, f64) -> Result<f64> + 'a,
     {
-        let mut f = f;
-        HyperParamFunc {
-            optimizer,
-            param: param.into(),
-            f: Box::new(move |epoch, current| f(epoch, current).map_err(Error::wrap)),
-        }
+        HyperParamFunc { optimizer, param: param.into(), f: Box::new(f) }
     }
 
     /// Makes the callback. Fails for a `param` with a NUL byte or one the
@@ -608,10 +604,11 @@ into_callback!(TensorBoard);
 /// a rerun goes on exactly from its latest checkpoint (docs/checkpoints.md):
 ///
 /// ```no_run
-/// use tptrain::{BestSaver, ModelSaver, TrainerOptions};
+/// use tptrain::{BestSaver, Every, ModelSaver, TrainerOptions};
 ///
 /// let options = TrainerOptions { logdir: Some("train_log".into()), auto_resume: true, ..Default::default() };
-/// let saver = ModelSaver::new().max_to_keep(5).every_k_steps(500);
+/// // After every epoch and every 500 steps, keeping the newest 5.
+/// let saver = ModelSaver::new().max_to_keep(5).every(Every::epochs(1).and_steps(500));
 /// let best = BestSaver::max("validation_accuracy");
 /// # let _ = (options, saver, best);
 /// ```
@@ -620,8 +617,7 @@ into_callback!(TensorBoard);
 pub struct ModelSaver {
     max_to_keep: usize,
     keep_every_n_hours: f64,
-    every_k_steps: u64,
-    every_k_epochs: u64,
+    every: Every,
     dir: Option<PathBuf>,
 }
 
@@ -631,8 +627,7 @@ impl Default for ModelSaver {
         ModelSaver {
             max_to_keep: o.max_to_keep as usize,
             keep_every_n_hours: o.keep_every_n_hours,
-            every_k_steps: 0,
-            every_k_epochs: o.every_k_epochs as u64,
+            every: Every { steps: o.every_k_steps, epochs: o.every_k_epochs, before_train: false },
             dir: None,
         }
     }
@@ -657,15 +652,14 @@ impl ModelSaver {
         self
     }
 
-    /// Also saves every `k` global steps (0, the default: not step-based).
-    pub fn every_k_steps(mut self, k: u64) -> ModelSaver {
-        self.every_k_steps = k;
-        self
-    }
-
-    /// Saves after every `k`-th epoch (0: never; default 1).
-    pub fn every_k_epochs(mut self, k: u64) -> ModelSaver {
-        self.every_k_epochs = k;
+    /// When it saves (default `Every::epochs(1)`: after every epoch):
+    /// after every [`every.epochs`](Every::epochs)-th epoch and every
+    /// [`every.steps`](Every::steps) global steps; `Every::steps(500)` saves
+    /// by steps alone, `Every::epochs(1).and_steps(500)` by both.
+    /// [`Every::before_train`] is refused when it is built
+    /// ([`Code::InvalidArgument`]).
+    pub fn every(mut self, every: Every) -> ModelSaver {
+        self.every = every;
         self
     }
 
@@ -682,10 +676,14 @@ impl ModelSaver {
         let mut o = sys::TPT_MODEL_SAVER_OPTIONS_INIT;
         o.max_to_keep = i32::try_from(self.max_to_keep).map_err(|_| too_big("max_to_keep", self.max_to_keep as u64))?;
         o.keep_every_n_hours = self.keep_every_n_hours;
-        o.every_k_steps =
-            i64::try_from(self.every_k_steps).map_err(|_| too_big("every_k_steps", self.every_k_steps))?;
-        o.every_k_epochs =
-            i64::try_from(self.every_k_epochs).map_err(|_| too_big("every_k_epochs", self.every_k_epochs))?;
+        if self.every.before_train {
+            return Err(Error::new(
+                Code::InvalidArgument,
+                "ModelSaver::every: Every::before_train is for Callback::periodic_trigger only",
+            ));
+        }
+        o.every_k_steps = self.every.steps;
+        o.every_k_epochs = self.every.epochs;
         o.dir = dir.as_ref().map_or(ptr::null(), |c| c.as_ptr());
         let mut out = ptr::null_mut();
         call!(sys::tpt_callback_model_saver(&mut out, &o))?;

@@ -359,20 +359,11 @@ impl StepContext {
     /// then `step`, then AFTER_RUN; global_step advances by one
     /// (`tpt_trainer_hooked_step`). Returns what the step or a callback
     /// returned: `Ok(Continue)`, `Ok(Stop(reason))`, or the error (`step`
-    /// may fail with any error type, which comes back as for
-    /// [`Callback::on`](crate::Callback::on): see [`Error::wrap`]). Return a
-    /// stop or an error from run_step as it is (the loop would stop or fail
-    /// anyway: the outcome of a hooked step cannot be swallowed).
-    pub fn hooked_step<F, E>(&mut self, step: F) -> Result<Flow>
-    where
-        F: FnOnce(&mut HookedContext) -> Result<Flow, E>,
-        E: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let step = move |ctx: &mut HookedContext| step(ctx).map_err(Error::wrap);
-        self.hooked_step_inner(step)
-    }
-
-    fn hooked_step_inner<F>(&mut self, step: F) -> Result<Flow>
+    /// returns a [`Result<Flow>`](crate::Result), as
+    /// [`Callback::on`](crate::Callback::on)'s closure does). Return a stop or
+    /// an error from run_step as it is (the loop would stop or fail anyway:
+    /// the outcome of a hooked step cannot be swallowed).
+    pub fn hooked_step<F>(&mut self, step: F) -> Result<Flow>
     where
         F: FnOnce(&mut HookedContext) -> Result<Flow>,
     {
@@ -450,9 +441,9 @@ impl StepContext {
     ///
     /// ```no_run
     /// # fn demo(trainer: &mut tptrain::Trainer<'_>) -> tptrain::Result<()> {
-    /// use tptrain::{Flow, Run};
+    /// use tptrain::Run;
     /// // tensorpack's GANTrainer: both updates from one forward pass, one hooked step.
-    /// trainer.set_run_step(|ctx| -> tptrain::Result<Flow> { ctx.run_train_ops(&["g_op", "d_op"], Run::Hooked) })?;
+    /// trainer.set_run_step(|ctx| ctx.run_train_ops(&["g_op", "d_op"], Run::Hooked))?;
     /// # Ok(())
     /// # }
     /// ```
