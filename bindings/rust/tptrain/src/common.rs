@@ -82,6 +82,14 @@ impl Code {
 /// [`Trainer::run`](crate::Trainer::run), [`Model::build`](crate::Model::build)
 /// or a [`DataFlow`](crate::DataFlow) iteration with its source attached.
 ///
+/// A message from the library begins with the function or method of this
+/// crate that makes the failing C call, and ends with that C function in
+/// parentheses: `DataFlow::batch: batch_size must be >= 1, got 0
+/// (tpt_dataflow_batch)`. (The name comes from a table that the build script
+/// reads out of this crate's sources; where several methods make the call,
+/// the one named after the C function, else those of one name, joined by
+/// "or".)
+///
 /// Two errors are equal when their codes and messages are (the source is not
 /// compared); a clone shares the source.
 #[derive(Clone)]
@@ -152,7 +160,7 @@ impl Error {
         let message = CStr::from_ptr(sys::tpt_status_message(status)).to_string_lossy().into_owned();
         sys::tpt_status_free(status);
         let source = sources::take(code, &message);
-        Err(Error { code, message, source })
+        Err(Error { code, message: rust_message(message), source })
     }
 
     /// A new C status with this error's code and message (for callbacks that
@@ -293,6 +301,26 @@ mod sources {
         let entry = list.remove(i)?;
         LEN.store(list.len(), Ordering::Release);
         Some(entry.source)
+    }
+}
+
+// C_CALLERS: for each C function this crate calls, the public function or
+// method that calls it, made by build.rs from this crate's sources.
+include!(concat!(env!("OUT_DIR"), "/c_callers.rs"));
+
+/// A library message "tpt_fn: text" with the Rust call in front and the C
+/// function in parentheses at the end: "Model::restore: text
+/// (tpt_model_restore)". A message of another form, or of a C function no
+/// public function calls, stays as it is.
+fn rust_message(message: String) -> String {
+    let Some(colon) = message.find(": ") else { return message };
+    let c = &message[..colon];
+    if !c.starts_with("tpt_") || !c.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        return message;
+    }
+    match C_CALLERS.binary_search_by(|(name, _)| name.cmp(&c)) {
+        Ok(i) => format!("{}: {} ({c})", C_CALLERS[i].1, &message[colon + 2..]),
+        Err(_) => message,
     }
 }
 

@@ -480,7 +480,6 @@ impl<'a> Trainer<'a> {
                     // The option as Rust spells it.
                     let message = e
                         .message()
-                        .replace("tpt_trainer_from_config: ", "Trainer::from_config: ")
                         .replace("options->steps_per_epoch", "TrainerOptions::steps_per_epoch")
                         .replace("give the source a size", "make the source with a size (DataFlow::from_fn_sized)");
                     return Err(Error::new(e.code(), message));

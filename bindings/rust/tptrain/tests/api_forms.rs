@@ -377,3 +377,51 @@ fn order_remainder_inner_state_and_fake_options() {
     let explicit = FakeOptions { random: false, ..Default::default() };
     assert_eq!(DataFlow::fake(&spec, 2, &explicit).unwrap().size(), Some(2));
 }
+
+/// Issue 34, item 4: an error from the library names the Rust call, the C
+/// function in parentheses at the end; ModelSaver's extremes are named
+/// (`keep_all`, `keep_every_n_hours(None)`), not a bare 0.
+#[test]
+fn errors_name_the_rust_call() {
+    let named = |e: Error, call: &str, c: &str| {
+        let m = e.message();
+        assert!(m.starts_with(&format!("{call}: ")) && m.ends_with(&format!(" ({c})")), "{m}");
+        assert_eq!(m.matches("tpt_").count(), 1, "{m}");
+    };
+    named(tptrain::set_num_threads(0).unwrap_err(), "set_num_threads", "tpt_set_num_threads");
+    let m = model();
+    named(m.restore("/nonexistent/model-1", None).unwrap_err(), "Model::restore", "tpt_model_restore");
+    let (x, y) = rows();
+    let src = DataFlow::from_tensors(&[&x, &y], Order::Sequential).unwrap();
+    named(src.batch(0, Remainder::Drop).unwrap_err(), "DataFlow::batch", "tpt_dataflow_batch");
+    let ops_error = tptrain::ops::call("aten::relux", None, &[]).unwrap_err();
+    named(ops_error, "ops::call", "tpt_op_call");
+    let train = DataFlow::from_tensors(&[&x, &y], Order::Shuffled).unwrap().batch(4, Remainder::Drop).unwrap();
+    let bad = TrainerOptions { starting_epoch: -1, ..quiet(2, 1) };
+    let e = Trainer::from_config(TrainConfig { options: Some(bad), ..TrainConfig::from_dataflow(&m, &train) });
+    named(e.err().expect("starting_epoch -1 refused"), "Trainer::from_config", "tpt_trainer_from_config");
+
+    // From a callback: the Context's method.
+    let seen = Rc::new(RefCell::new(None));
+    let s2 = Rc::clone(&seen);
+    let dir = std::env::temp_dir().join(format!("tptrain-api-forms-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let config = TrainConfig { options: Some(quiet(2, 12)), ..TrainConfig::from_dataflow(&m, &train) }
+        .callback(Callback::on(Events::TRIGGER_EPOCH, move |ctx, _, _| {
+            *s2.borrow_mut() = ctx.output("no_such_output").err();
+            Ok(Flow::Continue)
+        }))
+        .unwrap()
+        .callback(ModelSaver::new().keep_all().keep_every_n_hours(None).dir(&dir))
+        .unwrap();
+    let mut t = Trainer::from_config(config).unwrap();
+    assert_eq!(t.run().unwrap(), RunOutcome::Finished);
+    named(seen.borrow_mut().take().expect("the callback ran"), "Context::output", "tpt_trainer_output");
+    // keep_all: the 12 epochs' checkpoints stay (the default keeps 10).
+    let kept = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("model-"))
+        .count();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(kept, 12);
+}

@@ -479,7 +479,7 @@ fn gan_run(dir: &Path, steps: i64, resume: Option<i64>) -> Result<Vec<f64>> {
     let m = new_model(true)?;
     let mut t = Trainer::new(&options(steps, Some(dir)))?;
     t.set_gan(&m, new_input()?, &Gan::new())?;
-    t.add_callback(ModelSaver::new().every(Every::epochs(1).and_steps(3)).max_to_keep(0))?;
+    t.add_callback(ModelSaver::new().every(Every::epochs(1).and_steps(3)).keep_all())?;
     if let Some(step) = resume {
         t.resume(dir.join(format!("model-{step}")))?;
     }

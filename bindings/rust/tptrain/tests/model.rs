@@ -1072,7 +1072,7 @@ fn torchscript_source_errors() {
         &source_params(),
         &signature(),
         inv,
-        "tpt_model_from_torchscript_source: cannot compile the TorchScript source: ",
+        "Model::from_torchscript_source: cannot compile the TorchScript source: ",
     );
     bad("def forward(self, x, y):\n    return self.nope\n", &[], &signature(), inv, "nope");
     bad("def helper(self, x):\n    return x\n", &[], &signature(), inv, "the TorchScript source has no forward method");

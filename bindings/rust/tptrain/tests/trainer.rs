@@ -366,7 +366,8 @@ fn trainer_state_errors() {
     assert!(e.message().contains("while training runs"), "{e}");
     let e = t.scalar_latest("nope").unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
-    assert_eq!(e.message(), "tpt_trainer_scalar_latest: no scalar 'nope' was put");
+    // Trainer derefs to Context, where the method is.
+    assert_eq!(e.message(), "Context::scalar_latest: no scalar 'nope' was put (tpt_trainer_scalar_latest)");
     let e = t.output_scalar("loss").unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     assert!(e.message().contains("no hooked step has run"), "{e}");

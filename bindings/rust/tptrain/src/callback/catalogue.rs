@@ -639,16 +639,22 @@ impl ModelSaver {
         ModelSaver::default()
     }
 
-    /// The newest `n` stay (0 keeps all). Default 10.
+    /// The newest `n` stay, from 1 on (0, as in C, keeps all: say
+    /// [`keep_all`](Self::keep_all)). Default 10.
     pub fn max_to_keep(mut self, n: usize) -> ModelSaver {
         self.max_to_keep = n;
         self
     }
 
-    /// One checkpoint per this many hours is never deleted (0: none).
-    /// Default 0.5, as tensorpack.
-    pub fn keep_every_n_hours(mut self, hours: f64) -> ModelSaver {
-        self.keep_every_n_hours = hours;
+    /// Every checkpoint stays (tensorpack's `max_to_keep=None`).
+    pub fn keep_all(self) -> ModelSaver {
+        self.max_to_keep(0)
+    }
+
+    /// One checkpoint per this many hours is never deleted; `None`: none is
+    /// kept for its age. Default `Some(0.5)`, as tensorpack.
+    pub fn keep_every_n_hours(mut self, hours: impl Into<Option<f64>>) -> ModelSaver {
+        self.keep_every_n_hours = hours.into().unwrap_or(0.0);
         self
     }
 
