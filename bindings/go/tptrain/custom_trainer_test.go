@@ -543,7 +543,7 @@ func TestTrainOpErrors(t *testing.T) {
 
 	// the async strategy does not run train ops
 	tr = ganTrainer(t, 1)
-	ok(t, tr.SetTowers(m, newGANInput(t), TowersOptions{Strategy: StrategyAsync}))
+	ok(t, tr.SetTowers(m, newGANInput(t), &TowersOptions{Strategy: StrategyAsync}))
 	ok(t, tr.SetRunStep(func(ctx *Context) error { return ctx.RunTrainOps("d_op") }))
 	wantError(t, tr.Run(), CodeUnsupported, "the async strategy does not run train ops")
 
@@ -650,7 +650,7 @@ func TestSetTrainOpsTrainsOnlyTheirVariables(t *testing.T) {
 			addGANOps(t, m)
 			tr := ganTrainer(t, 4)
 			if c.towers != nil {
-				ok(t, tr.SetTowers(m, newGANInput(t), *c.towers))
+				ok(t, tr.SetTowers(m, newGANInput(t), c.towers))
 			} else {
 				ok(t, tr.SetModel(m, newGANInput(t)))
 			}
@@ -721,7 +721,7 @@ func TestSetTrainOpsErrors(t *testing.T) {
 
 	// the async strategy does not run train ops: refused when they are set
 	tr = ganTrainer(t, 2)
-	ok(t, tr.SetTowers(m, newGANInput(t), TowersOptions{Strategy: StrategyAsync}))
+	ok(t, tr.SetTowers(m, newGANInput(t), &TowersOptions{Strategy: StrategyAsync}))
 	wantError(t, tr.SetTrainOps("d_op"), CodeUnsupported, "strategy (async towers) does not run train ops")
 }
 

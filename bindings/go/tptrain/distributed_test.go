@@ -318,7 +318,7 @@ func TestDistributedState(t *testing.T) {
 		tr := must(NewTrainer(quietOptions(1, 1, 2))).of(t)
 		in := must(InputFromDataFlow(df, nil)).of(t)
 		if towers {
-			ok(t, tr.SetTowers(m, in, TowersOptions{}))
+			ok(t, tr.SetTowers(m, in, nil))
 		} else {
 			ok(t, tr.SetModel(m, in))
 		}

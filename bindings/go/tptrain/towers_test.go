@@ -141,7 +141,7 @@ func newTowersTrainer(t *testing.T, r towersRun) (*Trainer, *Model) {
 		tr = must(NewTrainer(o)).of(t)
 		in := must(InputFromDataFlow(df, nil)).of(t)
 		if r.towers != nil {
-			ok(t, tr.SetTowers(m, in, *r.towers))
+			ok(t, tr.SetTowers(m, in, r.towers))
 		} else {
 			ok(t, tr.SetModel(m, in))
 		}
@@ -493,7 +493,7 @@ func TestTowersOptionErrors(t *testing.T) {
 		// SetTowers takes the input, also when it fails.
 		tr := must(NewTrainer(quietOptions(1, 1, 2))).of(t)
 		in := must(InputFromDataFlow(df, nil)).of(t)
-		wantError(t, tr.SetTowers(m, in, c.opts), c.code, c.substr)
+		wantError(t, tr.SetTowers(m, in, &c.opts), c.code, c.substr)
 		wantError(t, tr.SetModel(m, in), CodeInvalidArgument, "the Input was closed or already given away")
 		ok(t, tr.Close())
 		// A TrainConfig releases what it was given.

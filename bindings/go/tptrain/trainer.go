@@ -788,13 +788,16 @@ func (t *Trainer) Resume(path string) error {
 // all towers together), at least 1.
 //
 // It takes input over (also when it fails) and a reference to the model (the
-// caller still owns model). Before Run.
-func (t *Trainer) SetTowers(model *Model, input *Input, opts TowersOptions) error {
+// caller still owns model). Before Run. opts nil is the zero TowersOptions.
+func (t *Trainer) SetTowers(model *Model, input *Input, opts *TowersOptions) error {
+	if opts == nil {
+		opts = &TowersOptions{}
+	}
 	iptr, ist, err := input.take("Trainer.SetTowers")
 	if err != nil {
 		return err
 	}
-	copts, free, err := cTowersOptions(&opts, "Trainer.SetTowers")
+	copts, free, err := cTowersOptions(opts, "Trainer.SetTowers")
 	if err != nil {
 		C.tpt_input_free(iptr)
 		return err
