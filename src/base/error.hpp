@@ -2,8 +2,11 @@
 // (src/capi/barrier.hpp) turns it into a tpt_status with the same code.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "tptrain/common.h"
@@ -55,6 +58,20 @@ class StopTraining : public std::exception {
 
 [[noreturn]] inline void invalid_argument(const std::string &message) {
   throw Error(TPT_ERR_INVALID_ARGUMENT, message);
+}
+
+// The integer a caller stored in a C enum (a field of an options struct, an
+// argument), for the checks that refuse a value outside the enum: loading
+// such a value as the enum type is undefined behaviour in C++ (an enum
+// without a fixed underlying type only holds the values of its enumerators'
+// bits, so -1 in an enum of 0..2 is already out of range), so every first
+// look at a caller's enum goes through this and compares integers.
+template <class E>
+inline int64_t enum_int(const E &value) noexcept {
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int32_t), "a C enum of the ABI");
+  int32_t v;
+  std::memcpy(&v, &value, sizeof v);
+  return v;
 }
 
 // The first line of a LibTorch message (its later lines are a backtrace or

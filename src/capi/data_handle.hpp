@@ -63,11 +63,12 @@ inline std::unique_ptr<tpt::input::Input> input_of(tpt::data::DataFlowPtr d, con
                             " (initialise with TPT_INPUT_OPTIONS_INIT)");
     o = *options;
   }
+  if (tpt::enum_int(o.kind) != TPT_INPUT_QUEUE && tpt::enum_int(o.kind) != TPT_INPUT_FEED)
+    tpt::invalid_argument(name + "->kind " + std::to_string(tpt::enum_int(o.kind)) + " is not a tpt_input_kind");
   if (o.kind == TPT_INPUT_QUEUE && o.capacity < 1)
     tpt::invalid_argument(name + "->capacity must be >= 1, got " + std::to_string(o.capacity) + " (batches)");
   if (o.kind == TPT_INPUT_QUEUE) return tpt::input::queue(std::move(d), o.capacity, o.repeat != 0);
-  if (o.kind == TPT_INPUT_FEED) return tpt::input::feed(std::move(d), o.repeat != 0);
-  tpt::invalid_argument(name + "->kind " + std::to_string(static_cast<int>(o.kind)) + " is not a tpt_input_kind");
+  return tpt::input::feed(std::move(d), o.repeat != 0);
 }
 
 }  // namespace tpt::capi

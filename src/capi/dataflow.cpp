@@ -516,8 +516,8 @@ tpt_status *tpt_dataflow_augment(tpt_dataflow **out, tpt_dataflow *df, size_t in
                               ": initialise each augmentor with TPT_AUGMENTOR_INIT (version " +
                               std::to_string(TPT_AUGMENTOR_VERSION) + ")");
       // Checked before the cast: a value outside Augmentor::Kind's range is undefined behaviour.
-      if (a.kind < TPT_AUGMENT_TO_FLOAT || a.kind > TPT_AUGMENT_FLIP)
-        tpt::invalid_argument(entry + ": unknown kind " + std::to_string(static_cast<int64_t>(a.kind)));
+      if (tpt::enum_int(a.kind) < TPT_AUGMENT_TO_FLOAT || tpt::enum_int(a.kind) > TPT_AUGMENT_FLIP)
+        tpt::invalid_argument(entry + ": unknown kind " + std::to_string(tpt::enum_int(a.kind)));
       tpt::data::Augmentor g;
       g.kind = static_cast<tpt::data::Augmentor::Kind>(a.kind);
       g.scale = a.scale;

@@ -41,15 +41,15 @@ layers::LayerOptions layer_options(const tpt_layer_options *options) {
   if (o.version < 1 || o.version > TPT_LAYER_OPTIONS_VERSION)
     tpt::invalid_argument("options->version is " + std::to_string(o.version) +
                           " (initialise with TPT_LAYER_OPTIONS_INIT)");
-  if (o.activation < TPT_ACT_NONE || o.activation > TPT_ACT_SOFTMAX)
-    tpt::invalid_argument("options->activation " + std::to_string(static_cast<int>(o.activation)) +
+  if (tpt::enum_int(o.activation) < TPT_ACT_NONE || tpt::enum_int(o.activation) > TPT_ACT_SOFTMAX)
+    tpt::invalid_argument("options->activation " + std::to_string(tpt::enum_int(o.activation)) +
                           " is not a tpt_activation");
   if (!std::isfinite(o.alpha)) tpt::invalid_argument("options->alpha is not finite");
-  if (o.kernel_init < TPT_INIT_ZEROS || o.kernel_init > TPT_INIT_HE_NORMAL)
-    tpt::invalid_argument("options->kernel_init " + std::to_string(static_cast<int>(o.kernel_init)) +
+  if (tpt::enum_int(o.kernel_init) < TPT_INIT_ZEROS || tpt::enum_int(o.kernel_init) > TPT_INIT_HE_NORMAL)
+    tpt::invalid_argument("options->kernel_init " + std::to_string(tpt::enum_int(o.kernel_init)) +
                           " is not a tpt_init");
-  if (o.bias_init < TPT_INIT_ZEROS || o.bias_init > TPT_INIT_HE_NORMAL)
-    tpt::invalid_argument("options->bias_init " + std::to_string(static_cast<int>(o.bias_init)) +
+  if (tpt::enum_int(o.bias_init) < TPT_INIT_ZEROS || tpt::enum_int(o.bias_init) > TPT_INIT_HE_NORMAL)
+    tpt::invalid_argument("options->bias_init " + std::to_string(tpt::enum_int(o.bias_init)) +
                           " is not a tpt_init");
   for (int i = 0; i < 2; ++i) {
     at_least_one(o.kernel[i], "options->kernel", i);
@@ -60,8 +60,8 @@ layers::LayerOptions layer_options(const tpt_layer_options *options) {
     lo.dilation[i] = o.dilation[i];
   }
   at_least_one(o.groups, "options->groups");
-  if (o.padding != TPT_PADDING_SAME && o.padding != TPT_PADDING_VALID)
-    tpt::invalid_argument("options->padding " + std::to_string(static_cast<int>(o.padding)) +
+  if (tpt::enum_int(o.padding) != TPT_PADDING_SAME && tpt::enum_int(o.padding) != TPT_PADDING_VALID)
+    tpt::invalid_argument("options->padding " + std::to_string(tpt::enum_int(o.padding)) +
                           " is not a tpt_padding");
   lo.use_bias = o.use_bias != 0;
   lo.activation = o.activation;

@@ -62,7 +62,7 @@ std::vector<tpt::model::InputSpec> signature_arg(const tpt_input_spec *inputs, s
     const tpt_input_spec &in = inputs[i];
     if (!in.name || !*in.name) tpt::invalid_argument(where + ".name is NULL or empty");
     auto type = tpt::scalar_type_of(in.dtype);
-    if (!type) tpt::invalid_argument(where + ".dtype " + std::to_string(static_cast<int>(in.dtype)) + " is not a tpt_dtype");
+    if (!type) tpt::invalid_argument(where + ".dtype " + std::to_string(tpt::enum_int(in.dtype)) + " is not a tpt_dtype");
     if (in.ndim > 0 && !in.shape) tpt::invalid_argument(where + ".shape is NULL");
     std::vector<int64_t> shape(in.shape, in.shape + in.ndim);
     for (int64_t d : shape)

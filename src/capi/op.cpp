@@ -41,6 +41,8 @@ tpt::ops::Arg convert_arg(const tpt_arg &a, size_t i) {
       tpt::invalid_argument(entry(i, "list") + " is NULL but " + entry(i, "len") + " is " +
                             std::to_string(a.len));
   };
+  if (tpt::enum_int(a.kind) < TPT_ARG_NONE || tpt::enum_int(a.kind) > TPT_ARG_DTYPE)
+    tpt::invalid_argument(entry(i, "kind") + " is " + std::to_string(tpt::enum_int(a.kind)) + ", not a tpt_arg_kind");
   switch (a.kind) {
     case TPT_ARG_NONE: out.kind = ArgKind::None; break;
     case TPT_ARG_TENSOR:

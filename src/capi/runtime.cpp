@@ -65,6 +65,8 @@ std::string describe_build() {
 }  // namespace
 
 int tpt_has_feature(tpt_feature feature) {
+  const int64_t f = tpt::enum_int(feature);
+  if (f != TPT_FEATURE_GLOO && f != TPT_FEATURE_CUDA && f != TPT_FEATURE_NCCL) return 0;
   switch (feature) {
     case TPT_FEATURE_GLOO: return kHaveGloo ? 1 : 0;
     case TPT_FEATURE_CUDA: return cuda_available() ? 1 : 0;

@@ -62,9 +62,9 @@ tpt_tensor_options options_arg(const tpt_tensor_options *options) {
   return opts;
 }
 
-c10::ScalarType dtype_arg(tpt_dtype d, const char *what = "options->dtype") {
+c10::ScalarType dtype_arg(const tpt_dtype &d, const char *what = "options->dtype") {
   auto type = tpt::scalar_type_of(d);
-  if (!type) tpt::invalid_argument(std::string(what) + " " + std::to_string(static_cast<int>(d)) + " is not a tpt_dtype");
+  if (!type) tpt::invalid_argument(std::string(what) + " " + std::to_string(tpt::enum_int(d)) + " is not a tpt_dtype");
   return *type;
 }
 
@@ -173,7 +173,7 @@ tpt_status *tpt_tensor_to(tpt_tensor **out, const tpt_tensor *tensor, const char
     *out = nullptr;
     const at::Tensor &t = tensor_arg(tensor, "tensor");
     c10::Device dev = device ? c10::Device(std::string(device)) : t.device();
-    c10::ScalarType type = dtype == 0 ? t.scalar_type() : dtype_arg(dtype, "dtype");
+    c10::ScalarType type = tpt::enum_int(dtype) == 0 ? t.scalar_type() : dtype_arg(dtype, "dtype");
     tpt::capi::give(out, t.to(dev, type, /*non_blocking=*/false, /*copy=*/true));
   });
 }
@@ -241,8 +241,9 @@ int64_t tpt_tensor_live_handles(void) { return tpt::capi::g_live_tensors.load(st
 
 tpt_status *tpt_tensor_scope_set_mode(tpt_scope_mode mode) {
   return guard(__func__, [&] {
-    if (mode != TPT_SCOPE_FREE && mode != TPT_SCOPE_EXPIRE && mode != TPT_SCOPE_OFF)
-      tpt::invalid_argument("mode " + std::to_string(static_cast<int>(mode)) + " is not a tpt_scope_mode");
+    const int64_t m = tpt::enum_int(mode);
+    if (m != TPT_SCOPE_FREE && m != TPT_SCOPE_EXPIRE && m != TPT_SCOPE_OFF)
+      tpt::invalid_argument("mode " + std::to_string(m) + " is not a tpt_scope_mode");
     if (tpt::capi::TensorScope *s = tpt::capi::t_scope) s->set_mode(mode);
   });
 }

@@ -69,6 +69,8 @@ tpt::parallel::TowersOptions towers_options(const tpt_towers_options *options, c
                                         : offsetof(tpt_towers_options, overlap));
   }
   tpt::parallel::TowersOptions to;
+  if (tpt::enum_int(o.strategy) < TPT_STRATEGY_SIMPLE || tpt::enum_int(o.strategy) > TPT_STRATEGY_ASYNC)
+    tpt::invalid_argument(name + "->strategy " + std::to_string(tpt::enum_int(o.strategy)) + " is not a tpt_strategy");
   switch (o.strategy) {
     case TPT_STRATEGY_SIMPLE: to.kind = tpt::parallel::Kind::Simple; break;
     case TPT_STRATEGY_REPLICATED: to.kind = tpt::parallel::Kind::Replicated; break;
@@ -235,12 +237,12 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
   if (o.stop_on_signals < -1 || o.stop_on_signals > 1)
     tpt::invalid_argument("options->stop_on_signals must be 1 (on), 0 (from TPTRAIN_STOP_ON_SIGNALS) or -1 (off), got " +
                           std::to_string(o.stop_on_signals));
-  if (o.precision < TPT_PRECISION_FP32 || o.precision > TPT_PRECISION_FP16_MIXED)
-    tpt::invalid_argument("options->precision " + std::to_string(static_cast<int>(o.precision)) +
+  if (tpt::enum_int(o.precision) < TPT_PRECISION_FP32 || tpt::enum_int(o.precision) > TPT_PRECISION_FP16_MIXED)
+    tpt::invalid_argument("options->precision " + std::to_string(tpt::enum_int(o.precision)) +
                           " is not a tpt_precision (TPT_PRECISION_FP32, _BF16_MIXED or _FP16_MIXED)");
   const tpt_loss_scaling &ls = o.loss_scaling;
-  if (ls.mode < TPT_LOSS_SCALING_AUTO || ls.mode > TPT_LOSS_SCALING_OFF)
-    tpt::invalid_argument("options->loss_scaling.mode " + std::to_string(static_cast<int>(ls.mode)) +
+  if (tpt::enum_int(ls.mode) < TPT_LOSS_SCALING_AUTO || tpt::enum_int(ls.mode) > TPT_LOSS_SCALING_OFF)
+    tpt::invalid_argument("options->loss_scaling.mode " + std::to_string(tpt::enum_int(ls.mode)) +
                           " is not a tpt_loss_scaling_mode (TPT_LOSS_SCALING_AUTO, _ON or _OFF)");
   if (!(ls.init_scale > 0 && ls.init_scale <= 3.4028234663852886e38))
     tpt::invalid_argument("options->loss_scaling.init_scale must be > 0 and a finite float32, got " +
@@ -267,11 +269,11 @@ tpt::TrainerConfig trainer_config(const tpt_trainer_options *options) {
   if (o.steps_per_epoch < -1)
     tpt::invalid_argument("options->steps_per_epoch must be >= 0 (or -1: not set), got " +
                           std::to_string(o.steps_per_epoch));
-  if (o.logdir_action < TPT_LOGDIR_REFUSE || o.logdir_action > TPT_LOGDIR_ASK)
-    tpt::invalid_argument("options->logdir_action " + std::to_string(static_cast<int>(o.logdir_action)) +
+  if (tpt::enum_int(o.logdir_action) < TPT_LOGDIR_REFUSE || tpt::enum_int(o.logdir_action) > TPT_LOGDIR_ASK)
+    tpt::invalid_argument("options->logdir_action " + std::to_string(tpt::enum_int(o.logdir_action)) +
                           " is not a tpt_logdir_action");
-  if (o.progress < TPT_PROGRESS_AUTO || o.progress > TPT_PROGRESS_OFF)
-    tpt::invalid_argument("options->progress " + std::to_string(static_cast<int>(o.progress)) +
+  if (tpt::enum_int(o.progress) < TPT_PROGRESS_AUTO || tpt::enum_int(o.progress) > TPT_PROGRESS_OFF)
+    tpt::invalid_argument("options->progress " + std::to_string(tpt::enum_int(o.progress)) +
                           " is not a tpt_progress");
   if (o.logdir && *o.logdir == '\0') tpt::invalid_argument("options->logdir is empty (use NULL for none)");
   tpt::TrainerConfig c;

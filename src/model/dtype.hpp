@@ -9,7 +9,11 @@
 
 namespace tpt {
 
-inline c10::optional<c10::ScalarType> scalar_type_of(tpt_dtype d) noexcept {
+// (By reference: a caller's value outside the enum is read as an integer,
+// see enum_int.)
+inline c10::optional<c10::ScalarType> scalar_type_of(const tpt_dtype &d) noexcept {
+  const int64_t v = enum_int(d);
+  if (v < TPT_DTYPE_F32 || v >= TPT_DTYPE_FORCE32) return c10::nullopt;
   switch (d) {
     case TPT_DTYPE_F32: return c10::ScalarType::Float;
     case TPT_DTYPE_F64: return c10::ScalarType::Double;

@@ -92,9 +92,11 @@ void need_image(const at::Tensor &x, const Who &who) {
     invalid_argument(who + ": x has no pixels: " + shape_text(x.sizes()));
 }
 
-bool valid_init(tpt_init i) { return i >= TPT_INIT_ZEROS && i <= TPT_INIT_HE_NORMAL; }
-bool valid_activation(tpt_activation a) { return a >= TPT_ACT_NONE && a <= TPT_ACT_SOFTMAX; }
-bool valid_padding(tpt_padding p) { return p == TPT_PADDING_SAME || p == TPT_PADDING_VALID; }
+// By reference and as integers: a caller's value outside the enum is not
+// loaded as the enum (see enum_int).
+bool valid_init(const tpt_init &i) { return enum_int(i) >= TPT_INIT_ZEROS && enum_int(i) <= TPT_INIT_HE_NORMAL; }
+bool valid_activation(const tpt_activation &a) { return enum_int(a) >= TPT_ACT_NONE && enum_int(a) <= TPT_ACT_SOFTMAX; }
+bool valid_padding(const tpt_padding &p) { return enum_int(p) == TPT_PADDING_SAME || enum_int(p) == TPT_PADDING_VALID; }
 
 // Pops the scope it pushed, also when the layer throws.
 class LayerScope {
@@ -212,12 +214,12 @@ void validate(const LayerOptions &o, const std::string &who) { validate(o, Who(w
 
 void validate(const LayerOptions &o, const Who &who) {
   if (!valid_activation(o.activation))
-    invalid_argument(who + ": activation " + std::to_string(static_cast<int>(o.activation)) + " is not a tpt_activation");
+    invalid_argument(who + ": activation " + std::to_string(enum_int(o.activation)) + " is not a tpt_activation");
   if (!std::isfinite(o.alpha)) invalid_argument(who + ": alpha must be finite, got " + num(o.alpha));
   if (!valid_init(o.kernel_init))
-    invalid_argument(who + ": kernel_init " + std::to_string(static_cast<int>(o.kernel_init)) + " is not a tpt_init");
+    invalid_argument(who + ": kernel_init " + std::to_string(enum_int(o.kernel_init)) + " is not a tpt_init");
   if (!valid_init(o.bias_init))
-    invalid_argument(who + ": bias_init " + std::to_string(static_cast<int>(o.bias_init)) + " is not a tpt_init");
+    invalid_argument(who + ": bias_init " + std::to_string(enum_int(o.bias_init)) + " is not a tpt_init");
   for (int i = 0; i < 2; ++i) {
     need_at_least(o.kernel[i], 1, who, "kernel", i);
     need_at_least(o.stride[i], 1, who, "stride", i);
@@ -225,7 +227,7 @@ void validate(const LayerOptions &o, const Who &who) {
   }
   need_at_least(o.groups, 1, who, "groups");
   if (!valid_padding(o.padding))
-    invalid_argument(who + ": padding " + std::to_string(static_cast<int>(o.padding)) + " is not a tpt_padding");
+    invalid_argument(who + ": padding " + std::to_string(enum_int(o.padding)) + " is not a tpt_padding");
 }
 
 std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t kernel, int64_t stride, int64_t dilation) {
@@ -387,7 +389,7 @@ at::Tensor pool(bool is_max, const at::Tensor &x, int64_t kernel, int64_t stride
   need_at_least(kernel, 1, who, "kernel");
   need_at_least(stride, 1, who, "stride");
   if (!valid_padding(padding))
-    invalid_argument(who + ": padding " + std::to_string(static_cast<int>(padding)) + " is not a tpt_padding");
+    invalid_argument(who + ": padding " + std::to_string(enum_int(padding)) + " is not a tpt_padding");
   if (padding == TPT_PADDING_VALID) {
     if (x.size(2) < kernel || x.size(3) < kernel)
       invalid_argument(who + ": with VALID padding the input " + shape_text(x.sizes()) + " is smaller than the kernel " +

@@ -76,7 +76,7 @@ void initialize(at::Tensor &t, const VariableOptions &o) {
         t.normal_(0, std);
       break;
     }
-    default: invalid_argument("init " + std::to_string(static_cast<int>(o.init)) + " is not a tpt_init");
+    default: invalid_argument("init " + std::to_string(enum_int(o.init)) + " is not a tpt_init");
   }
 }
 

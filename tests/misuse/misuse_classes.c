@@ -3,6 +3,7 @@
  * case, run in a forked child by misuse_main.c: returning non-zero, a crash,
  * a sanitizer report or a hang fails it. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -856,6 +857,133 @@ static int map_component_returns_its_input(void) {
   return 0;
 }
 
+/* ======================================================================
+ * Enums out of range. A C caller can put any int32 in an enum field or
+ * argument. Each one below, at -1, INT32_MIN and 1 << 30, is refused with
+ * TPT_ERR_INVALID_ARGUMENT naming it (tpt_has_feature says 0); loading
+ * such a value as the C++ enum before checking it would be undefined
+ * behaviour, which the ASan + UBSan run of this suite reports. */
+static const int32_t bad_enums[] = {-1, INT32_MIN, 1 << 30};
+
+static tpt_layer_options g_bad_layer;
+static tpt_variable_options g_bad_variable;
+
+static tpt_status *bad_layer_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
+  (void)n, (void)ud;
+  tpt_tensor *y = NULL;
+  return tpt_layer_fc(&y, tw, "fc", in[0], 1, &g_bad_layer);
+}
+
+static tpt_status *bad_variable_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
+  (void)in, (void)n, (void)ud;
+  const int64_t shape[] = {2};
+  tpt_tensor *v = NULL;
+  return tpt_tower_variable(&v, tw, "v", shape, 1, &g_bad_variable);
+}
+
+#define ENUM_REFUSED(call, fragment) CHECK(is_error((call), TPT_ERR_INVALID_ARGUMENT, (fragment)))
+
+static int enums_out_of_range_refused(void) {
+  for (size_t k = 0; k < sizeof bad_enums / sizeof bad_enums[0]; ++k) {
+    const int32_t bad = bad_enums[k];
+    tpt_trainer *t = NULL;
+    tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+    o.logdir_action = (tpt_logdir_action)bad;
+    ENUM_REFUSED(tpt_trainer_new(&t, &o), "options->logdir_action");
+    o = (tpt_trainer_options)TPT_TRAINER_OPTIONS_INIT;
+    o.progress = (tpt_progress)bad;
+    ENUM_REFUSED(tpt_trainer_new(&t, &o), "options->progress");
+    o = (tpt_trainer_options)TPT_TRAINER_OPTIONS_INIT;
+    o.precision = (tpt_precision)bad;
+    ENUM_REFUSED(tpt_trainer_new(&t, &o), "options->precision");
+    o = (tpt_trainer_options)TPT_TRAINER_OPTIONS_INIT;
+    o.loss_scaling.mode = (tpt_loss_scaling_mode)bad;
+    ENUM_REFUSED(tpt_trainer_new(&t, &o), "options->loss_scaling.mode");
+
+    tpt_trainer *tr = mk_quiet_trainer(1);
+    tpt_towers_options to = TPT_TOWERS_OPTIONS_INIT;
+    to.strategy = (tpt_strategy)bad;
+    tpt_model *m = mk_model();
+    ENUM_REFUSED(tpt_trainer_set_towers(tr, m, mk_input(), &to), "strategy");
+    tpt_trainer_free(tr);
+
+    g_bad_layer = (tpt_layer_options)TPT_LAYER_OPTIONS_INIT;
+    g_bad_layer.activation = (tpt_activation)bad;
+    tpt_model *lm = mk_model_with(bad_layer_tower);
+    ENUM_REFUSED(tpt_model_build(lm), "activation");
+    tpt_model_free(lm);
+    g_bad_layer = (tpt_layer_options)TPT_LAYER_OPTIONS_INIT;
+    g_bad_layer.kernel_init = (tpt_init)bad;
+    lm = mk_model_with(bad_layer_tower);
+    ENUM_REFUSED(tpt_model_build(lm), "kernel_init");
+    tpt_model_free(lm);
+    g_bad_layer = (tpt_layer_options)TPT_LAYER_OPTIONS_INIT;
+    g_bad_layer.bias_init = (tpt_init)bad;
+    lm = mk_model_with(bad_layer_tower);
+    ENUM_REFUSED(tpt_model_build(lm), "bias_init");
+    tpt_model_free(lm);
+    g_bad_layer = (tpt_layer_options)TPT_LAYER_OPTIONS_INIT;
+    g_bad_layer.padding = (tpt_padding)bad;
+    lm = mk_model_with(bad_layer_tower);
+    ENUM_REFUSED(tpt_model_build(lm), "padding");
+    tpt_model_free(lm);
+
+    g_bad_variable = (tpt_variable_options)TPT_VARIABLE_OPTIONS_INIT;
+    g_bad_variable.dtype = (tpt_dtype)bad;
+    tpt_model *vm = mk_model_with(bad_variable_tower);
+    ENUM_REFUSED(tpt_model_build(vm), "dtype");
+    tpt_model_free(vm);
+    g_bad_variable = (tpt_variable_options)TPT_VARIABLE_OPTIONS_INIT;
+    g_bad_variable.init = (tpt_init)bad;
+    vm = mk_model_with(bad_variable_tower);
+    ENUM_REFUSED(tpt_model_build(vm), "init");
+    tpt_model_free(vm);
+
+    tpt_tensor *x = NULL;
+    tpt_tensor_options tens = TPT_TENSOR_OPTIONS_INIT;
+    tens.dtype = (tpt_dtype)bad;
+    const float data[2] = {1, 2};
+    const int64_t two[] = {2};
+    ENUM_REFUSED(tpt_tensor_from_data(&x, data, sizeof data, two, 1, &tens), "dtype");
+    tpt_tensor *img = NULL;
+    const float pixels[16] = {0};
+    const int64_t nchw[] = {1, 1, 4, 4};
+    CHECK(tpt_tensor_from_data(&img, pixels, sizeof pixels, nchw, 4, NULL) == NULL);
+    ENUM_REFUSED(tpt_tensor_to(&x, img, NULL, (tpt_dtype)bad), "dtype");
+    ENUM_REFUSED(tpt_layer_max_pool(&x, img, 2, 2, (tpt_padding)bad), "padding");
+    ENUM_REFUSED(tpt_layer_avg_pool(&x, img, 2, 2, (tpt_padding)bad), "padding");
+    CHECK(tpt_dtype_size((tpt_dtype)bad) == 0);
+
+    const int64_t shape[] = {-1, 3};
+    tpt_input_spec spec[] = {{"x", (tpt_dtype)bad, shape, 2}};
+    tpt_model *sm = NULL;
+    ENUM_REFUSED(tpt_model_new(&sm, spec, 1, cost_tower, NULL, NULL), "dtype");
+
+    tpt_input *in = NULL;
+    tpt_input_options io = TPT_INPUT_OPTIONS_INIT;
+    io.kind = (tpt_input_kind)bad;
+    tpt_dataflow *df = mk_dataflow();
+    ENUM_REFUSED(tpt_input_from_dataflow(&in, df, &io), "kind");
+
+    tpt_dataflow *aug = NULL;
+    tpt_augmentor a = TPT_AUGMENTOR_INIT;
+    a.kind = (tpt_augment_kind)bad;
+    ENUM_REFUSED(tpt_dataflow_augment(&aug, df, 0, &a, 1, 0), "kind");
+    tpt_dataflow_free(df);
+
+    tpt_arg arg[] = {{0}};
+    arg[0].kind = (tpt_arg_kind)bad;
+    size_t n_out = 0;
+    ENUM_REFUSED(tpt_op_call(&x, 1, &n_out, "aten::relu", NULL, arg, 1), "kind");
+
+    ENUM_REFUSED(tpt_tensor_scope_set_mode((tpt_scope_mode)bad), "mode");
+    CHECK(tpt_has_feature((tpt_feature)bad) == 0);
+    tpt_tensor_free(img);
+    tpt_model_free(m);
+  }
+  return 0;
+}
+
 const class_case class_cases[] = {
     {"free a dataflow from its own next callback", free_dataflow_in_next, 60},
     {"free a pipeline's root from its map callback (and the lent datapoint)", free_root_in_map, 60},
@@ -889,5 +1017,6 @@ const class_case class_cases[] = {
     {"FIFO, directory and device paths are refused by every reader without blocking", fifo_and_device_paths_refused, 30},
     {"a variable name of 200,000 characters is refused before any pattern searches it", huge_variable_name_refused, 20},
     {"a map_component callback that gives back its lent input", map_component_returns_its_input, 30},
+    {"every enum field and argument at -1, INT32_MIN and 1 << 30 is refused (read as an integer first)", enums_out_of_range_refused, 60},
 };
 const size_t n_class_cases = sizeof class_cases / sizeof class_cases[0];
