@@ -52,11 +52,9 @@ inline tpt::model::VariableOptions variable_options_arg(const tpt_variable_optio
   }
   auto type = tpt::scalar_type_of(o.dtype);
   if (!type) tpt::invalid_argument(name + "->dtype " + std::to_string(tpt::enum_int(o.dtype)) + " is not a tpt_dtype");
-  if (tpt::enum_int(o.init) < TPT_INIT_ZEROS || tpt::enum_int(o.init) > TPT_INIT_HE_NORMAL)
-    tpt::invalid_argument(name + "->init " + std::to_string(tpt::enum_int(o.init)) + " is not a tpt_init");
   tpt::model::VariableOptions vo;
   vo.dtype = *type;
-  vo.init = o.init;
+  std::memcpy(&vo.init, &o.init, sizeof vo.init);  // checked as an integer where it is used (initialize)
   vo.trainable = o.trainable != 0;
   vo.a = o.a;
   vo.b = o.b;

@@ -110,11 +110,24 @@ tpt_status *tpt_layer_conv2d_transpose(tpt_tensor **out, tpt_tower *tower, const
   });
 }
 
+namespace {
+
+// A pool's padding argument, checked as an integer (see tpt::enum_int)
+// before it is passed on as the enum.
+tpt_padding padding_arg(const tpt_padding &padding, const char *who) {
+  if (tpt::enum_int(padding) != TPT_PADDING_SAME && tpt::enum_int(padding) != TPT_PADDING_VALID)
+    tpt::invalid_argument(std::string(who) + ": padding " + std::to_string(tpt::enum_int(padding)) +
+                          " is not a tpt_padding");
+  return padding;
+}
+
+}  // namespace
+
 tpt_status *tpt_layer_max_pool(tpt_tensor **out, const tpt_tensor *x, int64_t kernel, int64_t stride,
                                tpt_padding padding) {
   return guard(__func__, [&] {
     clear(out);
-    give(out, layers::max_pool(tensor_arg(x, "x"), kernel, stride, padding));
+    give(out, layers::max_pool(tensor_arg(x, "x"), kernel, stride, padding_arg(padding, "max_pool")));
   });
 }
 
@@ -122,7 +135,7 @@ tpt_status *tpt_layer_avg_pool(tpt_tensor **out, const tpt_tensor *x, int64_t ke
                                tpt_padding padding) {
   return guard(__func__, [&] {
     clear(out);
-    give(out, layers::avg_pool(tensor_arg(x, "x"), kernel, stride, padding));
+    give(out, layers::avg_pool(tensor_arg(x, "x"), kernel, stride, padding_arg(padding, "avg_pool")));
   });
 }
 

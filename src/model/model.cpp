@@ -32,6 +32,9 @@ std::pair<double, double> fans(const at::Tensor &t) {
 }
 
 void initialize(at::Tensor &t, const VariableOptions &o) {
+  // As an integer first: a caller's value outside the enum (see enum_int).
+  if (enum_int(o.init) < TPT_INIT_ZEROS || enum_int(o.init) > TPT_INIT_HE_NORMAL)
+    invalid_argument("init " + std::to_string(enum_int(o.init)) + " is not a tpt_init");
   auto [fan_in, fan_out] = fans(t);
   switch (o.init) {
     case TPT_INIT_ZEROS: t.zero_(); break;
