@@ -907,26 +907,18 @@ static int enums_out_of_range_refused(void) {
     ENUM_REFUSED(tpt_trainer_set_towers(tr, m, mk_input(), &to), "strategy");
     tpt_trainer_free(tr);
 
-    g_bad_layer = (tpt_layer_options)TPT_LAYER_OPTIONS_INIT;
-    g_bad_layer.activation = (tpt_activation)bad;
-    tpt_model *lm = mk_model_with(bad_layer_tower);
-    ENUM_REFUSED(tpt_model_build(lm), "activation");
-    tpt_model_free(lm);
-    g_bad_layer = (tpt_layer_options)TPT_LAYER_OPTIONS_INIT;
-    g_bad_layer.kernel_init = (tpt_init)bad;
-    lm = mk_model_with(bad_layer_tower);
-    ENUM_REFUSED(tpt_model_build(lm), "kernel_init");
-    tpt_model_free(lm);
-    g_bad_layer = (tpt_layer_options)TPT_LAYER_OPTIONS_INIT;
-    g_bad_layer.bias_init = (tpt_init)bad;
-    lm = mk_model_with(bad_layer_tower);
-    ENUM_REFUSED(tpt_model_build(lm), "bias_init");
-    tpt_model_free(lm);
-    g_bad_layer = (tpt_layer_options)TPT_LAYER_OPTIONS_INIT;
-    g_bad_layer.padding = (tpt_padding)bad;
-    lm = mk_model_with(bad_layer_tower);
-    ENUM_REFUSED(tpt_model_build(lm), "padding");
-    tpt_model_free(lm);
+    for (size_t f = 0; f < 4; ++f) {
+      static const char *const fields[] = {"activation", "kernel_init", "bias_init", "padding"};
+      g_bad_layer = (tpt_layer_options)TPT_LAYER_OPTIONS_INIT;
+      tpt_layer_options *o = &g_bad_layer;
+      if (f == 0) o->activation = (tpt_activation)bad;
+      if (f == 1) o->kernel_init = (tpt_init)bad;
+      if (f == 2) o->bias_init = (tpt_init)bad;
+      if (f == 3) o->padding = (tpt_padding)bad;
+      tpt_model *lm = mk_model_with(bad_layer_tower);
+      ENUM_REFUSED(tpt_model_build(lm), fields[f]);
+      tpt_model_free(lm);
+    }
 
     g_bad_variable = (tpt_variable_options)TPT_VARIABLE_OPTIONS_INIT;
     g_bad_variable.dtype = (tpt_dtype)bad;

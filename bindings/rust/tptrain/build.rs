@@ -3,7 +3,7 @@
 //! `tpt_model_restore`), so that an error's message names the call the
 //! program made (see `Error::check`). It is read from this crate's own
 //! sources at build time, so it cannot go stale.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,7 @@ fn ident_end(s: &str) -> usize {
 }
 
 /// The functions of one file, by brace depth.
-fn scan(text: &str, file_type: &str, out: &mut Vec<Func>) {
+fn scan(text: &str, file_type: &str, c_fns: &BTreeSet<String>, out: &mut Vec<Func>) {
     // Open `impl` blocks: (depth, type; "" for a trait impl).
     let mut impls: Vec<(usize, String)> = Vec::new();
     let mut current: Option<(usize, Func)> = None;
@@ -45,7 +45,11 @@ fn scan(text: &str, file_type: &str, out: &mut Vec<Func>) {
             if let Some(args) = trimmed.split_once("!(").map(|(_, a)| a) {
                 let words: Vec<&str> =
                     args.split(',').map(|w| w.trim().trim_end_matches(';').trim_end_matches(')')).collect();
-                let cs: Vec<&str> = words.iter().copied().filter(|w| w.starts_with("tpt_")).collect();
+                let cs: Vec<&str> = words
+                    .iter()
+                    .copied()
+                    .filter(|w| if c_fns.is_empty() { w.starts_with("tpt_") } else { c_fns.contains(*w) })
+                    .collect();
                 let methods: Vec<&str> = words
                     .iter()
                     .copied()
@@ -98,12 +102,22 @@ fn scan(text: &str, file_type: &str, out: &mut Vec<Func>) {
                     continue;
                 }
                 let word = &rest[..end];
-                if rest[end..].starts_with('(') {
-                    if let Some(c) = word.strip_prefix("tpt_") {
-                        let c = format!("tpt_{c}");
-                        if i >= 5 && &code[i - 5..i] == "sys::" && !f.c_calls.contains(&c) {
-                            f.c_calls.push(c);
-                        }
+                // A C function called, or passed on (`self.weighted(sys::tpt_layer_fc, ..)`).
+                // (Without the sys crate's list, as when packaged alone: calls only.)
+                let c_fn = i >= 5
+                    && &code[i - 5..i] == "sys::"
+                    && if c_fns.is_empty() {
+                        word.starts_with("tpt_") && rest[end..].starts_with('(')
+                    } else {
+                        c_fns.contains(word)
+                    };
+                if c_fn {
+                    if !f.c_calls.iter().any(|c| c == word) {
+                        f.c_calls.push(word.to_string());
+                    }
+                } else if rest[end..].starts_with('(') {
+                    if word.starts_with("tpt_") {
+                        // not a function of the sys crate
                     } else if !f.calls.iter().any(|w| w == word) {
                         f.calls.push(word.to_string());
                     }
@@ -221,6 +235,16 @@ fn callers(c: &str, fns: &[Func]) -> Option<String> {
 fn main() {
     let src = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("src");
     println!("cargo:rerun-if-changed={}", src.display());
+    // The C functions: those tptrain-sys declares.
+    let sys = Path::new(&env::var("CARGO_MANIFEST_DIR").unwrap()).join("../tptrain-sys/src/lib.rs");
+    println!("cargo:rerun-if-changed={}", sys.display());
+    let c_fns: BTreeSet<String> = fs::read_to_string(&sys)
+        .unwrap_or_default()
+        .split("pub fn ")
+        .skip(1)
+        .map(|rest| rest[..ident_end(rest)].to_string())
+        .filter(|name| name.starts_with("tpt_"))
+        .collect();
     let mut paths = Vec::new();
     files(&src, &mut paths);
     paths.sort();
@@ -230,7 +254,7 @@ fn main() {
         if let Ok(text) = fs::read_to_string(p) {
             let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("");
             let first = fns.len();
-            scan(&text, stem, &mut fns);
+            scan(&text, stem, &c_fns, &mut fns);
             // Free functions as a program names them: those of the public
             // modules (lib.rs: `ops` is op.rs, `nn` layer.rs) with the
             // module; the others are re-exported at the crate's root.

@@ -396,6 +396,14 @@ fn errors_name_the_rust_call() {
     named(src.batch(0, Remainder::Drop).unwrap_err(), "DataFlow::batch", "tpt_dataflow_batch");
     let ops_error = tptrain::ops::call("aten::relux", None, &[]).unwrap_err();
     named(ops_error, "ops::call", "tpt_op_call");
+    // A wrapper that hands the C function on (`Tower::fc`), from a tower
+    // function: its error comes out of the build unchanged.
+    let zero_units = Model::new(&signature(), |tower, inputs| {
+        let y = tower.fc("fc", &inputs[0], 0, None)?;
+        tower.set_cost(&y.mean()?)
+    })
+    .unwrap();
+    named(zero_units.build().unwrap_err(), "Tower::fc", "tpt_layer_fc");
     let train = DataFlow::from_tensors(&[&x, &y], Order::Shuffled).unwrap().batch(4, Remainder::Drop).unwrap();
     let bad = TrainerOptions { starting_epoch: -1, ..quiet(2, 1) };
     let e = Trainer::from_config(TrainConfig { options: Some(bad), ..TrainConfig::from_dataflow(&m, &train) });
