@@ -14,6 +14,9 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "loop/trainer.hpp"
@@ -356,3 +359,88 @@ TEST(Distributed, TwoProcessesTrainAsTwoTowers) {
   }
 }
 #endif
+
+namespace {
+
+const c10::Device kCpu(c10::kCPU);
+
+::testing::AssertionResult close(const at::Tensor &got, const at::Tensor &want, double rtol, double atol) {
+  if (!got.defined()) return ::testing::AssertionFailure() << "no result";
+  if (got.sizes() != want.sizes())
+    return ::testing::AssertionFailure() << "shape " << got.sizes() << ", want " << want.sizes();
+  if (!at::allclose(got, want, rtol, atol))
+    return ::testing::AssertionFailure() << "values differ by up to " << (got - want).abs().max().item<double>();
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- towers on threads
+
+// A tower function may run on several threads at once (tptrain's multi-tower
+// trainers will call it so): four training towers, one thread each, through
+// fc, batch norm and fc with backward into the shared variables. Their
+// gradients add up to the sum of the towers' gradients computed one by one,
+// and batch norm's moving averages move once (tower 0's call), as one by one.
+// Also run under ThreadSanitizer (gtest-threads, test_cpp_threads).
+TEST(Towers, TrainingTowersOnThreadsAtOnce) {
+  at::manual_seed(11);
+  tpt::model::InputSpec xs{"x", at::kFloat, {-1, 4}}, ys{"y", at::kFloat, {-1, 1}};
+  Model model({xs, ys}, [](Tower &t, const std::vector<at::Tensor> &in) {
+    L::LayerOptions relu;
+    relu.activation = TPT_ACT_RELU;
+    at::Tensor h = L::batch_norm(t, "bn", L::fc(t, "fc1", in[0], 8, relu));
+    t.set_cost(L::mse(L::fc(t, "out", h, 1, L::LayerOptions()), in[1]));
+  });
+  model.build();
+  constexpr int kTowers = 4;
+  std::vector<std::vector<at::Tensor>> batches;
+  for (int k = 0; k < kTowers; ++k) batches.push_back({at::randn({6, 4}) * (k + 1), at::randn({6, 1})});
+  const auto vars = model.variables().all();
+  auto ema = [&] { return std::make_pair(model.variables().find("bn/mean/EMA")->value.clone(),
+                                         model.variables().find("bn/variance/EMA")->value.clone()); };
+  auto [mean0, var0] = ema();
+  auto run_tower = [&](int k) {
+    Tower t(model, "tower" + std::to_string(k), k, /*training=*/true, /*building=*/false, kCpu);
+    model.call(t, batches[k]);
+    t.cost()->backward();
+  };
+  auto zero_grads = [&] {
+    for (const auto &v : vars)
+      if (v.trainable && v.value.grad().defined()) v.value.mutable_grad() = at::Tensor();
+  };
+
+  // One by one: the sum of the towers' gradients, and the averages after all.
+  zero_grads();
+  for (int k = 0; k < kTowers; ++k) run_tower(k);
+  std::vector<at::Tensor> want;
+  for (const auto &v : vars) want.push_back(v.trainable ? v.value.grad().clone() : at::Tensor());
+  auto [mean1, var1] = ema();
+  EXPECT_FALSE(mean1.equal(mean0));  // tower 0 moved them
+
+  // The same on four threads at once, from the same variables.
+  zero_grads();
+  model.assign("bn/mean/EMA", mean0);
+  model.assign("bn/variance/EMA", var0);
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(kTowers);
+  for (int k = 0; k < kTowers; ++k)
+    threads.emplace_back([&, k] {
+      try {
+        run_tower(k);
+      } catch (const std::exception &e) {
+        errors[k] = e.what();
+      }
+    });
+  for (auto &th : threads) th.join();
+  for (int k = 0; k < kTowers; ++k) EXPECT_EQ(errors[k], "") << "tower " << k;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    if (!vars[i].trainable) continue;
+    ASSERT_TRUE(vars[i].value.grad().defined()) << vars[i].name;
+    EXPECT_TRUE(close(vars[i].value.grad(), want[i], 1e-5, 1e-6)) << vars[i].name;
+  }
+  auto [mean2, var2] = ema();
+  EXPECT_TRUE(mean2.equal(mean1));
+  EXPECT_TRUE(var2.equal(var1));
+  zero_grads();
+}
