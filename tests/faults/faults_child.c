@@ -9,8 +9,9 @@
  *       first when it resumed), then "run=<code> global_step=<step>" and
  *       "faults=<how many calls were failed>". Exit 0 when the run returned
  *       TPT_OK, 1 with the error on stderr otherwise.
- *   faults_child check FILE
- *       Exit 0 when FILE is a readable checkpoint (tpt_trainer_resume).
+ *   faults_child check FILE...
+ *       Exit 0 when every FILE is a readable checkpoint (tpt_trainer_resume);
+ *       one process for all (each start loads LibTorch).
  *
  * The storage faults: this executable defines write, pwrite, pwrite64,
  * fsync, fdatasync, rename and flock (exported to the shared objects it loads, see
@@ -221,22 +222,24 @@ static tpt_status *events(tpt_trainer *t, tpt_event ev, const tpt_record *r, voi
   return NULL;
 }
 
-static int check(const char *file) {
-  tpt_trainer *t = NULL;
-  CHECK(tpt_trainer_new(&t, NULL));
-  tpt_status *st = tpt_trainer_resume(t, file);
-  if (st) {
-    fprintf(stderr, "unreadable: %s\n", tpt_status_message(st));
-    return 1;
+static int check(int n, char **files) {
+  for (int i = 0; i < n; ++i) {
+    tpt_trainer *t = NULL;
+    CHECK(tpt_trainer_new(&t, NULL));
+    tpt_status *st = tpt_trainer_resume(t, files[i]);
+    if (st) {
+      fprintf(stderr, "unreadable: %s: %s\n", files[i], tpt_status_message(st));
+      return 1;
+    }
+    tpt_trainer_free(t);
   }
-  tpt_trainer_free(t);
   return 0;
 }
 
 int main(int argc, char **argv) {
-  if (argc == 3 && !strcmp(argv[1], "check")) return check(argv[2]);
+  if (argc >= 3 && !strcmp(argv[1], "check")) return check(argc - 2, argv + 2);
   if (argc < 2) {
-    fprintf(stderr, "usage: faults_child LOGDIR [--epochs N] [--sleep-us N] | faults_child check FILE\n");
+    fprintf(stderr, "usage: faults_child LOGDIR [--epochs N] [--sleep-us N] | faults_child check FILE...\n");
     return 2;
   }
   long epochs = 4;
