@@ -392,9 +392,9 @@ def checkpoint(rounds, quick, tmp):
     reps = "3" if quick else "10"
     save = Row("checkpoint-save", "save an MLP's whole training state (1.86 M parameters, Adam's slots, counters): "
                "atomic, fsync'ed; median of %s" % reps, "ms", "lower",
-               "torch.save of the same state + flush + os.fsync", ">= 1.0")
+               "torch.save of the same state, as durable: temporary file, fsync, rename, fsync of the folder", ">= 1.0")
     load = Row("checkpoint-restore", "restore it (read, check every field, decode, copy into the variables)", "ms",
-               "lower", "torch.load + load_state_dict", ">= 1.0")
+               "lower", "torch.load + load_state_dict (both sides read from a warm page cache)", ">= 1.0")
     d = os.path.join(tmp, "ckpt")
     os.makedirs(d, exist_ok=True)
     for r in range(rounds):

@@ -25,5 +25,5 @@ med() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 t_save=$(med "${ts[@]}"); t_rest=$(med "${tr[@]}"); p_save=$(med "${ps[@]}"); p_load=$(med "${pl[@]}")
 echo "tptrain: save ${t_save} ms, restore ${t_rest} ms; python3-torch: save ${p_save} ms, load ${p_load} ms"
 awk -v t="$t_rest" -v p="$p_load" 'BEGIN { printf "checkpoint-restore ratio=%.3f goal=1.0\n", p / t }'
-echo "baseline for the last line: torch.save + flush + os.fsync of the same state"
+echo "baseline for the last line: torch.save of the same state to a temporary file, fsync, rename, fsync of the folder"
 awk -v t="$t_save" -v p="$p_save" 'BEGIN { printf "checkpoint ratio=%.3f goal=1.0\n", p / t }'

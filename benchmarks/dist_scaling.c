@@ -9,7 +9,7 @@
  * THREADS: LibTorch's intra-op threads (default 1).
  *
  * Rank 0 (or the lone process) prints `images/s X`: the job's images per
- * second over STEPS steps after 3 warm-up steps. */
+ * second over STEPS steps after 10 warm-up steps. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +42,7 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
 }
 
 static double started = 0;
-static const int64_t warmup = 3;
+static const int64_t warmup = 10;
 
 static tpt_status *clock_start(tpt_trainer *t, tpt_event e, const tpt_record *r, void *ud) {
   (void)e, (void)r, (void)ud;

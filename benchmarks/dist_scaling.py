@@ -2,7 +2,7 @@
 """dist-scaling's baseline: PyTorch DDP (python3-torch, Gloo, processes
 started with torch.multiprocessing and a tcp:// init method) training
 towers-scaling's CNN on zeros, one intra-op thread per process, BATCH per
-process. Prints `images/s X` (the job's, over STEPS steps after 3 warm-up
+process. Prints `images/s X` (the job's, over STEPS steps after 10 warm-up
 steps).
 
 usage: dist_scaling.py STEPS BATCH WORLD"""
@@ -18,7 +18,7 @@ import torch.multiprocessing as mp
 # python3-torch is built without it (1.13 ignores the variable).
 os.environ["USE_LIBUV"] = "0"
 
-WARMUP = 3
+WARMUP = 10
 
 
 class CNN(torch.nn.Module):

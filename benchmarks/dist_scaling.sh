@@ -15,10 +15,11 @@
 # PyTorch DDP (goal >= 1.0), vs the two lone processes (the ceiling), and
 # vs 2 x 1 process (the issue's scaling efficiency, goal >= 0.9).
 #
-#   benchmarks/dist_scaling.sh [ROUNDS] [STEPS] [BATCH]   (defaults 5 20 256)
+#   benchmarks/dist_scaling.sh [ROUNDS] [STEPS] [BATCH]   (defaults 5 60 256: 10 warm-up steps
+# first on every side, DDP's bucket rebuild after its first step included)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-rounds=${1:-5} steps=${2:-20} batch=${3:-256}
+rounds=${1:-5} steps=${2:-60} batch=${3:-256}
 build=${BUILD_DIR:-$root/build}  # benchmarks/run all passes its --build
 bench=$build/benchmarks/bench_dist_scaling
 run=$build/tools/tptrain-run

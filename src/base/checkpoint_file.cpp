@@ -402,7 +402,8 @@ Checkpoint decode(std::vector<char> file, const std::string &what) {
   strip_trailer(file, what);
   pickle::ZipIndex index = pickle::check_zip(file.data(), file.size(), what);
   const uint64_t budget = file.size() + pickle::read_limit();
-  auto zip = pickle::open_zip(std::make_shared<const std::vector<char>>(std::move(file)), what);
+  index.bytes = std::make_shared<const std::vector<char>>(std::move(file));  // tensors are views of it
+  auto zip = pickle::open_zip(index.bytes, what);
   pickle::Pickle pk(*zip, index, "data.pkl", what, pickle::Mode{}, budget);
   Reader r(what);
   Value root = pk.root();

@@ -144,6 +144,7 @@ ZipIndex check_zip(const char *data, size_t size, const std::string &what) {
           std::to_string(read_limit()) + " bytes (tpt_set_checkpoint_read_limit raises it)");
     inflated += usize;
     if (!index.sizes.emplace(name, usize).second) bad("the name '" + name + "' is in it twice");
+    if (method == 0) index.stored_at.emplace(name, data_at);
     index.names.push_back(name);
     at += 46 + static_cast<uint64_t>(name_len) + extra_len + comment_len;
   }
@@ -587,6 +588,25 @@ class Machine {
     if (!mode_.make_tensors) {
       m_.tensors.emplace_back();
       return node(Kind::Tensor, static_cast<uint32_t>(m_.tensors.size() - 1));
+    }
+    if (!s.data.defined() && index_.bytes) {
+      // A stored record inside bytes the caller shares: the tensor is a view of
+      // them (torch.save aligns records to 64 bytes), kept alive by the tensor.
+      auto at_ = index_.stored_at.find(index_.prefix + s.record);
+      uint64_t bytes_ = static_cast<uint64_t>(s.numel) * c10::elementSize(s.dtype);
+      if (at_ != index_.stored_at.end() && bytes_ > 0 && at_->second <= index_.bytes->size() &&
+          bytes_ <= index_.bytes->size() - at_->second &&
+          reinterpret_cast<uintptr_t>(index_.bytes->data() + at_->second) % alignof(std::max_align_t) == 0) {
+        const auto *raw = reinterpret_cast<const uint8_t *>(index_.bytes->data() + at_->second);
+        if (s.dtype == at::kBool)
+          for (uint64_t i = 0; i < bytes_; ++i)
+            if (raw[i] > 1) bad("a bool record " + s.record + " with a byte that is not 0 or 1");
+        auto holder = index_.bytes;
+        // const_cast: LibTorch's tensors take void*; a checkpoint's tensors are
+        // read, or copied into variables, never written in place.
+        s.data = at::from_blob(const_cast<uint8_t *>(raw), {s.numel}, [holder](void *) {},
+                               at::TensorOptions().dtype(s.dtype));
+      }
     }
     if (!s.data.defined()) {
       uint64_t bytes_ = static_cast<uint64_t>(s.numel) * c10::elementSize(s.dtype);

@@ -40,6 +40,10 @@ struct ZipIndex {
   std::string prefix;                     // "archive/"
   std::map<std::string, uint64_t> sizes;  // full entry name -> inflated size
   std::vector<std::string> names;         // in the archive's order
+  std::map<std::string, uint64_t> stored_at;  // full entry name -> offset of a stored entry's bytes
+  // The archive's bytes, when the caller shares them (set after check_zip):
+  // a tensor of a stored record is then a view of them, not a copy.
+  std::shared_ptr<const std::vector<char>> bytes;
   // The inflated size of record `name` (under the prefix), or -1 if absent.
   int64_t record_size(const std::string &name) const;
 };

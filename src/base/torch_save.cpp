@@ -61,6 +61,7 @@ void flatten(const Value &root, std::vector<std::pair<std::string, at::Tensor>> 
 
 std::vector<std::pair<std::string, at::Tensor>> read_torch_save(const pickle::Bytes &archive, const std::string &what) {
   pickle::ZipIndex index = pickle::check_zip(archive->data(), archive->size(), what);
+  index.bytes = archive;  // tensors are views of it
   if (index.record_size("data.pkl") < 0) invalid_argument(what + " has no data.pkl: not a torch.save archive");
   auto zip = pickle::open_zip(archive, what);
   pickle::Pickle pk(*zip, index, "data.pkl", what, pickle::Mode{}, archive->size() + pickle::read_limit());
