@@ -20,6 +20,9 @@ trap 'rm -rf "$tmp"' EXIT
 
 run_side() {  # NAME: one run, its epoch times appended to $tmp/NAME
   local name=$1 log="$tmp/$1.log"
+  # A fresh log directory for every run: the example resumes from the one it
+  # is given, and would train nothing after the first run.
+  rm -rf "$tmp/logdir"
   case $name in
     tptrain) "$root/build/examples/fashion_mnist" "$tmp/logdir" "$data" "$epochs" >"$log" 2>&1 || true ;;
     mallopt) TPT_CPU_ALLOCATOR=system "$root/build/benchmarks/bench_fashion_mnist_mallopt" "$tmp/logdir" "$data" "$epochs" \
