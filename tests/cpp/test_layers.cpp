@@ -43,6 +43,8 @@
 #include "model/layers.hpp"
 #include "model/model.hpp"
 
+#include "tensor_close.hpp"
+
 namespace L = tpt::model::layers;
 using tpt::model::Model;
 using tpt::model::Tower;
@@ -50,16 +52,7 @@ using tpt::model::Tower;
 namespace {
 
 const c10::Device kCpu(c10::kCPU);
-
-::testing::AssertionResult close(const at::Tensor &got, const at::Tensor &want, double rtol = 1e-5,
-                                 double atol = 1e-6) {
-  if (!got.defined()) return ::testing::AssertionFailure() << "no result";
-  if (got.sizes() != want.sizes())
-    return ::testing::AssertionFailure() << "shape " << got.sizes() << ", want " << want.sizes();
-  if (!at::allclose(got, want, rtol, atol))
-    return ::testing::AssertionFailure() << "values differ by up to " << (got - want).abs().max().item<double>();
-  return ::testing::AssertionSuccess();
-}
+using tpt_test::close;
 
 // A model whose towers the tests make by hand.
 struct Fixture {

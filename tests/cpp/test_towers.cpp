@@ -26,6 +26,8 @@
 #include "model/optimizer.hpp"
 #include "train/towers.hpp"
 
+#include "tensor_close.hpp"
+
 namespace L = tpt::model::layers;
 using tpt::model::Model;
 using tpt::model::Tower;
@@ -363,15 +365,7 @@ TEST(Distributed, TwoProcessesTrainAsTwoTowers) {
 namespace {
 
 const c10::Device kCpu(c10::kCPU);
-
-::testing::AssertionResult close(const at::Tensor &got, const at::Tensor &want, double rtol, double atol) {
-  if (!got.defined()) return ::testing::AssertionFailure() << "no result";
-  if (got.sizes() != want.sizes())
-    return ::testing::AssertionFailure() << "shape " << got.sizes() << ", want " << want.sizes();
-  if (!at::allclose(got, want, rtol, atol))
-    return ::testing::AssertionFailure() << "values differ by up to " << (got - want).abs().max().item<double>();
-  return ::testing::AssertionSuccess();
-}
+using tpt_test::close;
 
 }  // namespace
 
