@@ -589,50 +589,49 @@ class Machine {
       m_.tensors.emplace_back();
       return node(Kind::Tensor, static_cast<uint32_t>(m_.tensors.size() - 1));
     }
-    if (!s.data.defined() && index_.bytes) {
+    if (!s.data.defined()) {
+      const uint64_t bytes_ = static_cast<uint64_t>(s.numel) * c10::elementSize(s.dtype);
+      auto check_bools = [&](const uint8_t *raw) {
+        if (s.dtype == at::kBool)
+          for (uint64_t i = 0; i < bytes_; ++i)
+            if (raw[i] > 1) bad("a bool record " + s.record + " with a byte that is not 0 or 1");
+      };
       // A stored record inside bytes the caller shares: the tensor is a view of
       // them (torch.save aligns records to 64 bytes), kept alive by the tensor.
-      auto at_ = index_.stored_at.find(index_.prefix + s.record);
-      uint64_t bytes_ = static_cast<uint64_t>(s.numel) * c10::elementSize(s.dtype);
+      // const_cast: LibTorch's tensors take void*; a checkpoint's tensors are
+      // read, or copied into variables, never written in place.
+      auto at_ = index_.bytes ? index_.stored_at.find(index_.prefix + s.record) : index_.stored_at.end();
       if (at_ != index_.stored_at.end() && bytes_ > 0 && at_->second <= index_.bytes->size() &&
           bytes_ <= index_.bytes->size() - at_->second &&
           reinterpret_cast<uintptr_t>(index_.bytes->data() + at_->second) % alignof(std::max_align_t) == 0) {
         const auto *raw = reinterpret_cast<const uint8_t *>(index_.bytes->data() + at_->second);
-        if (s.dtype == at::kBool)
-          for (uint64_t i = 0; i < bytes_; ++i)
-            if (raw[i] > 1) bad("a bool record " + s.record + " with a byte that is not 0 or 1");
+        check_bools(raw);
         auto holder = index_.bytes;
-        // const_cast: LibTorch's tensors take void*; a checkpoint's tensors are
-        // read, or copied into variables, never written in place.
         s.data = at::from_blob(const_cast<uint8_t *>(raw), {s.numel}, [holder](void *) {},
                                at::TensorOptions().dtype(s.dtype));
-      }
-    }
-    if (!s.data.defined()) {
-      uint64_t bytes_ = static_cast<uint64_t>(s.numel) * c10::elementSize(s.dtype);
-      charge(bytes_);
-      at::DataPtr data;
-      size_t got = 0;
-      try {
-        std::tie(data, got) = zip_.getRecord(s.record);
-      } catch (const c10::Error &e) {
-        std::string m = first_line(e.what_without_backtrace());
-        bad("its record " + s.record + " cannot be read (" + m + ")");
-      }
-      if (got != bytes_) bad(s.record + " inflates to " + std::to_string(got) + " bytes, not the " + std::to_string(bytes_) + " it declares");
-      const auto *raw = static_cast<const uint8_t *>(data.get());
-      if (s.dtype == at::kBool)
-        for (uint64_t i = 0; i < bytes_; ++i)
-          if (raw[i] > 1) bad("a bool record " + s.record + " with a byte that is not 0 or 1");
-      if (bytes_ == 0 || reinterpret_cast<uintptr_t>(raw) % alignof(std::max_align_t) != 0) {
-        s.data = at::empty({s.numel}, at::TensorOptions().dtype(s.dtype));
-        if (bytes_ > 0) std::memcpy(s.data.data_ptr(), raw, bytes_);
       } else {
-        // The record's own buffer becomes the storage (no second copy of the file's tensors).
-        auto holder = std::make_shared<at::DataPtr>(std::move(data));
-        void *p = holder->get();
-        s.data = at::from_blob(p, {s.numel}, [holder](void *) {},  // holder goes with the storage
-                               at::TensorOptions().dtype(s.dtype));
+        charge(bytes_);
+        at::DataPtr data;
+        size_t got = 0;
+        try {
+          std::tie(data, got) = zip_.getRecord(s.record);
+        } catch (const c10::Error &e) {
+          std::string m = first_line(e.what_without_backtrace());
+          bad("its record " + s.record + " cannot be read (" + m + ")");
+        }
+        if (got != bytes_) bad(s.record + " inflates to " + std::to_string(got) + " bytes, not the " + std::to_string(bytes_) + " it declares");
+        const auto *raw = static_cast<const uint8_t *>(data.get());
+        check_bools(raw);
+        if (bytes_ == 0 || reinterpret_cast<uintptr_t>(raw) % alignof(std::max_align_t) != 0) {
+          s.data = at::empty({s.numel}, at::TensorOptions().dtype(s.dtype));
+          if (bytes_ > 0) std::memcpy(s.data.data_ptr(), raw, bytes_);
+        } else {
+          // The record's own buffer becomes the storage (no second copy of the file's tensors).
+          auto holder = std::make_shared<at::DataPtr>(std::move(data));
+          void *p = holder->get();
+          s.data = at::from_blob(p, {s.numel}, [holder](void *) {},  // holder goes with the storage
+                                 at::TensorOptions().dtype(s.dtype));
+        }
       }
     }
     bool whole = offset == 0 && numel == static_cast<uint64_t>(s.numel);
