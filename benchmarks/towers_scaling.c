@@ -4,18 +4,29 @@
  *   1 tower x 1 thread,
  *   2 replicated CPU towers x 1 thread each, the gradients' buckets reduced
  *   during the backward passes (overlap, the default) and after them,
- *   2 parameter-server towers x 1 thread.
+ *   2 parameter-server towers x 1 thread,
+ *   2 replicated towers x 1 thread with the BLAS's own pool left at its size
+ *   (TPT_BLAS_POOL=keep: OpenBLAS's pthread pool serves both towers, as it
+ *   did before the towers took it to one thread),
+ *   2 independent trainers x 1 thread on threads of this process, each with
+ *   a model of its own and half the batch, at once: the towers' work
+ *   without the step's synchronisation (nothing shared, nothing waited
+ *   for), so what the two cores give it at that moment; images/s over the
+ *   longer of the two.
  * Rounds alternate the configurations; each prints images/s, the median of
  * the rounds. The data is DummyConstantInput (zeros), so only the towers are
  * measured.
  *
- *   bench_towers_scaling [ROUNDS] [STEPS] [BATCH] [BUCKET_BYTES]   (defaults 5 12 64 0)
+ *   bench_towers_scaling [ROUNDS] [STEPS] [BATCH] [BUCKET_BYTES] [ONLY]   (defaults 5 12 64 0 -1)
  *
- * BUCKET_BYTES is the towers' bucket_bytes (0: the library's default).
+ * BUCKET_BYTES is the towers' bucket_bytes (0: the library's default). ONLY
+ * (0-6, in the order above) runs that configuration alone, for a profiler;
+ * the summary lines then say nothing of the others.
  *
  * The last line is `towers-scaling ratio=R goal=0.95`, R = images/s of 2
  * towers x 1 thread / images/s of 1 tower x 2 threads. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -90,6 +101,33 @@ static double run(tpt_model *m, int32_t towers, tpt_strategy strategy, int overl
   return took;
 }
 
+/* One of the independent trainers: its own model, one thread. */
+struct lone {
+  tpt_model *m;
+  int64_t batch, steps;
+  double took;
+};
+
+static void *lone_trainer(void *arg) {
+  struct lone *l = arg;
+  TPT_CHECK_OR_DIE(tpt_set_num_threads(1)); /* this thread's OpenMP count */
+  l->took = run(l->m, 1, TPT_STRATEGY_SIMPLE, 1, l->batch, l->steps);
+  return NULL;
+}
+
+/* Seconds for both independent trainers' `steps` steps of batch / 2. */
+static double run_independent(tpt_model *a, tpt_model *b, int64_t batch, int64_t steps) {
+  struct lone l[2] = {{a, batch / 2, steps, 0}, {b, batch / 2, steps, 0}};
+  pthread_t th[2];
+  for (int k = 0; k < 2; ++k)
+    if (pthread_create(&th[k], NULL, lone_trainer, &l[k]) != 0) {
+      fprintf(stderr, "bench_towers_scaling: cannot start a thread\n");
+      exit(1);
+    }
+  for (int k = 0; k < 2; ++k) pthread_join(th[k], NULL);
+  return l[0].took > l[1].took ? l[0].took : l[1].took;
+}
+
 static int by_value(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -99,24 +137,37 @@ int main(int argc, char **argv) {
   const int rounds = argc > 1 ? atoi(argv[1]) : 5;
   const int64_t steps = argc > 2 ? atoll(argv[2]) : 12, batch = argc > 3 ? atoll(argv[3]) : 64;
   const long long bucket = argc > 4 ? atoll(argv[4]) : 0;
-  if (rounds < 1 || rounds > 99 || steps < 1 || batch < 2 || batch % 2 || bucket < 0) {
-    fprintf(stderr, "usage: bench_towers_scaling [ROUNDS] [STEPS] [BATCH (even)] [BUCKET_BYTES]\n");
+  const int only = argc > 5 ? atoi(argv[5]) : -1;
+  if (rounds < 1 || rounds > 99 || steps < 1 || batch < 2 || batch % 2 || bucket < 0 || only < -1 || only > 6) {
+    fprintf(stderr, "usage: bench_towers_scaling [ROUNDS] [STEPS] [BATCH (even)] [BUCKET_BYTES] [ONLY (0-6)]\n");
     return 2;
   }
   bucket_bytes = (size_t)bucket;
   TPT_CHECK_OR_DIE(tpt_manual_seed(1));
-  tpt_model *m = model();
-  enum { ONE_BY_TWO, ONE_BY_ONE, TWO_REPLICATED, TWO_NO_OVERLAP, TWO_PS, N };
-  const char *names[N] = {"1 tower x 2 threads", "1 tower x 1 thread", "2 replicated towers x 1 thread",
-                          "  the same, overlap off", "2 parameter-server towers x 1 thread"};
+  tpt_model *m = model(), *lone_a = model(), *lone_b = model();
+  enum { ONE_BY_TWO, ONE_BY_ONE, TWO_REPLICATED, TWO_NO_OVERLAP, TWO_PS, TWO_BLAS_KEPT, TWO_INDEPENDENT, N };
+  const char *names[N] = {"1 tower x 2 threads",
+                          "1 tower x 1 thread",
+                          "2 replicated towers x 1 thread",
+                          "  the same, overlap off",
+                          "2 parameter-server towers x 1 thread",
+                          "  replicated, the BLAS's pool kept",
+                          "2 independent trainers x 1 thread"};
   double ips[N][100];
   for (int r = 0; r < rounds; ++r) {
     for (int c = 0; c < N; ++c) {
       int k = (c + r) % N; /* alternate which goes first */
+      if (only >= 0 && k != only) {
+        ips[k][r] = 0;
+        continue;
+      }
       TPT_CHECK_OR_DIE(tpt_set_num_threads(k == ONE_BY_ONE ? 1 : 2));
-      double s = k == ONE_BY_TWO || k == ONE_BY_ONE ? run(m, 1, TPT_STRATEGY_SIMPLE, 1, batch, steps)
+      if (k == TWO_BLAS_KEPT) setenv("TPT_BLAS_POOL", "keep", 1);
+      double s = k == TWO_INDEPENDENT                ? run_independent(lone_a, lone_b, batch, steps)
+                 : k == ONE_BY_TWO || k == ONE_BY_ONE ? run(m, 1, TPT_STRATEGY_SIMPLE, 1, batch, steps)
                  : k == TWO_PS                      ? run(m, 2, TPT_STRATEGY_PARAMETER_SERVER, 1, batch, steps)
-                                                    : run(m, 2, TPT_STRATEGY_REPLICATED, k == TWO_REPLICATED, batch, steps);
+                                                    : run(m, 2, TPT_STRATEGY_REPLICATED, k != TWO_NO_OVERLAP, batch, steps);
+      unsetenv("TPT_BLAS_POOL");
       ips[k][r] = (double)(steps * batch) / s;
     }
     printf("# round %d:", r + 1);
@@ -132,7 +183,14 @@ int main(int argc, char **argv) {
   printf("2 towers x 1 thread vs 1 tower x 1 thread: %.2fx (scaling efficiency %.2f)\n", med[TWO_REPLICATED] / med[ONE_BY_ONE],
          med[TWO_REPLICATED] / med[ONE_BY_ONE] / 2);
   printf("overlap on vs off (2 replicated towers): %.3fx\n", med[TWO_REPLICATED] / med[TWO_NO_OVERLAP]);
+  printf("the BLAS's pool at one thread vs kept (2 replicated towers): %.3fx\n", med[TWO_REPLICATED] / med[TWO_BLAS_KEPT]);
+  printf("2 independent trainers vs 1 tower x 1 thread: %.2fx (the two cores' ceiling for this work now)\n",
+         med[TWO_INDEPENDENT] / med[ONE_BY_ONE]);
+  printf("2 replicated towers vs 2 independent trainers: %.3f (what the step's synchronisation costs)\n",
+         med[TWO_REPLICATED] / med[TWO_INDEPENDENT]);
   printf("towers-scaling ratio=%.3f goal=0.95\n", med[TWO_REPLICATED] / med[ONE_BY_TWO]);
   tpt_model_free(m);
+  tpt_model_free(lone_a);
+  tpt_model_free(lone_b);
   return 0;
 }

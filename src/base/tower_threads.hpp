@@ -7,15 +7,20 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "base/blas_threads.hpp"
 
 namespace tpt {
 
 // Threads for towers 1..N-1 (tower 0 runs on the caller's), started in
 // BEFORE_TRAIN and joined in AFTER_TRAIN (and by the destructor). Each runs
-// LibTorch's intra-op work with `intra_op_threads` OpenMP threads.
+// LibTorch's intra-op work with `intra_op_threads` OpenMP threads; while two
+// or more towers run, the BLAS's own pool has one thread (each tower's matrix
+// products on its own thread: base/blas_threads.hpp).
 class TowerThreads {
  public:
   TowerThreads() = default;
@@ -45,6 +50,7 @@ class TowerThreads {
   bool quit_ = false;
   std::vector<std::exception_ptr> errors_;
   int intra_ = 0;
+  std::unique_ptr<SingleThreadedBlas> blas_;  // while towers - 1 threads run
 };
 
 }  // namespace tpt

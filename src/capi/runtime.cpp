@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/blas_threads.hpp"
 #include "base/cpu_allocator.hpp"
 #include "base/pickle.hpp"
 #include "capi/barrier.hpp"
@@ -92,6 +93,7 @@ tpt_status *tpt_set_num_threads(int num_threads) {
     if (num_threads < 1)
       tpt::invalid_argument("num_threads must be >= 1, got " + std::to_string(num_threads));
     at::set_num_threads(num_threads);
+    tpt::set_blas_pool_threads(num_threads);  // LibTorch sets MKL's; OpenBLAS's pool is ours to set
   });
 }
 

@@ -21,7 +21,7 @@
 
 /* ---- a 3-class classifier of 4 features */
 
-static int inference_towers_seen[8]; /* the data-parallel runner's towers that ran */
+static int inference_towers_seen[8]; /* the data-parallel runner's towers that ran: 1 + the BLAS's pool size */
 
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
   (void)n, (void)ud;
@@ -35,7 +35,7 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
   char name[32] = "";
   if (!st) st = tpt_tower_name(name, sizeof name, tw);
   if (!st && strncmp(name, "InferenceTower", 14) == 0 && name[14] >= '0' && name[14] <= '7' && name[15] == '\0')
-    inference_towers_seen[name[14] - '0'] = 1; /* each tower writes its own slot */
+    inference_towers_seen[name[14] - '0'] = 1 + test_blas_pool(); /* each tower writes its own slot */
   return st;
 }
 
@@ -275,7 +275,8 @@ static void inferencers_on_periodic_trigger(void **state) {
 
 /* tensorpack's DataParallelInferenceRunner with 3 towers: the batches of a
  * pass (4, 4, 2 rows) are inferred at once on InferenceTower0..2 and reach
- * the inferencers in order, so every result is the single runner's. */
+ * the inferencers in order, so every result is the single runner's. While
+ * they run, OpenBLAS's own pool (where there is one) has one thread. */
 static void data_parallel_runner(void **state) {
   (void)state;
   tpt_model *m = new_model();
@@ -301,11 +302,15 @@ static void data_parallel_runner(void **state) {
   ok(tpt_trainer_new(&t, &o));
   ok(tpt_trainer_add_callback(t, r));
   memset(inference_towers_seen, 0, sizeof inference_towers_seen);
+  const int pool = test_blas_pool();
   ok(tpt_trainer_run(t));
+  assert_int_equal(test_blas_pool(), pool);
   assert_int_equal(c3.batches, 3);
   assert_int_equal(c3.rows, ROWS);
   assert_true(inference_towers_seen[0] && inference_towers_seen[1] && inference_towers_seen[2]);
   assert_false(inference_towers_seen[3]);
+  if (test_blas_pool() > 0)
+    for (int k = 0; k < 3; ++k) assert_int_equal(inference_towers_seen[k], 2);
   /* a single runner on the same weights gives the same numbers */
   double err3 = latest(t, "validation_error"), cost3 = latest(t, "validation_cost");
   assert_true(fabs(latest(t, "host_error") - err3) < 1e-12);

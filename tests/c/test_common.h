@@ -5,6 +5,7 @@
 #define TPT_TEST_COMMON_H
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,23 @@
 #include <cmocka.h>
 
 #include "tptrain.h"
+
+/* The size of OpenBLAS's own thread pool (its pthread build, Debian's
+ * libopenblas0-pthread, under LibTorch's BLAS), read from OpenBLAS itself;
+ * 0 when the process has no such pool (no OpenBLAS, or an OpenMP one). */
+static inline int test_blas_pool(void) {
+  void *self = dlopen(NULL, RTLD_LAZY), *get = NULL, *parallel = NULL;
+  if (self) {
+    get = dlsym(self, "openblas_get_num_threads");
+    parallel = dlsym(self, "openblas_get_parallel");
+    dlclose(self);
+  }
+  if (!get || !parallel) return 0;
+  int (*get_fn)(void), (*parallel_fn)(void);
+  memcpy(&get_fn, &get, sizeof get_fn); /* ISO C has no cast from void * to a function pointer */
+  memcpy(&parallel_fn, &parallel, sizeof parallel_fn);
+  return parallel_fn() == 1 ? get_fn() : 0;
+}
 
 /* Fails the test unless `st` is NULL (success). */
 static inline void ok(tpt_status *st) {

@@ -9,6 +9,7 @@
  *   - an error or STOP in one tower's function ends training with its
  *     message, and no thread is left behind;
  *   - steps_per_epoch defaults to the input's size / towers;
+ *   - the BLAS's own thread pool has one thread while towers train;
  *   - options errors. */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -43,6 +44,7 @@ static tpt_model *by_name; /* non-NULL: the tower function reads w1 with tpt_mod
 static tpt_precision precision = TPT_PRECISION_FP32; /* train_logged's */
 static tpt_dtype fc_dtype[MAX_TOWERS];                /* of fc0's output at each tower's last training call */
 static int read_w1_by_name; /* train(): its model is by_name */
+static int blas_seen[MAX_TOWERS];  /* the BLAS's pool size at each tower's last training call */
 
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
   (void)n, (void)ud;
@@ -68,6 +70,7 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
   TPT_RETURN_IF_ERROR(tpt_tower_index(&k, tw));
   if (building || !training || k >= MAX_TOWERS) return NULL;
   TPT_RETURN_IF_ERROR(tpt_tensor_dtype(&fc_dtype[k], h));
+  blas_seen[k] = test_blas_pool();
   if (k == fail_tower && calls[k] == fail_call)
     return tpt_status_new(fail_code, fail_code == TPT_STOP ? "tower asked to stop" : "tower function refused");
   if (k == fail_tower2 && calls[k] == fail_call) return tpt_status_new(TPT_ERR_IO, "second tower failed");
@@ -336,6 +339,57 @@ static void tower_errors_end_training(void **state) {
   tpt_model_free(m);
   fail_tower = fail_tower2 = -1;
   assert_int_equal(settled_thread_count(before), before);
+}
+
+/* OpenBLAS's own pool (its pthread build, which LibTorch never sizes):
+ * tpt_set_num_threads sizes it with LibTorch's; while 2 towers of any
+ * strategy train, it has one thread (each tower's products on the tower's
+ * own thread, not queued for one pool), and its size comes back after the
+ * run, a failed one too; one tower leaves it alone; TPT_BLAS_POOL=keep
+ * leaves it alone everywhere. Skipped where the process has no such pool. */
+static void blas_pool_follows_the_towers(void **state) {
+  (void)state;
+  if (test_blas_pool() == 0) {
+    print_message("no OpenBLAS with a pthread pool in this process: nothing to check\n");
+    skip();
+  }
+  int before = 0;
+  ok(tpt_get_num_threads(&before));
+  ok(tpt_set_num_threads(1));
+  assert_int_equal(test_blas_pool(), 1);
+  ok(tpt_set_num_threads(2));
+  assert_int_equal(test_blas_pool(), 2);
+  const tpt_strategy kinds[] = {TPT_STRATEGY_REPLICATED, TPT_STRATEGY_PARAMETER_SERVER, TPT_STRATEGY_ASYNC};
+  for (int s = 0; s < 3; ++s) {
+    memset(blas_seen, 0, sizeof blas_seen);
+    tpt_towers_options o = towers_of(kinds[s], 2);
+    tpt_model *m = NULL;
+    ok(train(&m, &o, 4, 3));
+    tpt_model_free(m);
+    if (blas_seen[0] != 1 || blas_seen[1] != 1)
+      fail_msg("strategy %d: the pool had %d and %d threads in the towers", (int)kinds[s], blas_seen[0], blas_seen[1]);
+    assert_int_equal(test_blas_pool(), 2);
+  }
+  memset(blas_seen, 0, sizeof blas_seen);
+  tpt_model *m = NULL;
+  ok(train(&m, NULL, 4, 3)); /* one tower: the pool as set */
+  tpt_model_free(m);
+  assert_int_equal(blas_seen[0], 2);
+  tpt_towers_options o = towers_of(TPT_STRATEGY_REPLICATED, 2);
+  fail_tower = 1, fail_call = 1, fail_code = TPT_ERR_CALLBACK;
+  expect_code(train(&m, &o, 4, 3), TPT_ERR_CALLBACK, "tower function refused");
+  tpt_model_free(m);
+  fail_tower = -1;
+  assert_int_equal(test_blas_pool(), 2);
+  setenv("TPT_BLAS_POOL", "keep", 1);
+  memset(blas_seen, 0, sizeof blas_seen);
+  ok(train(&m, &o, 4, 3));
+  tpt_model_free(m);
+  assert_int_equal(blas_seen[1], 2);
+  ok(tpt_set_num_threads(1));
+  assert_int_equal(test_blas_pool(), 2);
+  unsetenv("TPT_BLAS_POOL");
+  ok(tpt_set_num_threads(before));
 }
 
 /* Exact resume with towers: a run stopped after step 5 (checkpoints every
@@ -779,6 +833,7 @@ int main(void) {
       cmocka_unit_test(bf16_every_strategy),
       cmocka_unit_test(async_with_one_tower_is_simple),
       cmocka_unit_test(tower_errors_end_training),
+      cmocka_unit_test(blas_pool_follows_the_towers),
       cmocka_unit_test(resume_is_exact),
       cmocka_unit_test(defaults_and_errors),
       cmocka_unit_test(distributed_one_rank_and_errors),
