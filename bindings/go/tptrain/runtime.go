@@ -41,7 +41,8 @@ func BuildInfo() string {
 	return C.GoString(C.tpt_build_info())
 }
 
-// SetNumThreads sets the number of threads LibTorch uses inside one operator
+// SetNumThreads sets the number of threads LibTorch uses inside one operator,
+// and the size of OpenBLAS's own thread pool where LibTorch's BLAS has one
 // (tpt_set_num_threads). n must be >= 1. The setting is process-wide: call it
 // before training starts, from one goroutine.
 func SetNumThreads(n int) error {

@@ -31,7 +31,9 @@ pub fn build_info() -> &'static str {
     unsafe { CStr::from_ptr(sys::tpt_build_info()) }.to_str().unwrap_or("")
 }
 
-/// Sets LibTorch's intra-op thread count (process-wide).
+/// Sets LibTorch's intra-op thread count (process-wide), and the size of
+/// OpenBLAS's own thread pool where LibTorch's BLAS has one
+/// (`tpt_set_num_threads`).
 pub fn set_num_threads(n: i32) -> Result<()> {
     call!(sys::tpt_set_num_threads(n as c_int))
 }
