@@ -509,6 +509,37 @@ static tpt_status *save_at_end(tpt_trainer *t, tpt_event ev, const tpt_record *r
   return ev == TPT_EVENT_AFTER_TRAIN ? tpt_trainer_save_checkpoint(t, (const char *)ud) : NULL;
 }
 
+static uint64_t mix64(uint64_t h, const uint8_t *p) {
+  uint64_t w;
+  memcpy(&w, p, 8);
+  h = (h ^ w) * 0x100000001b3ull;
+  return h ^ (h >> 29);
+}
+
+/* Writes tptrain's trailer of `version` (docs/checkpoints.md's checksums)
+ * after the `body` bytes of buf; returns the file's length. */
+static size_t put_trailer(uint8_t *buf, size_t body, int version) {
+  const uint64_t basis = 0xcbf29ce484222325ull;
+  uint64_t h = basis, l = body;
+  size_t k = 0;
+  if (version == 1) {
+    for (; k + 8 <= body; k += 8) h = mix64(h, buf + k);
+  } else {
+    uint64_t lane[4] = {basis, basis ^ 1, basis ^ 2, basis ^ 3};
+    for (; k + 32 <= body; k += 32)
+      for (int i = 0; i < 4; ++i) lane[i] = mix64(lane[i], buf + k + 8 * i);
+    for (int i = 0; i < 4; ++i) {
+      uint8_t le[8];
+      memcpy(le, &lane[i], 8);
+      h = mix64(h, le);
+    }
+  }
+  for (; k < body; ++k) h = (h ^ buf[k]) * 0x100000001b3ull;
+  memcpy(buf + body, version == 1 ? "TPTCKPT1" : "TPTCKPT2", 8), memcpy(buf + body + 8, &l, 8);
+  memcpy(buf + body + 16, &h, 8);
+  return body + 24;
+}
+
 static int fuzz_checkpoints(void) {
   char dir[] = "/tmp/tpt-misuse-ckXXXXXX";
   CHECK(mkdtemp(dir) != NULL);
@@ -536,6 +567,21 @@ static int fuzz_checkpoints(void) {
   CHECK(tpt_model_variable(&w, m, "fc/W") == NULL && tpt_tensor_copy_to(before, sizeof before, w) == NULL);
   int refused = 0, accepted = 0;
   const size_t zip = n - 24; /* the archive, before tptrain's 24-byte trailer */
+  CHECK(memcmp(real + zip, "TPTCKPT2", 8) == 0);
+  /* the file as written with either version's trailer (1: before 2026-11-29) is the same
+     checkpoint: this test's checksums equal the library's */
+  for (int version = 2; version >= 1; --version) {
+    memcpy(forged, real, n);
+    size_t len = put_trailer(forged, zip, version);
+    CHECK(len == n && (version == 1 || memcmp(forged, real, n) == 0));
+    f = fopen(forged_path, "wb");
+    CHECK(f != NULL && fwrite(forged, 1, len, f) == len);
+    fclose(f);
+    CHECK(tpt_model_restore(NULL, m, forged_path, NULL) == NULL);
+    tpt_trainer *fresh = mk_quiet_trainer(2);
+    CHECK(tpt_trainer_resume(fresh, forged_path) == NULL);
+    tpt_trainer_free(fresh);
+  }
   for (int round = 0; round < 400; ++round) {
     size_t len = n;
     memcpy(forged, real, n);
@@ -552,17 +598,7 @@ static int fuzz_checkpoints(void) {
     }
     if (round >= 200 && round % 4 != 3) { /* a valid trailer for the damaged archive */
       size_t body = round % 4 == 1 ? len : zip;
-      uint64_t h = 0xcbf29ce484222325ull, l = body; /* docs/checkpoints.md's checksum */
-      size_t k = 0;
-      for (; k + 8 <= body; k += 8) {
-        uint64_t w;
-        memcpy(&w, forged + k, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
-      }
-      for (; k < body; ++k) h = (h ^ forged[k]) * 0x100000001b3ull;
-      memcpy(forged + body, "TPTCKPT1", 8), memcpy(forged + body + 8, &l, 8), memcpy(forged + body + 16, &h, 8);
-      len = body + 24;
+      len = put_trailer(forged, body, 1 + (round / 4) % 2); /* either version, by turns */
     }
     f = fopen(forged_path, "wb");
     CHECK(f != NULL && fwrite(forged, 1, len, f) == len);
