@@ -64,13 +64,6 @@ int g_kept = 0;     // the pool's size to restore
 
 }  // namespace
 
-int blas_pool_threads() {
-  const OpenBlas &b = openblas();
-  if (!b.get) return 0;
-  std::lock_guard<std::mutex> l(g_mu);
-  return g_holders > 0 ? g_kept : b.get();
-}
-
 void set_blas_pool_threads(int n) {
   const OpenBlas &b = openblas();
   if (!b.set || n < 1 || kept()) return;

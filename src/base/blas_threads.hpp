@@ -3,8 +3,8 @@
 // layers, some convolutions) but never sets its size, so it keeps one thread
 // per core beside LibTorch's OpenMP pool, and its idle threads spin
 // (sched_yield) for a while after each call. Two towers on two cores, each
-// asking it for every core at once, took turns in it and lost a third of
-// their time to those spins (docs/threading.md, "The BLAS's threads").
+// asking it for every core at once, took turns in it and ran 1.39x slower
+// for it (docs/threading.md, "The BLAS's threads").
 //
 // Nothing here links to a BLAS: the functions are looked up in what the
 // process has loaded. Without OpenBLAS, or with an OpenMP OpenBLAS (which
@@ -13,9 +13,6 @@
 #pragma once
 
 namespace tpt {
-
-// The size of the BLAS's own pool, or 0 when there is none to manage.
-int blas_pool_threads();
 
 // Sizes the BLAS's own pool (tpt_set_num_threads: LibTorch's intra-op count
 // and the BLAS's are one setting, as LibTorch sets MKL's). While towers run

@@ -174,6 +174,7 @@ uint64_t checksum_v1(const char *p, size_t n) {
 class Checksum {
  public:
   void update(const char *p, size_t n) {
+    if (n == 0) return;
     if (carry_n_ > 0) {  // finish a block begun in the last piece
       const size_t take = std::min(kBlock - carry_n_, n);
       std::memcpy(carry_ + carry_n_, p, take);
@@ -183,7 +184,7 @@ class Checksum {
       carry_n_ = 0;
     }
     for (; n >= kBlock; p += kBlock, n -= kBlock) block(p);
-    std::memcpy(carry_, p, n);
+    if (n > 0) std::memcpy(carry_, p, n);
     carry_n_ = n;
   }
   uint64_t value() const {
