@@ -269,6 +269,20 @@ static bool channels_last(const Tower &tower, const at::Tensor &x) {
   return x.device().is_cuda() && tower.precision() != TPT_PRECISION_FP32;
 }
 
+// t in channels-last strides, as LibTorch's kernels read them (their
+// suggest_memory_format()). contiguous(ChannelsLast) is not enough: a tensor
+// with one channel (the first convolution's images, its weight) is already
+// "contiguous" in both formats and comes back with NCHW strides, so the
+// convolution ran NCHW, its output stayed NCHW, and every layer after it
+// paid a copy between the formats (and LibTorch 1.13's NCHW bfloat16 max
+// pool is several times slower). to(memory_format) restrides such a tensor
+// (one copy of a small weight or of the input batch), as PyTorch's
+// Module.to(memory_format=) and Tensor.to(memory_format=) do.
+static at::Tensor as_channels_last(const at::Tensor &t) {
+  if (t.suggest_memory_format() == at::MemoryFormat::ChannelsLast) return t;
+  return t.to(t.options(), /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::ChannelsLast);
+}
+
 // The dtype of a layer's variables: x's, except under a mixed precision
 // (autocast) where a bfloat16/float16 activation still gets float32
 // variables (master weights; autocast casts them for the operator).
@@ -327,8 +341,8 @@ at::Tensor conv2d(Tower &tower, const std::string &name, const at::Tensor &x, in
   // at the bottom / right is padded explicitly.
   at::Tensor xp = (extra[0] || extra[1]) ? at::constant_pad_nd(x, {0, extra[1], 0, extra[0]}, 0) : x;
   if (channels_last(tower, xp)) {
-    xp = xp.contiguous(at::MemoryFormat::ChannelsLast);
-    w = w.contiguous(at::MemoryFormat::ChannelsLast);
+    xp = as_channels_last(xp);
+    w = as_channels_last(w);
   }
   at::Tensor y = at::conv2d(xp, w, b, {o.stride[0], o.stride[1]}, {pad[0], pad[1]}, {o.dilation[0], o.dilation[1]},
                             o.groups);

@@ -204,31 +204,44 @@ TEST(Layers, Conv2dSameMatchesExplicitPadding) {
 }
 
 // The fast layout: forced channels-last, conv2d computes NHWC and gives
-// NCHW's numbers (forward and the input's gradient) within float32
-// rounding; forced NCHW stays NCHW.
+// NCHW's numbers (forward, the input's and the weight's gradients) within
+// float32 rounding, for every number of input channels: with one channel
+// (a first layer's images) a tensor is "contiguous" in both formats, and
+// the convolution once ran NCHW there, so that every layer after it paid a
+// copy between the formats. The output is channels-last by the strides
+// LibTorch's kernels read (suggest_memory_format), and a max pool after it
+// stays so. Forced NCHW stays NCHW.
 TEST(Layers, ChannelsLastEqualsNchw) {
   L::LayerOptions o;
   o.kernel = {3, 3};
-  auto run = [&](int mode) {
-    L::force_channels_last(mode);
-    Fixture f;
-    at::manual_seed(5);
-    at::Tensor x = at::randn({2, 4, 7, 6}).requires_grad_(true);
-    L::conv2d(f.builder, "c", x, 5, o);
-    Tower t = f.first();
-    at::Tensor y = L::conv2d(t, "c", x, 5, o);
-    y.mul(y).sum().backward();
-    return std::make_pair(y.detach(), x.grad());
-  };
-  auto [nhwc, gx_nhwc] = run(1);
-  auto [nchw, gx_nchw] = run(0);
-  L::force_channels_last(-1);
-  EXPECT_TRUE(nhwc.is_contiguous(at::MemoryFormat::ChannelsLast));
-  EXPECT_FALSE(nhwc.is_contiguous());
-  EXPECT_TRUE(nchw.is_contiguous());
-  EXPECT_TRUE(close(nhwc, nchw));
-  EXPECT_TRUE(close(gx_nhwc, gx_nchw));
-  EXPECT_GT(nchw.abs().sum().item<double>(), 1.0);  // not on zeros
+  for (int64_t channels : {1, 4}) {
+    SCOPED_TRACE("input channels " + std::to_string(channels));
+    auto run = [&](int mode) {
+      L::force_channels_last(mode);
+      Fixture f;
+      at::manual_seed(5);
+      at::Tensor x = at::randn({2, channels, 7, 6}).requires_grad_(true);
+      L::conv2d(f.builder, "c", x, 5, o);
+      Tower t = f.first();
+      at::Tensor y = L::conv2d(t, "c", x, 5, o);
+      at::Tensor pooled = L::max_pool(y, 2, 2, TPT_PADDING_SAME);
+      (y.mul(y).sum() + pooled.sum()).backward();
+      return std::make_tuple(y.detach(), pooled.detach(), x.grad(), f.var("c/W").grad().clone());
+    };
+    auto [nhwc, pool_nhwc, gx_nhwc, gw_nhwc] = run(1);
+    auto [nchw, pool_nchw, gx_nchw, gw_nchw] = run(0);
+    L::force_channels_last(-1);
+    EXPECT_EQ(nhwc.suggest_memory_format(), at::MemoryFormat::ChannelsLast);
+    EXPECT_EQ(pool_nhwc.suggest_memory_format(), at::MemoryFormat::ChannelsLast);
+    EXPECT_FALSE(nhwc.is_contiguous());
+    EXPECT_TRUE(nchw.is_contiguous());
+    EXPECT_TRUE(close(nhwc, nchw));
+    EXPECT_TRUE(close(pool_nhwc, pool_nchw));
+    EXPECT_TRUE(close(gx_nhwc, gx_nchw));
+    EXPECT_TRUE(close(gw_nhwc, gw_nchw));
+    EXPECT_GT(nchw.abs().sum().item<double>(), 1.0);  // not on zeros
+    EXPECT_GT(gw_nchw.abs().sum().item<double>(), 1.0);
+  }
 }
 
 TEST(Layers, Conv2dTransposeIsTheAdjointOfSameConv2d) {

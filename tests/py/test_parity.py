@@ -163,13 +163,18 @@ CNN_PARAMS = ["conv_W", "conv_b", "bn_gamma", "bn_beta", "fc_W", "fc_b"]
 CNN_STATE = ["bn_mean_EMA", "bn_variance_EMA"]
 
 
-def cnn_reference(x, y, params, kind, bf16=False):
+def cnn_reference(x, y, params, kind, bf16=False, channels_last=False):
     """conv2d 3x3 (padding 1) -> batch_norm -> relu -> max_pool2d 2 -> linear
     -> cross_entropy, with torch.nn.functional; with bf16 the forward pass and
     the loss under torch.autocast("cpu", dtype=torch.bfloat16), as a PyTorch
-    user writes mixed precision by hand."""
+    user writes mixed precision by hand; with channels_last the convolution's
+    weight and images in channels-last memory format, as
+    Module.to(memory_format=torch.channels_last) and Tensor.to(...) make
+    them (restrided even with one channel)."""
     F = torch.nn.functional
     cw, cb, gamma, beta, fw, fb = [p.clone().requires_grad_(True) for p in params]
+    if channels_last:
+        cw = params[0].clone(memory_format=torch.channels_last).requires_grad_(True)
     running_mean, running_var = torch.zeros(4), torch.ones(4)
     trainable = [cw, cb, gamma, beta, fw, fb]
     if kind == "sgd":
@@ -180,6 +185,8 @@ def cnn_reference(x, y, params, kind, bf16=False):
     for step in range(STEPS):
         k = step % (CNN_N // CNN_BATCH)
         xb, yb = x[k * CNN_BATCH:(k + 1) * CNN_BATCH], y[k * CNN_BATCH:(k + 1) * CNN_BATCH]
+        if channels_last:
+            xb = xb.to(memory_format=torch.channels_last)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             h = F.conv2d(xb, cw, cb, padding=1)
             h = F.batch_norm(h, running_mean, running_var, gamma, beta, training=True, momentum=0.1, eps=1e-5)
@@ -239,17 +246,20 @@ BF16_MEAN_LOSS_REL_TOL = 0.05
 def cnn_bf16_parity():
     """TPT_PRECISION_BF16_MIXED against python3-torch's torch.autocast on the
     same network, data and initial values: the same LibTorch's autocast
-    policy and kernels."""
+    policy and kernels. In both memory formats (the library picks one by
+    itself; bfloat16's rounding differs between the two formats' kernels,
+    so each is held against python3-torch in the same format)."""
     x, y, params = cnn_data()
-    got_losses, got = cnn_run("sgd_bf16", x, y, params)
-    want_losses, want = cnn_reference(x, y, params, "sgd", bf16=True)
-    dl = (got_losses - want_losses).abs().max().item()
-    diffs = [(g - w).abs().max().item() for g, w in zip(got, want)]
-    print("# cnn sgd bf16 vs torch.autocast: max |loss diff| %.3g, max |param diff| %.3g, loss %.4f -> %.4f" %
-          (dl, max(diffs), want_losses[0].item(), want_losses[-1].item()))
-    assert want_losses[-10:].mean() < want_losses[:10].mean() * 0.7, "the reference did not train"
-    assert dl <= BF16_VS_PYTHON_TOL, "losses differ by %g" % dl
-    assert max(diffs) <= BF16_VS_PYTHON_TOL, "parameters differ by %g" % max(diffs)
+    for layout, env in (("NCHW", "0"), ("channels-last", "1")):
+        got_losses, got = cnn_run("sgd_bf16", x, y, params, env={"TPTRAIN_CHANNELS_LAST": env})
+        want_losses, want = cnn_reference(x, y, params, "sgd", bf16=True, channels_last=env == "1")
+        dl = (got_losses - want_losses).abs().max().item()
+        diffs = [(g - w).abs().max().item() for g, w in zip(got, want)]
+        print("# cnn sgd bf16 vs torch.autocast, %s: max |loss diff| %.3g, max |param diff| %.3g, loss %.4f -> %.4f" %
+              (layout, dl, max(diffs), want_losses[0].item(), want_losses[-1].item()))
+        assert want_losses[-10:].mean() < want_losses[:10].mean() * 0.7, "the reference did not train"
+        assert dl <= BF16_VS_PYTHON_TOL, "%s: losses differ by %g" % (layout, dl)
+        assert max(diffs) <= BF16_VS_PYTHON_TOL, "%s: parameters differ by %g" % (layout, max(diffs))
 
 
 def cnn_bf16_near_fp32():
