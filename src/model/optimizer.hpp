@@ -76,6 +76,10 @@ class Optimizer {
   void check_state(const OptimizerState &state, const std::vector<Variable> &vars) const;
   void load_state(const OptimizerState &state, const std::vector<Variable> &vars);
 
+  // The updates applied by the one-pass Adam/AdamW (optimizer.cpp), not by
+  // LibTorch's step: for the tests.
+  int64_t fused_updates() const { return fused_updates_; }
+
  private:
   void make(const std::vector<at::Tensor> &params);
   void push_options();
@@ -88,7 +92,12 @@ class Optimizer {
   std::unique_ptr<torch::optim::Optimizer> opt_;
   std::vector<at::Tensor> params_list_;  // the trainable variables, fixed at the first update
   int64_t micro_steps_ = 0;
+  int64_t fused_updates_ = 0;
 };
+
+// Tests: the one-pass Adam/AdamW's portable loop (no AVX2/FMA), as on a
+// CPU without them, instead of its AVX2 loop.
+void force_portable_fused_adam(bool on);
 
 // Scales `grads` in place so that their global 2-norm is at most max_norm:
 // PyTorch's clip_grad_norm_ arithmetic (float32 steps, coefficient
