@@ -27,7 +27,7 @@
  * alone writes the log directory, validates and checkpoints.
  *
  * --bf16 trains in mixed precision (one field of the trainer options,
- * docs/trainer.md): the tower function runs under autocast to bfloat16, the
+ * docs/precision.md): the tower function runs under autocast to bfloat16, the
  * variables, gradients and Adam's state stay float32.
  *
  * The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->

@@ -143,10 +143,14 @@ VariableOptions constant(c10::ScalarType dtype, double value, bool trainable) {
   return v;
 }
 
-at::Tensor activate(const at::Tensor &x, tpt_activation act, double alpha, const Who &who) {
+// `fresh`: x is the layer's own new output (of a convolution or a linear
+// layer, whose backward passes do not keep it), so ReLU may overwrite it
+// (no second activation-sized tensor, one pass less over memory); a user's
+// tensor (tpt_layer_activation) is never changed.
+at::Tensor activate(const at::Tensor &x, tpt_activation act, double alpha, const Who &who, bool fresh = false) {
   switch (act) {
     case TPT_ACT_NONE: return x;
-    case TPT_ACT_RELU: return at::relu(x);
+    case TPT_ACT_RELU: return fresh ? at::relu_(const_cast<at::Tensor &>(x)) : at::relu(x);
     case TPT_ACT_LEAKY_RELU: return at::leaky_relu(x, alpha);
     case TPT_ACT_SIGMOID: return at::sigmoid(x);
     case TPT_ACT_TANH: return at::tanh(x);
@@ -306,7 +310,7 @@ at::Tensor fc(Tower &tower, const std::string &name, const at::Tensor &x, int64_
   at::Tensor w = tower.variable("W", {units, in}, init_options(o.kernel_init, variable_type(tower, x), o));
   at::Tensor b;
   if (o.use_bias) b = tower.variable("b", {units}, init_options(o.bias_init, variable_type(tower, x), o));
-  return activate(at::linear(x2, w, b), o.activation, o.alpha, who);
+  return activate(at::linear(x2, w, b), o.activation, o.alpha, who, /*fresh=*/true);
 }
 
 at::Tensor conv2d(Tower &tower, const std::string &name, const at::Tensor &x, int64_t filters,
@@ -346,7 +350,7 @@ at::Tensor conv2d(Tower &tower, const std::string &name, const at::Tensor &x, in
   }
   at::Tensor y = at::conv2d(xp, w, b, {o.stride[0], o.stride[1]}, {pad[0], pad[1]}, {o.dilation[0], o.dilation[1]},
                             o.groups);
-  return activate(y, o.activation, o.alpha, who);
+  return activate(y, o.activation, o.alpha, who, /*fresh=*/true);
 }
 
 at::Tensor conv2d_transpose(Tower &tower, const std::string &name, const at::Tensor &x, int64_t filters,
@@ -390,7 +394,7 @@ at::Tensor conv2d_transpose(Tower &tower, const std::string &name, const at::Ten
   at::Tensor y = at::conv_transpose2d(x, w, b, {o.stride[0], o.stride[1]}, {pad[0], pad[1]}, {out_pad[0], out_pad[1]},
                                       o.groups, {o.dilation[0], o.dilation[1]});
   if (crop) y = y.narrow(2, 0, target[0]).narrow(3, 0, target[1]);
-  return activate(y, o.activation, o.alpha, who);
+  return activate(y, o.activation, o.alpha, who, /*fresh=*/true);
 }
 
 // ------------------------------------------------------------------ pooling

@@ -113,6 +113,14 @@ bool cpu_has_avx2_fma() {
 
 std::atomic<bool> portable_only{false};
 
+// After an update: the gradients go (PyTorch's zero_grad(set_to_none=True),
+// LibTorch 2.x's default; 1.13's zero_grad zeroes them in place). The next
+// backward pass then hands its gradient over instead of adding it to zeros,
+// and nothing is filled.
+void clear_grads(const std::vector<at::Tensor> &params) {
+  for (const auto &p : params) const_cast<at::Tensor &>(p).mutable_grad().reset();
+}
+
 bool fused_optimizer_enabled() {
   static const bool on = [] {
     const char *e = std::getenv("TPT_FUSED_OPTIMIZER");
@@ -293,7 +301,7 @@ Optimizer::Update Optimizer::apply(const std::vector<Variable> &vars, int64_t gl
       finite = !all.defined() || all.item<bool>();
     }
     if (!finite) {
-      opt_->zero_grad();
+      clear_grads(params_list_);
       return Update::Skipped;
     }
   }
@@ -332,7 +340,7 @@ Optimizer::Update Optimizer::apply(const std::vector<Variable> &vars, int64_t gl
   }
   if (fused) ++fused_updates_;
   else opt_->step();
-  opt_->zero_grad();
+  clear_grads(params);
   return Update::Applied;
 }
 
