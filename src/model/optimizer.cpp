@@ -45,10 +45,13 @@ StateKey key_of(const at::Tensor &p) { return compat::optimizer_state_key<StateK
 // roundings as LibTorch 1.13's kernels, measured element by element (add_
 // and addcmul_ end in a fused multiply-add where the CPU has FMA, addcdiv_
 // is self + (value * t1) / t2, the division a true one), so the same
-// update (the parity tests: identical to python3-torch's Adam here). The state stays LibTorch's (exp_avg, exp_avg_sq,
-// step: checkpoints unchanged); the first update, which creates that
-// state, and anything unusual (amsgrad, a variable or slot that is not a
-// contiguous float32 CPU tensor) take LibTorch's step.
+// update (the parity tests: identical to python3-torch's Adam here). The
+// state stays LibTorch's (exp_avg, exp_avg_sq, step: checkpoints
+// unchanged), and each tensor written gets its version bumped, as an
+// in-place operator's (a graph that saved one refuses to run backward);
+// the first update, which creates that state, and anything unusual
+// (amsgrad, a variable or slot that is not a contiguous float32 CPU tensor)
+// take LibTorch's step.
 // TPT_FUSED_OPTIMIZER=0 in the environment turns it off (for A/B runs).
 
 struct AdamScalars {
@@ -134,6 +137,7 @@ bool fused_optimizer_enabled() {
 template <class Options, class State>
 bool fused_adam_step(torch::optim::Optimizer &opt, bool adamw) {
   struct Work {
+    at::Tensor param;
     AdamSpan span;
     int64_t n;
     State *state;
@@ -155,7 +159,7 @@ bool fused_adam_step(torch::optim::Optimizer &opt, bool adamw) {
       auto *st = dynamic_cast<State *>(it->second.get());
       const int64_t n = p.numel();
       if (!st || !fits(p, n) || !fits(g, n) || !fits(st->exp_avg(), n) || !fits(st->exp_avg_sq(), n)) return false;
-      work.push_back({{p.data_ptr<float>(), g.data_ptr<float>(), st->exp_avg().template data_ptr<float>(),
+      work.push_back({p, {p.data_ptr<float>(), g.data_ptr<float>(), st->exp_avg().template data_ptr<float>(),
                        st->exp_avg_sq().template data_ptr<float>()},
                       n, st, o});
     }
@@ -169,6 +173,8 @@ bool fused_adam_step(torch::optim::Optimizer &opt, bool adamw) {
                   static_cast<float>(1 - beta2), static_cast<float>(std::sqrt(c2)), static_cast<float>(o.eps()),
                   static_cast<float>(-(o.lr() / c1)), static_cast<float>(o.weight_decay()),
                   static_cast<float>(1 - o.lr() * o.weight_decay()), adamw};
+    for (const at::Tensor *t : {&w.param, &w.state->exp_avg(), &w.state->exp_avg_sq()})
+      t->unsafeGetTensorImpl()->bump_version();
     const AdamSpan span = w.span;
     at::parallel_for(0, w.n, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
 #ifdef TPT_ADAM_AVX2

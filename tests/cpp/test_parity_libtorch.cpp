@@ -492,7 +492,10 @@ TEST(ParityLibTorch, OnePassAdamEqualsLibTorchs) {
             vars[i].value.mutable_grad() = g.clone();
             ref[i].mutable_grad() = g.clone();
           }
+          const int64_t version = vars[2].value._version();
           ASSERT_EQ(ours.apply(vars, s), tpt::model::Optimizer::Update::Applied);
+          // written in place as by an operator: its version moved (a graph that saved it would refuse)
+          EXPECT_GT(vars[2].value._version(), version);
           theirs->step();
           theirs->zero_grad();
         }
