@@ -147,10 +147,10 @@ VariableOptions constant(c10::ScalarType dtype, double value, bool trainable) {
 // layer, whose backward passes do not keep it), so ReLU may overwrite it
 // (no second activation-sized tensor, one pass less over memory); a user's
 // tensor (tpt_layer_activation) is never changed.
-at::Tensor activate(const at::Tensor &x, tpt_activation act, double alpha, const Who &who, bool fresh = false) {
+at::Tensor activate(at::Tensor x, tpt_activation act, double alpha, const Who &who, bool fresh = false) {
   switch (act) {
     case TPT_ACT_NONE: return x;
-    case TPT_ACT_RELU: return fresh ? at::relu_(const_cast<at::Tensor &>(x)) : at::relu(x);
+    case TPT_ACT_RELU: return fresh ? at::relu_(x) : at::relu(x);
     case TPT_ACT_LEAKY_RELU: return at::leaky_relu(x, alpha);
     case TPT_ACT_SIGMOID: return at::sigmoid(x);
     case TPT_ACT_TANH: return at::tanh(x);

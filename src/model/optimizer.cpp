@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #endif
@@ -121,7 +122,7 @@ std::atomic<bool> portable_only{false};
 // backward pass then hands its gradient over instead of adding it to zeros,
 // and nothing is filled.
 void clear_grads(const std::vector<at::Tensor> &params) {
-  for (const auto &p : params) const_cast<at::Tensor &>(p).mutable_grad().reset();
+  for (const auto &p : params) p.mutable_grad().reset();
 }
 
 bool fused_optimizer_enabled() {
@@ -135,7 +136,8 @@ bool fused_optimizer_enabled() {
 // One pass per variable of `opt` (an Adam or AdamW); false (nothing changed)
 // when a variable or its state is not for this path.
 template <class Options, class State>
-bool fused_adam_step(torch::optim::Optimizer &opt, bool adamw) {
+bool fused_adam_step(torch::optim::Optimizer &opt) {
+  constexpr bool adamw = std::is_same_v<Options, torch::optim::AdamWOptions>;
   struct Work {
     at::Tensor param;
     AdamSpan span;
@@ -341,8 +343,8 @@ Optimizer::Update Optimizer::apply(const std::vector<Variable> &vars, int64_t gl
   }
   bool fused = false;
   if (fused_optimizer_enabled()) {
-    if (kind_ == "adam") fused = fused_adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(*opt_, false);
-    else if (kind_ == "adamw") fused = fused_adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(*opt_, true);
+    if (kind_ == "adam") fused = fused_adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(*opt_);
+    else if (kind_ == "adamw") fused = fused_adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(*opt_);
   }
   if (fused) ++fused_updates_;
   else opt_->step();
@@ -351,7 +353,6 @@ Optimizer::Update Optimizer::apply(const std::vector<Variable> &vars, int64_t gl
 }
 
 namespace {
-
 
 // The slots of one parameter's LibTorch state, by the names PyTorch's
 // state_dict uses; `step` separately.
