@@ -448,6 +448,12 @@ def machine():
         os.cpu_count(), cpu, mem / 1048576.0, debian, platform.release(), platform.machine())
 
 
+def blas_in_use():
+    info = sh([os.path.join(BUILD, "examples/hello")])
+    lines = [l for l in info.split("\n") if l.startswith(("intra-op threads:", "BLAS:"))]
+    return "; ".join(lines) if lines else "?"
+
+
 def versions():
     def deb(pkg):
         v = sh(["dpkg-query", "-W", "-f", "${Version}", pkg])
@@ -459,7 +465,8 @@ def versions():
            ("LibTorch (libtorch-dev)", deb("libtorch-dev")),
            ("python3-torch", deb("python3-torch")),
            ("python3", sh([PY, "--version"]).replace("Python ", "")),
-           ("OpenBLAS (libopenblas0-pthread)", deb("libopenblas0-pthread")),
+           ("OpenBLAS (libopenblas0-openmp)", deb("libopenblas0-openmp")),
+           ("the BLAS and threads tptrain runs with (tpt_build_info)", blas_in_use()),
            ("Gloo (libgloo-dev)", deb("libgloo-dev")),
            ("C compiler", sh(["cc", "--version"]).split("\n")[0])]
     if shutil.which("rustc"):

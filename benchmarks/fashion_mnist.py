@@ -9,12 +9,18 @@ epoch from the second), batches of 128 shuffled each epoch, images scaled to
 
 With --bf16, the best a PyTorch user does by hand on a CPU: the forward pass
 and the loss under torch.autocast("cpu", dtype=torch.bfloat16), the model and
-the images in channels-last memory format.
+the images in channels-last memory format (the images restrided with
+.to(memory_format=), as .contiguous(memory_format=) leaves a one-channel
+batch NCHW-strided), and torch.set_num_threads with one thread per CPU the
+process may use (LibTorch 1.13's default is half the logical CPUs on x86-64:
+one thread on a 2-core machine without hyperthreads). Without it, as a user
+runs it: LibTorch's default threads and layout.
 
 usage: fashion_mnist.py [--bf16] EPOCHS [DIR]
 prints, per epoch, the trainer's line: "Epoch N (global_step G) finished, time: S sec."
 (training steps only, as tptrain times them), then the test accuracy."""
 import gzip
+import os
 import sys
 import time
 
@@ -58,6 +64,8 @@ def main():
     epochs = int(args[0])
     d = args[1] if len(args) > 1 else "/usr/share/datasets/fashion-mnist"
     layout = torch.channels_last if bf16 else torch.contiguous_format
+    if bf16:
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
     torch.manual_seed(1)
     x, y = load(d, "train")
     tx, ty = load(d, "t10k")
@@ -71,7 +79,7 @@ def main():
         for i in range(0, len(y) - 127, 128):
             idx = order[i:i + 128]
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss = F.cross_entropy(net(x[idx].contiguous(memory_format=layout)), y[idx])
+                loss = F.cross_entropy(net(x[idx].to(memory_format=layout)), y[idx])
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -81,7 +89,7 @@ def main():
         net.eval()
         with torch.no_grad():
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                correct = sum(int((net(tx[i:i + 128].contiguous(memory_format=layout)).argmax(1) == ty[i:i + 128]).sum())
+                correct = sum(int((net(tx[i:i + 128].to(memory_format=layout)).argmax(1) == ty[i:i + 128]).sum())
                               for i in range(0, len(ty), 128))
         print("test accuracy: %.2f %%" % (100.0 * correct / len(ty)), flush=True)
         if epoch >= 2:

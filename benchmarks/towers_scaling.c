@@ -5,9 +5,10 @@
  *   2 replicated CPU towers x 1 thread each, the gradients' buckets reduced
  *   during the backward passes (overlap, the default) and after them,
  *   2 parameter-server towers x 1 thread,
- *   2 replicated towers x 1 thread with the BLAS's own pool left at its size
- *   (TPT_BLAS_POOL=keep: OpenBLAS's pthread pool serves both towers, as it
- *   did before the towers took it to one thread),
+ *   2 replicated towers x 1 thread with OpenBLAS's pthread pool at 2 threads
+ *   (TPT_BLAS_POOL=keep and the pool set by hand: it serves both towers, as
+ *   it did before tptrain kept it at one thread; where the BLAS has no such
+ *   pool, an OpenMP OpenBLAS, the same as the replicated line),
  *   2 independent trainers x 1 thread on threads of this process, each with
  *   a model of its own and half the batch, at once: the towers' work
  *   without the step's synchronisation (nothing shared, nothing waited
@@ -25,13 +26,26 @@
  *
  * The last line is `towers-scaling ratio=R goal=0.95`, R = images/s of 2
  * towers x 1 thread / images/s of 1 tower x 2 threads. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tptrain_util.h"
+
+/* Sizes OpenBLAS's pthread pool, where the process has one. */
+static void set_blas_pool(int n) {
+  void *set = dlsym(RTLD_DEFAULT, "openblas_set_num_threads"), *parallel = dlsym(RTLD_DEFAULT, "openblas_get_parallel");
+  if (!set || !parallel) return;
+  int (*parallel_fn)(void);
+  void (*set_fn)(int);
+  memcpy(&parallel_fn, &parallel, sizeof parallel_fn);
+  memcpy(&set_fn, &set, sizeof set_fn);
+  if (parallel_fn() == 1) set_fn(n);
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -151,7 +165,7 @@ int main(int argc, char **argv) {
                           "2 replicated towers x 1 thread",
                           "  the same, overlap off",
                           "2 parameter-server towers x 1 thread",
-                          "  replicated, the BLAS's pool kept",
+                          "  replicated, the BLAS's pool at 2",
                           "2 independent trainers x 1 thread"};
   double ips[N][100];
   for (int r = 0; r < rounds; ++r) {
@@ -162,12 +176,18 @@ int main(int argc, char **argv) {
         continue;
       }
       TPT_CHECK_OR_DIE(tpt_set_num_threads(k == ONE_BY_ONE ? 1 : 2));
-      if (k == TWO_BLAS_KEPT) setenv("TPT_BLAS_POOL", "keep", 1);
+      if (k == TWO_BLAS_KEPT) {
+        setenv("TPT_BLAS_POOL", "keep", 1);
+        set_blas_pool(2);
+      }
       double s = k == TWO_INDEPENDENT                ? run_independent(lone_a, lone_b, batch, steps)
                  : k == ONE_BY_TWO || k == ONE_BY_ONE ? run(m, 1, TPT_STRATEGY_SIMPLE, 1, batch, steps)
                  : k == TWO_PS                      ? run(m, 2, TPT_STRATEGY_PARAMETER_SERVER, 1, batch, steps)
                                                     : run(m, 2, TPT_STRATEGY_REPLICATED, k != TWO_NO_OVERLAP, batch, steps);
-      unsetenv("TPT_BLAS_POOL");
+      if (k == TWO_BLAS_KEPT) {
+        unsetenv("TPT_BLAS_POOL");
+        set_blas_pool(1);
+      }
       ips[k][r] = (double)(steps * batch) / s;
     }
     printf("# round %d:", r + 1);
@@ -183,7 +203,7 @@ int main(int argc, char **argv) {
   printf("2 towers x 1 thread vs 1 tower x 1 thread: %.2fx (scaling efficiency %.2f)\n", med[TWO_REPLICATED] / med[ONE_BY_ONE],
          med[TWO_REPLICATED] / med[ONE_BY_ONE] / 2);
   printf("overlap on vs off (2 replicated towers): %.3fx\n", med[TWO_REPLICATED] / med[TWO_NO_OVERLAP]);
-  printf("the BLAS's pool at one thread vs kept (2 replicated towers): %.3fx\n", med[TWO_REPLICATED] / med[TWO_BLAS_KEPT]);
+  printf("the BLAS's pool at one thread vs at two (2 replicated towers): %.3fx\n", med[TWO_REPLICATED] / med[TWO_BLAS_KEPT]);
   printf("2 independent trainers vs 1 tower x 1 thread: %.2fx (the two cores' ceiling for this work now)\n",
          med[TWO_INDEPENDENT] / med[ONE_BY_ONE]);
   printf("2 replicated towers vs 2 independent trainers: %.3f (what the step's synchronisation costs)\n",

@@ -32,11 +32,12 @@ TPT_API int tpt_has_feature(tpt_feature feature);
 TPT_API const char *tpt_build_info(void);
 
 /* Sets the number of threads LibTorch uses inside one operator
- * (at::set_num_threads) and, where LibTorch's BLAS is an OpenBLAS with a
- * thread pool of its own (its pthread build, as Debian's), that pool's size
- * too (LibTorch sets MKL's itself, never OpenBLAS's; docs/threading.md).
- * `num_threads` must be >= 1. Process-wide; call it before training starts,
- * from one thread. */
+ * (at::set_num_threads); an OpenMP BLAS (MKL, OpenBLAS's OpenMP build) runs
+ * its products on them. `num_threads` must be >= 1. Without a call, tptrain
+ * uses one thread per physical core the process may run on (its CPU
+ * affinity and cgroup quota), unless OMP_NUM_THREADS or MKL_NUM_THREADS is
+ * set; OpenBLAS's pthread build is kept at one thread (docs/threading.md).
+ * Process-wide; call it before training starts, from one thread. */
 TPT_API TPT_NODISCARD tpt_status *tpt_set_num_threads(int num_threads);
 
 /* The number of intra-op threads LibTorch uses. Any thread. */

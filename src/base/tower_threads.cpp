@@ -55,7 +55,6 @@ void TowerThreads::start(int towers, int intra_op_threads) {
     errors_.assign(static_cast<size_t>(towers), nullptr);
     intra_ = intra_op_threads;
   }
-  if (towers > 1) blas_ = std::make_unique<SingleThreadedBlas>();
   for (int k = 1; k < towers; ++k) {
     try {
       threads_.emplace_back([this, k] { loop(k); });
@@ -74,7 +73,6 @@ void TowerThreads::stop() {
   wake_.notify_all();
   for (auto &th : threads_) th.join();
   threads_.clear();
-  blas_.reset();
 }
 
 void TowerThreads::run(const std::function<void(int)> &fn) {

@@ -7,20 +7,17 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include "base/blas_threads.hpp"
 
 namespace tpt {
 
 // Threads for towers 1..N-1 (tower 0 runs on the caller's), started in
 // BEFORE_TRAIN and joined in AFTER_TRAIN (and by the destructor). Each runs
-// LibTorch's intra-op work with `intra_op_threads` OpenMP threads; while two
-// or more towers run, the BLAS's own pool has one thread (each tower's matrix
-// products on its own thread: base/blas_threads.hpp).
+// LibTorch's intra-op work with `intra_op_threads` OpenMP threads (an
+// OpenMP BLAS follows them; a pthread OpenBLAS is kept at one thread, each
+// caller's products on the caller's thread: base/cpu_threads.hpp).
 class TowerThreads {
  public:
   TowerThreads() = default;
@@ -50,7 +47,6 @@ class TowerThreads {
   bool quit_ = false;
   std::vector<std::exception_ptr> errors_;
   int intra_ = 0;
-  std::unique_ptr<SingleThreadedBlas> blas_;  // while towers - 1 threads run
 };
 
 }  // namespace tpt

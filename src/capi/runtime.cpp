@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "base/blas_threads.hpp"
+#include "base/cpu_threads.hpp"
 #include "base/cpu_allocator.hpp"
 #include "base/pickle.hpp"
 #include "capi/barrier.hpp"
@@ -53,7 +53,8 @@ std::string describe_build() {
   s << "c10d Gloo: " << (kHaveGloo ? "yes" : "no") << "\n";
   s << "CUDA devices: " << (cuda_available() ? "yes" : "no") << "\n";
   s << "NCCL: " << tpt::dist::nccl_description() << "\n";
-  s << "intra-op threads: " << at::get_num_threads() << "\n";
+  s << "intra-op threads: " << at::get_num_threads() << " (usable cores: " << tpt::usable_cores() << ")\n";
+  s << "BLAS: " << tpt::blas_description() << "\n";
   tpt::model::CpuAllocatorStats a = tpt::model::cpu_allocator_stats();
   s << "CPU allocator: "
     << (a.installed ? "tptrain's, keeps freed blocks (up to " + std::to_string(a.cache_limit >> 20) + " MiB)"
@@ -92,8 +93,7 @@ tpt_status *tpt_set_num_threads(int num_threads) {
   return tpt::capi::guard(__func__, [&] {
     if (num_threads < 1)
       tpt::invalid_argument("num_threads must be >= 1, got " + std::to_string(num_threads));
-    at::set_num_threads(num_threads);
-    tpt::set_blas_pool_threads(num_threads);  // LibTorch sets MKL's; OpenBLAS's pool is ours to set
+    at::set_num_threads(num_threads);  // an OpenMP BLAS and MKL follow it (base/cpu_threads.hpp)
   });
 }
 

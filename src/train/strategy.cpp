@@ -20,6 +20,7 @@
 
 #include "base/autocast.hpp"
 #include "base/checkpoint_file.hpp"
+#include "base/cpu_threads.hpp"
 #include "base/error.hpp"
 #include "dist/world.hpp"
 #include "loop/trainer.hpp"
@@ -61,6 +62,7 @@ void attach(Trainer &trainer, std::shared_ptr<Strategy> strategy) {
 const Checkpoint *SingleCost::setup_model(Trainer &t, bool cpu_towers) {
   if (!model_->optimizer()) fail(TPT_ERR_STATE, "the model has no optimizer (tpt_model_set_optimizer)");
   t.log().info(describe());
+  if (const std::string note = blas_threads_note(); !note.empty()) t.log().info(note);
   precision_ = t.config().precision;
   if (precision_ == TPT_PRECISION_FP16_MIXED && cpu_towers)
     fail(TPT_ERR_UNSUPPORTED,

@@ -35,6 +35,20 @@ static inline int test_blas_pool(void) {
   return parallel_fn() == 1 ? get_fn() : 0;
 }
 
+/* Sizes OpenBLAS's own pool behind tptrain's back (as another library in
+ * the process might); nothing where test_blas_pool() is 0. */
+static inline void test_set_blas_pool(int n) {
+  void *self = dlopen(NULL, RTLD_LAZY), *set = NULL;
+  if (self) {
+    set = dlsym(self, "openblas_set_num_threads");
+    dlclose(self);
+  }
+  if (!set || test_blas_pool() == 0) return;
+  void (*set_fn)(int);
+  memcpy(&set_fn, &set, sizeof set_fn);
+  set_fn(n);
+}
+
 /* Fails the test unless `st` is NULL (success). */
 static inline void ok(tpt_status *st) {
   if (st) fail_msg("unexpected error %s: %s", tpt_code_name(tpt_status_code(st)), tpt_status_message(st));

@@ -41,10 +41,11 @@ func BuildInfo() string {
 	return C.GoString(C.tpt_build_info())
 }
 
-// SetNumThreads sets the number of threads LibTorch uses inside one operator,
-// and the size of OpenBLAS's own thread pool where LibTorch's BLAS has one
-// (tpt_set_num_threads). n must be >= 1. The setting is process-wide: call it
-// before training starts, from one goroutine.
+// SetNumThreads sets the number of threads LibTorch uses inside one operator
+// (an OpenMP BLAS runs its products on them) (tpt_set_num_threads). Without a
+// call: one thread per core the process may run on, unless OMP_NUM_THREADS
+// says otherwise (docs/threading.md). n must be >= 1. The setting is
+// process-wide: call it before training starts, from one goroutine.
 func SetNumThreads(n int) error {
 	if int(C.int(n)) != n {
 		return &Error{Code: CodeInvalidArgument, Message: "SetNumThreads: num_threads " + strconv.Itoa(n) + " does not fit a C int"}

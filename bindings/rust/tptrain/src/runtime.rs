@@ -31,9 +31,10 @@ pub fn build_info() -> &'static str {
     unsafe { CStr::from_ptr(sys::tpt_build_info()) }.to_str().unwrap_or("")
 }
 
-/// Sets LibTorch's intra-op thread count (process-wide), and the size of
-/// OpenBLAS's own thread pool where LibTorch's BLAS has one
-/// (`tpt_set_num_threads`).
+/// Sets LibTorch's intra-op thread count (process-wide; an OpenMP BLAS runs
+/// its products on them) (`tpt_set_num_threads`). Without a call: one thread
+/// per core the process may run on, unless `OMP_NUM_THREADS` says otherwise
+/// (docs/threading.md).
 pub fn set_num_threads(n: i32) -> Result<()> {
     call!(sys::tpt_set_num_threads(n as c_int))
 }
