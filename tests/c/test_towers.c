@@ -346,13 +346,15 @@ static void tower_errors_end_training(void **state) {
  * count (tpt_set_num_threads), in every tower of every strategy, with one
  * tower, and after a failed run, so it never takes turns on the cores with
  * LibTorch's OpenMP threads. TPT_BLAS_POOL=keep leaves it as it is.
- * Skipped where the process has no such pool (an OpenMP OpenBLAS, as
- * libopenblas0-openmp, runs on LibTorch's threads). */
+ * Where the process has no such pool (an OpenMP OpenBLAS, as
+ * libopenblas0-openmp, runs on LibTorch's threads) there is nothing to check. */
 static void blas_pool_stays_at_one_thread(void **state) {
   (void)state;
   if (test_blas_pool() == 0) {
-    print_message("no OpenBLAS with a pthread pool in this process: nothing to check\n");
-    skip();
+    /* cmocka's skip() reads as a failure in meson's TAP: say so and pass */
+    print_message("no OpenBLAS with a pthread pool in this process (an OpenMP BLAS runs on LibTorch's threads): "
+                  "nothing to check\n");
+    return;
   }
   assert_int_equal(test_blas_pool(), 1);
   int before = 0;
