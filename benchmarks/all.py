@@ -222,7 +222,8 @@ def fashion_mnist(rounds, quick, tmp):
     epochs, goal = ("1", 0.85) if quick else ("5", 0.90)
     images_per_epoch = 468 * 128
     ips = Row("fashion-mnist-images", "Fashion-MNIST CNN (the example: tensorpack's mnist-convnet recipe, batch 128, "
-              "Adam) training images/s, each library's default threads (2 here)", "images/s", "higher",
+              "Adam) training images/s, each library's default threads (tptrain: one per core, "
+              "python3-torch 1.13: half the logical CPUs, so 1 on 2 cores without hyperthreads)", "images/s", "higher",
               "python3-torch, the same network, data in memory, a plain loop", ">= 1.1")
     t90 = Row("fashion-mnist-90", "wall time from start until the test accuracy (10,000 images, after each epoch) "
               "reaches %.0f %%, at most %s epochs" % (100 * goal, epochs), "s", "lower", "python3-torch, as above", ">= 1.0")
@@ -268,7 +269,7 @@ def fashion_mnist_precision(rounds, quick, tmp):
               "python3-torch in float32, the same network and data", ">= 2.5")
     hand = Row("fashion-mnist-bf16-hand", "the example with --bf16: training images/s (achieved GFLOP/s in the "
                "log: %.1f MFLOP per image); %s" % (flops / 1e6, peaks), "images/s", "higher",
-               "python3-torch with torch.autocast bf16 and channels-last model and images (by hand)", ">= 1.1")
+               "python3-torch with torch.autocast bf16, channels-last model and images and a thread per CPU (by hand)", ">= 1.1")
     acc = Row("fashion-mnist-bf16-accuracy", "the test accuracy the example with --bf16 reaches within %s epochs "
               "(the run stops at %.0f %%)" % (epochs, 100 * goal), "%", "higher",
               "python3-torch in float32, as above", ">= 0.99, both >= %.0f %%" % (100 * goal))

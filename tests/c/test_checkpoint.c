@@ -16,6 +16,7 @@
 /* ---- a small model and its training */
 
 static int64_t width = 3; /* the first layer's units; another width is another model */
+static double learning_rate; /* SGD's, where not 0 (wide layers need a small one) */
 static int overflow_now;   /* this step's cost is multiplied by 1e36: its scaled gradients overflow */
 
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
@@ -40,6 +41,7 @@ static tpt_model *model_of(int64_t w) {
   tpt_optimizer *o = NULL;
   ok(tpt_optimizer_new(&o, "sgd"));
   ok(tpt_optimizer_set(o, "momentum", 0.9));
+  if (learning_rate > 0) ok(tpt_optimizer_set(o, "learning_rate", learning_rate));
   ok(tpt_model_set_optimizer(m, o));
   tpt_optimizer_free(o);
   return m;
@@ -198,25 +200,27 @@ static void remove_dir(void) {
 /* ---- tests */
 
 /* Runs 3 epochs uninterrupted, then stopped at step 8 and resumed from the
- * checkpoint of step 6, in `precision`: both end bit for bit equal (`w`: the
- * final fc0/W). */
-static void resume_equals_uninterrupted(tpt_precision precision, float w[12]) {
+ * checkpoint of step 6, in `precision`, with `units` in the first layer:
+ * both end bit for bit equal (`w`: the final fc0/W, 4 x units). */
+static void resume_equals_uninterrupted(tpt_precision precision, int64_t units, float *w) {
   train_precision = precision;
   fresh_dir();
+  const size_t n = (size_t)(4 * units);
+  float *wb = malloc(n * sizeof *wb), *mb = malloc(n * sizeof *mb), *mc = malloc(n * sizeof *mc);
+  assert_true(wb && mb && mc);
   ok(tpt_manual_seed(5));
-  tpt_model *a = model_of(3);
+  tpt_model *a = model_of(units);
   tpt_trainer *ta = train(a, 3, NULL, NULL, NULL, NULL);
   const char *from = "?";
   ok(tpt_trainer_resumed_from(&from, ta));
   assert_null(from); /* started afresh */
-  float wb[12], mb[12], mc[12];
-  variable(w, 12, a, "fc0/W");
-  slot_values(mb, 12, a, "fc0/W", "momentum_buffer");
+  variable(w, n, a, "fc0/W");
+  slot_values(mb, n, a, "fc0/W", "momentum_buffer");
   tpt_trainer_free(ta);
   tpt_model_free(a);
 
   ok(tpt_manual_seed(5));
-  tpt_model *b = model_of(3);
+  tpt_model *b = model_of(units);
   stop_at = 8; /* interrupted mid epoch 2: the saver saved at step 6, and at the stop (8) */
   tpt_trainer_free(train(b, 3, saver_every(3, 10, 0), NULL, NULL, NULL));
   stop_at = -1;
@@ -224,7 +228,7 @@ static void resume_equals_uninterrupted(tpt_precision precision, float w[12]) {
   assert_true(exists("model-6") && exists("model-8") && exists("checkpoint"));
 
   ok(tpt_manual_seed(99)); /* the resume restores the random state, whatever it is now */
-  tpt_model *c = model_of(3);
+  tpt_model *c = model_of(units);
   tpt_trainer *tc = train(c, 3, NULL, NULL, dir, NULL);
   int64_t gs = 0;
   ok(tpt_trainer_global_step(&gs, tc));
@@ -232,20 +236,22 @@ static void resume_equals_uninterrupted(tpt_precision precision, float w[12]) {
   ok(tpt_trainer_resumed_from(&from, tc)); /* the directory, resolved to its latest checkpoint */
   assert_non_null(from);
   assert_string_equal(from, path_in("model-8"));
-  variable(wb, 12, c, "fc0/W");
-  assert_memory_equal(w, wb, sizeof wb); /* bit for bit */
-  slot_values(mc, 12, c, "fc0/W", "momentum_buffer"); /* the optimizer's state too */
-  assert_memory_equal(mb, mc, sizeof mc);
+  variable(wb, n, c, "fc0/W");
+  assert_memory_equal(w, wb, n * sizeof *wb); /* bit for bit */
+  slot_values(mc, n, c, "fc0/W", "momentum_buffer"); /* the optimizer's state too */
+  assert_memory_equal(mb, mc, n * sizeof *mc);
   tpt_trainer_free(tc);
   tpt_model_free(c);
   remove_dir();
+  free(wb), free(mb), free(mc);
   train_precision = TPT_PRECISION_FP32;
+  width = 3;
 }
 
 static void resume_mid_epoch_equals_uninterrupted(void **state) {
   (void)state;
   float w[12];
-  resume_equals_uninterrupted(TPT_PRECISION_FP32, w);
+  resume_equals_uninterrupted(TPT_PRECISION_FP32, 3, w);
 }
 
 /* The same in bf16-mixed precision (the variables and the optimizer state
@@ -254,9 +260,23 @@ static void resume_mid_epoch_equals_uninterrupted(void **state) {
 static void resume_mid_epoch_equals_uninterrupted_bf16(void **state) {
   (void)state;
   float w32[12], w16[12];
-  resume_equals_uninterrupted(TPT_PRECISION_FP32, w32);
-  resume_equals_uninterrupted(TPT_PRECISION_BF16_MIXED, w16);
+  resume_equals_uninterrupted(TPT_PRECISION_FP32, 3, w32);
+  resume_equals_uninterrupted(TPT_PRECISION_BF16_MIXED, 3, w16);
   assert_memory_not_equal(w32, w16, sizeof w16);
+}
+
+/* The same with a first layer of 20,000 units: fc0/W and its momentum are
+ * 320 KB each, pieces the checkpoint's writer hashes on a thread of its own
+ * while it writes them (256 KiB and more); the resume reads the file back,
+ * checking that hash, and ends bit for bit equal. */
+static void resume_of_large_tensors_equals_uninterrupted(void **state) {
+  (void)state;
+  float *w = malloc(4 * 20000 * sizeof *w);
+  assert_non_null(w);
+  learning_rate = 1e-5;
+  resume_equals_uninterrupted(TPT_PRECISION_FP32, 20000, w);
+  learning_rate = 0;
+  free(w);
 }
 
 /* With dynamic loss scaling (growth_interval 3) and the gradients of
@@ -270,7 +290,7 @@ static void resume_with_loss_scaling_equals_uninterrupted(void **state) {
   const int64_t overflows[4] = {0, 1, 9, -1};
   memcpy(overflow_steps, overflows, sizeof overflows);
   float w[12];
-  resume_equals_uninterrupted(TPT_PRECISION_FP32, w);
+  resume_equals_uninterrupted(TPT_PRECISION_FP32, 3, w);
   /* the resumed run's scales (steps 6..14) over the uninterrupted run's */
   const double expected[15] = {32768, 16384, 16384, 16384, 32768, 32768, 32768, 65536,
                                65536, 32768, 32768, 32768, 65536, 65536, 65536};
@@ -280,7 +300,7 @@ static void resume_with_loss_scaling_equals_uninterrupted(void **state) {
   /* the skipped updates took effect: without overflows the run ends elsewhere */
   memset(overflow_steps, 0xff, sizeof overflow_steps);
   float plain[12];
-  resume_equals_uninterrupted(TPT_PRECISION_FP32, plain);
+  resume_equals_uninterrupted(TPT_PRECISION_FP32, 3, plain);
   assert_memory_not_equal(w, plain, sizeof w);
   scaling = 0;
 }
@@ -1108,6 +1128,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(resume_mid_epoch_equals_uninterrupted),
       cmocka_unit_test(resume_mid_epoch_equals_uninterrupted_bf16),
+      cmocka_unit_test(resume_of_large_tensors_equals_uninterrupted),
       cmocka_unit_test(resume_with_loss_scaling_equals_uninterrupted),
       cmocka_unit_test(auto_resume_without_a_checkpoint_starts_afresh),
       cmocka_unit_test(optimizer_slots),
