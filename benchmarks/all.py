@@ -460,7 +460,9 @@ def versions():
         v = sh(["dpkg-query", "-W", "-f", "${Version}", pkg])
         return v if v and "no packages" not in v else "not installed"
     commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
-    changed = [l[3:] for l in sh(["git", "-C", ROOT, "status", "--porcelain", "-uno"]).split("\n") if l.strip()]
+    # sh() strips the output, the first line's leading status blank with it: split, not slice
+    changed = [l.split(None, 1)[1] for l in sh(["git", "-C", ROOT, "status", "--porcelain", "-uno"]).split("\n")
+               if len(l.split(None, 1)) == 2]
     dirty = " with uncommitted changes to %s" % ", ".join(changed) if changed else ""
     out = [("tptrain", "%s%s" % (commit or "?", dirty)),
            ("LibTorch (libtorch-dev)", deb("libtorch-dev")),

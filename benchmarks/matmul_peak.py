@@ -1,15 +1,19 @@
 """The machine's measured matrix-multiply peak, for the benchmarks that
 report achieved GFLOP/s next to it: a 2048 x 2048 float32 and bfloat16
-matmul with python3-torch (the same LibTorch and oneDNN as tptrain), each
-library's default threads, the median of 7 after 2 warm-ups. Also whether
+matmul with python3-torch (the same LibTorch and oneDNN as tptrain) on one
+thread per CPU the process may use (as tptrain runs; LibTorch 1.13's default
+would be half of them), the median of 7 after 2 warm-ups. Also whether
 the CPU computes bfloat16 natively (AVX-512 BF16 or AMX-BF16).
 
 usage: matmul_peak.py         prints "peak-fp32-gflops X", "peak-bf16-gflops Y",
                               "native-bf16 yes|no"."""
+import os
 import statistics
 import time
 
 import torch
+
+torch.set_num_threads(len(os.sched_getaffinity(0)))
 
 
 def native_bf16():
