@@ -639,7 +639,7 @@ class ChecksumBeside {
 
 }  // namespace
 
-void write_checkpoint(const std::string &path, const Checkpoint &ck, Reclaimer *reclaim) {
+void write_checkpoint(const std::string &path, const Checkpoint &ck) {
   AtomicFile f(path);
   ChecksumBeside sum;
   uint64_t len = 0;
@@ -654,7 +654,7 @@ void write_checkpoint(const std::string &path, const Checkpoint &ck, Reclaimer *
   });
   auto t = trailer_of(len, sum.value());
   f.write(t.data(), t.size());
-  f.commit(/*sync=*/true, reclaim);
+  f.commit(/*sync=*/true);
 }
 
 Checkpoint read_checkpoint(const std::string &path) { return decode(read_file_bytes(path), "checkpoint " + path); }

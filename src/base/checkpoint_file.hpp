@@ -21,8 +21,6 @@
 
 namespace tpt {
 
-class Reclaimer;  // base/files.hpp
-
 inline constexpr const char *kCheckpointFormat = "tptrain.checkpoint";
 inline constexpr int64_t kCheckpointVersion = 1;
 
@@ -80,9 +78,8 @@ std::string check_cpu_generator_state(const at::Tensor &state);
 
 // Writes `ck` to `path` atomically (base/files.hpp's AtomicFile: a
 // temporary file, fsync, rename, fsync of the directory): a reader sees the
-// old file or the new one, never part of one. With `reclaim`, the file it
-// replaces is closed, its blocks freed, on the reclaimer's thread.
-void write_checkpoint(const std::string &path, const Checkpoint &ck, Reclaimer *reclaim = nullptr);
+// old file or the new one, never part of one.
+void write_checkpoint(const std::string &path, const Checkpoint &ck);
 // Reads and validates a checkpoint file (TPT_ERR_IO, TPT_ERR_INVALID_ARGUMENT naming it).
 Checkpoint read_checkpoint(const std::string &path);
 

@@ -125,53 +125,7 @@ void AtomicFile::write(const char *data, size_t size) {
   if (!try_write(data, size)) fail_with(errno_, "cannot write " + path_);
 }
 
-// ---- Reclaimer
-
-Reclaimer::~Reclaimer() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    quit_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  for (int fd : fds_) ::close(fd);  // none where the thread ran; a failed start's, else
-}
-
-void Reclaimer::close_later(int fd) noexcept {
-  if (fd < 0) return;
-  try {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    fds_.push_back(fd);
-  } catch (...) {  // no thread, no memory: close it here
-    ::close(fd);
-    return;
-  }
-  wake_.notify_all();
-}
-
-void Reclaimer::remove(const std::string &path) noexcept {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-  if (::unlink(path.c_str()) == 0) close_later(fd);
-  else if (fd >= 0) ::close(fd);
-}
-
-void Reclaimer::loop() {
-  std::unique_lock<std::mutex> l(mu_);
-  for (;;) {
-    wake_.wait(l, [&] { return quit_ || !fds_.empty(); });
-    std::vector<int> now;
-    now.swap(fds_);
-    l.unlock();
-    for (int fd : now) ::close(fd);
-    l.lock();
-    if (quit_ && fds_.empty()) return;
-  }
-}
-
-// ---- AtomicFile
-
-void AtomicFile::commit(bool sync, Reclaimer *reclaim) {
+void AtomicFile::commit(bool sync) {
   if (fd_ < 0) fail(TPT_ERR_INTERNAL, "AtomicFile " + path_ + " committed twice");
   if (errno_) fail_with(errno_, "cannot write " + path_);
   if (sync && ::fsync(fd_) != 0) fail_with(errno, "cannot write " + path_ + " (fsync)");
@@ -181,20 +135,6 @@ void AtomicFile::commit(bool sync, Reclaimer *reclaim) {
   if (closed != 0) {
     ::unlink(tmp_.c_str());
     io_fail("cannot write " + path_ + " (close)", close_errno);
-  }
-  // The file the rename replaces, held open so that its blocks are freed by
-  // the reclaimer's close, not by the rename (a symbolic link, a FIFO, a
-  // missing file: -1, nothing held).
-  struct Replaced {
-    int fd = -1;
-    Reclaimer *reclaim = nullptr;
-    ~Replaced() {
-      if (fd >= 0) reclaim->close_later(fd);
-    }
-  } replaced;
-  if (reclaim) {
-    replaced.fd = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    replaced.reclaim = reclaim;
   }
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     int e = errno;

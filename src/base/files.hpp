@@ -17,12 +17,9 @@
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace tpt {
@@ -41,34 +38,6 @@ bool is_temporary_name(const std::string &name, long *pid);
 // temporary that stays is harmless).
 int remove_stale_temporaries(const std::string &dir, bool owned);
 
-// Closes files on a thread of its own. A rename over an existing file drops
-// that file's last name, and ext4 frees its blocks in the rename, or, where
-// the file is still open, in its last close(): 5-7 ms for a 21 MB checkpoint
-// on the benchmarks' machine, a sixth of an fsync'ed save. So AtomicFile
-// keeps the replaced file open across the rename and hands it here, and the
-// caller's thread (the training thread) does not wait for the freeing. The
-// thread starts at the first file and is joined, the files closed, by the
-// destructor; where it cannot start, files are closed at once.
-class Reclaimer {
- public:
-  Reclaimer() = default;
-  ~Reclaimer();
-  Reclaimer(const Reclaimer &) = delete;
-  Reclaimer &operator=(const Reclaimer &) = delete;
-  void close_later(int fd) noexcept;  // takes fd
-  // Removes the file `path` (unlink; errors ignored, as a rotation's are),
-  // its blocks freed on the reclaimer's thread.
-  void remove(const std::string &path) noexcept;
-
- private:
-  void loop();
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::vector<int> fds_;
-  bool quit_ = false;
-  std::thread thread_;
-};
-
 // Writes a file atomically: a temporary in the same directory, renamed over
 // the target at commit(), so that a process killed at any moment, or a write
 // that fails (a full disk), leaves either the old or the new file. With
@@ -76,8 +45,7 @@ class Reclaimer {
 // (survives a power loss; costs milliseconds). Destroyed without commit, it
 // removes the temporary and the target is untouched. try_write reports a
 // failure without throwing (for writers called through C code); commit then
-// throws. Errors are tpt::Error(TPT_ERR_IO) naming the target. With a
-// Reclaimer, the file the rename replaces is closed by it (above).
+// throws. Errors are tpt::Error(TPT_ERR_IO) naming the target.
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path);
@@ -86,7 +54,7 @@ class AtomicFile {
   AtomicFile &operator=(const AtomicFile &) = delete;
   bool try_write(const char *data, size_t size) noexcept;
   void write(const char *data, size_t size);
-  void commit(bool sync, Reclaimer *reclaim = nullptr);
+  void commit(bool sync);
   bool failed() const { return errno_ != 0; }
 
  private:

@@ -807,6 +807,6 @@ tpt_status *tpt_trainer_save_checkpoint(tpt_trainer *trainer, const char *path) 
     std::string p = path_arg(path, "path");
     if (t.phase() == tpt::Trainer::Phase::Idle || t.phase() == tpt::Trainer::Phase::Done)
       tpt::fail(TPT_ERR_STATE, "the trainer is not running: a checkpoint is saved from its callbacks");
-    tpt::write_checkpoint(p, tpt::take_checkpoint(t), &t.reclaimer());
+    tpt::write_checkpoint(p, tpt::take_checkpoint(t));
   });
 }

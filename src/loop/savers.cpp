@@ -116,7 +116,7 @@ class ModelSaver final : public Callback {
           return;
         }
       }
-      write_checkpoint(path, ck, &t.reclaimer());
+      write_checkpoint(path, ck);
     } catch (const Error &e) {
       if (e.code() != TPT_ERR_IO) throw;
       // tensorpack's ModelSaver logs IO errors and training goes on; the
@@ -162,8 +162,9 @@ class ModelSaver final : public Callback {
     last_end_ = std::move(end);
     last_kept_ = kept;
     made_[name] = SysClock::now();
+    std::error_code ec;
     for (const auto &n : remove) {
-      t.reclaimer().remove(dir_ + "/" + n);  // its blocks freed off this thread
+      fs::remove(dir_ + "/" + n, ec);
       made_.erase(n);
     }
     report_.succeeded(t.log(), "ModelSaver: saving");

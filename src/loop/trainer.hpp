@@ -147,8 +147,6 @@ class Trainer {
   bool has_logdir() const { return !logdir_.empty(); }
   const std::string &logdir() const { return logdir_; }
   Logger &log() { return log_; }
-  // Closes the files its checkpoints replace, off the training thread.
-  Reclaimer &reclaimer() { return reclaimer_; }
 
   // ---- checkpoints (loop/checkpoint.cpp)
   // The strategy's part of a checkpoint.
@@ -215,7 +213,6 @@ class Trainer {
 
   TrainerConfig config_;
   Logger log_;
-  Reclaimer reclaimer_;
   DirLock logdir_lock_;  // the log directory is this run's while it runs
   std::string auto_resumed_from_;  // the checkpoint auto_resume found
   mutable std::string resumed_from_;  // resumed_from()'s

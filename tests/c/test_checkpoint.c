@@ -441,57 +441,6 @@ static int64_t step_of(const char *path) {
   return gs;
 }
 
-/* Files of `dir` this process still holds open after their last name went
- * (a checkpoint replaced by a rename, a rotated one removed). */
-static int deleted_files_open(void) {
-  DIR *d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    char link[300], target[1024];
-    snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
-    ssize_t len = readlink(link, target, sizeof target - 1);
-    if (len <= 0) continue;
-    target[len] = '\0';
-    n += strstr(target, dir) == target && strstr(target, " (deleted)") != NULL;
-  }
-  closedir(d);
-  return n;
-}
-
-/* tpt_trainer_save_checkpoint to one path every step (each save replaces the
- * last), with a ModelSaver rotating its files away: the replaced and the
- * rotated files are closed on the trainer's reclaimer thread, off the
- * training thread, and none is left open once the trainer is freed; the
- * path holds the last save, whole. */
-static tpt_status *save_to_same(tpt_trainer *t, tpt_event ev, const tpt_record *r, void *ud) {
-  (void)ev, (void)r, (void)ud;
-  return tpt_trainer_save_checkpoint(t, path_in("same"));
-}
-
-static void replaced_and_rotated_files_are_closed(void **state) {
-  (void)state;
-  fresh_dir();
-  assert_int_equal(deleted_files_open(), 0);
-  tpt_model *m = model_of(3);
-  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
-  d.events = TPT_EVENT_TRIGGER_STEP;
-  d.fn = save_to_same;
-  d.name = "save_to_same";
-  tpt_callback *same = NULL;
-  ok(tpt_callback_new(&same, &d));
-  tpt_trainer *t = train(m, 2, saver_every(2, 2, 0), same, NULL, NULL);
-  assert_true(deleted_files_open() >= 0);
-  tpt_trainer_free(t);
-  assert_int_equal(deleted_files_open(), 0);
-  assert_false(exists("model-2") || exists("model-4") || exists("model-6"));
-  assert_true(exists("model-8") && exists("model-10"));
-  assert_int_equal(step_of(path_in("same")), 10);
-  tpt_model_free(m);
-  remove_dir();
-}
-
 static void min_and_max_savers(void **state) {
   (void)state;
   fresh_dir();
@@ -1184,7 +1133,6 @@ int main(void) {
       cmocka_unit_test(auto_resume_without_a_checkpoint_starts_afresh),
       cmocka_unit_test(optimizer_slots),
       cmocka_unit_test(saver_rotates_and_keeps_hourly),
-      cmocka_unit_test(replaced_and_rotated_files_are_closed),
       cmocka_unit_test(min_and_max_savers),
       cmocka_unit_test(a_stopped_run_stays_stopped),
       cmocka_unit_test(run_ends_are_saved),
