@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -25,8 +24,6 @@
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <system_error>
-#include <thread>
 
 #include "base/error.hpp"
 #include "base/files.hpp"
@@ -566,82 +563,9 @@ Checkpoint decode(std::vector<char> file, const std::string &what) {
   return ck;
 }
 
-namespace {
-
-// The checksum of a file being written, computed beside the writing: a
-// large piece is hashed on a thread of its own while the caller's write()
-// copies the same bytes into the page cache (each reads them at about the
-// speed memory gives; one after the other they took 3.5 ms and more of a
-// 21 MB checkpoint's save). Each piece is hashed before the writer's sink
-// returns (the bytes are the writer's only until then), in order, so the
-// value is Checksum's. Without a thread (none could be started), inline.
-class ChecksumBeside {
- public:
-  ChecksumBeside() {
-    try {
-      thread_ = std::thread([this] { loop(); });
-    } catch (const std::system_error &) {  // hash inline
-    }
-  }
-  ~ChecksumBeside() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      quit_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  ChecksumBeside(const ChecksumBeside &) = delete;
-  ChecksumBeside &operator=(const ChecksumBeside &) = delete;
-
-  // Hashes [p, p + n) while `work` runs (on this thread); returns when both are done.
-  template <typename Work>
-  void update_while(const char *p, size_t n, Work &&work) {
-    if (n < kBeside || !thread_.joinable()) {
-      sum_.update(p, n);
-      work();
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      p_ = p, n_ = n, busy_ = true;
-    }
-    wake_.notify_all();
-    work();
-    std::unique_lock<std::mutex> l(mu_);
-    done_.wait(l, [&] { return !busy_; });
-  }
-  uint64_t value() const { return sum_.value(); }
-
- private:
-  static constexpr size_t kBeside = 256 << 10;  // smaller pieces: the handover would cost more than it saves
-  void loop() {
-    std::unique_lock<std::mutex> l(mu_);
-    for (;;) {
-      wake_.wait(l, [&] { return quit_ || busy_; });
-      if (quit_) return;
-      l.unlock();
-      sum_.update(p_, n_);
-      l.lock();
-      busy_ = false;
-      done_.notify_all();
-    }
-  }
-  Checksum sum_;
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  const char *p_ = nullptr;
-  size_t n_ = 0;
-  bool busy_ = false, quit_ = false;
-  std::thread thread_;
-};
-
-}  // namespace
-
 void write_checkpoint(const std::string &path, const Checkpoint &ck) {
   AtomicFile f(path);
-  ChecksumBeside sum;
+  Checksum sum;
   uint64_t len = 0;
   // The sink tells LibTorch's writer that every write succeeded, also after
   // one failed (a full disk): told otherwise, the writer throws, and its
@@ -649,7 +573,8 @@ void write_checkpoint(const std::string &path, const Checkpoint &ck) {
   // noexcept destructor (std::terminate). The failure is f's: commit()
   // throws it below and renames nothing.
   len = write_archive(ck, [&](const char *p, size_t n) {
-    sum.update_while(p, n, [&] { f.try_write(p, n); });
+    sum.update(p, n);
+    f.try_write(p, n);
     return true;
   });
   auto t = trailer_of(len, sum.value());

@@ -266,9 +266,8 @@ static void resume_mid_epoch_equals_uninterrupted_bf16(void **state) {
 }
 
 /* The same with a first layer of 20,000 units: fc0/W and its momentum are
- * 320 KB each, pieces the checkpoint's writer hashes on a thread of its own
- * while it writes them (256 KiB and more); the resume reads the file back,
- * checking that hash, and ends bit for bit equal. */
+ * 320 KB each, records the writer hands over in pieces of their own; the
+ * resume reads the file back, checking its hash, and ends bit for bit equal. */
 static void resume_of_large_tensors_equals_uninterrupted(void **state) {
   (void)state;
   float *w = malloc(4 * 20000 * sizeof *w);
