@@ -1063,7 +1063,9 @@ DataFlowPtr mnist(const std::string &dir, const std::string &split, bool shuffle
   return map(
       std::move(raw),
       [](Datapoint &dp) {
-        dp[0] = dp[0].to(at::kFloat).div_(255.0).unsqueeze_(0);
+        // x / 255 in float32, one pass (float_pixels); [H, W] -> [1, H, W]
+        at::Tensor x = float_pixels(dp[0], PixelOp::Divide, {0.0f}, {255.0f});
+        dp[0] = (x.defined() ? x : dp[0].to(at::kFloat).div_(255.0)).unsqueeze_(0);
         dp[1] = dp[1].to(at::kLong);
       },
       "Mnist");

@@ -211,6 +211,18 @@ DataFlowPtr join(std::vector<DataFlowPtr> dfs);
 DataFlowPtr select(DataFlowPtr df, std::vector<size_t> indices);
 
 // ---- image augmentation (augment.cpp)
+// float32 pixels of x in one pass, per channel c of a [C, ...] image (one
+// value for every pixel when C is 1): (float(x) - shift[c]) / divisor[c], or
+// float(x) * factor[c]. The numbers are those of ATen's x.to(kFloat).sub(shift)
+// .div(divisor) (.mul(factor)) in float32 (tests/cpp/test_pixels.cpp checks it
+// bit for bit), without their operators and temporaries per image: the input
+// thread's share of the cores while the model trains. An undefined tensor when x
+// is not a contiguous uint8 or float32 CPU tensor of C * k elements (the caller
+// then runs ATen's operators).
+enum class PixelOp { Divide, Multiply };
+at::Tensor float_pixels(const at::Tensor &x, PixelOp op, const std::vector<float> &shift,
+                        const std::vector<float> &operand);
+
 struct Augmentor {
   enum Kind { ToFloat = 1, Normalize = 2, RandomCrop = 3, Flip = 4 } kind = ToFloat;
   double scale = 1;

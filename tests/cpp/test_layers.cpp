@@ -28,6 +28,8 @@
 #include <ATen/ops/sqrt.h>
 #include <ATen/ops/topk.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
@@ -399,6 +401,69 @@ TEST(Layers, LayerNormAndDropout) {
   double kept = d.ne(0).to(at::kDouble).mean().item<double>();
   EXPECT_NEAR(kept, 0.75, 0.03);
   EXPECT_TRUE(close(d.masked_select(d.ne(0)), at::ones({d.ne(0).sum().item<int64_t>()}) / 0.75));
+}
+
+// Dropout's CPU noise (a counter-based hash of one draw of the generator):
+// every dtype, kept with probability 1 - rate within 5 sigma, kept elements
+// scaled by 1 / (1 - rate), neighbours independent (the two halves of one
+// hash, and across hashes), the same mask for the same generator state
+// whatever the number of threads, a new mask each call, the tower's own
+// generator when it has one, an odd count and a transposed input, and the
+// gradient through the mask.
+TEST(Layers, DropoutMaskOnTheCpu) {
+  Fixture f;
+  const int64_t n = 200001;  // odd: the last hash gives one element
+  for (double rate : {0.1, 0.5, 0.75}) {
+    const double keep = 1 - rate, sigma = std::sqrt(keep * (1 - keep) / n);
+    for (c10::ScalarType dt : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf}) {
+      const std::string what = std::string(c10::toString(dt)) + " rate " + std::to_string(rate);
+      Tower t = f.first();
+      at::manual_seed(21);
+      at::Tensor d = L::dropout(t, at::ones({n}, at::TensorOptions().dtype(dt)), rate).to(at::kDouble);
+      at::Tensor kept = d.ne(0);
+      const double frac = kept.to(at::kDouble).mean().item<double>();
+      EXPECT_NEAR(frac, keep, 5 * sigma) << what;
+      const double scale = dt == at::kDouble ? 1 / keep : static_cast<double>(1.0f / static_cast<float>(keep));
+      EXPECT_TRUE(d.masked_select(kept).sub(scale).abs().max().item<double>() <= 1e-2 * scale) << what;
+      // pairs from one hash (2k, 2k + 1) and across hashes (2k + 1, 2k + 2)
+      at::Tensor k = kept.to(at::kDouble);
+      const double same = (k.slice(0, 0, n - 1, 2) * k.slice(0, 1, n, 2)).mean().item<double>();
+      const double across = (k.slice(0, 1, n - 1, 2) * k.slice(0, 2, n, 2)).mean().item<double>();
+      const double pair_sigma = std::sqrt(keep * keep * (1 - keep * keep) / (n / 2));
+      EXPECT_NEAR(same, keep * keep, 5 * pair_sigma) << what;
+      EXPECT_NEAR(across, keep * keep, 5 * pair_sigma) << what;
+      // the same generator state gives the same mask, on one thread as on several
+      const int threads = at::get_num_threads();
+      at::set_num_threads(1);
+      at::manual_seed(21);
+      at::Tensor one = L::dropout(t, at::ones({n}, at::TensorOptions().dtype(dt)), rate).to(at::kDouble);
+      at::set_num_threads(threads);
+      EXPECT_TRUE(one.equal(d)) << what;
+      // the next call draws a new mask
+      at::Tensor next = L::dropout(t, at::ones({n}, at::TensorOptions().dtype(dt)), rate).to(at::kDouble);
+      EXPECT_FALSE(next.equal(d)) << what;
+      EXPECT_NEAR(next.ne(0).to(at::kDouble).mean().item<double>(), keep, 5 * sigma) << what;
+    }
+  }
+  // A tower with a generator of its own draws from it, not from LibTorch's default.
+  Tower own = f.first();
+  own.set_generator(at::detail::createCPUGenerator(5));
+  at::manual_seed(1);
+  at::Tensor a = L::dropout(own, at::ones({1000}), 0.5);
+  at::manual_seed(2);
+  Tower own2 = f.first();
+  own2.set_generator(at::detail::createCPUGenerator(5));
+  EXPECT_TRUE(L::dropout(own2, at::ones({1000}), 0.5).equal(a));
+  // a transposed (non-contiguous) input keeps its shape; the gradient is the noise
+  at::manual_seed(3);
+  at::Tensor x = at::randn({64, 48}).t().requires_grad_();
+  Tower t = f.first();
+  at::Tensor y = L::dropout(t, x, 0.5);
+  EXPECT_EQ(y.sizes(), x.sizes());
+  y.sum().backward();
+  at::Tensor noise = x.grad();
+  EXPECT_TRUE(noise.eq(0).logical_or(noise.eq(2)).all().item<bool>());
+  EXPECT_TRUE(close(y, x.detach() * noise));
 }
 
 // ---------------------------------------------------------------- losses and metrics
