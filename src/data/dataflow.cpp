@@ -4,6 +4,7 @@
 #include "data/dataflow.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/stack.h>
@@ -1066,7 +1067,14 @@ DataFlowPtr mnist(const std::string &dir, const std::string &split, bool shuffle
         // x / 255 in float32, one pass (float_pixels); [H, W] -> [1, H, W]
         at::Tensor x = float_pixels(dp[0], PixelOp::Divide, {0.0f}, {255.0f});
         dp[0] = (x.defined() ? x : dp[0].to(at::kFloat).div_(255.0)).unsqueeze_(0);
-        dp[1] = dp[1].to(at::kLong);
+        const at::Tensor &y = dp[1];  // the label, a uint8 scalar: an int64 one
+        if (y.dim() == 0 && y.scalar_type() == at::kByte && y.device().is_cpu()) {
+          at::Tensor label = at::detail::empty_cpu({}, at::kLong);
+          *label.data_ptr<int64_t>() = *y.data_ptr<uint8_t>();
+          dp[1] = std::move(label);
+        } else {
+          dp[1] = y.to(at::kLong);
+        }
       },
       "Mnist");
 }
