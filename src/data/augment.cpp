@@ -4,7 +4,6 @@
 // depend on how many threads augment.
 #include <ATen/EmptyTensor.h>
 #include <ATen/ops/constant_pad_nd.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/flip.h>
 #include <ATen/ops/tensor.h>
 

@@ -285,11 +285,11 @@ static bool channels_last(const Tower &tower, const at::Tensor &x) {
 // convolution ran NCHW, its output stayed NCHW, and every layer after it
 // paid a copy between the formats (and LibTorch 1.13's NCHW bfloat16 max
 // pool is several times slower). to(memory_format) restrides such a tensor
-// (one copy of a small weight or of the input batch), as PyTorch's
-// Module.to(memory_format=) and Tensor.to(memory_format=) do.
-// A tensor whose memory is already in channels-last order (one channel, or
-// 1x1 images) that needs no gradient is restrided as a view instead: the
-// same bytes, no copy of the input batch each step.
+// (one copy of a small weight), as PyTorch's Module.to(memory_format=) and
+// Tensor.to(memory_format=) do; one that needs no gradient (the input batch)
+// and whose memory is already in channels-last order (one channel, or 1x1
+// images) becomes a view with channels-last strides instead: the same bytes,
+// no copy each step.
 static at::Tensor as_channels_last(const at::Tensor &t) {
   if (t.suggest_memory_format() == at::MemoryFormat::ChannelsLast) return t;
   if (!t.requires_grad() && t.is_contiguous(at::MemoryFormat::ChannelsLast))
