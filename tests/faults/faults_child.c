@@ -1,6 +1,6 @@
 /* The storage-fault suite's training (tests/faults/test_faults.py, issue 31).
  *
- *   faults_child LOGDIR [--epochs N] [--sleep-us N]
+ *   faults_child LOGDIR [--epochs N] [--sleep-us N] [--wide N]
  *       Trains an MLP (Adam, N epochs (default 4) x 6 steps, 48 rows in batches of 8)
  *       with ModelSaver every 4 steps and every epoch, MaxSaver on the scalar
  *       "score" (put each epoch, rising) and the default monitors (the
@@ -20,13 +20,22 @@
  * matches the fault set in the environment:
  *   TPT_FAULT_DIR     the directory whose files fail (the log directory)
  *   TPT_FAULT_FILE    the prefix of the file names that fail ("" for all)
- *   TPT_FAULT_OP      write (write, pwrite), sync (fsync, fdatasync), rename, lock (flock)
+ *   TPT_FAULT_OP      write (write, pwrite), sync (fsync, fdatasync), rename, lock (flock),
+ *                     kill: the matching write or pwrite meets SIGKILL as Linux
+ *                     leaves it: what lies before the first page boundary after
+ *                     its offset is written when it spans pages (the kernel
+ *                     checks for a fatal signal before each page it copies;
+ *                     seen on tmpfs), nothing when it lies in one page (which the
+ *                     kernel writes whole or not at all); then the process dies
  *   TPT_FAULT_AT      the N-th matching call fails (1-based)
  *   TPT_FAULT_ERRNO   ENOSPC (default), EIO or ENOLCK
  *   TPT_FAULT_FULL    1: from that call on the disk is full: every matching
  *                     write that would grow its file fails (writes over a
  *                     file's existing bytes need no space, and succeed)
- * Without TPT_FAULT_AT nothing fails. */
+ * Without TPT_FAULT_AT nothing fails.
+ *
+ *   --wide N   each step also puts N scalars "w0".."w<N-1>": stats.json's and the
+ *              event files' writes then span pages */
 /* Both pwrite and pwrite64 are defined here: without this undef, meson's
  * -D_FILE_OFFSET_BITS=64 makes the headers rename pwrite to pwrite64. */
 #undef _FILE_OFFSET_BITS
@@ -34,6 +43,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,10 +114,26 @@ static int grows_at(int fd, off_t offset, size_t count) {
   return fstat(fd, &st) != 0 || offset + (off_t)count > st.st_size;
 }
 
+/* TPT_FAULT_OP=kill: at the chosen matching call, write what the kernel would
+ * have written before the signal and die. */
+static void killed_now(int fd, const void *buf, size_t count, off_t offset, write_fn next_write,
+                       pwrite_fn next_pwrite) {
+  if (g_at < 0 || strcmp(g_op, "kill") != 0 || !matches_fd(fd) || ++g_seen != g_at) return;
+  long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) page = 4096;
+  size_t before = (size_t)(page - offset % page);  /* the bytes before the first page boundary */
+  if (count > before) {
+    if (next_pwrite) next_pwrite(fd, buf, before, offset);
+    else next_write(fd, buf, before);
+  }
+  raise(SIGKILL);
+}
+
 ssize_t write(int fd, const void *buf, size_t count) {
   static write_fn next;
   if (!next) next = (write_fn)dlsym(RTLD_NEXT, "write");
   setup();
+  if (g_at >= 0 && fd > 2) killed_now(fd, buf, count, lseek(fd, 0, SEEK_CUR), next, NULL);
   if (g_at >= 0 && fd > 2 && fail_now("write", matches_fd(fd), grows_at(fd, lseek(fd, 0, SEEK_CUR), count)))
     return -1;
   return next(fd, buf, count);
@@ -116,6 +142,7 @@ ssize_t write(int fd, const void *buf, size_t count) {
 static ssize_t pwrite_common(const char *name, int fd, const void *buf, size_t count, off_t offset) {
   pwrite_fn next = (pwrite_fn)dlsym(RTLD_NEXT, name);
   setup();
+  if (g_at >= 0) killed_now(fd, buf, count, offset, NULL, next);
   if (g_at >= 0 && fail_now("write", matches_fd(fd), grows_at(fd, offset, count))) return -1;
   return next(fd, buf, count, offset);
 }
@@ -189,7 +216,7 @@ int flock(int fd, int operation) {
     }                                                               \
   } while (0)
 
-static long sleep_us;
+static long sleep_us, wide;
 
 static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
   (void)n, (void)ud;
@@ -212,9 +239,16 @@ static tpt_status *events(tpt_trainer *t, tpt_event ev, const tpt_record *r, voi
     if (gs > 0) printf("resumed_from=%lld\n", (long long)gs);
     printf("started\n");
     fflush(stdout);
-  } else if (ev == TPT_EVENT_TRIGGER_STEP && sleep_us > 0) {
-    struct timespec ts = {sleep_us / 1000000, (sleep_us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
+  } else if (ev == TPT_EVENT_TRIGGER_STEP) {
+    for (long i = 0; i < wide; ++i) {
+      char name[32];
+      snprintf(name, sizeof name, "w%ld", i);
+      if ((st = tpt_trainer_put_scalar(t, name, 1.0 / (double)(gs + i + 3)))) return st;
+    }
+    if (sleep_us > 0) {
+      struct timespec ts = {sleep_us / 1000000, (sleep_us % 1000000) * 1000};
+      nanosleep(&ts, NULL);
+    }
   } else if (ev == TPT_EVENT_TRIGGER_EPOCH) {
     if ((st = tpt_trainer_epoch_num(&epoch, t))) return st;
     return tpt_trainer_put_scalar(t, "score", (double)epoch);  /* rising: MaxSaver keeps each epoch */
@@ -239,13 +273,14 @@ static int check(int n, char **files) {
 int main(int argc, char **argv) {
   if (argc >= 3 && !strcmp(argv[1], "check")) return check(argc - 2, argv + 2);
   if (argc < 2) {
-    fprintf(stderr, "usage: faults_child LOGDIR [--epochs N] [--sleep-us N] | faults_child check FILE...\n");
+    fprintf(stderr, "usage: faults_child LOGDIR [--epochs N] [--sleep-us N] [--wide N] | faults_child check FILE...\n");
     return 2;
   }
   long epochs = 4;
   for (int i = 2; i + 1 < argc; ++i) {
     if (!strcmp(argv[i], "--sleep-us")) sleep_us = atol(argv[++i]);
     else if (!strcmp(argv[i], "--epochs")) epochs = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--wide")) wide = atol(argv[++i]);
   }
   CHECK(tpt_manual_seed(7));
   enum { ROWS = 48, FEATURES = 8 };

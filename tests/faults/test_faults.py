@@ -53,7 +53,7 @@ def strict_load(path):
         return json.load(f, parse_constant=no_constants, object_pairs_hook=no_dupes)
 
 
-def run(logdir, *flags, fault=None, check=True):
+def run(logdir, *flags, fault=None, check=True, killed=False):
     env = dict(os.environ)
     for k in list(env):
         if k.startswith("TPT_FAULT_"):
@@ -63,6 +63,11 @@ def run(logdir, *flags, fault=None, check=True):
         env.update({"TPT_FAULT_" + k.upper(): str(v) for k, v in fault.items()})
     p = subprocess.run([CHILD, logdir, *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=TIMEOUT, env=env)
+    if killed:
+        if p.returncode != -signal.SIGKILL:
+            raise AssertionError("the kill never came (exit %d; a case that cannot fail): %s" % (
+                p.returncode, p.stdout[-2000:]))
+        return p
     if p.returncode < 0:
         raise AssertionError("child killed by signal %d: %s" % (-p.returncode, p.stderr[-3000:]))
     if check and p.returncode != 0:
@@ -88,19 +93,25 @@ def masked_crc32c(data):
     return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def check_event_file(path):
-    """Whole TFRecords with valid checksums, to the last byte; returns their number."""
+def check_event_file(path, cut_tail=False):
+    """Whole TFRecords with valid checksums, to the last byte (with cut_tail,
+    a killed writer's: to a last record that may be cut off, which
+    TensorBoard's reader takes for the end); returns their number."""
     with open(path, "rb") as f:
         data = f.read()
     at = n = 0
     while at < len(data):
         if at + 12 > len(data):
+            if cut_tail:
+                break
             raise AssertionError("%s: a cut record header at byte %d" % (path, at))
         length, lcrc = struct.unpack_from("<QI", data, at)
         if masked_crc32c(data[at:at + 8]) != lcrc:
             raise AssertionError("%s: bad length checksum at byte %d" % (path, at))
         body = data[at + 12:at + 12 + length]
         if len(body) != length or at + 16 + length > len(data):
+            if cut_tail:
+                break
             raise AssertionError("%s: a cut record at byte %d" % (path, at))
         (dcrc,) = struct.unpack_from("<I", data, at + 12 + length)
         if masked_crc32c(body) != dcrc:
@@ -139,13 +150,16 @@ def readable_checkpoints(paths):
         raise AssertionError("not a readable checkpoint: %s" % p.stderr[-2000:])
 
 
-def check_directory(d):
-    """The promises that hold after every run, faults or not."""
+def check_directory(d, killed=False, cut=()):
+    """The promises that hold after every run, faults or not. A killed run
+    (`killed`) may leave temporaries (the next run removes them), and the
+    files it appended to (`cut`: event files, log.log) may end in a cut
+    record."""
     temps = [f for f in os.listdir(d) if re.search(r"\.tmp\.\d+(\.\d+)?$", f)]
-    if temps:
+    if temps and not killed:
         raise AssertionError("temporaries left: %r" % temps)
     latest, all_ = read_index(d)
-    checkpoints = glob.glob(os.path.join(d, "max-*"))
+    checkpoints = [c for c in glob.glob(os.path.join(d, "max-*")) if ".tmp." not in c]
     if latest is not None:
         for name in all_:
             if not os.path.isfile(os.path.join(d, name)):
@@ -158,7 +172,15 @@ def check_directory(d):
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise AssertionError("stats.json is not a list of objects")
     for ev in glob.glob(os.path.join(d, "events.out.tfevents.*")):
-        check_event_file(ev)
+        check_event_file(ev, cut_tail=ev in cut)
+    for log in glob.glob(os.path.join(d, "log.log*")):
+        with open(log) as f:
+            lines = f.read().split("\n")
+        if lines[-1] and log not in cut:  # a last line without its newline
+            raise AssertionError("%s ends in a cut line: %r" % (log, lines[-1]))
+        for line in lines[:-1]:
+            if not re.match(r"\[\d{4} \d\d:\d\d:\d\d @tptrain\] ", line):
+                raise AssertionError("%s: a cut or glued log line: %r" % (log, line))
     return latest
 
 
@@ -247,6 +269,47 @@ for _prefix in TARGETS:
         if _fault["op"] in ("sync", "rename") and _prefix not in ATOMIC:
             continue
         TESTS.append(fault_case(_prefix, _label, _fault))
+
+
+# ---- a kill in the middle of a write
+#
+# The process is SIGKILLed at its k-th write to one file kind, that write cut
+# where Linux cuts it (faults_child's TPT_FAULT_OP=kill). With 150 scalars a
+# step, stats.json's and the event files' writes span pages. What it leaves
+# must hold what check_directory asks (temporaries and a cut last record of
+# an appended file aside), and the same directory auto-resumes to the end.
+
+KILL_POINTS = (1, 2, 3)
+
+
+def kill_case(prefix, at):
+    def case(d):
+        run(d, "--epochs", "3", "--wide", "150", fault=dict(file=prefix, op="kill", at=at), killed=True)
+        cut = glob.glob(os.path.join(d, "events.out.tfevents.*")) + [os.path.join(d, "log.log")]
+        latest = check_directory(d, killed=True, cut=cut)
+        p = run(d, "--epochs", "4", "--wide", "150")
+        if "run=TPT_OK global_step=24" not in p.stdout:
+            raise AssertionError("the resumed run did not end at step 24: " + p.stdout)
+        if latest is not None and "resumed_from=%s" % latest.split("-")[1] not in p.stdout:
+            raise AssertionError("did not resume from %s: %s" % (latest, p.stdout))
+        # the killed run's log.log was moved aside: log.log.<time>
+        cut = cut[:-1] + glob.glob(os.path.join(d, "log.log.*"))
+        if check_directory(d, cut=cut) != "model-24":
+            raise AssertionError("the index does not name model-24 after the resumed run")
+        stats = strict_load(os.path.join(d, "stats.json"))
+        steps = [e["global_step"] for e in stats]
+        if any(a >= b for a, b in zip(steps, steps[1:])) or steps[-1] != 24:
+            raise AssertionError("stats.json's steps after the resume: %r" % steps)
+        if not all("w149" in e for e in stats if "score" not in e):
+            raise AssertionError("a step's entry lost its scalars")
+
+    case.__name__ = "%s: killed in its write %d" % (prefix, at)
+    return case
+
+
+for _prefix in TARGETS:
+    for _at in KILL_POINTS:
+        TESTS.append(kill_case(_prefix, _at))
 
 
 @test
