@@ -1,0 +1,381 @@
+/* The GPU check (issue 30): what tptrain does on a CUDA device, each result
+ * against an independent one, and a table last. scripts/gpu-check builds and
+ * runs it; `scripts/gpu-check --cpu` runs it here on the CPU build, so the
+ * program is tested without a GPU (there the "device" is the CPU and the
+ * checks that need CUDA or NCCL say so in the table).
+ *
+ *   gpu_check [--device DEV] [--workdir DIR]   DEV: "cuda:0" (default) or "cpu"
+ *
+ * Checks (first part; the rest of issue 30's list is to come):
+ *   device = cpu      a CNN trained 20 steps (Adam) by one tower on DEV (the
+ *                     mirror path on CUDA) against the same training on the
+ *                     CPU: ||dev - cpu|| / ||cpu|| over every variable < 1e-4
+ *   towers = concat   2 replicated towers on DEV with batch B against 1 tower
+ *                     on the CPU with batch 2B (SGD, 10 steps): < 1e-5
+ *   resume exact      2 epochs on DEV with dropout, against 1 epoch, a
+ *                     checkpoint, and a new trainer resuming it for the
+ *                     second: every variable bit-identical
+ *   staging           ms per step with tpt_input_staging(DEV) and without
+ *                     (measured, not asserted; a pass-through on the CPU)
+ *   1-rank job        a distributed job of one rank with its tower on DEV
+ *                     (NCCL's all-reduce on CUDA, Gloo's on the CPU) against
+ *                     1 tower alone on the CPU (SGD, 10 steps): < 1e-5
+ * Exit 0 when every check that ran passed. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "tptrain_util.h"
+
+enum { S = 12, ROWS = 512, CLASSES = 10, MAX_ROWS = 16 };
+
+static const char *device = "cuda:0";
+static const char *workdir = "gpu_check_work";
+static int with_dropout;
+
+/* ---- the table */
+
+static char rows[MAX_ROWS][3][160];
+static int n_rows, failures;
+
+static void row(const char *check, const char *result, const char *verdict) {
+  if (n_rows == MAX_ROWS) return;
+  snprintf(rows[n_rows][0], sizeof rows[0][0], "%s", check);
+  snprintf(rows[n_rows][1], sizeof rows[0][1], "%s", result);
+  snprintf(rows[n_rows][2], sizeof rows[0][2], "%s", verdict);
+  ++n_rows;
+  if (!strcmp(verdict, "FAIL")) ++failures;
+}
+
+/* A failed call fails its check with the library's message. */
+#define CHECK_CALL(name, call)                                               \
+  do {                                                                       \
+    tpt_status *st_ = (call);                                                \
+    if (st_) {                                                               \
+      char why_[160];                                                        \
+      snprintf(why_, sizeof why_, "error: %s", tpt_status_message(st_));    \
+      tpt_status_free(st_);                                                  \
+      row(name, why_, "FAIL");                                               \
+      goto done;                                                             \
+    }                                                                        \
+  } while (0)
+
+/* ---- the model: conv 8 3x3 -> ReLU -> max pool 2 -> [dropout] -> fc 10 */
+
+static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
+  (void)n;
+  (void)ud;
+  tpt_tensor *x, *logits, *cost;
+  TPT_RETURN_IF_ERROR(tpt_layer_conv2d(&x, tw, "conv", in[0], 8, NULL));
+  TPT_RETURN_IF_ERROR(tpt_layer_activation(&x, x, TPT_ACT_RELU, 0));
+  TPT_RETURN_IF_ERROR(tpt_layer_max_pool(&x, x, 2, 2, TPT_PADDING_VALID));
+  if (with_dropout) TPT_RETURN_IF_ERROR(tpt_layer_dropout(&x, tw, x, 0.3));
+  TPT_RETURN_IF_ERROR(tpt_layer_fc(&logits, tw, "fc", x, CLASSES, NULL));
+  TPT_RETURN_IF_ERROR(tpt_loss_softmax_cross_entropy(&cost, logits, in[1]));
+  return tpt_tower_set_cost(tw, cost);
+}
+
+static float images[ROWS * S * S];
+static int64_t labels[ROWS];
+
+/* Noise images (not zeros) and labels from a fixed LCG. */
+static void make_data(void) {
+  uint32_t r = 12345;
+  for (size_t i = 0; i < sizeof images / sizeof images[0]; ++i) {
+    r = r * 1664525u + 1013904223u;
+    images[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
+  }
+  for (int i = 0; i < ROWS; ++i) {
+    r = r * 1664525u + 1013904223u;
+    labels[i] = (int64_t)((r >> 8) % CLASSES);
+  }
+}
+
+static tpt_status *new_model(tpt_model **out, const char *optimizer, double lr) {
+  const int64_t sx[] = {-1, 1, S, S}, sy[] = {-1};
+  tpt_input_spec spec[] = {{"image", TPT_DTYPE_F32, sx, 4}, {"label", TPT_DTYPE_I64, sy, 1}};
+  TPT_RETURN_IF_ERROR(tpt_manual_seed(1));  /* the same initial variables every time */
+  TPT_RETURN_IF_ERROR(tpt_model_new(out, spec, 2, tower, NULL, NULL));
+  tpt_optimizer *opt = NULL;
+  TPT_RETURN_IF_ERROR(tpt_optimizer_new(&opt, optimizer));
+  tpt_status *st = tpt_optimizer_set(opt, "learning_rate", lr);
+  if (!st) st = tpt_model_set_optimizer(*out, opt);
+  tpt_optimizer_free(opt);
+  return st;
+}
+
+static tpt_status *new_input(tpt_input **out, int64_t batch, const char *staging) {
+  const int64_t dx[] = {ROWS, 1, S, S}, dy[] = {ROWS};
+  tpt_tensor *x = NULL, *y = NULL;
+  tpt_status *st = tptu_tensor_f32(&x, images, dx, 4);
+  if (!st) st = tptu_tensor_new(&y, TPT_DTYPE_I64, labels, dy, 1);
+  if (!st) {
+    const tpt_tensor *data[] = {x, y};
+    st = tpt_input_from_tensors(out, data, 2, batch, /*shuffle=*/0, 0);
+  }
+  if (!st && staging) st = tpt_input_staging(out, *out, staging);
+  tpt_tensor_free(x);
+  tpt_tensor_free(y);
+  return st;
+}
+
+/* Trains `model` for epochs x steps on `towers` towers of `dev` (0 towers:
+ * the simple trainer on the CPU). */
+typedef struct run_spec {
+  int towers;
+  const char *dev;
+  int64_t batch, steps, epochs;
+  const char *logdir;    /* NULL: none */
+  int save;              /* ModelSaver every epoch, auto_resume */
+  const char *staging;   /* NULL: no StagingInput */
+  int distributed;       /* nonzero: a job of one rank (NCCL with CUDA towers, else Gloo) */
+} run_spec;
+
+static tpt_status *train(tpt_model *model, const run_spec *r) {
+  tpt_input *input = NULL;
+  TPT_RETURN_IF_ERROR(new_input(&input, r->batch, r->staging));
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = r->epochs;
+  o.steps_per_epoch = r->steps;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  o.logdir = r->logdir;
+  o.logdir_action = TPT_LOGDIR_KEEP;
+  o.auto_resume = r->save;
+  tpt_towers_options t = TPT_TOWERS_OPTIONS_INIT;
+  const char *devs[2] = {r->dev, r->dev};
+  t.n_towers = r->towers;
+  t.devices = devs;
+  tpt_callback *saver = NULL;
+  if (r->save) {
+    tpt_model_saver_options so = TPT_MODEL_SAVER_OPTIONS_INIT;
+    tpt_status *st = tpt_callback_model_saver(&saver, &so);
+    if (st) {
+      tpt_input_free(input);
+      return st;
+    }
+  }
+  tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+  c.options = &o;
+  c.model = model;
+  c.input = input;
+  c.towers = r->towers > 0 ? &t : NULL;
+  tpt_distributed_options d = TPT_DISTRIBUTED_OPTIONS_INIT;
+  d.world_size = 1;
+  c.distributed = r->distributed ? &d : NULL;
+  c.callbacks = &saver;
+  c.n_callbacks = saver ? 1 : 0;
+  return tpt_launch_train(&c);
+}
+
+/* Every variable of `model`, as float32, concatenated; *n receives the count. */
+static tpt_status *variables(float **out, size_t *n, const tpt_model *model) {
+  char **names = NULL;
+  size_t count = 0;
+  TPT_RETURN_IF_ERROR(tpt_model_variable_list(&names, &count, model));
+  float *all = NULL;
+  size_t total = 0;
+  tpt_status *st = NULL;
+  for (size_t i = 0; i < count && !st; ++i) {
+    tpt_tensor *v = NULL;
+    int64_t numel = 0;
+    st = tpt_model_variable(&v, model, names[i]);
+    if (!st) st = tpt_tensor_numel(&numel, v);
+    if (!st) {
+      float *grown = realloc(all, (total + (size_t)numel) * sizeof *all);
+      if (!grown) {
+        tpt_tensor_free(v);
+        break;
+      }
+      all = grown;
+      st = tpt_tensor_copy_to(all + total, (size_t)numel * sizeof *all, v);
+      total += (size_t)numel;
+    }
+    tpt_tensor_free(v);
+  }
+  tpt_strings_free(names, count);
+  if (st) {
+    free(all);
+    return st;
+  }
+  *out = all;
+  *n = total;
+  return NULL;
+}
+
+/* ||a - b|| / ||b||, or -1 when the sizes differ or b is all zeros. */
+static double rel_error(const float *a, const float *b, size_t n) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < n; ++i) {
+    d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    r += (double)b[i] * b[i];
+  }
+  return r > 0 ? sqrt(d / r) : -1;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- the checks */
+
+/* Trains one model as `run` and one as `ref` (the same initial variables,
+ * data and optimizer) and compares every variable: ||run - ref|| / ||ref||
+ * under `tolerance` (never on all zeros). */
+static void compare_runs(const char *name, const char *optimizer, double lr, run_spec run, run_spec ref,
+                         double tolerance) {
+  tpt_model *m = NULL, *r = NULL;
+  float *a = NULL, *b = NULL;
+  size_t na = 0, nb = 0;
+  CHECK_CALL(name, new_model(&m, optimizer, lr));
+  CHECK_CALL(name, train(m, &run));
+  CHECK_CALL(name, new_model(&r, optimizer, lr));
+  CHECK_CALL(name, train(r, &ref));
+  CHECK_CALL(name, variables(&a, &na, m));
+  CHECK_CALL(name, variables(&b, &nb, r));
+  {
+    double e = na == nb ? rel_error(a, b, na) : -1;
+    char result[160];
+    snprintf(result, sizeof result, "rel. error %.3g over %zu values", e, na);
+    row(name, result, e >= 0 && e < tolerance ? "ok" : "FAIL");
+  }
+done:
+  free(a);
+  free(b);
+  tpt_model_free(m);
+  tpt_model_free(r);
+}
+
+/* One tower on the device (the mirror path on CUDA) against the CPU. */
+static void check_device_equals_cpu(void) {
+  run_spec on_dev = {1, device, 32, 20, 1, NULL, 0, NULL, 0}, on_cpu = {0, "cpu", 32, 20, 1, NULL, 0, NULL, 0};
+  compare_runs("device = cpu (20 Adam steps)", "adam", 1e-3, on_dev, on_cpu, 1e-4);
+}
+
+/* 2 replicated towers with batch B against 1 tower with batch 2B: the towers
+ * take consecutive batches of the unshuffled input, 2B rows a step. */
+static void check_towers_equal_concat(void) {
+  run_spec towers = {2, device, 16, 10, 1, NULL, 0, NULL, 0}, concat = {0, "cpu", 32, 10, 1, NULL, 0, NULL, 0};
+  compare_runs("2 towers = 1 tower, batch x2", "sgd", 0.1, towers, concat, 1e-5);
+}
+
+/* A distributed job of one rank (NCCL's all-reduce with CUDA towers, Gloo's
+ * on the CPU) against one tower alone. */
+static void check_one_rank_job(void) {
+  run_spec rank = {1, device, 32, 10, 1, NULL, 0, NULL, 1}, alone = {0, "cpu", 32, 10, 1, NULL, 0, NULL, 0};
+  compare_runs("a job of 1 rank (NCCL on CUDA)", "sgd", 0.1, rank, alone, 1e-5);
+}
+
+static void check_resume_exact(void) {
+  const char *name = "resume exact (dropout)";
+  tpt_model *whole = NULL, *first = NULL, *second = NULL;
+  float *a = NULL, *b = NULL;
+  size_t na = 0, nb = 0;
+  char dir_whole[512], dir_split[512];
+  snprintf(dir_whole, sizeof dir_whole, "%s/resume-whole", workdir);
+  snprintf(dir_split, sizeof dir_split, "%s/resume-split", workdir);
+  with_dropout = 1;
+  run_spec both = {1, device, 32, 8, 2, dir_whole, 1, NULL, 0};
+  run_spec half = {1, device, 32, 8, 1, dir_split, 1, NULL, 0};
+  run_spec rest = {1, device, 32, 8, 2, dir_split, 1, NULL, 0};
+  CHECK_CALL(name, new_model(&whole, "adam", 1e-3));
+  CHECK_CALL(name, train(whole, &both));
+  CHECK_CALL(name, new_model(&first, "adam", 1e-3));
+  CHECK_CALL(name, train(first, &half));
+  CHECK_CALL(name, new_model(&second, "adam", 1e-3));
+  CHECK_CALL(name, tpt_manual_seed(999));  /* the checkpoint's random state must win */
+  CHECK_CALL(name, train(second, &rest));
+  CHECK_CALL(name, variables(&a, &na, second));
+  CHECK_CALL(name, variables(&b, &nb, whole));
+  {
+    size_t differ = 0;
+    for (size_t i = 0; na == nb && i < na; ++i) differ += memcmp(&a[i], &b[i], sizeof a[i]) != 0;
+    /* for scripts/gpu-check's reading of the checkpoint with torch.load */
+    char path[600];
+    snprintf(path, sizeof path, "%s/resume-whole.f32", workdir);
+    FILE *f = fopen(path, "wb");
+    if (f) {
+      fwrite(b, sizeof *b, nb, f);
+      fclose(f);
+    }
+    double e = na == nb ? rel_error(a, b, na) : -1;
+    char result[160];
+    snprintf(result, sizeof result, "%zu of %zu values differ (rel. error %.3g)", differ, na, e);
+    row(name, result, na == nb && differ == 0 && e >= 0 ? "ok" : "FAIL");
+  }
+done:
+  with_dropout = 0;
+  free(a);
+  free(b);
+  tpt_model_free(whole);
+  tpt_model_free(first);
+  tpt_model_free(second);
+}
+
+static void check_staging(void) {
+  const char *name = "StagingInput overlap";
+  tpt_model *m = NULL;
+  double plain = 0, staged = 0;
+  /* alternating, 3 rounds each, 60 steps (the first round warms up) */
+  for (int round = 0; round < 3; ++round) {
+    for (int side = 0; side < 2; ++side) {
+      run_spec r = {1, device, 64, 60, 1, NULL, 0, side ? device : NULL, 0};
+      CHECK_CALL(name, new_model(&m, "sgd", 0.01));
+      double t0 = now_s();
+      CHECK_CALL(name, train(m, &r));
+      double t = (now_s() - t0) / 60 * 1e3;
+      tpt_model_free(m);
+      m = NULL;
+      if (round == 0) continue;
+      if (side) staged += t / 2;
+      else plain += t / 2;
+    }
+  }
+  {
+    char result[160];
+    snprintf(result, sizeof result, "%.3f ms/step staged, %.3f plain (%.2fx)", staged, plain,
+             staged > 0 ? plain / staged : 0);
+    row(name, result, "measured");
+  }
+done:
+  tpt_model_free(m);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
+    else if (!strcmp(argv[i], "--workdir") && i + 1 < argc) workdir = argv[++i];
+    else {
+      fprintf(stderr, "usage: gpu_check [--device cuda:0|cpu] [--workdir DIR]\n");
+      return 2;
+    }
+  }
+  int cuda = tpt_has_feature(TPT_FEATURE_CUDA), nccl = tpt_has_feature(TPT_FEATURE_NCCL);
+  if (strncmp(device, "cuda", 4) == 0 && !cuda) {
+    fprintf(stderr, "gpu_check: %s asked for, but this LibTorch has no CUDA or sees no device\n", device);
+    return 2;
+  }
+  mkdir(workdir, 0755);
+  make_data();
+  const char *info = tpt_build_info();
+  const char *eol = strchr(info, '\n');
+  printf("gpu_check on %s; %.*s\n", device, eol ? (int)(eol - info) : (int)strlen(info), info);
+
+  check_device_equals_cpu();
+  check_towers_equal_concat();
+  check_resume_exact();
+  check_staging();
+  check_one_rank_job();
+  if (!nccl) row("NCCL", "not built (no NCCL): the job above ran on Gloo", "-");
+
+  printf("\n| check | result | verdict |\n|---|---|---|\n");
+  for (int i = 0; i < n_rows; ++i) printf("| %s | %s | %s |\n", rows[i][0], rows[i][1], rows[i][2]);
+  printf("\n%d check(s) failed\n", failures);
+  return failures ? 1 : 0;
+}
