@@ -6,7 +6,8 @@
  *
  *   gpu_check [--device DEV] [--workdir DIR]   DEV: "cuda:0" (default) or "cpu"
  *
- * Checks (first part; the rest of issue 30's list is to come):
+ * Checks (the GAN trainer on CUDA towers and the speed rows are not written yet;
+ * docs/gpu.md says what is left):
  *   device = cpu      a CNN trained 20 steps (Adam) by one tower on DEV (the
  *                     mirror path on CUDA) against the same training on the
  *                     CPU: ||dev - cpu|| / ||cpu|| over every variable < 1e-4
