@@ -16,9 +16,14 @@ max, with each side's median figure:
 so that a ratio above 1 always means tptrain is ahead.
 
 usage: benchmarks/run all [--rounds N] [--only NAME,NAME] [--out FILE] [--quick]
-                         [--build DIR] [--no-build]
+                         [--build DIR] [--no-build] [--device DEV] [--python PY] [--data DIR]
   --quick     shorter measurements (a smoke test of the harness, not figures)
   --build     the build directory (default build/); --no-build: use it as it is
+  --device    where fashion-mnist and resnet18 train (default cpu; "cuda:0" on
+              a GPU machine: tptrain's towers there, PyTorch's network and data
+              there; scripts/gpu-check runs this)
+  --python    the interpreter of the PyTorch baselines (default /usr/bin/python3)
+  --data      the Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)
 Needs a quiet machine: anything else running (a build) slows LibTorch 2-6x.
 Standard library only; run by /usr/bin/python3, which also has python3-torch
 for the baselines."""
@@ -40,6 +45,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "build")
 PY = "/usr/bin/python3"
 DATA = "/usr/share/datasets/fashion-mnist"
+DEVICE = "cpu"
+
+
+def on_device(key):
+    """A row's key, with the device's type after it when that is not the CPU."""
+    return key if DEVICE == "cpu" else "%s-%s" % (key, DEVICE.split(":")[0])
 
 
 class Row:
@@ -221,23 +232,30 @@ def _watch(cmd, accuracy_re, scale, epochs_wanted, goal, limit_s=1800, accuracie
 def fashion_mnist(rounds, quick, tmp):
     epochs, goal = ("1", 0.85) if quick else ("5", 0.90)
     images_per_epoch = 468 * 128
-    ips = Row("fashion-mnist-images", "Fashion-MNIST CNN (the example: tensorpack's mnist-convnet recipe, batch 128, "
-              "Adam) training images/s, each library's default threads (tptrain: one per core, "
-              "python3-torch 1.13: half the logical CPUs, so 1 on 2 cores without hyperthreads)", "images/s", "higher",
-              "python3-torch, the same network, data in memory, a plain loop", ">= 1.1")
-    t90 = Row("fashion-mnist-90", "wall time from start until the test accuracy (10,000 images, after each epoch) "
-              "reaches %.0f %%, at most %s epochs" % (100 * goal, epochs), "s", "lower", "python3-torch, as above", ">= 1.0")
-    rss = Row("fashion-mnist-rss", "peak resident memory of that run (until %.0f %%)" % (100 * goal), "MB", "lower",
-              "python3-torch, as above", ">= 1.0")
+    gpu = DEVICE != "cpu"
+    dev_args = ["--device", DEVICE] if gpu else []
+    ips = Row(on_device("fashion-mnist-images"),
+              "Fashion-MNIST CNN (the example: tensorpack's mnist-convnet recipe, batch 128, Adam) training images/s, " +
+              ("on %s (tptrain: `--device %s`, one tower there, the variables and Adam on the CPU; PyTorch: the "
+               "network and the whole data set on the device)" % (DEVICE, DEVICE) if gpu else
+               "each library's default threads (tptrain: one per core, python3-torch 1.13: half the logical CPUs, "
+               "so 1 on 2 cores without hyperthreads)"), "images/s", "higher",
+              ("PyTorch" if gpu else "python3-torch") + ", the same network, data in memory, a plain loop",
+              ">= 1.0" if gpu else ">= 1.1")
+    t90 = Row(on_device("fashion-mnist-90"), "wall time from start until the test accuracy (10,000 images, after each "
+              "epoch) reaches %.0f %%, at most %s epochs" % (100 * goal, epochs), "s", "lower",
+              ("PyTorch" if gpu else "python3-torch") + ", as above", ">= 1.0")
+    rss = Row(on_device("fashion-mnist-rss"), "peak resident memory of that run (until %.0f %%)" % (100 * goal), "MB",
+              "lower", ("PyTorch" if gpu else "python3-torch") + ", as above", ">= 1.0")
     for r in range(rounds):
         got = {}
         for side in (["python", "tptrain"] if r % 2 == 0 else ["tptrain", "python"]):
             if side == "tptrain":
                 logdir = os.path.join(tmp, "fm%d" % r)
-                got[side] = _watch([os.path.join(BUILD, "examples/fashion_mnist"), logdir, DATA, epochs],
+                got[side] = _watch([os.path.join(BUILD, "examples/fashion_mnist")] + dev_args + [logdir, DATA, epochs],
                                    r"validation_accuracy: ([0-9.]+)", 1.0, int(epochs), goal)
             else:
-                got[side] = _watch([PY, os.path.join(ROOT, "benchmarks/fashion_mnist.py"), epochs, DATA],
+                got[side] = _watch([PY, os.path.join(ROOT, "benchmarks/fashion_mnist.py")] + dev_args + [epochs, DATA],
                                    r"test accuracy: ([0-9.]+) %", 100.0, int(epochs), goal)
         b, t = got["python"], got["tptrain"]
         ips.add(images_per_epoch / statistics.mean(b[0]), images_per_epoch / statistics.mean(t[0]))
@@ -416,6 +434,29 @@ def checkpoint(rounds, quick, tmp):
     return [save, load]
 
 
+def resnet18(rounds, quick, tmp):
+    batch, steps, repeats = ("8", "2", "2") if quick else ("256", "20", "5")
+    row = Row(on_device("resnet18-images"), "a ResNet-18-sized CNN (its CIFAR form, 11.2M variables, batch norm) on "
+              "random 3x32x32 images, batch %s, SGD with momentum, on %s (tptrain: `tools/gpu_check --speed`, one "
+              "tower there, the variables and the update on the CPU): training images/s, the median of %s epochs "
+              "of %s steps after a warm-up epoch, each timed with the device synchronised" % (
+                  batch, DEVICE, repeats, steps), "images/s", "higher",
+              "PyTorch, the same network and data, all on the device (benchmarks/resnet18.py)", ">= 1.0")
+    if DEVICE == "cpu" and not quick:
+        row.skipped = ("GPU work (a step of batch 256 takes seconds on a CPU): `benchmarks/run all --device cuda:0` "
+                       "on a GPU machine (scripts/gpu-check); `--quick` runs it small here")
+        return [row]
+    args = ["--device", DEVICE, "--batch", batch, "--steps", steps, "--repeats", repeats]
+    for r in range(rounds):
+        got = {}
+        for side in (["python", "tptrain"] if r % 2 == 0 else ["tptrain", "python"]):
+            cmd = ([os.path.join(BUILD, "tools/gpu_check"), "--speed"] if side == "tptrain" else
+                   [PY, os.path.join(ROOT, "benchmarks/resnet18.py")])
+            got[side] = grab(r"images/s: ([0-9.]+)", run(cmd + args), side + "'s images/s")
+        row.add(got["python"], got["tptrain"])
+    return [row]
+
+
 BENCHMARKS = [
     ("loop-overhead", loop_overhead, ["benchmarks/bench_loop_overhead"]),
     ("call-roundtrip", call_roundtrip, ["benchmarks/bench_call_roundtrip"]),
@@ -428,6 +469,7 @@ BENCHMARKS = [
     ("dist-scaling", dist_scaling, ["benchmarks/bench_dist_scaling", "tools/tptrain-run"]),
     ("memory-growth", memory_growth, ["tools/soak"]),
     ("checkpoint", checkpoint, ["benchmarks/bench_checkpoint"]),
+    ("resnet18", resnet18, ["tools/gpu_check"]),
 ]
 
 
@@ -468,6 +510,7 @@ def versions():
            ("LibTorch (libtorch-dev)", deb("libtorch-dev")),
            ("python3-torch", deb("python3-torch")),
            ("python3", sh([PY, "--version"]).replace("Python ", "")),
+           ("its torch", sh([PY, "-c", "import torch; print(torch.__version__, 'CUDA', torch.version.cuda)"])),
            ("OpenBLAS (libopenblas0-openmp)", deb("libopenblas0-openmp")),
            ("the BLAS and threads tptrain runs with (tpt_build_info)", blas_in_use()),
            ("Gloo (libgloo-dev)", deb("libgloo-dev")),
@@ -476,6 +519,9 @@ def versions():
         out.append(("Rust", sh(["rustc", "--version"])))
     if shutil.which("go"):
         out.append(("Go", sh(["go", "version"])))
+    if DEVICE != "cpu" and shutil.which("nvidia-smi"):
+        out.append(("GPU (nvidia-smi: name, driver)", sh(["nvidia-smi", "--query-gpu=name,driver_version",
+                                                          "--format=csv,noheader"]).split("\n")[0]))
     return out
 
 
@@ -549,7 +595,7 @@ def report(rows, rounds, started, seconds, quick, main_table):
 
 
 def main():
-    global BUILD
+    global BUILD, DEVICE, PY, DATA
     ap = argparse.ArgumentParser(prog="benchmarks/run all", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--only", default="", help="comma-separated benchmark names")
@@ -558,8 +604,12 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--build", default=BUILD)
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--device", default=DEVICE)
+    ap.add_argument("--python", default=PY)
+    ap.add_argument("--data", default=DATA)
     a = ap.parse_args()
     BUILD = os.path.abspath(a.build)
+    DEVICE, PY, DATA = a.device, a.python, os.path.abspath(a.data)
     names = [n for n, _, _ in BENCHMARKS]
     only = [n for n in a.only.split(",") if n]
     for n in only:
@@ -568,7 +618,7 @@ def main():
     if not 1 <= a.rounds <= 99:
         ap.error("--rounds wants 1 to 99")
     if a.out is None:
-        full = not only and not a.quick and a.rounds >= 5
+        full = not only and not a.quick and a.rounds >= 5 and DEVICE == "cpu"
         a.out = os.path.join(ROOT, "docs/benchmarks.md") if full else os.path.join(BUILD, "benchmarks-partial.md")
     chosen = [b for b in BENCHMARKS if not only or b[0] in only]
     if not a.no_build:

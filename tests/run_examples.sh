@@ -28,12 +28,17 @@ check "c/cnn_classifier" "test accuracy: " "$b/examples/cnn_classifier" "$tmp/cn
 # text in the three languages, --towers included).
 fm_help="--towers N  train on N replicated CPU towers"
 check "c/fashion_mnist --help" "$fm_help" "$b/examples/fashion_mnist" --help
+fm_device='--device D  train on device D ("cuda:0"; default the CPU)'
+check "c/fashion_mnist --help: --device" "$fm_device" "$b/examples/fashion_mnist" --help
 # ... and as 2 ranks of a job started by the launcher, for 0 epochs: the
 # rendezvous, the config's distributed field and the ranks' exits.
 fm_data=/usr/share/datasets/fashion-mnist
 if [ -r "$fm_data/train-images-idx3-ubyte.gz" ] || [ -r "$fm_data/train-images-idx3-ubyte" ]; then
   check "c/fashion_mnist --dist, 2 ranks by tptrain-run, 0 epochs" "\[rank 0\] .*nothing to train" \
     "$b/tools/tptrain-run" -n 2 "$b/examples/fashion_mnist" --dist "$tmp/fm_dist" "$fm_data" 0
+  # --device: its tower on that device (here the CPU, through the towers' config), 0 epochs.
+  check "c/fashion_mnist --device cpu, 0 epochs" "training on 1 replicated cpu tower, a batch of 128" \
+    "$b/examples/fashion_mnist" --device cpu "$tmp/fm_device" "$fm_data" 0
 fi
 # The DCGAN (the gan-example test trains the C one longer): the usage, and
 # 3 steps whose losses the Rust and Go twins must print exactly (the same
@@ -100,6 +105,7 @@ if command -v cargo >/dev/null; then
   check "rust/mlp_regression" "final cost (MSE over" r mlp_regression
   check "rust/cnn_classifier" "held-out accuracy" r cnn_classifier
   check "rust/fashion_mnist --help (built, not trained)" "$fm_help" r fashion_mnist -- --help
+  check "rust/fashion_mnist --help: --device" "$fm_device" r fashion_mnist -- --help
   check "rust/gan --help" "$gan_help" r gan -- --help
   [ -n "$gan_line" ] && check "rust/gan, 3 steps, the C program's losses" "$gan_line" r gan -- --steps 3 "$tmp/gan_rust" "$fm_data" 1
   check "rust/snippets/trainer_loop" "$snippet_trainer" r snippet_trainer_loop
@@ -124,6 +130,7 @@ if command -v go >/dev/null; then
   check "go/mlp_regression" "final cost (MSE over" g ./mlp_regression
   check "go/cnn_classifier" "held-out accuracy" g ./cnn_classifier
   check "go/fashion_mnist --help (built, not trained)" "$fm_help" g ./fashion_mnist --help
+  check "go/fashion_mnist --help: --device" "$fm_device" g ./fashion_mnist --help
   check "go/gan --help" "$gan_help" g ./gan --help
   [ -n "$gan_line" ] && check "go/gan, 3 steps, the C program's losses" "$gan_line" g ./gan --steps 3 "$tmp/gan_go" "$fm_data" 1
   check "go/snippets/trainer_loop" "$snippet_trainer" g ./snippets/trainer_loop

@@ -5,9 +5,11 @@
  * checks that need CUDA or NCCL say so in the table).
  *
  *   gpu_check [--device DEV] [--workdir DIR]   DEV: "cuda:0" (default) or "cpu"
+ *   gpu_check --speed [--device DEV] [--batch B] [--steps K] [--repeats R]
  *
- * Checks (the GAN trainer on CUDA towers and the speed rows are not written yet;
- * docs/gpu.md says what is left):
+ * Checks, with TF32 off and deterministic kernels (tpt_set_float32_precision,
+ * tpt_set_determinism: WARN, so that an operator without a deterministic
+ * kernel on CUDA is named on stderr instead of failing the run):
  *   device = cpu      a CNN trained 20 steps (Adam) by one tower on DEV (the
  *                     mirror path on CUDA) against the same training on the
  *                     CPU: ||dev - cpu|| / ||cpu|| over every variable < 1e-4
@@ -21,7 +23,19 @@
  *   1-rank job        a distributed job of one rank with its tower on DEV
  *                     (NCCL's all-reduce on CUDA, Gloo's on the CPU) against
  *                     1 tower alone on the CPU (SGD, 10 steps): < 1e-5
- * Exit 0 when every check that ran passed. */
+ *   GAN towers        the GAN trainer (MultiGPUGANTrainer) with 2 towers on
+ *                     DEV, batch B, against the GAN trainer with 1 tower on
+ *                     the CPU, batch 2B (10 steps of g_op and d_op): < 1e-5
+ * Exit 0 when every check that ran passed.
+ *
+ * --speed: a ResNet-18-sized CNN (the CIFAR form: 3x3 stem, 4 stages of 2
+ * basic blocks, 64-512 channels, 11.2M variables) on random 3x32x32 images,
+ * batch B (256), SGD with momentum, one tower on DEV, LibTorch's default
+ * precision: a warm-up epoch, then R (5) epochs of K (20) steps, each timed
+ * from BEFORE_EPOCH to AFTER_EPOCH (a step on a CUDA tower ends with its
+ * gradients copied to the CPU, so the device is synchronised); prints the
+ * median ms/step and images/s. benchmarks/run all --device (benchmarks/
+ * resnet18.py is PyTorch's side) runs it against PyTorch on the same card. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -37,6 +51,7 @@ enum { S = 12, ROWS = 512, CLASSES = 10, MAX_ROWS = 16 };
 static const char *device = "cuda:0";
 static const char *workdir = "gpu_check_work";
 static int with_dropout;
+static int gan; /* the model and input of new_model / new_input: the GAN's */
 
 /* ---- the table */
 
@@ -80,7 +95,44 @@ static tpt_status *tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, v
   return tpt_tower_set_cost(tw, cost);
 }
 
-static float images[ROWS * S * S];
+/* ---- the GAN: G z [N, GZ] -> fc 32 ReLU -> fc S*S; D x [N, S*S] -> fc 32
+ * ReLU -> fc 1 (a logit), applied to the real rows and to G's under a reuse
+ * scope; tensorpack's GANModelDesc losses (no batch norm, so that towers
+ * equal one tower on the concatenated batch). Inputs: real [N, S*S], z, ones
+ * [N, 1], zeros [N, 1]. */
+
+enum { GZ = 8, GH = 32 };
+
+static tpt_status *mlp(tpt_tensor **out, tpt_tower *tw, const char *scope, int reuse, const tpt_tensor *x,
+                       int64_t units) {
+  TPT_RETURN_IF_ERROR(reuse ? tpt_tower_push_reuse_scope(tw, scope) : tpt_tower_push_scope(tw, scope));
+  tpt_layer_options relu = TPT_LAYER_OPTIONS_INIT;
+  relu.activation = TPT_ACT_RELU;
+  tpt_tensor *h = NULL;
+  tpt_status *st = tpt_layer_fc(&h, tw, "fc0", x, GH, &relu);
+  if (!st) st = tpt_layer_fc(out, tw, "fc1", h, units, NULL);
+  tpt_status *popped = tpt_tower_pop_scope(tw);
+  if (st) tpt_status_free(popped);
+  return st ? st : popped;
+}
+
+static tpt_status *gan_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
+  (void)n;
+  (void)ud;
+  tpt_tensor *fake, *d_real, *d_fake, *a, *b, *d_loss, *g_loss;
+  TPT_RETURN_IF_ERROR(mlp(&fake, tw, "gen", 0, in[1], S * S));
+  TPT_RETURN_IF_ERROR(mlp(&d_real, tw, "discrim", 1, in[0], 1));
+  TPT_RETURN_IF_ERROR(mlp(&d_fake, tw, "discrim", 1, fake, 1));
+  TPT_RETURN_IF_ERROR(tpt_loss_sigmoid_cross_entropy(&a, d_real, in[2]));
+  TPT_RETURN_IF_ERROR(tpt_loss_sigmoid_cross_entropy(&b, d_fake, in[3]));
+  TPT_RETURN_IF_ERROR(tpt_op_add(&d_loss, a, b));
+  TPT_RETURN_IF_ERROR(tpt_op_mul_scalar(&d_loss, d_loss, 0.5));
+  TPT_RETURN_IF_ERROR(tpt_loss_sigmoid_cross_entropy(&g_loss, d_fake, in[2]));
+  TPT_RETURN_IF_ERROR(tpt_tower_set_output(tw, "d_loss", d_loss));
+  return tpt_tower_set_output(tw, "g_loss", g_loss);
+}
+
+static float images[ROWS * S * S], noise[ROWS * GZ], ones[ROWS], zeros[ROWS];
 static int64_t labels[ROWS];
 
 /* Noise images (not zeros) and labels from a fixed LCG. */
@@ -93,14 +145,22 @@ static void make_data(void) {
   for (int i = 0; i < ROWS; ++i) {
     r = r * 1664525u + 1013904223u;
     labels[i] = (int64_t)((r >> 8) % CLASSES);
+    ones[i] = 1;
+  }
+  for (size_t i = 0; i < sizeof noise / sizeof noise[0]; ++i) {
+    r = r * 1664525u + 1013904223u;
+    noise[i] = (float)(r >> 8) / 8388608.0f - 1.0f;
   }
 }
 
 static tpt_status *new_model(tpt_model **out, const char *optimizer, double lr) {
-  const int64_t sx[] = {-1, 1, S, S}, sy[] = {-1};
+  const int64_t sx[] = {-1, 1, S, S}, sy[] = {-1}, sr[] = {-1, S * S}, sz[] = {-1, GZ}, s1[] = {-1, 1};
   tpt_input_spec spec[] = {{"image", TPT_DTYPE_F32, sx, 4}, {"label", TPT_DTYPE_I64, sy, 1}};
+  tpt_input_spec gan_spec[] = {{"real", TPT_DTYPE_F32, sr, 2}, {"z", TPT_DTYPE_F32, sz, 2},
+                               {"ones", TPT_DTYPE_F32, s1, 2}, {"zeros", TPT_DTYPE_F32, s1, 2}};
   TPT_RETURN_IF_ERROR(tpt_manual_seed(1));  /* the same initial variables every time */
-  TPT_RETURN_IF_ERROR(tpt_model_new(out, spec, 2, tower, NULL, NULL));
+  TPT_RETURN_IF_ERROR(gan ? tpt_model_new(out, gan_spec, 4, gan_tower, NULL, NULL)
+                          : tpt_model_new(out, spec, 2, tower, NULL, NULL));
   tpt_optimizer *opt = NULL;
   TPT_RETURN_IF_ERROR(tpt_optimizer_new(&opt, optimizer));
   tpt_status *st = tpt_optimizer_set(opt, "learning_rate", lr);
@@ -110,17 +170,16 @@ static tpt_status *new_model(tpt_model **out, const char *optimizer, double lr) 
 }
 
 static tpt_status *new_input(tpt_input **out, int64_t batch, const char *staging) {
-  const int64_t dx[] = {ROWS, 1, S, S}, dy[] = {ROWS};
-  tpt_tensor *x = NULL, *y = NULL;
-  tpt_status *st = tptu_tensor_f32(&x, images, dx, 4);
-  if (!st) st = tptu_tensor_new(&y, TPT_DTYPE_I64, labels, dy, 1);
-  if (!st) {
-    const tpt_tensor *data[] = {x, y};
-    st = tpt_input_from_tensors(out, data, 2, batch, /*shuffle=*/0, 0);
-  }
+  const int64_t dx[] = {ROWS, 1, S, S}, dy[] = {ROWS}, dr[] = {ROWS, S * S}, dz[] = {ROWS, GZ}, d1[] = {ROWS, 1};
+  tpt_tensor *t[4] = {NULL, NULL, NULL, NULL};
+  size_t n = gan ? 4 : 2;
+  tpt_status *st = gan ? tptu_tensor_f32(&t[0], images, dr, 2) : tptu_tensor_f32(&t[0], images, dx, 4);
+  if (!st) st = gan ? tptu_tensor_f32(&t[1], noise, dz, 2) : tptu_tensor_new(&t[1], TPT_DTYPE_I64, labels, dy, 1);
+  if (!st && gan) st = tptu_tensor_f32(&t[2], ones, d1, 2);
+  if (!st && gan) st = tptu_tensor_f32(&t[3], zeros, d1, 2);
+  if (!st) st = tpt_input_from_tensors(out, (const tpt_tensor *const *)t, n, batch, /*shuffle=*/0, 0);
   if (!st && staging) st = tpt_input_staging(out, *out, staging);
-  tpt_tensor_free(x);
-  tpt_tensor_free(y);
+  for (size_t i = 0; i < 4; ++i) tpt_tensor_free(t[i]);
   return st;
 }
 
@@ -151,6 +210,20 @@ static tpt_status *train(tpt_model *model, const run_spec *r) {
   const char *devs[2] = {r->dev, r->dev};
   t.n_towers = r->towers;
   t.devices = devs;
+  if (gan) { /* GANTrainer, or MultiGPUGANTrainer with towers */
+    tpt_trainer *trainer = NULL;
+    tpt_status *st = tpt_trainer_new(&trainer, &o);
+    if (st) {
+      tpt_input_free(input);
+      return st;
+    }
+    tpt_gan_options g = TPT_GAN_OPTIONS_INIT;
+    g.towers = r->towers > 0 ? &t : NULL;
+    st = tpt_trainer_set_gan(trainer, model, input, &g); /* takes the input */
+    if (!st) st = tpt_trainer_run(trainer);
+    tpt_trainer_free(trainer);
+    return st;
+  }
   tpt_callback *saver = NULL;
   if (r->save) {
     tpt_model_saver_options so = TPT_MODEL_SAVER_OPTIONS_INIT;
@@ -273,6 +346,16 @@ static void check_one_rank_job(void) {
   compare_runs("a job of 1 rank (NCCL on CUDA)", "sgd", 0.1, rank, alone, 1e-5);
 }
 
+/* The GAN trainer with 2 towers on the device against the GAN trainer with
+ * one tower on the CPU and the concatenated batch: each op minimises its cost
+ * averaged over the towers, which is the cost of the concatenated batch. */
+static void check_gan_towers(void) {
+  run_spec towers = {2, device, 16, 10, 1, NULL, 0, NULL, 0}, concat = {0, "cpu", 32, 10, 1, NULL, 0, NULL, 0};
+  gan = 1;
+  compare_runs("GAN trainer: 2 towers = 1, batch x2", "sgd", 0.05, towers, concat, 1e-5);
+  gan = 0;
+}
+
 static void check_resume_exact(void) {
   const char *name = "resume exact (dropout)";
   tpt_model *whole = NULL, *first = NULL, *second = NULL;
@@ -348,20 +431,210 @@ done:
   tpt_model_free(m);
 }
 
+/* ---- --speed: a ResNet-18-sized CNN */
+
+enum { RS = 32, RCLASSES = 10 };
+
+/* conv 3x3 (stride) -> BN [-> ReLU]; SAME padding, no bias (BN's beta is it) */
+static tpt_status *conv_bn(tpt_tensor **out, tpt_tower *tw, const char *name, const tpt_tensor *x, int64_t filters,
+                           int64_t kernel, int64_t stride, int relu) {
+  char bn[64];
+  tpt_layer_options o = TPT_LAYER_OPTIONS_INIT;
+  o.use_bias = 0;
+  o.kernel[0] = o.kernel[1] = kernel;
+  o.stride[0] = o.stride[1] = stride;
+  tpt_tensor *y;
+  TPT_RETURN_IF_ERROR(tpt_layer_conv2d(&y, tw, name, x, filters, &o));
+  snprintf(bn, sizeof bn, "%s_bn", name);
+  TPT_RETURN_IF_ERROR(tpt_layer_batch_norm(&y, tw, bn, y, 0.9, 1e-5));
+  if (relu) TPT_RETURN_IF_ERROR(tpt_layer_activation(&y, y, TPT_ACT_RELU, 0));
+  *out = y;
+  return NULL;
+}
+
+/* ResNet's basic block, under the scope `name`: two 3x3 convs, and a 1x1
+ * conv on the shortcut when the shape changes. */
+static tpt_status *block_layers(tpt_tensor **out, tpt_tower *tw, const tpt_tensor *x, int64_t in_filters,
+                                int64_t filters, int64_t stride) {
+  tpt_tensor *y, *projected, *sum;
+  const tpt_tensor *shortcut = x;
+  TPT_RETURN_IF_ERROR(conv_bn(&y, tw, "conv1", x, filters, 3, stride, 1));
+  TPT_RETURN_IF_ERROR(conv_bn(&y, tw, "conv2", y, filters, 3, 1, 0));
+  if (stride != 1 || in_filters != filters) {
+    TPT_RETURN_IF_ERROR(conv_bn(&projected, tw, "shortcut", x, filters, 1, stride, 0));
+    shortcut = projected;
+  }
+  TPT_RETURN_IF_ERROR(tpt_op_add(&sum, y, shortcut));
+  return tpt_layer_activation(out, sum, TPT_ACT_RELU, 0);
+}
+
+static tpt_status *basic_block(tpt_tensor **out, tpt_tower *tw, const char *name, const tpt_tensor *x,
+                               int64_t in_filters, int64_t filters, int64_t stride) {
+  TPT_RETURN_IF_ERROR(tpt_tower_push_scope(tw, name));
+  tpt_status *st = block_layers(out, tw, x, in_filters, filters, stride);
+  tpt_status *popped = tpt_tower_pop_scope(tw);
+  if (st) tpt_status_free(popped);
+  return st ? st : popped;
+}
+
+static tpt_status *resnet_tower(tpt_tower *tw, const tpt_tensor *const *in, size_t n, void *ud) {
+  (void)n;
+  (void)ud;
+  static const int64_t widths[4] = {64, 128, 256, 512};
+  tpt_tensor *x, *logits, *cost;
+  TPT_RETURN_IF_ERROR(conv_bn(&x, tw, "stem", in[0], 64, 3, 1, 1));
+  int64_t in_filters = 64;
+  for (int stage = 0; stage < 4; ++stage)
+    for (int block = 0; block < 2; ++block) {
+      char name[32];
+      snprintf(name, sizeof name, "stage%d_block%d", stage + 1, block + 1);
+      const int64_t stride = stage > 0 && block == 0 ? 2 : 1;
+      TPT_RETURN_IF_ERROR(basic_block(&x, tw, name, x, in_filters, widths[stage], stride));
+      in_filters = widths[stage];
+    }
+  TPT_RETURN_IF_ERROR(tpt_layer_global_avg_pool(&x, x));
+  TPT_RETURN_IF_ERROR(tpt_layer_fc(&logits, tw, "fc", x, RCLASSES, NULL));
+  TPT_RETURN_IF_ERROR(tpt_loss_softmax_cross_entropy(&cost, logits, in[1]));
+  return tpt_tower_set_cost(tw, cost);
+}
+
+typedef struct epoch_clock {
+  double started, seconds[64];
+  int n;
+} epoch_clock;
+
+static tpt_status *time_epochs(tpt_trainer *trainer, tpt_event event, const tpt_record *record, void *ud) {
+  (void)trainer;
+  (void)record;
+  epoch_clock *c = ud;
+  if (event == TPT_EVENT_BEFORE_EPOCH) c->started = now_s();
+  else if (c->n < 64) c->seconds[c->n++] = now_s() - c->started;
+  return NULL;
+}
+
+static int by_value(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* A warm-up epoch and `repeats` timed ones of `steps` steps; prints the
+ * median ms/step and images/s, and each epoch's. */
+static int speed(int64_t batch, int64_t steps, int repeats) {
+  const int64_t rows = batch * 4, shape_x[] = {rows, 3, RS, RS}, shape_y[] = {rows};
+  float *x = malloc((size_t)rows * 3 * RS * RS * sizeof *x);
+  int64_t *y = malloc((size_t)rows * sizeof *y);
+  epoch_clock *clock = calloc(1, sizeof *clock);
+  if (!x || !y || !clock) return 1;
+  uint32_t r = 777;
+  for (int64_t i = 0; i < rows * 3 * RS * RS; ++i) {
+    r = r * 1664525u + 1013904223u;
+    x[i] = (float)(r >> 8) / 8388608.0f - 1.0f;
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    r = r * 1664525u + 1013904223u;
+    y[i] = (int64_t)((r >> 8) % RCLASSES);
+  }
+  const int64_t sx[] = {-1, 3, RS, RS}, sy[] = {-1};
+  tpt_input_spec spec[] = {{"image", TPT_DTYPE_F32, sx, 4}, {"label", TPT_DTYPE_I64, sy, 1}};
+  tpt_model *model = NULL;
+  tpt_optimizer *sgd = NULL;
+  tpt_tensor *tx = NULL, *ty = NULL;
+  tpt_input *input = NULL;
+  tpt_callback *cb = NULL;
+  tpt_trainer *trainer = NULL;
+  TPT_CHECK_OR_DIE(tpt_manual_seed(1));
+  TPT_CHECK_OR_DIE(tpt_model_new(&model, spec, 2, resnet_tower, NULL, NULL));
+  TPT_CHECK_OR_DIE(tpt_optimizer_new(&sgd, "sgd"));
+  TPT_CHECK_OR_DIE(tpt_optimizer_set(sgd, "learning_rate", 0.01));
+  TPT_CHECK_OR_DIE(tpt_optimizer_set(sgd, "momentum", 0.9));
+  TPT_CHECK_OR_DIE(tpt_model_set_optimizer(model, sgd));
+  TPT_CHECK_OR_DIE(tptu_tensor_f32(&tx, x, shape_x, 4));
+  TPT_CHECK_OR_DIE(tptu_tensor_new(&ty, TPT_DTYPE_I64, y, shape_y, 1));
+  const tpt_tensor *data[] = {tx, ty};
+  TPT_CHECK_OR_DIE(tpt_input_from_tensors(&input, data, 2, batch, /*shuffle=*/0, 0));
+  tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+  d.events = TPT_EVENT_BEFORE_EPOCH | TPT_EVENT_AFTER_EPOCH;
+  d.name = "epoch clock";
+  d.fn = time_epochs;
+  d.user_data = clock;
+  TPT_CHECK_OR_DIE(tpt_callback_new(&cb, &d));
+  tpt_trainer_options o = TPT_TRAINER_OPTIONS_INIT;
+  o.max_epoch = 1 + repeats;
+  o.steps_per_epoch = steps;
+  o.console = 0;
+  o.progress = TPT_PROGRESS_OFF;
+  tpt_towers_options t = TPT_TOWERS_OPTIONS_INIT;
+  const char *devs[1] = {device};
+  t.n_towers = 1;
+  t.devices = devs;
+  tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
+  c.options = &o;
+  c.model = model;
+  c.input = input;
+  c.towers = &t;
+  c.callbacks = &cb;
+  c.n_callbacks = 1;
+  TPT_CHECK_OR_DIE(tpt_trainer_from_config(&trainer, &c));
+  TPT_CHECK_OR_DIE(tpt_trainer_run(trainer));
+  float *values = NULL;
+  size_t n_values = 0;
+  TPT_CHECK_OR_DIE(variables(&values, &n_values, model));
+  free(values);
+  printf("gpu_check --speed: %zu values in its variables (batch norm's moving averages included)\n", n_values);
+  double ms[64];
+  int n = 0;
+  printf("resnet18 on %s, batch %lld, %lld steps an epoch; ms/step of each epoch (the first warms up):", device,
+         (long long)batch, (long long)steps);
+  for (int i = 0; i < clock->n; ++i) {
+    printf(" %.2f", 1e3 * clock->seconds[i] / (double)steps);
+    if (i > 0) ms[n++] = 1e3 * clock->seconds[i] / (double)steps;
+  }
+  printf("\n");
+  qsort(ms, (size_t)n, sizeof ms[0], by_value);
+  const double median = n ? (n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2) : 0;
+  printf("resnet18 ms/step: %.3f (median of %d epochs), images/s: %.1f\n", median, n,
+         median > 0 ? 1e3 * (double)batch / median : 0);
+  tpt_trainer_free(trainer);
+  tpt_tensor_free(tx);
+  tpt_tensor_free(ty);
+  tpt_optimizer_free(sgd);
+  tpt_model_free(model);
+  free(clock);
+  free(x);
+  free(y);
+  return n == repeats ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
+  int speed_run = 0, repeats = 5;
+  int64_t batch = 256, steps = 20;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     else if (!strcmp(argv[i], "--workdir") && i + 1 < argc) workdir = argv[++i];
+    else if (!strcmp(argv[i], "--speed")) speed_run = 1;
+    else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: gpu_check [--device cuda:0|cpu] [--workdir DIR]\n");
+      fprintf(stderr, "usage: gpu_check [--device cuda:0|cpu] [--workdir DIR]\n"
+                      "       gpu_check --speed [--device cuda:0|cpu] [--batch 256] [--steps 20] [--repeats 5]\n");
       return 2;
     }
+  }
+  if (batch < 1 || steps < 1 || repeats < 1 || repeats > 63) {
+    fprintf(stderr, "gpu_check: --batch and --steps want >= 1, --repeats 1 to 63\n");
+    return 2;
   }
   int cuda = tpt_has_feature(TPT_FEATURE_CUDA), nccl = tpt_has_feature(TPT_FEATURE_NCCL);
   if (strncmp(device, "cuda", 4) == 0 && !cuda) {
     fprintf(stderr, "gpu_check: %s asked for, but this LibTorch has no CUDA or sees no device\n", device);
     return 2;
   }
+  if (speed_run) return speed(batch, steps, repeats); /* LibTorch's default precision, as PyTorch's side */
+
+  /* Before any CUDA work: cuBLAS reads CUBLAS_WORKSPACE_CONFIG when it starts. */
+  TPT_CHECK_OR_DIE(tpt_set_float32_precision(TPT_FLOAT32_IEEE));
+  TPT_CHECK_OR_DIE(tpt_set_determinism(TPT_DETERMINISM_WARN));
   mkdir(workdir, 0755);
   make_data();
   const char *info = tpt_build_info();
@@ -373,6 +646,7 @@ int main(int argc, char **argv) {
   check_resume_exact();
   check_staging();
   check_one_rank_job();
+  check_gan_towers();
   if (!nccl) row("NCCL", "not built (no NCCL): the job above ran on Gloo", "-");
 
   printf("\n| check | result | verdict |\n|---|---|---|\n");

@@ -30,13 +30,17 @@
  * docs/precision.md): the tower function runs under autocast to bfloat16, the
  * variables, gradients and Adam's state stay float32.
  *
+ * --device D trains on device D ("cuda:0"; docs/gpu.md): every tower (one
+ * without --towers) computes there, on a copy of the variables, which stay
+ * on the CPU with Adam's update (docs/towers.md).
+ *
  * The tower: conv 5x5 32 -> max pool 2 -> conv 3x3 32 -> conv 3x3 32 ->
  * max pool 2 -> conv 3x3 32 -> fc 512 -> dropout 0.5 -> fc 10, ReLU after
  * each conv and fc0; softmax cross-entropy (the validation "cost").
  * Adam at 1e-3, times 0.6 after each epoch from the second on
  * (ScheduledHyperParamSetter).
  *
- *   build/examples/fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
+ *   build/examples/fashion_mnist [--towers N] [--device D] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
  *     (defaults: no towers, train_log/fashion_mnist,
  *      /usr/share/datasets/fashion-mnist, 5; --help says more)
  *
@@ -90,7 +94,7 @@ static tpt_dataflow *pipeline(const char *dir, const char *split, int train) {
 }
 
 static const char usage[] =
-    "usage: fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]\n"
+    "usage: fashion_mnist [--towers N] [--device D] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]\n"
     "  LOGDIR      the log directory (default train_log/fashion_mnist); one that\n"
     "              holds checkpoints goes on from the latest\n"
     "  DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)\n"
@@ -100,6 +104,9 @@ static const char usage[] =
     "              batch of 128: a step trains on 128 x N images, an epoch has N\n"
     "              times fewer steps. Default: no towers, the simple trainer (a\n"
     "              batch of 128 per step)\n"
+    "  --device D  train on device D (\"cuda:0\"; default the CPU): every tower\n"
+    "              (one without --towers) computes there, on a copy of the\n"
+    "              variables, which stay on the CPU with Adam's update\n"
     "  --dist      this process is one rank of a distributed job started by\n"
     "              tptrain-run -n N (or torchrun): each rank takes every N-th\n"
     "              batch, rank 0 alone writes LOGDIR\n"
@@ -130,6 +137,7 @@ int main(int argc, char **argv) {
   const char *pos[3] = {NULL, NULL, NULL};
   int n_pos = 0, n_towers = 0; /* 0: no towers, the simple trainer */
   int dist = 0, bf16 = 0;
+  const char *device = NULL; /* NULL: the CPU */
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i], *value;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -140,6 +148,12 @@ int main(int argc, char **argv) {
       value = argv[i];
     } else if (!strncmp(a, "--towers=", 9)) {
       value = a + 9;
+    } else if (!strcmp(a, "--device") || !strncmp(a, "--device=", 9)) {
+      if (a[8] == '=') device = a + 9;
+      else if (++i == argc) return usage_error("--device needs a device name D", NULL);
+      else device = argv[i];
+      if (!*device) return usage_error("--device needs a device name D", NULL);
+      continue;
     } else if (!strcmp(a, "--dist")) {
       dist = 1;
       continue;
@@ -199,11 +213,15 @@ int main(int argc, char **argv) {
   config.callbacks = cbs;
   config.n_callbacks = 4;
   tpt_towers_options towers = TPT_TOWERS_OPTIONS_INIT; /* replicated, every tower on the CPU */
+  const char *devices[256];
+  if (device && !n_towers) n_towers = 1; /* one tower on the device */
+  for (int k = 0; device && k < n_towers; ++k) devices[k] = device;
   if (n_towers) { /* SyncMultiGPUTrainerReplicated(n_towers); without: SimpleTrainer */
     towers.n_towers = n_towers;
+    towers.devices = device ? devices : NULL;
     config.towers = &towers;
-    printf("training on %d replicated CPU towers, a batch of %d each: %d images per step\n", n_towers, BATCH,
-           n_towers * BATCH);
+    printf("training on %d replicated %s tower%s, a batch of %d each: %d images per step\n", n_towers,
+           device ? device : "CPU", n_towers > 1 ? "s" : "", BATCH, n_towers * BATCH);
     fflush(stdout); /* before the trainer's own lines */
   }
   tpt_distributed_options distributed = TPT_DISTRIBUTED_OPTIONS_INIT; /* from tptrain-run's variables */

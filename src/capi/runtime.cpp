@@ -1,5 +1,5 @@
 // Process-wide settings: build features, threads, the seed, the checkpoint read
-// limit (include/tptrain/runtime.h).
+// limit, determinism and float32 precision (include/tptrain/runtime.h).
 #include <ATen/Context.h>
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
@@ -10,7 +10,9 @@
 #include <c10/util/SmallVector.h>
 #include <torch/csrc/api/include/torch/version.h>
 
+#include <cerrno>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <sstream>
@@ -105,6 +107,36 @@ tpt_status *tpt_get_num_threads(int *out) {
 
 tpt_status *tpt_manual_seed(uint64_t seed) {
   return guard(__func__, [&] { at::manual_seed(seed); });
+}
+
+tpt_status *tpt_set_float32_precision(tpt_float32_precision precision) {
+  return guard(__func__, [&] {
+    const int64_t p = tpt::enum_int(precision);
+    if (p != TPT_FLOAT32_DEFAULT && p != TPT_FLOAT32_IEEE && p != TPT_FLOAT32_TF32)
+      tpt::invalid_argument("precision must be TPT_FLOAT32_DEFAULT, TPT_FLOAT32_IEEE or TPT_FLOAT32_TF32, got " +
+                            std::to_string(p));
+    // The legacy setters: from 1.13 to 2.x each keeps the old flag and the newer per-operator
+    // fp32_precision equal, so LibTorch's own checks for a mix of the two never fire.
+    at::globalContext().setAllowTF32CuBLAS(p == TPT_FLOAT32_TF32);
+    at::globalContext().setAllowTF32CuDNN(p != TPT_FLOAT32_IEEE);
+  });
+}
+
+tpt_status *tpt_set_determinism(tpt_determinism mode) {
+  return guard(__func__, [&] {
+    const int64_t m = tpt::enum_int(mode);
+    if (m != TPT_DETERMINISM_DEFAULT && m != TPT_DETERMINISM_WARN && m != TPT_DETERMINISM_ON)
+      tpt::invalid_argument("mode must be TPT_DETERMINISM_DEFAULT, TPT_DETERMINISM_WARN or TPT_DETERMINISM_ON, got " +
+                            std::to_string(m));
+    const bool on = m != TPT_DETERMINISM_DEFAULT;
+    // cuBLAS keeps per-stream workspaces that make its products' order vary unless told a fixed
+    // layout; LibTorch reads the variable once, at its first cuBLAS call.
+    if (on && setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0) != 0)
+      tpt::fail(TPT_ERR_OUT_OF_MEMORY, std::string("setting CUBLAS_WORKSPACE_CONFIG: ") + std::strerror(errno));
+    at::globalContext().setDeterministicAlgorithms(on, m == TPT_DETERMINISM_WARN);
+    at::globalContext().setDeterministicCuDNN(on);
+    if (on) at::globalContext().setBenchmarkCuDNN(false);
+  });
 }
 
 tpt_status *tpt_set_checkpoint_read_limit(uint64_t bytes) {

@@ -36,6 +36,12 @@ static int abi_run(const char *lang) {
   ABI_EQ(TPT_FEATURE_GLOO, 1);
   ABI_EQ(TPT_FEATURE_CUDA, 2);
   ABI_EQ(TPT_FEATURE_NCCL, 3);
+  ABI_EQ(TPT_FLOAT32_DEFAULT, 0);
+  ABI_EQ(TPT_FLOAT32_IEEE, 1);
+  ABI_EQ(TPT_FLOAT32_TF32, 2);
+  ABI_EQ(TPT_DETERMINISM_DEFAULT, 0);
+  ABI_EQ(TPT_DETERMINISM_WARN, 1);
+  ABI_EQ(TPT_DETERMINISM_ON, 2);
   ABI_EQ(TPT_DTYPE_F32, 1);
   ABI_EQ(TPT_DTYPE_F64, 2);
   ABI_EQ(TPT_DTYPE_F16, 3);
@@ -48,6 +54,8 @@ static int abi_run(const char *lang) {
   ABI_EQ(sizeof(tpt_code), 4);
   ABI_EQ(sizeof(tpt_dtype), 4);
   ABI_EQ(sizeof(tpt_feature), 4);
+  ABI_EQ(sizeof(tpt_float32_precision), 4);
+  ABI_EQ(sizeof(tpt_determinism), 4);
   /* versioned option structs: version first, fields only appended */
   ABI_EQ(TPT_TENSOR_OPTIONS_VERSION, 1);
   ABI_EQ(offsetof(tpt_tensor_options, version), 0);

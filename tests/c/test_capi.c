@@ -1,6 +1,9 @@
 /* The C API from C11, seen only through tptrain.h. Run with
  * CMOCKA_MESSAGE_OUTPUT=TAP (meson test does). */
 
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
+#include <stdlib.h>
+
 #include "test_common.h"
 
 static tpt_tensor *make_f32(const float *data, const int64_t *shape, size_t ndim) {
@@ -84,6 +87,64 @@ static void test_threads(void **state) {
   expect_code2(tpt_set_num_threads(-3), TPT_ERR_INVALID_ARGUMENT, "got -3", NULL);
   EXPECT_NULL_ARG(tpt_get_num_threads(NULL), "tpt_get_num_threads", "out");
   ok(tpt_set_num_threads(before));
+}
+
+/* What each setting does to LibTorch's flags is checked in gtest-cpp
+ * (Runtime.DeterminismAndPrecisionReachLibTorch); here the C surface. */
+static void test_determinism_and_precision(void **state) {
+  (void)state;
+  const char *before = getenv("CUBLAS_WORKSPACE_CONFIG");
+  char saved[64] = "";
+  if (before) snprintf(saved, sizeof saved, "%s", before);
+  unsetenv("CUBLAS_WORKSPACE_CONFIG");
+  ok(tpt_set_determinism(TPT_DETERMINISM_DEFAULT));
+  assert_null(getenv("CUBLAS_WORKSPACE_CONFIG"));
+  ok(tpt_set_determinism(TPT_DETERMINISM_ON));
+  assert_non_null(getenv("CUBLAS_WORKSPACE_CONFIG"));
+  assert_string_equal(getenv("CUBLAS_WORKSPACE_CONFIG"), ":4096:8");
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8", 1); /* the user's own value stays */
+  ok(tpt_set_determinism(TPT_DETERMINISM_WARN));
+  assert_string_equal(getenv("CUBLAS_WORKSPACE_CONFIG"), ":16:8");
+  ok(tpt_set_determinism(TPT_DETERMINISM_DEFAULT));
+
+  /* ON: an operator without a deterministic kernel fails with LibTorch's
+   * reason (put with accumulate=False has none, on the CPU too); DEFAULT runs it. */
+  const float zeros[4] = {0}, values[2] = {1, 2};
+  const int64_t where[2] = {1, 1}, s4[] = {4}, s2[] = {2};
+  tpt_tensor_options i64 = TPT_TENSOR_OPTIONS_INIT;
+  i64.dtype = TPT_DTYPE_I64;
+  tpt_tensor *x = NULL, *index = NULL, *source = NULL, *out = NULL;
+  ok(tpt_tensor_from_data(&x, zeros, sizeof zeros, s4, 1, NULL));
+  ok(tpt_tensor_from_data(&index, where, sizeof where, s2, 1, &i64));
+  ok(tpt_tensor_from_data(&source, values, sizeof values, s2, 1, NULL));
+  tpt_arg args[3];
+  memset(args, 0, sizeof args);
+  args[0].kind = args[1].kind = args[2].kind = TPT_ARG_TENSOR;
+  args[0].tensor = x;
+  args[1].tensor = index;
+  args[2].tensor = source;
+  size_t n = 0;
+  ok(tpt_set_determinism(TPT_DETERMINISM_ON));
+  expect_code2(tpt_op_call(&out, 1, &n, "aten::put", NULL, args, 3), TPT_ERR_BACKEND,
+               "does not have a deterministic implementation", NULL);
+  ok(tpt_set_determinism(TPT_DETERMINISM_DEFAULT));
+  ok(tpt_op_call(&out, 1, &n, "aten::put", NULL, args, 3));
+  assert_int_equal(n, 1);
+  tpt_tensor_free(out);
+  tpt_tensor_free(x);
+  tpt_tensor_free(index);
+  tpt_tensor_free(source);
+
+  expect_code2(tpt_set_determinism((tpt_determinism)3), TPT_ERR_INVALID_ARGUMENT, "tpt_set_determinism: ",
+               "mode must be TPT_DETERMINISM_DEFAULT, TPT_DETERMINISM_WARN or TPT_DETERMINISM_ON, got 3");
+  expect_code2(tpt_set_determinism((tpt_determinism)-1), TPT_ERR_INVALID_ARGUMENT, "got -1", NULL);
+  ok(tpt_set_float32_precision(TPT_FLOAT32_IEEE));
+  ok(tpt_set_float32_precision(TPT_FLOAT32_TF32));
+  ok(tpt_set_float32_precision(TPT_FLOAT32_DEFAULT));
+  expect_code2(tpt_set_float32_precision((tpt_float32_precision)7), TPT_ERR_INVALID_ARGUMENT,
+               "tpt_set_float32_precision: ", "got 7");
+  if (before) setenv("CUBLAS_WORKSPACE_CONFIG", saved, 1);
+  else unsetenv("CUBLAS_WORKSPACE_CONFIG");
 }
 
 /* ---------------------------------------------------------------- tensors */
@@ -299,6 +360,7 @@ int main(void) {
       cmocka_unit_test(test_code_names),
       cmocka_unit_test(test_build_info_and_features),
       cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_determinism_and_precision),
       cmocka_unit_test(test_round_trip_every_dtype),
       cmocka_unit_test(test_scalar_and_empty_tensors),
       cmocka_unit_test(test_matmul_values),

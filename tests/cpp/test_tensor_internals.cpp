@@ -5,6 +5,7 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/allclose.h>
+#include <ATen/Context.h>
 
 #include "model/dtype.hpp"
 #include "capi/handles.hpp"
@@ -62,6 +63,43 @@ TEST(TensorHandle, NonContiguousCopyOut) {
   ASSERT_EQ(tpt_tensor_copy_to(buf, sizeof buf, &h), nullptr);
   const float want[6] = {0, 3, 1, 4, 2, 5};
   for (int i = 0; i < 6; ++i) EXPECT_EQ(buf[i], want[i]);
+}
+
+// tpt_set_determinism and tpt_set_float32_precision set LibTorch's own flags
+// (the ones torch.use_deterministic_algorithms and torch.backends.* set), and
+// DEFAULT gives LibTorch's defaults back.
+TEST(Runtime, DeterminismAndPrecisionReachLibTorch) {
+  at::Context &ctx = at::globalContext();
+  ASSERT_EQ(tpt_set_determinism(TPT_DETERMINISM_ON), nullptr);
+  EXPECT_TRUE(ctx.deterministicAlgorithms());
+  EXPECT_FALSE(ctx.deterministicAlgorithmsWarnOnly());
+  EXPECT_TRUE(ctx.deterministicCuDNN());
+  EXPECT_FALSE(ctx.benchmarkCuDNN());
+  EXPECT_THROW(at::globalContext().alertNotDeterministic("an operator"), c10::Error);
+  ASSERT_EQ(tpt_set_determinism(TPT_DETERMINISM_WARN), nullptr);
+  EXPECT_TRUE(ctx.deterministicAlgorithms());
+  EXPECT_TRUE(ctx.deterministicAlgorithmsWarnOnly());
+  EXPECT_TRUE(ctx.deterministicCuDNN());
+  ASSERT_EQ(tpt_set_determinism(TPT_DETERMINISM_DEFAULT), nullptr);
+  EXPECT_FALSE(ctx.deterministicAlgorithms());
+  EXPECT_FALSE(ctx.deterministicCuDNN());
+  EXPECT_NO_THROW(at::globalContext().alertNotDeterministic("an operator"));
+
+  const bool cudnn_default = ctx.allowTF32CuDNN();  // true in LibTorch
+  const bool cublas_default = ctx.allowTF32CuBLAS();  // false since LibTorch 1.12
+  ASSERT_EQ(tpt_set_float32_precision(TPT_FLOAT32_IEEE), nullptr);
+  EXPECT_FALSE(ctx.allowTF32CuBLAS());
+  EXPECT_FALSE(ctx.allowTF32CuDNN());
+  EXPECT_EQ(ctx.float32MatmulPrecision(), at::Float32MatmulPrecision::HIGHEST);
+  ASSERT_EQ(tpt_set_float32_precision(TPT_FLOAT32_TF32), nullptr);
+  EXPECT_TRUE(ctx.allowTF32CuBLAS());
+  EXPECT_TRUE(ctx.allowTF32CuDNN());
+  EXPECT_EQ(ctx.float32MatmulPrecision(), at::Float32MatmulPrecision::HIGH);
+  ASSERT_EQ(tpt_set_float32_precision(TPT_FLOAT32_DEFAULT), nullptr);
+  EXPECT_EQ(ctx.allowTF32CuBLAS(), cublas_default);
+  EXPECT_EQ(ctx.allowTF32CuDNN(), cudnn_default);
+  EXPECT_TRUE(cudnn_default);
+  EXPECT_FALSE(cublas_default);
 }
 
 }  // namespace

@@ -43,6 +43,35 @@ func TestCodeValues(t *testing.T) {
 	}
 }
 
+// What each mode does to LibTorch's flags is checked in gtest-cpp (Runtime.*);
+// here the Go surface: zero values, names, and the library's refusal of a
+// value outside the enum.
+func TestDeterminismAndFloat32Precision(t *testing.T) {
+	var d Determinism
+	var p Float32Precision
+	if d != DeterminismDefault || p != Float32Default || DeterminismOn.String() != "On" || Float32IEEE.String() != "IEEE" {
+		t.Errorf("zero values %v %v, names %v %v", d, p, DeterminismOn, Float32IEEE)
+	}
+	for _, mode := range []Determinism{DeterminismOn, DeterminismWarn, DeterminismDefault} {
+		if err := SetDeterminism(mode); err != nil {
+			t.Errorf("SetDeterminism(%v): %v", mode, err)
+		}
+	}
+	for _, prec := range []Float32Precision{Float32IEEE, Float32TF32, Float32Default} {
+		if err := SetFloat32Precision(prec); err != nil {
+			t.Errorf("SetFloat32Precision(%v): %v", prec, err)
+		}
+	}
+	e := wantError(t, SetDeterminism(Determinism(5)), CodeInvalidArgument, "got 5")
+	if !strings.HasPrefix(e.Message, "SetDeterminism: ") {
+		t.Errorf("message %q does not name SetDeterminism", e.Message)
+	}
+	wantError(t, SetFloat32Precision(Float32Precision(-2)), CodeInvalidArgument, "got -2")
+	if got := Determinism(9).String(); got != "Determinism(9)" {
+		t.Errorf("Determinism(9).String() = %q", got)
+	}
+}
+
 func TestErrorFromLibrary(t *testing.T) {
 	err := SetNumThreads(0)
 	e := wantError(t, err, CodeInvalidArgument, "num_threads must be >= 1")

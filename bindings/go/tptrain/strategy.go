@@ -78,8 +78,10 @@ type TowersOptions struct {
 	// without Devices. With both set they must agree.
 	Towers int
 	// Devices are the towers' devices, one per tower; nil means every tower
-	// on "cpu", and "" is "cpu". Only CPU towers are implemented yet: a
-	// CUDA device is an *Error of CodeUnsupported.
+	// on "cpu", and "" is "cpu". A tower on another device computes on a
+	// copy of the variables, which stay on the CPU (docs/towers.md; not run
+	// on a GPU yet, docs/gpu.md); a device this LibTorch lacks is an *Error
+	// of CodeUnsupported.
 	Devices []string
 	// SumGradients makes the replicated strategy sum the towers' gradients
 	// instead of averaging them.

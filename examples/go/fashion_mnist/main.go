@@ -21,6 +21,10 @@
 // draws from one generator in whatever order they reach it, so such a run
 // (and its resume) is not bit-reproducible.
 //
+// --device D trains on device D ("cuda:0"; docs/gpu.md): every tower (one
+// without --towers) computes there, on a copy of the variables, which stay on
+// the CPU with Adam's update (docs/towers.md).
+//
 // --dist makes this process one rank of a distributed job (tensorpack's
 // HorovodTrainer; docs/distributed.md): one field of the train config,
 // TrainConfig.Distributed, whose zero value takes everything from
@@ -38,7 +42,7 @@
 // Adam at 1e-3, times 0.6 after each epoch from the second on
 // (ScheduledHyperParam).
 //
-//	cd examples/go && go run ./fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
+//	cd examples/go && go run ./fashion_mnist [--towers N] [--device D] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
 //	  (defaults: no towers, train_log/fashion_mnist,
 //	   /usr/share/datasets/fashion-mnist, 5; --help says more)
 //
@@ -129,7 +133,7 @@ func pipeline(dir, split string, train bool) (*tptrain.DataFlow, error) {
 	return norm.Batch(size, remainder)
 }
 
-const usage = `usage: fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
+const usage = `usage: fashion_mnist [--towers N] [--device D] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
   LOGDIR      the log directory (default train_log/fashion_mnist); one that
               holds checkpoints goes on from the latest
   DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)
@@ -139,6 +143,9 @@ const usage = `usage: fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DAT
               batch of 128: a step trains on 128 x N images, an epoch has N
               times fewer steps. Default: no towers, the simple trainer (a
               batch of 128 per step)
+  --device D  train on device D ("cuda:0"; default the CPU): every tower
+              (one without --towers) computes there, on a copy of the
+              variables, which stay on the CPU with Adam's update
   --dist      this process is one rank of a distributed job started by
               tptrain-run -n N (or torchrun): each rank takes every N-th
               batch, rank 0 alone writes LOGDIR
@@ -178,6 +185,7 @@ func main() {
 	var positional []string
 	nTowers := 0 // 0: no towers, the simple trainer
 	dist, bf16 := false, false
+	device := "" // "": the CPU
 	for i := 1; i < len(os.Args); i++ {
 		a := os.Args[i]
 		var value string
@@ -192,6 +200,17 @@ func main() {
 			value = os.Args[i]
 		case strings.HasPrefix(a, "--towers="):
 			value = strings.TrimPrefix(a, "--towers=")
+		case a == "--device" || a == "-device":
+			if i++; i == len(os.Args) || os.Args[i] == "" {
+				usageError("--device needs a device name D", nil)
+			}
+			device = os.Args[i]
+			continue
+		case strings.HasPrefix(a, "--device="):
+			if device = strings.TrimPrefix(a, "--device="); device == "" {
+				usageError("--device needs a device name D", nil)
+			}
+			continue
 		case a == "--dist" || a == "-dist":
 			dist = true
 			continue
@@ -208,7 +227,7 @@ func main() {
 			usageError("--towers wants a whole number from 1 to 256, not", &value)
 		}
 	}
-	accuracy, chief, err := run(positional, nTowers, dist, bf16)
+	accuracy, chief, err := run(positional, nTowers, device, dist, bf16)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -219,7 +238,7 @@ func main() {
 
 // run trains and returns the final test accuracy, and whether this process
 // is the chief (rank 0, or not distributed), the only one that validates.
-func run(positional []string, nTowers int, dist, bf16 bool) (accuracy float64, chief bool, err error) {
+func run(positional []string, nTowers int, device string, dist, bf16 bool) (accuracy float64, chief bool, err error) {
 	logdir, dir, epochs := "train_log/fashion_mnist", "/usr/share/datasets/fashion-mnist", int64(5)
 	if len(positional) > 0 {
 		logdir = positional[0]
@@ -305,10 +324,23 @@ func run(positional []string, nTowers int, dist, bf16 bool) (accuracy float64, c
 		DataFlow:  train, // wrapped in a queue input
 		Callbacks: []*tptrain.Callback{runner, schedule, saver, best},
 	}
+	if device != "" && nTowers == 0 {
+		nTowers = 1 // one tower on the device
+	}
 	if nTowers > 0 { // SyncMultiGPUTrainerReplicated(nTowers); without: SimpleTrainer
 		config.Towers = &tptrain.TowersOptions{Towers: nTowers}
-		fmt.Printf("training on %d replicated CPU towers, a batch of %d each: %d images per step\n",
-			nTowers, batch, nTowers*batch)
+		where, plural := "CPU", "s"
+		if device != "" {
+			where = device
+			for k := 0; k < nTowers; k++ {
+				config.Towers.Devices = append(config.Towers.Devices, device)
+			}
+		}
+		if nTowers == 1 {
+			plural = ""
+		}
+		fmt.Printf("training on %d replicated %s tower%s, a batch of %d each: %d images per step\n",
+			nTowers, where, plural, batch, nTowers*batch)
 	}
 	if dist { // HorovodTrainer: one rank of the job tptrain-run started; without: alone
 		config.Distributed = &tptrain.DistributedOptions{} // all from torchrun's variables

@@ -44,6 +44,14 @@ pub type tpt_feature = c_int;
 pub const TPT_FEATURE_GLOO: tpt_feature = 1;
 pub const TPT_FEATURE_CUDA: tpt_feature = 2;
 pub const TPT_FEATURE_NCCL: tpt_feature = 3;
+pub type tpt_float32_precision = c_int;
+pub const TPT_FLOAT32_DEFAULT: tpt_float32_precision = 0;
+pub const TPT_FLOAT32_IEEE: tpt_float32_precision = 1;
+pub const TPT_FLOAT32_TF32: tpt_float32_precision = 2;
+pub type tpt_determinism = c_int;
+pub const TPT_DETERMINISM_DEFAULT: tpt_determinism = 0;
+pub const TPT_DETERMINISM_WARN: tpt_determinism = 1;
+pub const TPT_DETERMINISM_ON: tpt_determinism = 2;
 
 // ---- Tensors
 pub type tpt_dtype = c_int;
@@ -936,6 +944,8 @@ extern "C" {
     pub fn tpt_build_info() -> *const c_char;
     pub fn tpt_set_num_threads(num_threads: c_int) -> *mut tpt_status;
     pub fn tpt_get_num_threads(out: *mut c_int) -> *mut tpt_status;
+    pub fn tpt_set_float32_precision(precision: tpt_float32_precision) -> *mut tpt_status;
+    pub fn tpt_set_determinism(mode: tpt_determinism) -> *mut tpt_status;
 
     pub fn tpt_dtype_size(dtype: tpt_dtype) -> usize;
     pub fn tpt_tensor_from_data(

@@ -152,7 +152,8 @@ pub use model::{InputSpec, Model, RestoreOptions, TorchScriptParam, TrainOp};
 pub use nn::{Activation, LayerOptions, Padding};
 pub use optimizer::Optimizer;
 pub use runtime::{
-    build_info, has_feature, manual_seed, num_threads, set_checkpoint_read_limit, set_num_threads, Feature,
+    build_info, has_feature, manual_seed, num_threads, set_checkpoint_read_limit, set_determinism,
+    set_float32_precision, set_num_threads, Determinism, Feature, Float32Precision,
 };
 pub use strategy::{Distributed, Gan, Strategy, Towers};
 pub use tensor::{DType, Element, Tensor, TensorOptions};

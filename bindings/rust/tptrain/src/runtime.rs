@@ -1,4 +1,5 @@
-//! Versions, build features and threads.
+//! Versions, build features, threads, the seed, determinism and float32
+//! precision on GPUs.
 
 use crate::common::{call, Result};
 use std::ffi::CStr;
@@ -60,4 +61,58 @@ pub fn set_checkpoint_read_limit(bytes: u64) -> Result<()> {
 /// dropout (`tpt_manual_seed`).
 pub fn manual_seed(seed: u64) -> Result<()> {
     call!(sys::tpt_manual_seed(seed))
+}
+
+/// How float32 matrix products and convolutions compute on CUDA devices
+/// (`tpt_float32_precision`); no effect on the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Float32Precision {
+    /// LibTorch's defaults: matrix products in full float32, cuDNN's float32
+    /// convolutions in TF32 on GPUs that have it.
+    #[default]
+    Default,
+    /// Full float32 everywhere: TF32 off (what a comparison with a CPU run wants).
+    Ieee,
+    /// TF32 for both: about 3 decimal digits, several times faster on the
+    /// GPU's matrix units.
+    Tf32,
+}
+
+/// Sets the float32 precision of CUDA's matrix products and convolutions
+/// (`tpt_set_float32_precision`). Process-wide; call it before training starts.
+pub fn set_float32_precision(precision: Float32Precision) -> Result<()> {
+    let raw = match precision {
+        Float32Precision::Default => sys::TPT_FLOAT32_DEFAULT,
+        Float32Precision::Ieee => sys::TPT_FLOAT32_IEEE,
+        Float32Precision::Tf32 => sys::TPT_FLOAT32_TF32,
+    };
+    call!(sys::tpt_set_float32_precision(raw))
+}
+
+/// Whether LibTorch picks deterministic kernels (`tpt_determinism`,
+/// PyTorch's `torch.use_deterministic_algorithms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Determinism {
+    /// LibTorch's defaults: the fastest kernels; on CUDA two runs may differ
+    /// in the last bits.
+    #[default]
+    Default,
+    /// Deterministic kernels where LibTorch has them; an operator without one
+    /// runs anyway and LibTorch warns.
+    Warn,
+    /// Deterministic kernels; an operator without one fails the step.
+    On,
+}
+
+/// Sets the determinism (`tpt_set_determinism`): `Warn` and `On` also make
+/// cuDNN deterministic and set `CUBLAS_WORKSPACE_CONFIG=:4096:8` when it is
+/// not set (call it before the first CUDA work). Process-wide; call it before
+/// training starts, from one thread (it may change the environment).
+pub fn set_determinism(mode: Determinism) -> Result<()> {
+    let raw = match mode {
+        Determinism::Default => sys::TPT_DETERMINISM_DEFAULT,
+        Determinism::Warn => sys::TPT_DETERMINISM_WARN,
+        Determinism::On => sys::TPT_DETERMINISM_ON,
+    };
+    call!(sys::tpt_set_determinism(raw))
 }

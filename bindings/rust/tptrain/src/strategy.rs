@@ -203,10 +203,12 @@ impl Towers {
     }
 
     /// The device of each tower, one name per tower ("cpu", "cuda:0", ...);
-    /// default: every tower on "cpu". Only CPU towers are implemented yet:
-    /// another device is a [`Code::Unsupported`] error when the towers are
-    /// set, a name that is no device a [`Code::InvalidArgument`] one, and so
-    /// is a list whose length is not the number of towers.
+    /// default: every tower on "cpu". A tower on another device computes on
+    /// a copy of the variables, which stay on the CPU (docs/towers.md; not
+    /// run on a GPU yet, docs/gpu.md); a device this LibTorch lacks is a
+    /// [`Code::Unsupported`] error when the towers are set, a name that is
+    /// no device a [`Code::InvalidArgument`] one, and so is a list whose
+    /// length is not the number of towers.
     pub fn devices<S: AsRef<str>>(mut self, devices: &[S]) -> Towers {
         self.devices = Some(devices.iter().map(|d| d.as_ref().to_owned()).collect());
         self

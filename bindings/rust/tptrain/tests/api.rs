@@ -1,4 +1,4 @@
-use tptrain::{Code, DType, Error, Feature, Tensor, TensorOptions};
+use tptrain::{Code, DType, Determinism, Error, Feature, Float32Precision, Tensor, TensorOptions};
 
 #[test]
 fn versions_match_the_sys_crate() {
@@ -29,6 +29,18 @@ fn invalid_argument_comes_back_as_error() {
     tptrain::set_num_threads(1).unwrap();
     assert_eq!(tptrain::num_threads().unwrap(), 1);
     tptrain::set_num_threads(before).unwrap();
+}
+
+#[test]
+fn determinism_and_float32_precision() {
+    // Process-wide; the other tests of this binary run at the same time, so
+    // only settings that leave the CPU's numbers as they are (their effect on
+    // LibTorch is checked in gtest-cpp, Runtime.*).
+    for p in [Float32Precision::Ieee, Float32Precision::Tf32, Float32Precision::default()] {
+        tptrain::set_float32_precision(p).unwrap();
+    }
+    assert_eq!(Determinism::default(), Determinism::Default);
+    tptrain::set_determinism(Determinism::default()).unwrap();
 }
 
 #[test]

@@ -21,6 +21,10 @@
 //! dropout draws from one generator in whatever order they reach it, so such
 //! a run (and its resume) is not bit-reproducible.
 //!
+//! --device D trains on device D ("cuda:0"; docs/gpu.md): every tower (one
+//! without --towers) computes there, on a copy of the variables, which stay
+//! on the CPU with Adam's update (docs/towers.md).
+//!
 //! --dist makes this process one rank of a distributed job (tensorpack's
 //! HorovodTrainer; docs/distributed.md): start it with the launcher,
 //!     tptrain-run -n 2 target/release/fashion_mnist --dist
@@ -34,7 +38,7 @@
 //! Adam at 1e-3, times 0.6 after each epoch from the second on
 //! (ScheduledHyperParamSetter).
 //!
-//!     cargo run --release --bin fashion_mnist -- [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
+//!     cargo run --release --bin fashion_mnist -- [--towers N] [--device D] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
 //!       (defaults: no towers, train_log/fashion_mnist,
 //!        /usr/share/datasets/fashion-mnist, 5; --help says more)
 //!
@@ -80,7 +84,7 @@ fn pipeline<'a>(dir: &str, split: &str, train: bool) -> Result<DataFlow<'a>> {
 }
 
 const USAGE: &str = "\
-usage: fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
+usage: fashion_mnist [--towers N] [--device D] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
   LOGDIR      the log directory (default train_log/fashion_mnist); one that
               holds checkpoints goes on from the latest
   DATA_DIR    the IDX files (default /usr/share/datasets/fashion-mnist)
@@ -90,6 +94,9 @@ usage: fashion_mnist [--towers N] [--dist] [--bf16] [LOGDIR] [DATA_DIR] [EPOCHS]
               batch of 128: a step trains on 128 x N images, an epoch has N
               times fewer steps. Default: no towers, the simple trainer (a
               batch of 128 per step)
+  --device D  train on device D (\"cuda:0\"; default the CPU): every tower
+              (one without --towers) computes there, on a copy of the
+              variables, which stay on the CPU with Adam's update
   --dist      this process is one rank of a distributed job started by
               tptrain-run -n N (or torchrun): each rank takes every N-th
               batch, rank 0 alone writes LOGDIR
@@ -121,6 +128,7 @@ fn main() -> Result<ExitCode> {
     let mut n_towers = 0; // 0: no towers, the simple trainer
     let mut dist = false;
     let mut bf16 = false;
+    let mut device: Option<String> = None; // None: the CPU
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let value = if a == "-h" || a == "--help" {
@@ -133,6 +141,16 @@ fn main() -> Result<ExitCode> {
             }
         } else if let Some(v) = a.strip_prefix("--towers=") {
             v.to_owned()
+        } else if a == "--device" || a.starts_with("--device=") {
+            let d = match a.strip_prefix("--device=") {
+                Some(d) => Some(d.to_owned()),
+                None => args.next(),
+            };
+            match d {
+                Some(d) if !d.is_empty() => device = Some(d),
+                _ => return usage_error("--device needs a device name D", None),
+            }
+            continue;
         } else if a == "--dist" {
             dist = true;
             continue;
@@ -177,16 +195,24 @@ fn main() -> Result<ExitCode> {
         precision: if bf16 { Precision::Bf16Mixed } else { Precision::Fp32 }, // autocast; variables stay f32
         ..Default::default()
     };
+    if device.is_some() && n_towers == 0 {
+        n_towers = 1; // one tower on the device
+    }
     if n_towers > 0 {
         println!(
-            "training on {n_towers} replicated CPU towers, a batch of {BATCH} each: {} images per step",
+            "training on {n_towers} replicated {} tower{}, a batch of {BATCH} each: {} images per step",
+            device.as_deref().unwrap_or("CPU"),
+            if n_towers > 1 { "s" } else { "" },
             n_towers as i64 * BATCH
         );
     }
     let config = TrainConfig {
         options: Some(options),
         // SyncMultiGPUTrainerReplicated(n_towers); None: SimpleTrainer
-        towers: (n_towers > 0).then(|| Towers::replicated(n_towers)),
+        towers: (n_towers > 0).then(|| match &device {
+            Some(d) => Towers::replicated(n_towers).devices(&vec![d.as_str(); n_towers]),
+            None => Towers::replicated(n_towers),
+        }),
         // HorovodTrainer: one rank of the job tptrain-run started; None: alone
         distributed: dist.then(Distributed::from_env),
         ..TrainConfig::from_dataflow(&model, &train) // wrapped in a queue input
