@@ -18,10 +18,15 @@
  *   resume exact      2 epochs on DEV with dropout, against 1 epoch, a
  *                     checkpoint, and a new trainer resuming it for the
  *                     second: every variable bit-identical
+ *   killed, resumed   the same 2 epochs in a child process that checkpoints
+ *                     every 3 steps and SIGKILLs itself after step 11, then
+ *                     a new trainer resuming its directory: bit-identical to
+ *                     the uninterrupted run
  *   staging           ms per step with tpt_input_staging(DEV) and without
  *                     (measured, not asserted; a pass-through on the CPU)
  *   1-rank job        a distributed job of one rank with its tower on DEV
- *                     (NCCL's all-reduce on CUDA, Gloo's on the CPU) against
+ *                     (NCCL's all-reduce on CUDA, a communicator of one rank;
+ *                     Gloo's on the CPU) against
  *                     1 tower alone on the CPU (SGD, 10 steps): < 1e-5
  *   GAN towers        the GAN trainer (MultiGPUGANTrainer) with 2 towers on
  *                     DEV, batch B, against the GAN trainer with 1 tower on
@@ -38,10 +43,13 @@
  * resnet18.py is PyTorch's side) runs it against PyTorch on the same card. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "tptrain_util.h"
@@ -193,7 +201,22 @@ typedef struct run_spec {
   int save;              /* ModelSaver every epoch, auto_resume */
   const char *staging;   /* NULL: no StagingInput */
   int distributed;       /* nonzero: a job of one rank (NCCL with CUDA towers, else Gloo) */
+  int64_t save_every;    /* with save: also every this many steps */
+  int64_t kill_at;       /* nonzero: SIGKILL itself after the step that reaches this global step */
 } run_spec;
+
+/* Dies as a preempted job does: SIGKILL, no chance to save. */
+static tpt_status *kill_at(tpt_trainer *trainer, tpt_event event, const tpt_record *record, void *ud) {
+  (void)event;
+  (void)record;
+  int64_t step = 0;
+  TPT_RETURN_IF_ERROR(tpt_trainer_global_step(&step, trainer));
+  if (step >= *(const int64_t *)ud) {
+    fflush(NULL);
+    raise(SIGKILL);
+  }
+  return NULL;
+}
 
 static tpt_status *train(tpt_model *model, const run_spec *r) {
   tpt_input *input = NULL;
@@ -224,14 +247,28 @@ static tpt_status *train(tpt_model *model, const run_spec *r) {
     tpt_trainer_free(trainer);
     return st;
   }
-  tpt_callback *saver = NULL;
+  tpt_callback *cbs[2] = {NULL, NULL};
+  size_t n_cbs = 0;
+  tpt_status *st = NULL;
   if (r->save) {
     tpt_model_saver_options so = TPT_MODEL_SAVER_OPTIONS_INIT;
-    tpt_status *st = tpt_callback_model_saver(&saver, &so);
-    if (st) {
-      tpt_input_free(input);
-      return st;
-    }
+    so.every_k_steps = r->save_every;
+    st = tpt_callback_model_saver(&cbs[n_cbs], &so);
+    n_cbs += !st;
+  }
+  if (!st && r->kill_at) {
+    tpt_callback_desc d = TPT_CALLBACK_DESC_INIT;
+    d.events = TPT_EVENT_AFTER_RUN;
+    d.name = "kill";
+    d.fn = kill_at;
+    d.user_data = (void *)&r->kill_at;
+    st = tpt_callback_new(&cbs[n_cbs], &d);
+    n_cbs += !st;
+  }
+  if (st) {
+    for (size_t i = 0; i < n_cbs; ++i) tpt_callback_free(cbs[i]);
+    tpt_input_free(input);
+    return st;
   }
   tpt_train_config c = TPT_TRAIN_CONFIG_INIT;
   c.options = &o;
@@ -241,8 +278,8 @@ static tpt_status *train(tpt_model *model, const run_spec *r) {
   tpt_distributed_options d = TPT_DISTRIBUTED_OPTIONS_INIT;
   d.world_size = 1;
   c.distributed = r->distributed ? &d : NULL;
-  c.callbacks = &saver;
-  c.n_callbacks = saver ? 1 : 0;
+  c.callbacks = cbs;
+  c.n_callbacks = n_cbs;
   return tpt_launch_train(&c);
 }
 
@@ -328,21 +365,21 @@ done:
 
 /* One tower on the device (the mirror path on CUDA) against the CPU. */
 static void check_device_equals_cpu(void) {
-  run_spec on_dev = {1, device, 32, 20, 1, NULL, 0, NULL, 0}, on_cpu = {0, "cpu", 32, 20, 1, NULL, 0, NULL, 0};
+  run_spec on_dev = {1, device, 32, 20, 1, NULL, 0, NULL, 0, 0, 0}, on_cpu = {0, "cpu", 32, 20, 1, NULL, 0, NULL, 0, 0, 0};
   compare_runs("device = cpu (20 Adam steps)", "adam", 1e-3, on_dev, on_cpu, 1e-4);
 }
 
 /* 2 replicated towers with batch B against 1 tower with batch 2B: the towers
  * take consecutive batches of the unshuffled input, 2B rows a step. */
 static void check_towers_equal_concat(void) {
-  run_spec towers = {2, device, 16, 10, 1, NULL, 0, NULL, 0}, concat = {0, "cpu", 32, 10, 1, NULL, 0, NULL, 0};
+  run_spec towers = {2, device, 16, 10, 1, NULL, 0, NULL, 0, 0, 0}, concat = {0, "cpu", 32, 10, 1, NULL, 0, NULL, 0, 0, 0};
   compare_runs("2 towers = 1 tower, batch x2", "sgd", 0.1, towers, concat, 1e-5);
 }
 
 /* A distributed job of one rank (NCCL's all-reduce with CUDA towers, Gloo's
  * on the CPU) against one tower alone. */
 static void check_one_rank_job(void) {
-  run_spec rank = {1, device, 32, 10, 1, NULL, 0, NULL, 1}, alone = {0, "cpu", 32, 10, 1, NULL, 0, NULL, 0};
+  run_spec rank = {1, device, 32, 10, 1, NULL, 0, NULL, 1, 0, 0}, alone = {0, "cpu", 32, 10, 1, NULL, 0, NULL, 0, 0, 0};
   compare_runs("a job of 1 rank (NCCL on CUDA)", "sgd", 0.1, rank, alone, 1e-5);
 }
 
@@ -350,7 +387,7 @@ static void check_one_rank_job(void) {
  * one tower on the CPU and the concatenated batch: each op minimises its cost
  * averaged over the towers, which is the cost of the concatenated batch. */
 static void check_gan_towers(void) {
-  run_spec towers = {2, device, 16, 10, 1, NULL, 0, NULL, 0}, concat = {0, "cpu", 32, 10, 1, NULL, 0, NULL, 0};
+  run_spec towers = {2, device, 16, 10, 1, NULL, 0, NULL, 0, 0, 0}, concat = {0, "cpu", 32, 10, 1, NULL, 0, NULL, 0, 0, 0};
   gan = 1;
   compare_runs("GAN trainer: 2 towers = 1, batch x2", "sgd", 0.05, towers, concat, 1e-5);
   gan = 0;
@@ -365,9 +402,9 @@ static void check_resume_exact(void) {
   snprintf(dir_whole, sizeof dir_whole, "%s/resume-whole", workdir);
   snprintf(dir_split, sizeof dir_split, "%s/resume-split", workdir);
   with_dropout = 1;
-  run_spec both = {1, device, 32, 8, 2, dir_whole, 1, NULL, 0};
-  run_spec half = {1, device, 32, 8, 1, dir_split, 1, NULL, 0};
-  run_spec rest = {1, device, 32, 8, 2, dir_split, 1, NULL, 0};
+  run_spec both = {1, device, 32, 8, 2, dir_whole, 1, NULL, 0, 0, 0};
+  run_spec half = {1, device, 32, 8, 1, dir_split, 1, NULL, 0, 0, 0};
+  run_spec rest = {1, device, 32, 8, 2, dir_split, 1, NULL, 0, 0, 0};
   CHECK_CALL(name, new_model(&whole, "adam", 1e-3));
   CHECK_CALL(name, train(whole, &both));
   CHECK_CALL(name, new_model(&first, "adam", 1e-3));
@@ -402,6 +439,84 @@ done:
   tpt_model_free(second);
 }
 
+/* A run SIGKILLed mid-epoch (a child process: checkpoints every 3 steps, killed
+ * after step 11, in the second epoch), resumed by a new trainer from its last
+ * checkpoint to the end of epoch 2, against the uninterrupted run of
+ * check_resume_exact (its variables in resume-whole.f32): bit for bit. */
+static const run_spec killed_run = {1, NULL, 32, 8, 2, NULL, 1, NULL, 0, 3, 11};
+
+static void check_killed_resume(const char *self) {
+  const char *name = "killed mid-epoch, resumed (dropout)";
+  tpt_model *m = NULL;
+  float *a = NULL, *b = NULL;
+  size_t na = 0, nb = 0;
+  char dir[512], path[600];
+  snprintf(dir, sizeof dir, "%s/resume-killed", workdir);
+  char *args[] = {"gpu_check", "--killed-child", dir, "--device", (char *)device, NULL};
+  extern char **environ;
+  pid_t pid;
+  int ws = 0;
+  if (posix_spawn(&pid, self, NULL, NULL, args, environ) != 0 || waitpid(pid, &ws, 0) != pid) {
+    row(name, "could not run the child", "FAIL");
+    return;
+  }
+  if (!WIFSIGNALED(ws) || WTERMSIG(ws) != SIGKILL) {
+    char why[160];
+    snprintf(why, sizeof why, "the child was not killed (exit status %d)", WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    row(name, why, "FAIL");
+    return;
+  }
+  snprintf(path, sizeof path, "%s/resume-whole.f32", workdir);
+  FILE *f = fopen(path, "rb");
+  if (f) {
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = size > 0 ? malloc((size_t)size) : NULL;
+    nb = b ? fread(b, sizeof *b, (size_t)size / sizeof *b, f) : 0;
+    fclose(f);
+  }
+  if (!nb) {
+    row(name, "no resume-whole.f32 (the resume check failed)", "FAIL");
+    goto done;
+  }
+  with_dropout = 1;
+  run_spec rest = killed_run;
+  rest.dev = device;
+  rest.logdir = dir;
+  rest.kill_at = 0;
+  CHECK_CALL(name, new_model(&m, "adam", 1e-3));
+  CHECK_CALL(name, tpt_manual_seed(999)); /* the checkpoint's random state must win */
+  CHECK_CALL(name, train(m, &rest));
+  CHECK_CALL(name, variables(&a, &na, m));
+  {
+    size_t differ = 0;
+    for (size_t i = 0; na == nb && i < na; ++i) differ += memcmp(&a[i], &b[i], sizeof a[i]) != 0;
+    char result[160];
+    snprintf(result, sizeof result, "%zu of %zu values differ from the uninterrupted run", differ, na);
+    row(name, result, na == nb && differ == 0 ? "ok" : "FAIL");
+  }
+done:
+  with_dropout = 0;
+  free(a);
+  free(b);
+  tpt_model_free(m);
+}
+
+/* The child of check_killed_resume: trains until it kills itself. */
+static int killed_child(const char *dir) {
+  with_dropout = 1;
+  run_spec r = killed_run;
+  r.dev = device;
+  r.logdir = dir;
+  tpt_model *m = NULL;
+  TPT_CHECK_OR_DIE(new_model(&m, "adam", 1e-3));
+  TPT_CHECK_OR_DIE(train(m, &r));
+  fprintf(stderr, "gpu_check --killed-child: trained to the end, not killed at step %lld\n", (long long)r.kill_at);
+  tpt_model_free(m);
+  return 3;
+}
+
 static void check_staging(void) {
   const char *name = "StagingInput overlap";
   tpt_model *m = NULL;
@@ -409,7 +524,7 @@ static void check_staging(void) {
   /* alternating, 3 rounds each, 60 steps (the first round warms up) */
   for (int round = 0; round < 3; ++round) {
     for (int side = 0; side < 2; ++side) {
-      run_spec r = {1, device, 64, 60, 1, NULL, 0, side ? device : NULL, 0};
+      run_spec r = {1, device, 64, 60, 1, NULL, 0, side ? device : NULL, 0, 0, 0};
       CHECK_CALL(name, new_model(&m, "sgd", 0.01));
       double t0 = now_s();
       CHECK_CALL(name, train(m, &r));
@@ -607,11 +722,13 @@ static int speed(int64_t batch, int64_t steps, int repeats) {
 
 int main(int argc, char **argv) {
   int speed_run = 0, repeats = 5;
+  const char *killed_dir = NULL;
   int64_t batch = 256, steps = 20;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     else if (!strcmp(argv[i], "--workdir") && i + 1 < argc) workdir = argv[++i];
     else if (!strcmp(argv[i], "--speed")) speed_run = 1;
+    else if (!strcmp(argv[i], "--killed-child") && i + 1 < argc) killed_dir = argv[++i];
     else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
@@ -637,6 +754,7 @@ int main(int argc, char **argv) {
   TPT_CHECK_OR_DIE(tpt_set_determinism(TPT_DETERMINISM_WARN));
   mkdir(workdir, 0755);
   make_data();
+  if (killed_dir) return killed_child(killed_dir);
   const char *info = tpt_build_info();
   const char *eol = strchr(info, '\n');
   printf("gpu_check on %s; %.*s\n", device, eol ? (int)(eol - info) : (int)strlen(info), info);
@@ -644,6 +762,7 @@ int main(int argc, char **argv) {
   check_device_equals_cpu();
   check_towers_equal_concat();
   check_resume_exact();
+  check_killed_resume("/proc/self/exe");
   check_staging();
   check_one_rank_job();
   check_gan_towers();

@@ -41,10 +41,10 @@ using DeviceAllReduceMaker = std::unique_ptr<DeviceAllReduce> (*)(const std::vec
 void register_device_all_reduce(DeviceAllReduceMaker maker);
 
 // An all-reduce over `devices` (distinct CUDA devices, at least two), or
-// nullptr where this build has none. With a `world` of several processes
-// (each with at least one CUDA device of its own: "cuda:<LOCAL_RANK>"), over
-// the devices of every process; every process calls this at once (it
-// exchanges NCCL's id over the world).
+// nullptr where this build has none. With a `world` (a job of any size, one
+// process included; each process with at least one CUDA device of its own:
+// "cuda:<LOCAL_RANK>"), over the devices of every process; every process
+// calls this at once (it exchanges NCCL's id over the world).
 std::unique_ptr<DeviceAllReduce> device_all_reduce(const std::vector<c10::Device> &devices, World *world = nullptr);
 
 }  // namespace tpt::dist

@@ -47,7 +47,10 @@ DeviceAllReduceMaker &maker() {
 void register_device_all_reduce(DeviceAllReduceMaker m) { maker() = m; }
 
 std::unique_ptr<DeviceAllReduce> device_all_reduce(const std::vector<c10::Device> &devices, World *world) {
-  const bool across = world && world->size() > 1;
+  // A job of any size, one process included, sums over its world with NCCL as
+  // PyTorch DDP's NCCL backend does at world size 1 (a communicator of one
+  // rank): a one-GPU job runs the code a job of many does.
+  const bool across = world != nullptr;
   if (!maker() || devices.empty() || (devices.size() < 2 && !across)) return nullptr;
   for (size_t i = 0; i < devices.size(); ++i) {
     if (!devices[i].is_cuda() || !devices[i].has_index()) return nullptr;

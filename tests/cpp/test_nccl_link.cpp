@@ -84,3 +84,27 @@ TEST(Nccl, AcrossProcessesFailsCleanlyWithoutGpus) {
   // one device and no world: nothing to sum across
   EXPECT_EQ(device_all_reduce({c10::Device(c10::DeviceType::CUDA, 0)}), nullptr);
 }
+
+// A job of one process with one CUDA tower sums through NCCL too (a
+// communicator of one rank, as PyTorch DDP's NCCL backend at world size 1), so
+// a one-GPU job runs the code of a job of many: the maker is called (nullptr
+// would mean the Gloo path), and without a GPU it fails cleanly.
+TEST(Nccl, OneRankJobUsesNccl) {
+  tpt::dist::WorldOptions o;
+  o.master_addr = "127.0.0.1";
+  o.master_port = free_port();
+  o.rank = 0;
+  o.world_size = 1;
+  o.timeout = std::chrono::milliseconds(5000);
+  tpt::dist::World world(tpt::dist::rendezvous(o, [](const char *) -> const char * { return nullptr; }));
+  try {
+    auto r = device_all_reduce({c10::Device(c10::DeviceType::CUDA, 0)}, &world);
+    ASSERT_NE(r, nullptr);  // a machine with a GPU
+    EXPECT_TRUE(r->spans_processes());
+  } catch (const tpt::Error &e) {
+    EXPECT_EQ(e.code(), TPT_ERR_BACKEND) << e.what();
+    const std::string m = e.what();
+    std::cout << "# one rank without a GPU: " << m << "\n";
+    EXPECT_TRUE(m.rfind("NCCL ", 0) == 0 || m.rfind("CUDA ", 0) == 0) << m;
+  }
+}
