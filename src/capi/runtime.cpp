@@ -129,8 +129,8 @@ tpt_status *tpt_set_determinism(tpt_determinism mode) {
       tpt::invalid_argument("mode must be TPT_DETERMINISM_DEFAULT, TPT_DETERMINISM_WARN or TPT_DETERMINISM_ON, got " +
                             std::to_string(m));
     const bool on = m != TPT_DETERMINISM_DEFAULT;
-    // cuBLAS keeps per-stream workspaces that make its products' order vary unless told a fixed
-    // layout; LibTorch reads the variable once, at its first cuBLAS call.
+    // cuBLAS gives the same bits run to run only with a fixed workspace configuration (NVIDIA's
+    // "results reproducibility"); LibTorch checks the variable once, at its first cuBLAS call.
     if (on && setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0) != 0)
       tpt::fail(TPT_ERR_OUT_OF_MEMORY, std::string("setting CUBLAS_WORKSPACE_CONFIG: ") + std::strerror(errno));
     at::globalContext().setDeterministicAlgorithms(on, m == TPT_DETERMINISM_WARN);
