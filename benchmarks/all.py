@@ -234,19 +234,20 @@ def fashion_mnist(rounds, quick, tmp):
     images_per_epoch = 468 * 128
     gpu = DEVICE != "cpu"
     dev_args = ["--device", DEVICE] if gpu else []
+    base = "PyTorch" if gpu else "python3-torch"
     ips = Row(on_device("fashion-mnist-images"),
               "Fashion-MNIST CNN (the example: tensorpack's mnist-convnet recipe, batch 128, Adam) training images/s, " +
               ("on %s (tptrain: `--device %s`, one tower there, the variables and Adam on the CPU; PyTorch: the "
                "network and the whole data set on the device)" % (DEVICE, DEVICE) if gpu else
                "each library's default threads (tptrain: one per core, python3-torch 1.13: half the logical CPUs, "
                "so 1 on 2 cores without hyperthreads)"), "images/s", "higher",
-              ("PyTorch" if gpu else "python3-torch") + ", the same network, data in memory, a plain loop",
+              base + ", the same network, data in memory, a plain loop",
               ">= 1.0" if gpu else ">= 1.1")
     t90 = Row(on_device("fashion-mnist-90"), "wall time from start until the test accuracy (10,000 images, after each "
               "epoch) reaches %.0f %%, at most %s epochs" % (100 * goal, epochs), "s", "lower",
-              ("PyTorch" if gpu else "python3-torch") + ", as above", ">= 1.0")
+              base + ", as above", ">= 1.0")
     rss = Row(on_device("fashion-mnist-rss"), "peak resident memory of that run (until %.0f %%)" % (100 * goal), "MB",
-              "lower", ("PyTorch" if gpu else "python3-torch") + ", as above", ">= 1.0")
+              "lower", base + ", as above", ">= 1.0")
     for r in range(rounds):
         got = {}
         for side in (["python", "tptrain"] if r % 2 == 0 else ["tptrain", "python"]):
